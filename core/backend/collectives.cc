@@ -1,0 +1,27 @@
+#include "core/backend/collectives.h"
+
+#include "core/bf16.h"
+
+namespace engram {
+
+void reduce_scatter_sum_bf16_reference(std::span<const std::span<const uint16_t>> inputs_by_rank,
+                                       int receiving_rank, std::span<uint16_t> output) {
+  const int size = static_cast<int>(inputs_by_rank.size());
+  ENGRAM_CHECK(receiving_rank >= 0 && receiving_rank < size);
+  const size_t chunk = output.size();
+  for (const auto& in : inputs_by_rank) ENGRAM_CHECK(in.size() == chunk * static_cast<size_t>(size));
+  const size_t base = chunk * static_cast<size_t>(receiving_rank);
+  for (size_t i = 0; i < chunk; ++i) {
+    // The ring starts at the receiver's successor and ends at the receiver.
+    int first = (receiving_rank + 1) % size;
+    uint16_t acc = inputs_by_rank[static_cast<size_t>(first)][base + i];
+    for (int step = 1; step < size; ++step) {
+      int r = (first + step) % size;
+      acc = float_to_bf16(bf16_to_float(acc) + bf16_to_float(inputs_by_rank[static_cast<size_t>(r)][base + i]));
+    }
+    output[i] = acc;
+  }
+}
+
+
+}  // namespace engram

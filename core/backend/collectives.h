@@ -1,0 +1,45 @@
+// Collectives and bootstrap over a group of ranks, on host memory. The
+// emulator runs them in-process with a seeded interleaving; the real host
+// backend runs them over TCP; NCCL provides the device-memory twin.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/status.h"
+
+namespace engram {
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+
+  virtual int rank() const = 0;  // rank within this group
+  virtual int size() const = 0;
+  virtual int world_rank() const = 0;  // rank in the job, for error context
+
+  // Every rank contributes `mine`; `all` receives size() * mine.size() bytes
+  // in group-rank order. All ranks pass the same length.
+  virtual Status all_gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
+
+  // `input` holds size() chunks of out.size() bf16 values; rank r receives the
+  // sum of chunk r over all ranks. Sums as NCCL's ring does: starting from
+  // rank (r+1) % size, each step adds in float and rounds to bf16.
+  virtual Status reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) = 0;
+
+  // Rank r's send chunk j goes to rank j's receive chunk r. Equal chunks.
+  virtual Status all_to_all(std::span<const std::byte> send, std::span<std::byte> receive) = 0;
+
+  virtual Status barrier() = 0;
+
+  // Ranks with the same color form a new group, ordered by key (then rank).
+  virtual Result<std::unique_ptr<Collectives>> split(int color, int key) = 0;
+};
+
+// Reduce-scatter reference arithmetic shared by every implementation.
+void reduce_scatter_sum_bf16_reference(std::span<const std::span<const uint16_t>> inputs_by_rank,
+                                       int receiving_rank, std::span<uint16_t> output);
+
+}  // namespace engram

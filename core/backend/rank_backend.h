@@ -1,0 +1,23 @@
+// Everything one rank talks to, as a bundle of the interfaces. The emulator
+// and the real machine each hand the core one of these per rank.
+#pragma once
+
+#include "core/backend/collectives.h"
+#include "core/backend/device_memory.h"
+#include "core/backend/fd_channel.h"
+#include "core/backend/host_probe.h"
+#include "core/backend/host_shared_memory.h"
+
+namespace engram {
+
+struct RankBackend {
+  int world_rank = -1;
+  int world_size = 0;
+  Collectives* world = nullptr;       // all ranks of the job
+  DeviceMemory* device = nullptr;     // null where no device is used
+  FdChannel* fds = nullptr;
+  HostSharedMemory* shm = nullptr;
+  HostProbe* probe = nullptr;
+};
+
+}  // namespace engram

@@ -1,0 +1,57 @@
+// What users write: the machines (topology), the parallel layout and the
+// Engram settings. DESIGN.md section 3. Plain data; parsing lives in
+// core/deployment_yaml.*, decisions in core/config_resolution.* and
+// core/placement.*.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace engram {
+
+struct HostSpec {
+  std::string name;                 // hostname
+  std::string boot_id;              // defaults to a value derived from name
+  int gpu_count = 0;
+  std::string gpu_model = "H200";   // H100, H200, B200, GB200, B300, GB300
+  uint64_t gpu_memory_bytes = 0;
+  bool shm_mounted = true;          // /dev/shm present
+  uint64_t tmpfs_bytes_total = 0;   // /dev/shm size
+  std::string nvlink_domain;        // "" = no NVLink domain beyond this host
+  bool imex_channel = false;        // IMEX channel device present
+  bool fabric_attribute = false;    // the driver reports FABRIC handle support
+  int visible_gpus_per_rank = 0;    // 0 = all; 1 = each container sees one GPU
+};
+
+// The engine's parallel layout. World = tp * dp ranks; rank = dp_rank * tp + tp_rank.
+struct ParallelLayout {
+  int tp = 1;          // attention TP ranks per replica
+  int dp = 1;          // DP replicas
+  int ep = 1;          // expert parallel size (informational; checked to divide world)
+  bool elastic_ep = false;
+  int prefill_cp = 1;  // prefill context parallel size (same per-token rule)
+  int world_size() const { return tp * dp; }
+};
+
+// Which ranks share one row-sharded device table.
+enum class ShardGroup : uint8_t { kWorld, kNvlinkDomain, kHost };
+
+struct EngramConfig {
+  bool cpu_offload = false;
+  bool peer_shards = false;                 // opt-in device_peer
+  std::optional<bool> dp_shared_memory;     // unset | true | false
+  ShardGroup shard_group = ShardGroup::kWorld;
+  int tokens_per_rank_max = 1024;           // DP slot size for the collective buffer
+};
+
+struct Deployment {
+  std::string model = "deepseek-v4.1-flash";
+  std::vector<HostSpec> hosts;
+  std::vector<int> rank_hosts;  // rank -> index into hosts; empty = fill hosts in order
+  ParallelLayout layout;
+  EngramConfig config;
+};
+
+}  // namespace engram

@@ -1,0 +1,45 @@
+// How a table is cut: contiguous row shards over a group of ranks (device
+// placements) and head shards over a node's DP replicas (host_head_sharded).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace engram {
+
+// Rank r of `shard_count` owns rows [N*r/shard_count, N*(r+1)/shard_count).
+// Uneven N leaves shards differing by at most one row.
+class RowShardLayout {
+ public:
+  RowShardLayout(int64_t row_count, int shard_count);
+
+  int shard_count() const { return static_cast<int>(starts_.size()) - 1; }
+  int64_t row_count() const { return starts_.back(); }
+  int64_t shard_begin(int shard) const { return starts_[static_cast<size_t>(shard)]; }
+  int64_t shard_end(int shard) const { return starts_[static_cast<size_t>(shard) + 1]; }
+  int64_t shard_rows(int shard) const { return shard_end(shard) - shard_begin(shard); }
+  int64_t max_shard_rows() const;
+  // shard_count + 1 entries; the last is row_count. Kernels copy this.
+  const std::vector<int64_t>& starts() const { return starts_; }
+
+  // Owner of `row` by binary search over shard starts (what the peer kernel
+  // does); -1 for rows outside [0, row_count).
+  int owner_of(int64_t row) const;
+
+ private:
+  std::vector<int64_t> starts_;
+};
+
+// Heads [begin, end) of shard s when `head_count` heads are dealt over
+// `shard_count` ranks: ceil-sized shards, so an uneven count leaves the last
+// shard short (possibly empty).
+struct HeadRange {
+  int begin = 0;
+  int end = 0;
+  int size() const { return end - begin; }
+};
+HeadRange head_shard(int head_count, int shard_count, int shard);
+int head_owner(int head_count, int shard_count, int head);
+
+}  // namespace engram
