@@ -1,0 +1,93 @@
+// Emulated collectives: the Collectives interface for ranks run by the
+// deterministic Scheduler. Contributions meet in a shared rendezvous per
+// operation; a member that dies (or never comes) turns every waiting rank's
+// call into kUnavailable naming it, never a hang.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend/collectives.h"
+#include "sim/scheduler.h"
+
+namespace engram::sim {
+
+class CollectiveHub;
+
+// One group of world ranks (the world, or the result of a split).
+struct SimGroup {
+  int id = 0;
+  std::vector<int> world_ranks;  // group rank -> world rank
+  struct Operation {
+    std::string kind;                                // "all_gather", ...
+    std::vector<std::vector<std::byte>> contributions;
+    std::vector<bool> arrived;
+    int arrived_count = 0;
+    int departed_count = 0;
+    std::map<int, std::shared_ptr<SimGroup>> split_groups;       // color -> new group (split only)
+  };
+  std::map<uint64_t, Operation> operations;  // by per-rank sequence number
+};
+
+class CollectiveHub {
+ public:
+  CollectiveHub(Scheduler& scheduler, int world_size);
+
+  std::unique_ptr<Collectives> world(int world_rank);
+  // Ranks marked dead make every collective that waits on them fail.
+  void mark_dead(int world_rank);
+  bool is_dead(int world_rank) const { return dead_[static_cast<size_t>(world_rank)]; }
+  Scheduler& scheduler() { return scheduler_; }
+  std::shared_ptr<SimGroup> new_group(std::vector<int> world_ranks);
+  uint64_t bytes_moved() const { return bytes_moved_; }
+  void add_bytes_moved(uint64_t bytes) { bytes_moved_ += bytes; }
+
+ private:
+  Scheduler& scheduler_;
+  std::vector<bool> dead_;
+  std::shared_ptr<SimGroup> world_group_;
+  int next_group_id_ = 0;
+  uint64_t bytes_moved_ = 0;
+};
+
+class SimCollectives final : public Collectives {
+ public:
+  SimCollectives(CollectiveHub& hub, std::shared_ptr<SimGroup> group, int group_rank);
+
+  int rank() const override { return group_rank_; }
+  int size() const override { return static_cast<int>(group_->world_ranks.size()); }
+  int world_rank() const override { return group_->world_ranks[static_cast<size_t>(group_rank_)]; }
+
+  Status all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override;
+  Status reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) override;
+  Status all_to_all(std::span<const std::byte> send, std::span<std::byte> receive) override;
+  Status barrier() override;
+  Result<std::unique_ptr<Collectives>> split(int color, int key) override;
+
+ private:
+  // Deposits `mine`, waits for every member, then calls `finish` with all
+  // contributions in group-rank order; the last to leave frees the slot.
+  Status rendezvous(const char* kind, std::vector<std::byte> mine,
+                    const std::function<Status(SimGroup::Operation&)>& finish);
+
+  CollectiveHub& hub_;
+  std::shared_ptr<SimGroup> group_;
+  int group_rank_;
+  uint64_t next_sequence_ = 0;
+};
+
+// Runs body(rank, collectives) on `rank_count` emulated ranks under a seeded
+// scheduler; returns each rank's Status. For tests and tools that need only
+// collectives (the full emulated world is sim/world.h).
+struct RanksRun {
+  std::vector<Status> statuses;
+  uint64_t trace_hash = 0;
+};
+RanksRun run_ranks(int rank_count, uint64_t seed,
+                   const std::function<Status(int rank, Collectives& world)>& body);
+
+}  // namespace engram::sim
