@@ -1,0 +1,246 @@
+#include "backends/shm/posix_shared_memory.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <boost/interprocess/exceptions.hpp>
+#include <boost/interprocess/mapped_region.hpp>
+#include <cerrno>
+#include <cstring>
+
+#include "backends/shm/segment_header.h"
+#include "core/units.h"
+
+namespace engram::shm {
+namespace bip = boost::interprocess;
+
+namespace {
+
+// Lets Boost.Interprocess map an fd we opened ourselves (exclusive create in
+// any directory, which shared_memory_object cannot do outside /dev/shm).
+struct FdMappable {
+  int fd;
+  bip::mapping_handle_t get_mapping_handle() const { return bip::ipcdetail::mapping_handle_from_file_handle(fd); }
+};
+
+class RegionMapping final : public ShmMapping {
+ public:
+  RegionMapping(std::string name, bip::mapped_region region, uint64_t data_bytes, bool writable)
+      : name_(std::move(name)), region_(std::move(region)), data_bytes_(data_bytes), writable_(writable) {
+    ENGRAM_CHECK(region_.get_size() == kSegmentHeaderBytes + data_bytes_);
+  }
+  std::span<std::byte> bytes() override {
+    if (!writable_) return {};
+    return {static_cast<std::byte*>(region_.get_address()) + kSegmentHeaderBytes, data_bytes_};
+  }
+  std::span<const std::byte> data() const override {
+    return {static_cast<const std::byte*>(region_.get_address()) + kSegmentHeaderBytes, data_bytes_};
+  }
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::string name_;
+  bip::mapped_region region_;  // unmaps on destruction
+  uint64_t data_bytes_;
+  bool writable_;
+};
+
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() { if (fd_ >= 0) ::close(fd_); }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+ private:
+  int fd_;
+};
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+}  // namespace
+
+std::string job_segment_prefix(const std::string& job_id) { return "engramlab-" + job_id + "-"; }
+std::string segment_name(const std::string& job_id, const std::string& table) {
+  return job_segment_prefix(job_id) + table;
+}
+
+PosixSharedMemory::PosixSharedMemory(PosixSharedMemoryOptions options) : options_(std::move(options)) {
+  ENGRAM_CHECK(!options_.root_dir.empty());
+}
+
+std::string PosixSharedMemory::path_of(const std::string& name) const { return options_.root_dir + "/" + name; }
+
+Status PosixSharedMemory::check_name(const std::string& name) const {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos || name.size() > NAME_MAX) {
+    return invalid_argument("shm segment name '" + name +
+                            "' is not a plain file name (no '/', 1.." + std::to_string(NAME_MAX) +
+                            " characters); use segment_name(job_id, table)");
+  }
+  return Status::ok();
+}
+
+Result<ShmInfo> PosixSharedMemory::info() {
+  ShmInfo info;
+  struct stat st{};
+  if (::stat(options_.root_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return info;  // mounted = false
+  struct statvfs vfs{};
+  if (::statvfs(options_.root_dir.c_str(), &vfs) != 0) {
+    return failed_precondition("statvfs(" + options_.root_dir + ") failed: " + errno_text(errno));
+  }
+  info.mounted = true;
+  info.tmpfs_bytes_total = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  info.tmpfs_bytes_free = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  return info;
+}
+
+Status PosixSharedMemory::describe_existing(const std::string& name) const {
+  const std::string path = path_of(name);
+  std::string creator = "with no engramlab creator record";
+  bool stale = true;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    FdCloser closer(fd);
+    SegmentHeader header{};
+    if (::pread(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) && header_is_valid(header)) {
+      stale = !creator_is_alive(header);
+      creator = "created by pid " + std::to_string(header.creator_pid) +
+                (stale ? ", which is no longer running" : ", which is still running");
+    }
+  }
+  std::string message = "shm segment '" + name + "' already exists at " + path + " (" + creator + "): ";
+  if (stale) {
+    message += "a stale segment left by a crashed run; it is not reused. Remove it with `rm " + path +
+               "` or engram::shm::remove_stale_segments(\"" + options_.root_dir + "\", <job prefix>)";
+  } else {
+    message += "another live process of this job id uses it; pick a different --job-id or stop that process";
+  }
+  return Status(ErrorCode::kAlreadyExists, message, {.step = "shm create"});
+}
+
+Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::create(const std::string& name, uint64_t bytes) {
+  ENGRAM_RETURN_IF_ERROR(check_name(name));
+  if (bytes == 0) return invalid_argument("shm segment '" + name + "': size 0 bytes; a table has at least one row");
+  ENGRAM_ASSIGN_OR_RETURN(ShmInfo shm_info, info());
+  if (!shm_info.mounted) {
+    return failed_precondition("shm directory " + options_.root_dir +
+                               " does not exist: no tmpfs to hold segment '" + name +
+                               "' (containers: run with --ipc=host or mount a tmpfs there)");
+  }
+  const uint64_t file_bytes = kSegmentHeaderBytes + bytes;
+  const std::string sizes = "segment '" + name + "' needs " + format_gib(bytes) + " (" + std::to_string(bytes) +
+                            " bytes) + a 4 KiB header; the tmpfs at " + options_.root_dir + " holds " +
+                            format_gib(shm_info.tmpfs_bytes_total) + " (" +
+                            std::to_string(shm_info.tmpfs_bytes_total) + " bytes) in total, " +
+                            format_gib(shm_info.tmpfs_bytes_free) + " free";
+  if (file_bytes > shm_info.tmpfs_bytes_total) {
+    return Status(ErrorCode::kResourceExhausted,
+                  sizes + ": it can never fit; enlarge it (docker --shm-size, mount -o remount,size=...)",
+                  {.step = "shm create"});
+  }
+
+  const std::string path = path_of(name);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EEXIST) return describe_existing(name);
+    if (err == EACCES || err == EPERM) {
+      return Status(ErrorCode::kPermissionDenied, "cannot create " + path + ": " + errno_text(err), {.step = "shm create"});
+    }
+    if (err == ENOSPC || err == EMFILE || err == ENFILE) {
+      return Status(ErrorCode::kResourceExhausted, "cannot create " + path + ": " + errno_text(err), {.step = "shm create"});
+    }
+    return Status(ErrorCode::kUnavailable, "cannot create " + path + ": " + errno_text(err), {.step = "shm create"});
+  }
+  FdCloser closer(fd);
+  // From here every failure removes what we created.
+  auto fail = [&](ErrorCode code, std::string message) -> Status {
+    ::unlink(path.c_str());
+    return Status(code, std::move(message), {.step = "shm create"});
+  };
+  // The umask must not widen or narrow what readers of this user can open.
+  if (::fchmod(fd, 0600) != 0) return fail(ErrorCode::kInternal, "fchmod(" + path + ", 0600): " + errno_text(errno));
+
+  // The creator record goes in first, so a crash from here on leaves a
+  // segment that names its (dead) creator.
+  const SegmentHeader header = make_header_for_this_process(bytes);
+  if (::ftruncate(fd, static_cast<off_t>(kSegmentHeaderBytes)) != 0 ||
+      ::pwrite(fd, &header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header))) {
+    const int err = errno;
+    return fail(err == ENOSPC ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
+                "writing the header of " + path + ": " + errno_text(err) + "; " + sizes);
+  }
+  if (::ftruncate(fd, static_cast<off_t>(file_bytes)) != 0) {
+    return fail(ErrorCode::kResourceExhausted, "ftruncate(" + path + "): " + errno_text(errno) + "; " + sizes);
+  }
+  // Reserve every page now: a tmpfs that is too small answers ENOSPC here,
+  // instead of SIGBUS on first touch in the middle of a load.
+  const int fallocate_err = ::posix_fallocate(fd, 0, static_cast<off_t>(file_bytes));
+  if (fallocate_err != 0) {
+    return fail(fallocate_err == ENOSPC ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
+                "reserving the pages of " + path + " failed (" + errno_text(fallocate_err) + "): " + sizes);
+  }
+  try {
+    bip::mapped_region region(FdMappable{fd}, bip::read_write, 0, static_cast<size_t>(file_bytes));
+    return std::unique_ptr<ShmMapping>(new RegionMapping(name, std::move(region), bytes, /*writable=*/true));
+  } catch (const bip::interprocess_exception& e) {
+    return fail(ErrorCode::kResourceExhausted, "mapping " + path + " read-write failed: " + e.what() + "; " + sizes);
+  }
+}
+
+Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::open_read_only(const std::string& name, uint64_t bytes) {
+  ENGRAM_RETURN_IF_ERROR(check_name(name));
+  const std::string path = path_of(name);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return Status(ErrorCode::kNotFound,
+                    "shm segment " + path + " does not exist: its writer has not created it yet, or this rank is on "
+                    "another host or in another IPC/mount namespace (containers: --ipc=host)",
+                    {.step = "shm map"});
+    }
+    return Status(err == EACCES ? ErrorCode::kPermissionDenied : ErrorCode::kUnavailable,
+                  "cannot open " + path + " read-only: " + errno_text(err), {.step = "shm map"});
+  }
+  FdCloser closer(fd);
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return internal_error("fstat(" + path + "): " + errno_text(errno));
+  const uint64_t expected_bytes = kSegmentHeaderBytes + bytes;
+  if (static_cast<uint64_t>(st.st_size) != expected_bytes) {
+    return Status(ErrorCode::kFailedPrecondition,
+                  "shm segment " + path + " holds " + std::to_string(st.st_size) + " bytes, expected " +
+                      std::to_string(expected_bytes) + " (" + std::to_string(bytes) +
+                      " table bytes + 4 KiB header): the writer made a different table",
+                  {.step = "shm map"});
+  }
+  try {
+    bip::mapped_region region(FdMappable{fd}, bip::read_only, 0, static_cast<size_t>(expected_bytes));
+    SegmentHeader header{};
+    std::memcpy(&header, region.get_address(), sizeof(header));
+    if (!header_is_valid(header) || header.data_bytes != bytes) {
+      return Status(ErrorCode::kFailedPrecondition,
+                    "shm segment " + path + " has no valid engramlab header for a " + std::to_string(bytes) +
+                        "-byte table; it was not made by engramlab's create()",
+                    {.step = "shm map"});
+    }
+    return std::unique_ptr<ShmMapping>(new RegionMapping(name, std::move(region), bytes, /*writable=*/false));
+  } catch (const bip::interprocess_exception& e) {
+    return Status(ErrorCode::kUnavailable, "mapping " + path + " read-only failed: " + e.what(), {.step = "shm map"});
+  }
+}
+
+Status PosixSharedMemory::unlink(const std::string& name) {
+  ENGRAM_RETURN_IF_ERROR(check_name(name));
+  const std::string path = path_of(name);
+  if (::unlink(path.c_str()) != 0) {
+    const int err = errno;
+    return Status(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kPermissionDenied,
+                  "unlink(" + path + "): " + errno_text(err), {.step = "shm unlink"});
+  }
+  return Status::ok();
+}
+
+}  // namespace engram::shm

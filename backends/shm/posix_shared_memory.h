@@ -1,0 +1,42 @@
+// HostSharedMemory on a real tmpfs (/dev/shm by default): exclusive create
+// with pages reserved up front, read-only maps for co-located readers, and a
+// creator record in the first page (segment_header.h).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/backend/host_shared_memory.h"
+
+namespace engram::shm {
+
+struct PosixSharedMemoryOptions {
+  // Tests point this at a private tmpfs; shm_open(3) itself always uses /dev/shm.
+  std::string root_dir = "/dev/shm";
+};
+
+// "engramlab-<job_id>-<table>": job-unique, so two jobs never collide and a
+// crashed job's leftovers are found by prefix.
+std::string segment_name(const std::string& job_id, const std::string& table);
+std::string job_segment_prefix(const std::string& job_id);
+
+class PosixSharedMemory final : public HostSharedMemory {
+ public:
+  explicit PosixSharedMemory(PosixSharedMemoryOptions options = {});
+
+  Result<ShmInfo> info() override;
+  Result<std::unique_ptr<ShmMapping>> create(const std::string& name, uint64_t bytes) override;
+  Result<std::unique_ptr<ShmMapping>> open_read_only(const std::string& name, uint64_t bytes) override;
+  Status unlink(const std::string& name) override;
+
+  const std::string& root_dir() const { return options_.root_dir; }
+  std::string path_of(const std::string& name) const;
+
+ private:
+  Status check_name(const std::string& name) const;
+  Status describe_existing(const std::string& name) const;
+
+  PosixSharedMemoryOptions options_;
+};
+
+}  // namespace engram::shm
