@@ -1,0 +1,37 @@
+#include "backends/ipc/proc_host_probe.h"
+
+#include <sys/utsname.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace engram::ipc {
+
+Result<HostIdentity> read_host_identity() {
+  HostIdentity id;
+  struct utsname uts{};
+  if (::uname(&uts) != 0) return failed_precondition(std::string("uname() failed: ") + std::strerror(errno));
+  id.hostname = uts.nodename;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  if (!std::getline(in, id.boot_id) || id.boot_id.empty()) {
+    return failed_precondition("cannot read /proc/sys/kernel/random/boot_id: is /proc mounted?");
+  }
+  return id;
+}
+
+PlacementFacts ProcHostProbe::facts() {
+  PlacementFacts facts;
+  auto id = read_host_identity();
+  // facts() cannot fail by interface; a host with no readable boot id keeps
+  // its hostname, which still separates hosts by name.
+  if (id.is_ok()) {
+    facts.host = *id;
+  } else {
+    struct utsname uts{};
+    if (::uname(&uts) == 0) facts.host.hostname = uts.nodename;
+  }
+  return facts;
+}
+
+}  // namespace engram::ipc

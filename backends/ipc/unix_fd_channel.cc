@@ -1,0 +1,441 @@
+#include "backends/ipc/unix_fd_channel.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "backends/ipc/job_token.h"
+#include "backends/ipc/launch_env.h"
+#include "backends/ipc/wire.h"
+
+namespace engram::ipc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using local = boost::asio::local::stream_protocol;
+
+constexpr uint32_t kHelloMagic = 0x45464431;  // "EFD1"
+constexpr uint32_t kProtocolVersion = 1;
+constexpr size_t kMaxTokenBytes = 256;
+constexpr size_t kMaxHeaderBytes = 64 * 1024;
+
+struct Hello {
+  uint32_t magic;
+  uint32_t version;
+  int32_t src_rank;
+  int32_t dst_rank;
+  uint32_t token_bytes;
+  uint32_t header_bytes;
+};
+
+int remaining_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(left);
+}
+
+// True when `fd` is ready before the deadline.
+bool wait_ready(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, remaining_ms(deadline));
+    if (n > 0) return true;
+    if (n == 0) return false;
+    if (errno != EINTR) return false;
+  }
+}
+
+void close_all(std::vector<int>& fds) {
+  for (int fd : fds) ::close(fd);
+  fds.clear();
+}
+
+// Reads exactly n bytes; any fds that ride along land in `fds` (the caller
+// closes those it does not want). Errors are plain text for the caller to frame.
+bool recv_exact(int fd, void* buf, size_t n, Clock::time_point deadline, std::vector<int>& fds, std::string& why) {
+  auto* out = static_cast<char*>(buf);
+  size_t got = 0;
+  while (got < n) {
+    if (!wait_ready(fd, POLLIN, deadline)) {
+      why = "timed out";
+      return false;
+    }
+    iovec iov{out + got, n - got};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t r = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      why = std::strerror(errno);
+      return false;
+    }
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int received;
+          std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+          fds.push_back(received);
+        }
+      }
+    }
+    if (r == 0) {
+      why = "end of file (the sender closed the connection)";
+      return false;
+    }
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Sends all bytes; `pass_fd` (if >= 0) rides on the first chunk.
+bool send_all(int fd, const void* buf, size_t n, int pass_fd, Clock::time_point deadline, std::string& why) {
+  const auto* in = static_cast<const char*>(buf);
+  size_t sent = 0;
+  while (sent < n) {
+    if (!wait_ready(fd, POLLOUT, deadline)) {
+      why = "timed out";
+      return false;
+    }
+    iovec iov{const_cast<char*>(in + sent), n - sent};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (pass_fd >= 0) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
+    const ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      why = std::strerror(errno);
+      return false;
+    }
+    sent += static_cast<size_t>(w);
+    pass_fd = -1;  // sent with the first bytes that went out
+  }
+  return true;
+}
+
+Status make_private_dir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) == 0) {
+    // mkdir's mode is filtered by the umask; set it exactly.
+    if (::chmod(path.c_str(), 0700) != 0) {
+      return permission_denied("chmod(" + path + ", 0700): " + std::strerror(errno));
+    }
+  } else if (errno != EEXIST) {
+    return Status(errno == EACCES ? ErrorCode::kPermissionDenied : ErrorCode::kFailedPrecondition,
+                  "cannot create the fd socket directory " + path + ": " + std::strerror(errno));
+  }
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) return failed_precondition("lstat(" + path + "): " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) {
+    return permission_denied(path + " is not a directory (a symlink or file put there by someone?); remove it");
+  }
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    return permission_denied("fd socket directory " + path + " is owned by uid " + std::to_string(st.st_uid) +
+                             " with mode " + std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+                             std::to_string(st.st_mode & 7) + "; it must be ours (uid " + std::to_string(::geteuid()) +
+                             ") with mode 700 so no other user can reach the sockets. Remove it or pick another dir");
+  }
+  return Status::ok();
+}
+
+// Creates missing parents (0700) and checks the final directory.
+Status make_private_dirs(const std::string& path) {
+  for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    const std::string parent = path.substr(0, slash);
+    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
+      return failed_precondition("cannot create " + parent + ": " + std::strerror(errno));
+    }
+  }
+  return make_private_dir(path);
+}
+
+bool peer_uid(int fd, uid_t& uid, pid_t& pid) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  uid = cred.uid;
+  pid = cred.pid;
+  return true;
+}
+
+}  // namespace
+
+struct UnixFdChannel::Impl {
+  boost::asio::io_context io;
+  local::acceptor acceptor{io};
+};
+
+std::string default_socket_dir(const std::string& job_id) {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/engramlab/" + job_id;
+  return "/tmp/engramlab-" + std::to_string(::geteuid()) + "/" + job_id;
+}
+
+std::string fd_socket_path(const std::string& socket_dir, int rank) {
+  return socket_dir + "/rank-" + std::to_string(rank) + ".sock";
+}
+
+UnixFdChannel::UnixFdChannel(FdChannelOptions options)
+    : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
+
+UnixFdChannel::~UnixFdChannel() {
+  boost::system::error_code ignored;
+  if (impl_->acceptor.is_open()) {
+    impl_->acceptor.close(ignored);
+    ::unlink(socket_path_.c_str());
+  }
+  for (auto& [rank, fds] : queued_) {
+    for (auto& received : fds) ::close(received.fd);
+  }
+}
+
+Result<std::unique_ptr<UnixFdChannel>> UnixFdChannel::open(FdChannelOptions options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return invalid_argument("fd channel: rank " + std::to_string(options.rank) + " outside world size " +
+                            std::to_string(options.world_size));
+  }
+  ENGRAM_RETURN_IF_ERROR(check_job_id(options.job_id, "job id"));
+  if (options.job_token.empty() || options.job_token.size() > kMaxTokenBytes) {
+    return invalid_argument("fd channel: the job token must be 1.." + std::to_string(kMaxTokenBytes) + " bytes");
+  }
+  if (options.socket_dir.empty()) options.socket_dir = default_socket_dir(options.job_id);
+  std::unique_ptr<UnixFdChannel> channel(new UnixFdChannel(std::move(options)));
+  const FdChannelOptions& opts = channel->options_;
+  const int rank = opts.rank;
+  auto ctx = [&](Status s) { return std::move(s).with_context(rank, -1, "listen"); };
+
+  ENGRAM_RETURN_IF_ERROR(ctx(make_private_dirs(opts.socket_dir)));
+  channel->socket_path_ = fd_socket_path(opts.socket_dir, rank);
+  const std::string& path = channel->socket_path_;
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return ctx(invalid_argument("fd socket path " + path + " is " + std::to_string(path.size()) +
+                                " bytes; Unix sockets allow " + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                                ": use a shorter socket dir or job id"));
+  }
+  // A socket file left by a crashed run of this job id: reuse the name only
+  // when nobody listens on it.
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    local::socket probe(channel->impl_->io);
+    boost::system::error_code ec;
+    probe.connect(local::endpoint(path), ec);
+    if (!ec) {
+      return ctx(Status(ErrorCode::kAlreadyExists,
+                        "a live process already listens on " + path + " as rank " + std::to_string(rank) +
+                            " of job '" + opts.job_id + "': two jobs with one job id? pick another --job-id"));
+    }
+    ::unlink(path.c_str());
+  }
+  boost::system::error_code ec;
+  auto& acceptor = channel->impl_->acceptor;
+  acceptor.open(local(), ec);
+  if (!ec) acceptor.bind(local::endpoint(path), ec);
+  if (!ec) acceptor.listen(SOMAXCONN, ec);
+  if (!ec) acceptor.non_blocking(true, ec);
+  if (ec) {
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+    ::unlink(path.c_str());
+    return ctx(unavailable("cannot listen on " + path + ": " + ec.message()));
+  }
+  ::chmod(path.c_str(), 0600);
+  return channel;
+}
+
+Status UnixFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> header) {
+  const int rank = options_.rank;
+  auto fail = [&](ErrorCode code, std::string message) {
+    return Status(code, std::move(message), {.rank = rank, .peer = peer_rank, .step = "send"});
+  };
+  if (peer_rank < 0 || peer_rank >= options_.world_size) {
+    return fail(ErrorCode::kInvalidArgument, "peer rank " + std::to_string(peer_rank) + " outside world size " +
+                                                 std::to_string(options_.world_size));
+  }
+  if (fd < 0 || ::fcntl(fd, F_GETFD) < 0) {
+    return fail(ErrorCode::kInvalidArgument, "fd " + std::to_string(fd) + " is not an open file descriptor");
+  }
+  if (header.size() > kMaxHeaderBytes) {
+    return fail(ErrorCode::kInvalidArgument, "fd header of " + std::to_string(header.size()) + " bytes exceeds " +
+                                                 std::to_string(kMaxHeaderBytes));
+  }
+  const auto deadline = Clock::now() + options_.deadline;
+  const auto socket_deadline = Clock::now() + std::min(options_.peer_socket_wait, options_.deadline);
+  const std::string path = fd_socket_path(options_.socket_dir, peer_rank);
+
+  local::socket socket(impl_->io);
+  for (;;) {
+    boost::system::error_code ec;
+    socket.connect(local::endpoint(path), ec);
+    if (!ec) break;
+    socket.close();
+    const bool retry = ec == boost::asio::error::connection_refused || ec == boost::asio::error::not_found ||
+                       ec.value() == ENOENT;
+    if (!retry || Clock::now() >= socket_deadline) {
+      const double waited_s = std::chrono::duration<double>(options_.peer_socket_wait).count();
+      if (ec.value() == ENOENT) {
+        return fail(ErrorCode::kUnavailable,
+                    "cannot send an fd to rank " + std::to_string(peer_rank) + ": its socket " + path +
+                        " does not exist (No such file or directory) after waiting " + std::to_string(waited_s) +
+                        " s. Rank " + std::to_string(peer_rank) +
+                        " is on another host (or never opened its fd channel): POSIX fds cannot cross hosts; "
+                        "ranks on different hosts need FABRIC handles");
+      }
+      return fail(ErrorCode::kUnavailable, "cannot connect to rank " + std::to_string(peer_rank) + " at " + path +
+                                               ": " + ec.message() + " (is the rank still running?)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const int sock = socket.native_handle();
+  // The listener's credentials: only our own user may receive our memory.
+  uid_t uid = 0;
+  pid_t pid = 0;
+  if (!peer_uid(sock, uid, pid) || uid != ::geteuid()) {
+    return fail(ErrorCode::kPermissionDenied, "the process listening on " + path + " runs as uid " +
+                                                  std::to_string(uid) + ", not ours (" + std::to_string(::geteuid()) +
+                                                  "): refusing to send it an fd");
+  }
+  Hello hello{kHelloMagic, kProtocolVersion, rank, peer_rank, static_cast<uint32_t>(options_.job_token.size()),
+              static_cast<uint32_t>(header.size())};
+  ByteWriter first;
+  first.put(hello);
+  for (char c : options_.job_token) first.put(c);
+  // A marker byte, so the fd always has data to ride on even with an empty header.
+  ByteWriter second;
+  second.put<uint8_t>(0xFD);
+  second.bytes().insert(second.bytes().end(), header.begin(), header.end());
+  std::string why;
+  if (!send_all(sock, first.bytes().data(), first.bytes().size(), -1, deadline, why) ||
+      !send_all(sock, second.bytes().data(), second.bytes().size(), fd, deadline, why)) {
+    return fail(ErrorCode::kUnavailable, "sending the fd to rank " + std::to_string(peer_rank) + " over " + path +
+                                             " failed: " + why + " (the receiver died, or refused our token)");
+  }
+  return Status::ok();
+}
+
+Result<std::optional<std::pair<int, ReceivedFd>>> UnixFdChannel::take_connection(int sock) {
+  const int rank = options_.rank;
+  std::optional<std::pair<int, ReceivedFd>> none;
+  auto refuse = [&](const std::string& who, const std::string& why) {
+    ++refused_connections_;
+    std::fprintf(stderr, "engramlab: rank %d refused a connection on %s from %s: %s; still serving this job's ranks\n",
+                 rank, socket_path_.c_str(), who.c_str(), why.c_str());
+  };
+  uid_t uid = 0;
+  pid_t pid = 0;
+  if (!peer_uid(sock, uid, pid)) {
+    refuse("an unknown process", "SO_PEERCRED failed");
+    return none;
+  }
+  const std::string who = "pid " + std::to_string(pid) + " uid " + std::to_string(uid);
+  // Credentials first: a process of another user gets nothing read or sent.
+  if (uid != ::geteuid()) {
+    refuse(who, "not this job's user (uid " + std::to_string(::geteuid()) + ")");
+    return none;
+  }
+  const auto handshake_deadline = Clock::now() + std::min(options_.handshake_timeout, options_.deadline);
+  std::vector<int> fds;
+  std::string why;
+  Hello hello{};
+  if (!recv_exact(sock, &hello, sizeof(hello), handshake_deadline, fds, why)) {
+    close_all(fds);
+    refuse(who, "no hello (" + why + ")");
+    return none;
+  }
+  if (!fds.empty() || hello.magic != kHelloMagic || hello.version != kProtocolVersion ||
+      hello.token_bytes > kMaxTokenBytes || hello.header_bytes > kMaxHeaderBytes) {
+    close_all(fds);
+    refuse(who, "not an engramlab fd-channel hello");
+    return none;
+  }
+  std::string token(hello.token_bytes, '\0');
+  if (!recv_exact(sock, token.data(), token.size(), handshake_deadline, fds, why) || !fds.empty() ||
+      !tokens_equal(token, options_.job_token)) {
+    close_all(fds);
+    refuse(who, why.empty() ? "wrong job token" : "no token (" + why + ")");
+    return none;
+  }
+  if (hello.src_rank < 0 || hello.src_rank >= options_.world_size || hello.dst_rank != rank) {
+    refuse(who, "claims to be rank " + std::to_string(hello.src_rank) + " sending to rank " +
+                    std::to_string(hello.dst_rank));
+    return none;
+  }
+  // Authenticated: now the fd and its header.
+  std::vector<std::byte> body(1 + hello.header_bytes);
+  const auto deadline = Clock::now() + options_.deadline;
+  if (!recv_exact(sock, body.data(), body.size(), deadline, fds, why) || fds.size() != 1 ||
+      body[0] != std::byte{0xFD}) {
+    const size_t count = fds.size();
+    close_all(fds);
+    return Status(ErrorCode::kUnavailable,
+                  "rank " + std::to_string(hello.src_rank) + " authenticated but its fd message was broken (" +
+                      (why.empty() ? std::to_string(count) + " fds instead of 1" : why) + ")",
+                  {.rank = rank, .peer = hello.src_rank, .step = "recv"});
+  }
+  ReceivedFd received;
+  received.fd = fds[0];
+  received.header.assign(body.begin() + 1, body.end());
+  return std::optional<std::pair<int, ReceivedFd>>(std::in_place, hello.src_rank, std::move(received));
+}
+
+Result<ReceivedFd> UnixFdChannel::recv_fd(int peer_rank) {
+  const int rank = options_.rank;
+  if (peer_rank < 0 || peer_rank >= options_.world_size) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "peer rank " + std::to_string(peer_rank) + " outside world size " + std::to_string(options_.world_size),
+                  {.rank = rank, .peer = peer_rank, .step = "recv"});
+  }
+  if (auto it = queued_.find(peer_rank); it != queued_.end() && !it->second.empty()) {
+    ReceivedFd received = std::move(it->second.front());
+    it->second.pop_front();
+    return received;
+  }
+  const auto deadline = Clock::now() + options_.deadline;
+  auto& acceptor = impl_->acceptor;
+  for (;;) {
+    if (!wait_ready(acceptor.native_handle(), POLLIN, deadline)) break;
+    local::socket connection(impl_->io);
+    boost::system::error_code ec;
+    acceptor.accept(connection, ec);
+    if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) continue;
+    if (ec) {
+      return Status(ErrorCode::kUnavailable, "accept on " + socket_path_ + " failed: " + ec.message(),
+                    {.rank = rank, .peer = peer_rank, .step = "recv"});
+    }
+    ENGRAM_ASSIGN_OR_RETURN(auto taken, take_connection(connection.native_handle()));
+    if (!taken) continue;  // refused and logged; keep serving
+    if (taken->first == peer_rank) return std::move(taken->second);
+    queued_[taken->first].push_back(std::move(taken->second));
+  }
+  return Status(ErrorCode::kUnavailable,
+                "waited " + std::to_string(options_.deadline.count()) + " ms on " + socket_path_ +
+                    " for an fd from rank " + std::to_string(peer_rank) + "; none came: rank " +
+                    std::to_string(peer_rank) + " died, is not sending, or is on another host (POSIX fds cannot "
+                    "cross hosts)",
+                {.rank = rank, .peer = peer_rank, .step = "recv"});
+}
+
+}  // namespace engram::ipc

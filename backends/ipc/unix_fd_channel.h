@@ -1,0 +1,68 @@
+// FdChannel over Unix domain sockets with SCM_RIGHTS. Each rank listens on
+// <socket_dir>/rank-<r>.sock in a directory only this user can reach (0700).
+// A sender connects, presents the job token and its rank, then sends the fd
+// with a small header; the receiver checks SO_PEERCRED and the token before
+// taking anything, refuses strangers (logged to stderr) and carries on.
+// Sends do not wait for the receiver (the kernel queues the connection), so
+// "everyone sends, then everyone receives" cannot deadlock.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/backend/fd_channel.h"
+
+namespace engram::ipc {
+
+struct FdChannelOptions {
+  int rank = -1;
+  int world_size = 0;
+  std::string job_id;
+  std::string job_token;
+  // Empty: default_socket_dir(job_id). Namespace tests point it at a private tmpfs.
+  std::string socket_dir;
+  // Bound on every blocking operation (accept, read, write).
+  std::chrono::milliseconds deadline{10000};
+  // How long a send waits for the peer's socket to appear (startup races);
+  // a rank on another host never gets one. Capped by `deadline`.
+  std::chrono::milliseconds peer_socket_wait{1000};
+  // How long an accepted connection may take to present its token.
+  std::chrono::milliseconds handshake_timeout{1000};
+};
+
+// $XDG_RUNTIME_DIR/engramlab/<job_id> when XDG_RUNTIME_DIR is set, else
+// /tmp/engramlab-<uid>/<job_id>.
+std::string default_socket_dir(const std::string& job_id);
+std::string fd_socket_path(const std::string& socket_dir, int rank);
+
+class UnixFdChannel final : public FdChannel {
+ public:
+  // Creates the directory (0700, owned by us, checked) and listens. Call
+  // before the job's first barrier so peers find the socket.
+  static Result<std::unique_ptr<UnixFdChannel>> open(FdChannelOptions options);
+  ~UnixFdChannel() override;  // stops listening, unlinks the socket, closes queued fds
+
+  Status send_fd(int peer_rank, int fd, std::span<const std::byte> header) override;
+  Result<ReceivedFd> recv_fd(int peer_rank) override;
+
+  const std::string& socket_path() const { return socket_path_; }
+  int refused_connections() const { return refused_connections_; }
+
+ private:
+  explicit UnixFdChannel(FdChannelOptions options);
+  struct Impl;
+  // Reads one sender's hello and fd from an accepted connection; a refusal
+  // is logged and reported as nullopt-with-ok.
+  Result<std::optional<std::pair<int, ReceivedFd>>> take_connection(int connection_fd);
+
+  FdChannelOptions options_;
+  std::string socket_path_;
+  std::unique_ptr<Impl> impl_;
+  std::map<int, std::deque<ReceivedFd>> queued_;  // fds that arrived from other peers first
+  int refused_connections_ = 0;
+};
+
+}  // namespace engram::ipc
