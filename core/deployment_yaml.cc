@@ -35,7 +35,7 @@ class Parser {
   Status check_keys(const YAML::Node& map, std::string_view path, std::span<const char* const> known,
                     std::span<const std::string> ignored = {}) const {
     for (auto it = map.begin(); it != map.end(); ++it) {
-      const YAML::Node& key = it->first;
+      const YAML::Node key = it->first;  // a copy: the iterator's pair is a temporary
       if (!key.IsScalar()) return error(key, path, "field names must be plain words");
       const std::string& name = key.Scalar();
       bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return name == k; }) ||
