@@ -1,0 +1,238 @@
+// The lookup gather kernels: one warp per (token, head) row. Each lane reads
+// 8 FP8 values (one 8-byte load; rows are 264 B apart, so 8-byte alignment is
+// what V4.1 rows guarantee) plus its block's scale byte, and writes 8 bf16
+// (one 16-byte store), so a 256-value row is one coalesced 256 B read and
+// 512 B write per warp. Rows whose stride or base breaks 8-byte alignment
+// take a byte-wise path.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include "kernels/gather_kernels.h"
+#include "kernels/row_dequant.cuh"
+
+namespace engram::kernels {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kThreadsPerBlock = kWarpsPerBlock * 32;
+
+// device_peer: owner by binary search over the shard starts; anything not in
+// [0, row_count) yields a zero row.
+struct PeerSource {
+  const int64_t* starts;
+  const void* const* bases;
+  int shard_count;
+  uint64_t row_bytes;
+  static constexpr bool kZeroMissing = true;
+
+  __device__ __forceinline__ const uint8_t* find(int64_t row) const {
+    if (row < 0 || row >= __ldg(starts + shard_count)) return nullptr;
+    int lo = 0;
+    int hi = shard_count;  // the owner is the last shard whose start <= row
+    while (hi - lo > 1) {
+      int mid = (lo + hi) >> 1;
+      if (__ldg(starts + mid) <= row) lo = mid; else hi = mid;
+    }
+    const uint8_t* base = static_cast<const uint8_t*>(bases[lo]);
+    return base + static_cast<uint64_t>(row - __ldg(starts + lo)) * row_bytes;
+  }
+};
+
+// device_collective: only rows of this rank's shard; others stay untouched.
+struct OwnedSource {
+  int64_t begin;
+  int64_t end;
+  const uint8_t* base;
+  uint64_t row_bytes;
+  static constexpr bool kZeroMissing = false;
+
+  __device__ __forceinline__ const uint8_t* find(int64_t row) const {
+    if (row < begin || row >= end) return nullptr;
+    return base + static_cast<uint64_t>(row - begin) * row_bytes;
+  }
+};
+
+template <RowFormat kFormat, bool kVector, class Source>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    gather_rows(const int64_t* __restrict__ ids, int64_t row_slots, int dim, Source source,
+                uint16_t* __restrict__ out) {
+  const int64_t slot = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (slot >= row_slots) return;
+  const uint8_t* row = source.find(__ldg(ids + slot));
+  uint16_t* dst = out + slot * dim;
+  if (row == nullptr) {
+    if constexpr (Source::kZeroMissing) {
+      if constexpr (kVector) {
+        const int chunks = kFormat == RowFormat::kFp8E4M3Ue8m0 ? dim / 8 : dim / 4;
+        for (int c = lane; c < chunks; c += 32) {
+          if constexpr (kFormat == RowFormat::kFp8E4M3Ue8m0) {
+            reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
+          } else {
+            reinterpret_cast<uint2*>(dst)[c] = make_uint2(0, 0);
+          }
+        }
+      } else {
+        for (int i = lane; i < dim; i += 32) dst[i] = 0;
+      }
+    }
+    return;
+  }
+  if constexpr (kFormat == RowFormat::kFp8E4M3Ue8m0) {
+    if constexpr (kVector) {
+      for (int c = lane; c < dim / 8; c += 32) {
+        const uint2 packed = __ldg(reinterpret_cast<const uint2*>(row) + c);
+        const float scale = device::e8m0_scale(__ldg(row + dim + c / 4));  // 4 lanes share a 32-value block
+        uint32_t v[8];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          v[k] = device::dequant_fp8((packed.x >> (8 * k)) & 0xffu, scale);
+          v[k + 4] = device::dequant_fp8((packed.y >> (8 * k)) & 0xffu, scale);
+        }
+        reinterpret_cast<uint4*>(dst)[c] =
+            make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
+      }
+    } else {
+      for (int i = lane; i < dim; i += 32) {
+        const float scale = device::e8m0_scale(__ldg(row + dim + i / kScaleBlock));
+        dst[i] = static_cast<uint16_t>(device::dequant_fp8(__ldg(row + i), scale));
+      }
+    }
+  } else {
+    const uint16_t* values = reinterpret_cast<const uint16_t*>(row);
+    if constexpr (kVector) {
+      for (int c = lane; c < dim / 4; c += 32) {
+        const uint2 packed = __ldg(reinterpret_cast<const uint2*>(values) + c);
+        const uint32_t a = device::canonical_bf16(packed.x & 0xffffu) | (device::canonical_bf16(packed.x >> 16) << 16);
+        const uint32_t b = device::canonical_bf16(packed.y & 0xffffu) | (device::canonical_bf16(packed.y >> 16) << 16);
+        reinterpret_cast<uint2*>(dst)[c] = make_uint2(a, b);
+      }
+    } else {
+      for (int i = lane; i < dim; i += 32) dst[i] = static_cast<uint16_t>(device::canonical_bf16(__ldg(values + i)));
+    }
+  }
+}
+
+Status check_layout(const RowLayout& layout, const char* kernel) {
+  if (layout.dim <= 0) return invalid_argument(fmt::format("{}: layout.dim {} must be positive", kernel, layout.dim));
+  uint64_t needed = 0;
+  if (layout.format == RowFormat::kFp8E4M3Ue8m0) {
+    if (layout.dim % kScaleBlock != 0) {
+      return invalid_argument(fmt::format("{}: layout.dim {} must be a multiple of {} for FP8 rows (one UE8M0 "
+                                          "scale per {} values)", kernel, layout.dim, kScaleBlock, kScaleBlock));
+    }
+    needed = static_cast<uint64_t>(layout.dim) + static_cast<uint64_t>(layout.dim / kScaleBlock);
+  } else {
+    needed = static_cast<uint64_t>(layout.dim) * 2;
+  }
+  if (layout.row_bytes < needed) {
+    return invalid_argument(fmt::format("{}: layout.row_bytes {} is smaller than a row of {} values ({} bytes)",
+                                        kernel, layout.row_bytes, layout.dim, needed));
+  }
+  return Status::ok();
+}
+
+Status launch_status(const char* kernel) {
+  cudaError_t error = cudaGetLastError();
+  if (error == cudaSuccess) return Status::ok();
+  return Status(ErrorCode::kInternal,
+                fmt::format("{} launch failed: {} ({})", kernel, cudaGetErrorName(error), cudaGetErrorString(error)),
+                ErrorContext{-1, -1, "launch"});
+}
+
+bool aligned(const void* p, uintptr_t alignment) { return reinterpret_cast<uintptr_t>(p) % alignment == 0; }
+
+// The 8-byte-load path needs every row start 8-byte aligned (stride and
+// bases) and, for FP8, the output rows 16-byte aligned.
+bool can_vectorise(const RowLayout& layout, const uint16_t* out) {
+  if (layout.row_bytes % 8 != 0) return false;
+  if (layout.format == RowFormat::kFp8E4M3Ue8m0) return layout.dim % 8 == 0 && aligned(out, 16);
+  return layout.dim % 4 == 0 && aligned(out, 8);
+}
+
+template <class Source>
+Status launch(const int64_t* ids, int64_t row_slots, const RowLayout& layout, const Source& source, bool vector,
+              uint16_t* out, cudaStream_t stream, const char* kernel) {
+  const int64_t blocks = (row_slots + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > 0x7fffffff) {
+    return invalid_argument(fmt::format("{}: {} rows exceed one launch's grid", kernel, row_slots));
+  }
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 block(kThreadsPerBlock);
+  if (layout.format == RowFormat::kFp8E4M3Ue8m0) {
+    if (vector) {
+      gather_rows<RowFormat::kFp8E4M3Ue8m0, true><<<grid, block, 0, stream>>>(ids, row_slots, layout.dim, source, out);
+    } else {
+      gather_rows<RowFormat::kFp8E4M3Ue8m0, false><<<grid, block, 0, stream>>>(ids, row_slots, layout.dim, source, out);
+    }
+  } else {
+    if (vector) {
+      gather_rows<RowFormat::kBf16, true><<<grid, block, 0, stream>>>(ids, row_slots, layout.dim, source, out);
+    } else {
+      gather_rows<RowFormat::kBf16, false><<<grid, block, 0, stream>>>(ids, row_slots, layout.dim, source, out);
+    }
+  }
+  return launch_status(kernel);
+}
+
+}  // namespace
+
+RowLayout row_layout(const TableSpec& table) {
+  RowLayout layout;
+  layout.format = table.row_format;
+  layout.dim = table.dim;
+  layout.row_bytes = table.row_bytes();
+  return layout;
+}
+
+Status gather_peer(const GatherPeerArgs& args, cudaStream_t stream) {
+  ENGRAM_RETURN_IF_ERROR(check_layout(args.layout, "gather_peer"));
+  if (args.tokens < 0 || args.heads <= 0) {
+    return invalid_argument(fmt::format("gather_peer: tokens {} must be >= 0 and heads {} > 0", args.tokens, args.heads));
+  }
+  if (args.tokens == 0) return Status::ok();
+  if (args.ids == nullptr || args.out == nullptr || args.shard_starts == nullptr || args.shard_bases == nullptr) {
+    return invalid_argument("gather_peer: ids, out, shard_starts and shard_bases must be device pointers, not null");
+  }
+  if (args.shard_count <= 0) {
+    return invalid_argument(fmt::format("gather_peer: shard_count {} must be positive", args.shard_count));
+  }
+  // Shard bases live on the device, so their alignment is the caller's
+  // contract: VMM mappings are granularity-aligned.
+  const bool vector = can_vectorise(args.layout, args.out);
+  PeerSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
+  return launch(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_peer");
+}
+
+Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
+  ENGRAM_RETURN_IF_ERROR(check_layout(args.layout, "gather_owned"));
+  if (args.tokens < 0 || args.heads <= 0) {
+    return invalid_argument(fmt::format("gather_owned: tokens {} must be >= 0 and heads {} > 0", args.tokens, args.heads));
+  }
+  if (args.shard_begin < 0 || args.shard_end < args.shard_begin) {
+    return invalid_argument(fmt::format("gather_owned: shard [{}, {}) is not a row range", args.shard_begin,
+                                        args.shard_end));
+  }
+  if (args.tokens == 0) return Status::ok();
+  if (args.ids == nullptr || args.out == nullptr || (args.shard_base == nullptr && args.shard_end > args.shard_begin)) {
+    return invalid_argument("gather_owned: ids, out and shard_base must be device pointers, not null");
+  }
+  const bool vector = can_vectorise(args.layout, args.out) && aligned(args.shard_base, 8);
+  OwnedSource source{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
+                     args.layout.row_bytes};
+  return launch(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_owned");
+}
+
+Status zero_fill(uint16_t* out, uint64_t count, cudaStream_t stream) {
+  if (count == 0) return Status::ok();
+  if (out == nullptr) return invalid_argument("zero_fill: out is null");
+  cudaError_t error = cudaMemsetAsync(out, 0, count * sizeof(uint16_t), stream);
+  if (error != cudaSuccess) {
+    return Status(ErrorCode::kInternal,
+                  fmt::format("zero_fill: cudaMemsetAsync of {} bf16 failed: {}", count, cudaGetErrorName(error)),
+                  ErrorContext{-1, -1, "zero fill"});
+  }
+  return Status::ok();
+}
+
+}  // namespace engram::kernels

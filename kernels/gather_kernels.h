@@ -1,0 +1,57 @@
+// Host-callable launches of the lookup gather kernels. Everything is a device
+// pointer; each call only enqueues work on `stream` (no allocation, no host
+// sync), so it can be captured into a CUDA graph. Errors: kInvalidArgument
+// naming the bad field, kInternal with the CUDA error of a failed launch.
+// Plain C++ header: callers
+// need not be compiled by nvcc.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "core/table_spec.h"
+
+namespace engram::kernels {
+
+// How rows are stored and dequantised (TableSpec's row_format, dim, row_bytes).
+struct RowLayout {
+  RowFormat format = RowFormat::kFp8E4M3Ue8m0;
+  int dim = 0;             // bf16 values written per row
+  uint64_t row_bytes = 0;  // stride of rows in a shard
+};
+RowLayout row_layout(const TableSpec& table);
+
+// device_peer: every token's rows read straight from the owning shard.
+struct GatherPeerArgs {
+  const int64_t* ids = nullptr;           // [tokens x heads] row ids; kDeadId or out of range -> zero row
+  int64_t tokens = 0;
+  int heads = 0;
+  const int64_t* shard_starts = nullptr;  // shard_count + 1 entries; the last is row_count
+  const void* const* shard_bases = nullptr;  // shard_count mapped shard addresses (own and peers')
+  int shard_count = 0;
+  RowLayout layout;
+  uint16_t* out = nullptr;                // [tokens x heads x dim] bf16
+};
+Status gather_peer(const GatherPeerArgs& args, cudaStream_t stream);
+
+// device_collective: rows this rank owns, for every gathered id. `out` must
+// be zero-filled (zero_fill below); rows owned elsewhere are left untouched,
+// so the reduce-scatter sum leaves the owner's value.
+struct GatherOwnedArgs {
+  const int64_t* ids = nullptr;           // [tokens x heads], tokens = group * tokens_per_rank
+  int64_t tokens = 0;
+  int heads = 0;
+  int64_t shard_begin = 0;                // rows [shard_begin, shard_end) live at shard_base
+  int64_t shard_end = 0;
+  const void* shard_base = nullptr;
+  RowLayout layout;
+  uint16_t* out = nullptr;                // [tokens x heads x dim] bf16
+};
+Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream);
+
+// cudaMemsetAsync(0) of `count` bf16 values; capturable.
+Status zero_fill(uint16_t* out, uint64_t count, cudaStream_t stream);
+
+}  // namespace engram::kernels
