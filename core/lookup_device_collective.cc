@@ -1,0 +1,49 @@
+#include "core/lookup_device_collective.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/lookup_rows.h"
+
+namespace engram {
+
+Status lookup_device_collective(Collectives& group, const LookupRequest& request, const RowShardLayout& layout,
+                                std::span<const std::byte> own_shard_bytes) {
+  const int world_rank = group.world_rank();
+  ENGRAM_RETURN_IF_ERROR(check_request_shape(request, world_rank));
+  const TableSpec& table = *request.table;
+  if (layout.shard_count() != group.size() || layout.row_count() != table.row_count())
+    return invalid_argument(fmt::format("device_collective: layout of {} rows in {} shards does not fit layer {} "
+                                        "({} rows) over a group of {}",
+                                        layout.row_count(), layout.shard_count(), table.layer_id, table.row_count(),
+                                        group.size()))
+        .with_context(world_rank, -1, "lookup");
+  const uint64_t shard_bytes_expected = static_cast<uint64_t>(layout.shard_rows(group.rank())) * table.row_bytes();
+  if (own_shard_bytes.size() != shard_bytes_expected)
+    return invalid_argument(fmt::format("device_collective: shard {} holds {} bytes; {} rows of {} B need {}",
+                                        group.rank(), own_shard_bytes.size(), layout.shard_rows(group.rank()),
+                                        table.row_bytes(), shard_bytes_expected))
+        .with_context(world_rank, -1, "lookup");
+
+  const Status slot = check_slot(request.token_count(), request.tokens_per_rank_max, world_rank);
+  const std::vector<int64_t> mine = pad_ids_to_slot(request, slot.is_ok());
+
+  const size_t group_size = static_cast<size_t>(group.size());
+  std::vector<int64_t> all_ids(mine.size() * group_size);
+  ENGRAM_RETURN_IF_ERROR(group.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all_ids))));
+
+  const size_t slot_values = static_cast<size_t>(request.tokens_per_rank_max) *
+                             static_cast<size_t>(request.values_per_token());
+  std::vector<uint16_t> owned(slot_values * group_size);
+  lookup_rows_owned(table, layout, group.rank(), own_shard_bytes, all_ids, owned);
+
+  std::vector<uint16_t> summed(slot_values);
+  ENGRAM_RETURN_IF_ERROR(group.reduce_scatter_sum_bf16(owned, summed));
+  ENGRAM_RETURN_IF_ERROR(slot);
+  std::copy_n(summed.begin(), request.output.size(), request.output.begin());
+  return Status::ok();
+}
+
+}  // namespace engram

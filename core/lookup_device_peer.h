@@ -1,0 +1,21 @@
+// device_peer (DESIGN.md section 2): the same row shards as
+// device_collective, but every rank reads every peer's shard directly (the
+// peer mapping gives one span per owner). No collective: each rank looks up
+// only its own tokens; owner by binary search over the shard starts.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "core/backend/collectives.h"
+#include "core/lookup_types.h"
+#include "core/shard_layout.h"
+
+namespace engram {
+
+// shards_by_owner[s]: layout.shard_rows(s) rows, as mapped from shard s's
+// owner. `group` names this rank in errors; no collective is called.
+Status lookup_device_peer(Collectives& group, const LookupRequest& request, const RowShardLayout& layout,
+                          std::span<const std::span<const std::byte>> shards_by_owner);
+
+}  // namespace engram

@@ -1,0 +1,125 @@
+#include "core/lookup_rows.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/lookup_types.h"
+#include "core/row_format.h"
+#include "core/status.h"
+
+namespace engram {
+namespace {
+
+struct Shape {
+  size_t heads;
+  size_t dim;
+  uint64_t row_bytes;
+  size_t tokens;
+};
+
+Shape shape_of(const TableSpec& table, std::span<const int64_t> row_ids, size_t heads_out, size_t out_size) {
+  Shape s{static_cast<size_t>(table.head_count()), static_cast<size_t>(table.dim), table.row_bytes(), 0};
+  ENGRAM_CHECK(s.heads > 0 && s.dim > 0);
+  ENGRAM_CHECK(row_ids.size() % s.heads == 0);
+  s.tokens = row_ids.size() / s.heads;
+  ENGRAM_CHECK(out_size == s.tokens * heads_out * s.dim);
+  return s;
+}
+
+std::span<const std::byte> row_at(std::span<const std::byte> bytes, int64_t row_in_span, uint64_t row_bytes) {
+  // Callers establish the row lies in the span; this is the last line of defence.
+  ENGRAM_CHECK(row_in_span >= 0 && (static_cast<uint64_t>(row_in_span) + 1) * row_bytes <= bytes.size());
+  return bytes.subspan(static_cast<size_t>(row_in_span) * row_bytes, row_bytes);
+}
+
+}  // namespace
+
+void lookup_rows_whole_table(const TableSpec& table, std::span<const std::byte> table_bytes,
+                             std::span<const int64_t> row_ids, std::span<uint16_t> out) {
+  const Shape s = shape_of(table, row_ids, static_cast<size_t>(table.head_count()), out.size());
+  ENGRAM_CHECK(table_bytes.size() == table.table_bytes());
+  const std::vector<int64_t> bounds = head_bucket_bounds(table);
+  for (size_t t = 0; t < s.tokens; ++t) {
+    for (size_t h = 0; h < s.heads; ++h) {
+      const int64_t row = row_ids[t * s.heads + h];
+      std::span<uint16_t> dst = out.subspan((t * s.heads + h) * s.dim, s.dim);
+      if (!row_in_head_bucket(bounds, static_cast<int>(h), row)) {
+        std::fill(dst.begin(), dst.end(), uint16_t{0});
+        continue;
+      }
+      dequantize_row(table.row_format, table.dim, row_at(table_bytes, row, s.row_bytes), dst);
+    }
+  }
+}
+
+void lookup_rows_from_shards(const TableSpec& table, const RowShardLayout& layout,
+                             std::span<const std::span<const std::byte>> shards_by_owner,
+                             std::span<const int64_t> row_ids, std::span<uint16_t> out) {
+  const Shape s = shape_of(table, row_ids, static_cast<size_t>(table.head_count()), out.size());
+  ENGRAM_CHECK(layout.row_count() == table.row_count());
+  ENGRAM_CHECK(static_cast<int>(shards_by_owner.size()) == layout.shard_count());
+  for (int shard = 0; shard < layout.shard_count(); ++shard)
+    ENGRAM_CHECK(shards_by_owner[static_cast<size_t>(shard)].size() ==
+                 static_cast<uint64_t>(layout.shard_rows(shard)) * s.row_bytes);
+  const std::vector<int64_t> bounds = head_bucket_bounds(table);
+  for (size_t t = 0; t < s.tokens; ++t) {
+    for (size_t h = 0; h < s.heads; ++h) {
+      const int64_t row = row_ids[t * s.heads + h];
+      std::span<uint16_t> dst = out.subspan((t * s.heads + h) * s.dim, s.dim);
+      if (!row_in_head_bucket(bounds, static_cast<int>(h), row)) {
+        std::fill(dst.begin(), dst.end(), uint16_t{0});
+        continue;
+      }
+      const int owner = layout.owner_of(row);
+      ENGRAM_CHECK(owner >= 0);
+      dequantize_row(table.row_format, table.dim,
+                     row_at(shards_by_owner[static_cast<size_t>(owner)], row - layout.shard_begin(owner), s.row_bytes),
+                     dst);
+    }
+  }
+}
+
+void lookup_rows_owned(const TableSpec& table, const RowShardLayout& layout, int shard,
+                       std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
+                       std::span<uint16_t> out) {
+  const Shape s = shape_of(table, row_ids, static_cast<size_t>(table.head_count()), out.size());
+  ENGRAM_CHECK(layout.row_count() == table.row_count());
+  ENGRAM_CHECK(shard >= 0 && shard < layout.shard_count());
+  ENGRAM_CHECK(shard_bytes.size() == static_cast<uint64_t>(layout.shard_rows(shard)) * s.row_bytes);
+  std::fill(out.begin(), out.end(), uint16_t{0});
+  const std::vector<int64_t> bounds = head_bucket_bounds(table);
+  const int64_t begin = layout.shard_begin(shard);
+  const int64_t end = layout.shard_end(shard);
+  for (size_t t = 0; t < s.tokens; ++t) {
+    for (size_t h = 0; h < s.heads; ++h) {
+      const int64_t row = row_ids[t * s.heads + h];
+      if (!row_in_head_bucket(bounds, static_cast<int>(h), row) || row < begin || row >= end) continue;
+      dequantize_row(table.row_format, table.dim, row_at(shard_bytes, row - begin, s.row_bytes),
+                     out.subspan((t * s.heads + h) * s.dim, s.dim));
+    }
+  }
+}
+
+void lookup_rows_head_range(const TableSpec& table, HeadRange heads, std::span<const std::byte> head_shard_bytes,
+                            std::span<const int64_t> row_ids, std::span<uint16_t> out) {
+  ENGRAM_CHECK(heads.begin >= 0 && heads.begin <= heads.end && heads.end <= table.head_count());
+  const Shape s = shape_of(table, row_ids, static_cast<size_t>(heads.size()), out.size());
+  const std::vector<int64_t> bounds = head_bucket_bounds(table);
+  const int64_t first_row = bounds[static_cast<size_t>(heads.begin)];
+  ENGRAM_CHECK(head_shard_bytes.size() ==
+               static_cast<uint64_t>(bounds[static_cast<size_t>(heads.end)] - first_row) * s.row_bytes);
+  const size_t width = static_cast<size_t>(heads.size());
+  for (size_t t = 0; t < s.tokens; ++t) {
+    for (int h = heads.begin; h < heads.end; ++h) {
+      const int64_t row = row_ids[t * s.heads + static_cast<size_t>(h)];
+      std::span<uint16_t> dst = out.subspan((t * width + static_cast<size_t>(h - heads.begin)) * s.dim, s.dim);
+      if (!row_in_head_bucket(bounds, h, row)) {
+        std::fill(dst.begin(), dst.end(), uint16_t{0});
+        continue;
+      }
+      dequantize_row(table.row_format, table.dim, row_at(head_shard_bytes, row - first_row, s.row_bytes), dst);
+    }
+  }
+}
+
+}  // namespace engram

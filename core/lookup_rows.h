@@ -1,0 +1,42 @@
+// The per-token row reads every placement is built from: given row ids
+// [token][head] and wherever the rows live, write [token][head][dim] bf16 by
+// the lookup rule (core/row_format.h; rows outside their head's bucket are
+// zero, core/lookup_types.h). Pure functions over byte spans: host backends
+// pass /dev/shm mappings, the emulator its own buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/shard_layout.h"
+#include "core/table_spec.h"
+
+namespace engram {
+
+// Every row readable in one span (host_shared, host_private, the direct
+// reference). table_bytes holds row_count rows.
+void lookup_rows_whole_table(const TableSpec& table, std::span<const std::byte> table_bytes,
+                             std::span<const int64_t> row_ids, std::span<uint16_t> out);
+
+// Rows in contiguous row shards, every shard readable (device_peer): the
+// owner of a row is found by binary search over the shard starts.
+// shards_by_owner[s] holds layout.shard_rows(s) rows.
+void lookup_rows_from_shards(const TableSpec& table, const RowShardLayout& layout,
+                             std::span<const std::span<const std::byte>> shards_by_owner,
+                             std::span<const int64_t> row_ids, std::span<uint16_t> out);
+
+// Only the rows shard `shard` owns (device_collective): `out` is zero-filled
+// first, then owned rows are written; every other row stays zero.
+void lookup_rows_owned(const TableSpec& table, const RowShardLayout& layout, int shard,
+                       std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
+                       std::span<uint16_t> out);
+
+// Heads [heads.begin, heads.end) of every token (host_head_sharded).
+// head_shard_bytes holds the rows of those heads (rows offset(begin) ..
+// offset(end)); row_ids are full [token][all heads]; out is
+// [token][heads.size()][dim].
+void lookup_rows_head_range(const TableSpec& table, HeadRange heads, std::span<const std::byte> head_shard_bytes,
+                            std::span<const int64_t> row_ids, std::span<uint16_t> out);
+
+}  // namespace engram

@@ -1,0 +1,62 @@
+// What every placement's lookup takes and the rules they share (DESIGN.md
+// sections 2 and 4): one request per table (Engram layer) per rank, the DP
+// slot, and which row ids read a row.
+//
+// Row-id rule, the same on every path (CPU, GPU, every placement): the id at
+// head position h reads a row only if it lies in head h's bucket
+// [offset(h), offset(h) + prime(h)). DEAD (-1), any other negative id, ids
+// past the table and ids of another head's bucket give a zero row; they never
+// read and never fault. (Hashing only produces in-bucket ids; the bucket rule
+// lets host_head_sharded, which holds only its own heads' rows, agree with the
+// placements that hold every row.)
+//
+// DP slot rule: every rank of a group pads its ids to tokens_per_rank_max
+// with DEAD; a rank with more tokens than the slot is an error naming the
+// rank, the counts and the fix, never a truncation. That rank still takes its
+// part in the group's collectives (with DEAD ids) so its peers finish.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/table_spec.h"
+
+namespace engram {
+
+struct LookupRequest {
+  const TableSpec* table = nullptr;
+  std::span<const int64_t> row_ids;  // this rank's tokens x heads, [token][head] (TableHasher output)
+  int64_t tokens_per_rank_max = 0;   // the DP slot: the most tokens any rank of the group may bring
+  std::span<uint16_t> output;        // tokens x heads x dim bf16, [token][head][dim]
+
+  int heads() const { return table->head_count(); }
+  int64_t token_count() const { return static_cast<int64_t>(row_ids.size()) / table->head_count(); }
+  // bf16 values per token: heads x dim.
+  int64_t values_per_token() const { return static_cast<int64_t>(table->head_count()) * table->dim; }
+};
+
+// Shapes of a request: a table, row ids a whole number of tokens, an output
+// of exactly tokens x heads x dim, a positive slot. Errors carry world_rank.
+Status check_request_shape(const LookupRequest& request, int world_rank);
+
+// The slot rule: token_count <= tokens_per_rank_max, else invalid_argument
+// naming the rank, both numbers and the fix (raise tokens_per_rank_max).
+Status check_slot(int64_t token_count, int64_t tokens_per_rank_max, int world_rank);
+
+// Both checks; what every placement runs first.
+Status check_request(const LookupRequest& request, int world_rank);
+
+// `ids` ([tokens][heads]) copied into a slot of tokens_per_rank_max tokens,
+// the rest DEAD. An overrunning or malformed request contributes all DEAD.
+std::vector<int64_t> pad_ids_to_slot(const LookupRequest& request, bool contribute);
+
+// Head bucket bounds: head_count + 1 entries, bounds[h] = offset(h), the last
+// is row_count. Row id `row` at head h reads iff bounds[h] <= row < bounds[h+1].
+std::vector<int64_t> head_bucket_bounds(const TableSpec& table);
+inline bool row_in_head_bucket(std::span<const int64_t> bounds, int head, int64_t row) {
+  return row >= bounds[static_cast<size_t>(head)] && row < bounds[static_cast<size_t>(head) + 1];
+}
+
+}  // namespace engram

@@ -1,0 +1,33 @@
+// CPU references the GPU gather kernels are checked against, written value by
+// value the way a kernel thread computes them (core/row_format.h's
+// dequantize_fp8_e4m3_to_bf16, then -0 -> +0). Independent of the core
+// lookups' row loops, so each checks the other.
+//
+// Layouts: row_ids [token][head] int64; out [token][head][dim] bf16.
+// A row id reads only inside its head's bucket (core/lookup_types.h); DEAD,
+// other negative, past-the-table and foreign-bucket ids give a zero row.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/shard_layout.h"
+#include "core/table_spec.h"
+
+namespace engram::kernels {
+
+// device_peer's kernel: every shard readable; owner by binary search over the
+// shard starts (RowShardLayout::owner_of). shards_by_owner[s] holds
+// layout.shard_rows(s) rows.
+void gather_peer_reference(const TableSpec& table, const RowShardLayout& layout,
+                           std::span<const std::span<const std::byte>> shards_by_owner,
+                           std::span<const int64_t> row_ids, std::span<uint16_t> out);
+
+// device_collective's kernel: `out` ([group x slot] tokens) is zero-filled,
+// then only the rows shard `shard` owns are written.
+void gather_owned_reference(const TableSpec& table, const RowShardLayout& layout, int shard,
+                            std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
+                            std::span<uint16_t> out);
+
+}  // namespace engram::kernels
