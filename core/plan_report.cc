@@ -18,7 +18,7 @@ std::string signed_gib(int64_t bytes) {
 
 std::string dp_shared_text(const DpSharedMemoryResolution& r, const EngramConfig& c) {
   std::string written = c.dp_shared_memory ? (*c.dp_shared_memory ? "true" : "false") : "unset";
-  return fmt::format("{} -> {}", written, r.enabled ? "enabled" : "disabled");
+  return fmt::format("{} -> {}", written, r.enabled ? "true (enabled)" : "false (disabled)");
 }
 
 }  // namespace

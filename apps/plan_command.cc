@@ -1,0 +1,214 @@
+// `engramlab plan`: resolve a deployment's Engram config, decide each rank's
+// placement and show what it costs, before anything runs (DESIGN.md 1-3).
+// Input: flags, or --file deployment.yaml with flags overriding it.
+// Exit codes: 0 planned; 1 the deployment cannot work as asked (strict
+// dp_shared_memory, no handle type); 2 bad input.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "apps/command_registry.h"
+#include "core/deployment_plan.h"
+#include "core/deployment_yaml.h"
+#include "core/json_writer.h"
+#include "core/plan_report.h"
+#include "core/units.h"
+
+namespace engram::app {
+namespace {
+
+struct PlanFlags {
+  std::string file, model, hosts, gpus_per_host, gpu_model, gpu_memory, shm_size, nvlink_domain;
+  std::string no_shm, imex_channel, fabric_attribute;  // flags: "true" when given bare
+  std::string tp, dp, ep, prefill_cp, elastic_ep;
+  std::string cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank;
+  std::string rank_hosts;
+  bool json = false;
+};
+
+Result<int> parse_int(const std::string& text, const char* flag, int min_value) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min_value) {
+    return invalid_argument(fmt::format("{}: '{}' is not a whole number >= {}; write e.g. {} {}", flag, text,
+                                        min_value, flag, std::max(min_value, 1)));
+  }
+  return value;
+}
+
+Result<bool> parse_bool(const std::string& text, const char* flag) {
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+  return invalid_argument(fmt::format("{}: '{}' is not a boolean; write {} or {}=false", flag, text, flag, flag));
+}
+
+// Applies a flag's value only when the user gave it (flags override the file).
+template <typename T, typename Parse>
+Status apply(const std::string& text, T& field, Parse parse) {
+  if (text.empty()) return Status::ok();
+  auto value = parse(text);
+  if (!value.is_ok()) return std::move(value).take_status();
+  field = value.value();
+  return Status::ok();
+}
+
+Result<Deployment> build_deployment(const PlanFlags& f) {
+  Deployment d;
+  const bool from_file = !f.file.empty();
+  if (from_file) {
+    ENGRAM_ASSIGN_OR_RETURN(d, load_deployment_file(f.file));
+  }
+  if (!f.model.empty()) d.model = f.model;
+
+  // Layout first: the default GPUs per host follow from it.
+  auto int_of = [](const char* flag, int min_value) {
+    return [flag, min_value](const std::string& t) { return parse_int(t, flag, min_value); };
+  };
+  auto bool_of = [](const char* flag) { return [flag](const std::string& t) { return parse_bool(t, flag); }; };
+  ENGRAM_RETURN_IF_ERROR(apply(f.tp, d.layout.tp, int_of("--tp", 1)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.dp, d.layout.dp, int_of("--dp", 1)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.ep, d.layout.ep, int_of("--ep", 1)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.prefill_cp, d.layout.prefill_cp, int_of("--prefill-cp", 1)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.elastic_ep, d.layout.elastic_ep, bool_of("--elastic-ep")));
+
+  // Hosts: from flags alone, or the file's hosts with flags applied to each.
+  int host_count = from_file ? static_cast<int>(d.hosts.size()) : 1;
+  ENGRAM_RETURN_IF_ERROR(apply(f.hosts, host_count, int_of("--hosts", 1)));
+  if (!from_file || !f.hosts.empty()) {
+    HostSpec base;
+    base.tmpfs_bytes_total = kDockerDefaultShmBytes;
+    if (from_file && !d.hosts.empty()) base = d.hosts.front();
+    if (f.gpus_per_host.empty() && !from_file) {
+      const int world = d.layout.world_size();
+      if (world % host_count != 0) {
+        return invalid_argument(fmt::format("--gpus-per-host: not given and tp * dp = {} ranks do not divide over "
+                                            "{} hosts; give --gpus-per-host", world, host_count));
+      }
+      base.gpu_count = world / host_count;
+    }
+    d.hosts.clear();
+    d.rank_hosts.clear();  // the file's map was for its hosts
+    for (int h = 0; h < host_count; ++h) {
+      HostSpec host = base;
+      host.name = fmt::format("node-{}", h);
+      host.boot_id.clear();
+      d.hosts.push_back(std::move(host));
+    }
+  }
+  for (HostSpec& h : d.hosts) {
+    ENGRAM_RETURN_IF_ERROR(apply(f.gpus_per_host, h.gpu_count, int_of("--gpus-per-host", 1)));
+    if (!f.gpu_model.empty()) {
+      h.gpu_model = f.gpu_model;
+      if (f.gpu_memory.empty()) h.gpu_memory_bytes = 0;  // the new model's default
+    }
+    ENGRAM_RETURN_IF_ERROR(apply(f.gpu_memory, h.gpu_memory_bytes,
+                                 [](const std::string& t) { return parse_bytes(t, "--gpu-memory"); }));
+    if (!f.shm_size.empty()) {
+      ENGRAM_ASSIGN_OR_RETURN(h.tmpfs_bytes_total, parse_bytes(f.shm_size, "--shm-size"));
+      h.shm_mounted = true;
+    }
+    bool no_shm = false;
+    ENGRAM_RETURN_IF_ERROR(apply(f.no_shm, no_shm, bool_of("--no-shm")));
+    if (no_shm) {
+      if (!f.shm_size.empty()) return invalid_argument("--no-shm: cannot be given with --shm-size; pick one");
+      h.shm_mounted = false;
+      h.tmpfs_bytes_total = 0;
+    }
+    if (!f.nvlink_domain.empty()) h.nvlink_domain = f.nvlink_domain;
+    ENGRAM_RETURN_IF_ERROR(apply(f.imex_channel, h.imex_channel, bool_of("--imex-channel")));
+    ENGRAM_RETURN_IF_ERROR(apply(f.fabric_attribute, h.fabric_attribute, bool_of("--fabric-attribute")));
+  }
+  if (!f.rank_hosts.empty()) {
+    d.rank_hosts.clear();
+    size_t start = 0;
+    while (start <= f.rank_hosts.size()) {
+      size_t comma = f.rank_hosts.find(',', start);
+      std::string item = f.rank_hosts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      ENGRAM_ASSIGN_OR_RETURN(int h, parse_int(item, "--rank-hosts", 0));
+      d.rank_hosts.push_back(h);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+
+  ENGRAM_RETURN_IF_ERROR(apply(f.cpu_offload, d.config.cpu_offload, bool_of("--cpu-offload")));
+  ENGRAM_RETURN_IF_ERROR(apply(f.peer_shards, d.config.peer_shards, bool_of("--peer-shards")));
+  if (!f.dp_shared_memory.empty()) {
+    if (f.dp_shared_memory == "unset") d.config.dp_shared_memory.reset();
+    else if (f.dp_shared_memory == "true") d.config.dp_shared_memory = true;
+    else if (f.dp_shared_memory == "false") d.config.dp_shared_memory = false;
+    else
+      return invalid_argument(fmt::format("--dp-shared-memory: '{}' is not allowed; write true, false or unset",
+                                          f.dp_shared_memory));
+  }
+  if (!f.shard_group.empty()) {
+    if (f.shard_group == "world") d.config.shard_group = ShardGroup::kWorld;
+    else if (f.shard_group == "nvlink_domain") d.config.shard_group = ShardGroup::kNvlinkDomain;
+    else if (f.shard_group == "host") d.config.shard_group = ShardGroup::kHost;
+    else
+      return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write world, nvlink_domain "
+                                          "or host", f.shard_group));
+  }
+  ENGRAM_RETURN_IF_ERROR(apply(f.tokens_per_rank, d.config.tokens_per_rank_max, int_of("--tokens-per-rank", 1)));
+  return d;
+}
+
+int run_plan(const PlanFlags& flags) {
+  auto fail = [&](const Status& s) {
+    const int code = s.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+    std::fputs(fmt::format("engramlab plan: error: {}\n", s.to_string()).c_str(), stderr);
+    if (flags.json) {
+      JsonWriter j;
+      j.begin_object().key("error").begin_object();
+      j.key("code").value(error_code_name(s.code())).key("message").value(s.message());
+      j.end_object().end_object();
+      std::cout << j.str() << "\n";
+    }
+    return code;
+  };
+  auto deployment = build_deployment(flags);
+  if (!deployment.is_ok()) return fail(deployment.status());
+  WarningSink sink;  // the report prints the warnings; no second copy on stderr
+  auto plan = plan_deployment(deployment.value(), sink);
+  if (!plan.is_ok()) return fail(plan.status());
+  std::cout << (flags.json ? plan_to_json(plan.value()) + "\n" : format_plan_report(plan.value()));
+  return 0;
+}
+
+CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Resolve the Engram config, decide each rank's placement and show the memory it costs");
+  PlanFlags& f = *flags;
+  cmd->add_option("--file", f.file, "deployment YAML (flags override its fields)");
+  cmd->add_option("--model", f.model, "model preset: deepseek-v4.1-flash (default), tiny");
+  cmd->add_option("--hosts", f.hosts, "number of hosts (default 1; replaces the file's host list)");
+  cmd->add_option("--gpus-per-host", f.gpus_per_host, "GPUs per host (default: tp * dp / hosts)");
+  cmd->add_option("--gpu-model", f.gpu_model, "H100, H200 (default), B200, GB200, B300, GB300");
+  cmd->add_option("--gpu-memory", f.gpu_memory, "GPU memory, e.g. 141GiB (default: by model, approximate)");
+  cmd->add_option("--shm-size", f.shm_size, "/dev/shm tmpfs total, e.g. 190GiB (default 64MiB, Docker's)");
+  cmd->add_flag("--no-shm{true}", f.no_shm, "/dev/shm is not mounted");
+  cmd->add_option("--nvlink-domain", f.nvlink_domain, "NVLink domain name shared by the hosts");
+  cmd->add_flag("--imex-channel{true}", f.imex_channel, "an IMEX channel device exists");
+  cmd->add_flag("--fabric-attribute{true}", f.fabric_attribute, "the driver reports FABRIC handle support");
+  cmd->add_option("--rank-hosts", f.rank_hosts, "rank -> host index map, comma separated (default: fill in order)");
+  cmd->add_option("--tp", f.tp, "attention TP ranks per replica");
+  cmd->add_option("--dp", f.dp, "DP replicas");
+  cmd->add_option("--ep", f.ep, "expert parallel size");
+  cmd->add_option("--prefill-cp", f.prefill_cp, "prefill context parallel size");
+  cmd->add_flag("--elastic-ep{true}", f.elastic_ep, "elastic expert parallelism is on");
+  cmd->add_flag("--cpu-offload{true}", f.cpu_offload, "Engram tables offloaded to host memory");
+  cmd->add_flag("--peer-shards{true}", f.peer_shards, "opt in to device_peer row shards");
+  cmd->add_option("--dp-shared-memory", f.dp_shared_memory, "true | false | unset (default unset)");
+  cmd->add_option("--shard-group", f.shard_group, "device row-shard group: world (default), nvlink_domain, host");
+  cmd->add_option("--tokens-per-rank", f.tokens_per_rank, "DP slot size for the collective buffer (default 1024)");
+  cmd->add_flag("--json", f.json, "print a machine-readable JSON object");
+  cmd->callback([flags, &exit_code]() { exit_code = run_plan(*flags); });
+});
+
+}  // namespace
+}  // namespace engram::app
