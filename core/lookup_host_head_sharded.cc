@@ -6,9 +6,81 @@
 #include <vector>
 
 #include "core/lookup_rows.h"
+#include "core/row_format.h"
 #include "core/shard_layout.h"
 
 namespace engram {
+namespace {
+
+size_t heads_times_dim(const TableSpec& table) {
+  return static_cast<size_t>(table.head_count()) * static_cast<size_t>(table.dim);
+}
+
+// Strays: in-table ids at a head position whose rank does not hold the row
+// (an id from another head's bucket; hashing never makes one, but the lookup
+// rule says any in-table id reads its row). Every rank sees the same gathered
+// ids, so every rank finds the same strays and agrees, with no extra
+// collective, whether this second exchange runs at all. The holder sends each
+// stray row to the token's rank; entries go in (slot token, head) order, which
+// sender and receiver both derive from the ids.
+Status serve_strays(Collectives& group, const TableSpec& table, HeadShardRows my_rows,
+                    std::span<const std::byte> own_head_shard_bytes, std::span<const int64_t> all_ids,
+                    size_t slot_tokens, std::span<uint16_t> assembled) {
+  const int group_size = group.size();
+  const size_t members = static_cast<size_t>(group_size);
+  const int heads = table.head_count();
+  const size_t dim = static_cast<size_t>(table.dim);
+  std::vector<int64_t> bounds(static_cast<size_t>(heads) + 1, 0);
+  for (int h = 0; h < heads; ++h) bounds[static_cast<size_t>(h) + 1] = table.head_offset(h + 1);
+  auto holder_of_row = [&](int64_t row) {
+    const auto it = std::upper_bound(bounds.begin(), bounds.end(), row);
+    return head_owner(heads, group_size, static_cast<int>(it - bounds.begin()) - 1);
+  };
+  // strays[holder * members + member]: indexes (slot token * heads + head) into member's ids.
+  std::vector<std::vector<size_t>> strays(members * members);
+  size_t widest = 0;
+  for (size_t member = 0; member < members; ++member) {
+    for (size_t i = 0; i < slot_tokens * static_cast<size_t>(heads); ++i) {
+      const int64_t row = all_ids[member * slot_tokens * static_cast<size_t>(heads) + i];
+      if (!row_in_table(table.row_count(), row)) continue;
+      const int holder = holder_of_row(row);
+      if (holder == head_owner(heads, group_size, static_cast<int>(i % static_cast<size_t>(heads)))) continue;
+      auto& list = strays[static_cast<size_t>(holder) * members + member];
+      list.push_back(i);
+      widest = std::max(widest, list.size());
+    }
+  }
+  if (widest == 0) return Status::ok();
+
+  const size_t me = static_cast<size_t>(group.rank());
+  const size_t chunk_values = widest * dim;
+  std::vector<uint16_t> send(members * chunk_values, 0);
+  for (size_t member = 0; member < members; ++member) {
+    const auto& list = strays[me * members + member];
+    for (size_t k = 0; k < list.size(); ++k) {
+      const int64_t row = all_ids[member * slot_tokens * static_cast<size_t>(heads) + list[k]];
+      ENGRAM_CHECK(row >= my_rows.first_row && row < my_rows.first_row + my_rows.row_count);
+      const uint64_t row_bytes = table.row_bytes();
+      dequantize_row(table.row_format, table.dim,
+                     own_head_shard_bytes.subspan(static_cast<size_t>(row - my_rows.first_row) * row_bytes, row_bytes),
+                     std::span(send).subspan(member * chunk_values + k * dim, dim));
+    }
+  }
+  std::vector<uint16_t> received(members * chunk_values);
+  ENGRAM_RETURN_IF_ERROR(group.all_to_all(std::as_bytes(std::span(send)), std::as_writable_bytes(std::span(received))));
+  const size_t own_tokens = assembled.size() / heads_times_dim(table);
+  for (size_t holder = 0; holder < members; ++holder) {
+    const auto& list = strays[holder * members + me];
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (list[k] / static_cast<size_t>(heads) >= own_tokens) continue;  // padding is DEAD; never a stray
+      std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(holder * chunk_values + k * dim), dim,
+                  assembled.begin() + static_cast<std::ptrdiff_t>(list[k] * dim));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 HeadShardRows head_shard_rows(const TableSpec& table, int group_size, int shard) {
   const HeadRange heads = head_shard(table.head_count(), group_size, shard);
@@ -46,7 +118,7 @@ Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request
   const size_t dim = static_cast<size_t>(table.dim);
   const size_t my_width = static_cast<size_t>(my_heads.size());
   std::vector<uint16_t> my_rows_out(members * slot_tokens * my_width * dim);
-  lookup_rows_head_range(table, my_heads, own_head_shard_bytes, all_ids, my_rows_out);
+  lookup_rows_head_shard(table, my_heads, my_rows.first_row, own_head_shard_bytes, all_ids, my_rows_out);
 
   // all_to_all needs equal chunks: pad every member's part to the widest head
   // shard (the first; the last may be short or empty).
@@ -60,19 +132,24 @@ Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request
                   send.begin() + static_cast<std::ptrdiff_t>(member * chunk_values + t * widest * dim));
   std::vector<uint16_t> received(members * chunk_values);
   ENGRAM_RETURN_IF_ERROR(group.all_to_all(std::as_bytes(std::span(send)), std::as_writable_bytes(std::span(received))));
-  ENGRAM_RETURN_IF_ERROR(slot);
+  // An overrunning rank contributed only DEAD ids: it assembles nothing but
+  // still takes part in the stray exchange below.
+  const size_t tokens = slot.is_ok() ? static_cast<size_t>(request.token_count()) : 0;
+  std::vector<uint16_t> assembled(tokens * heads_times_dim(table));
 
   // Chunk from member m holds m's heads for this rank's tokens.
   const size_t heads = static_cast<size_t>(table.head_count());
-  const size_t tokens = static_cast<size_t>(request.token_count());
   for (size_t member = 0; member < members; ++member) {
     const HeadRange theirs = head_shard(table.head_count(), group_size, static_cast<int>(member));
     const size_t width = static_cast<size_t>(theirs.size());
     for (size_t t = 0; t < tokens; ++t)
       std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(member * chunk_values + t * widest * dim),
                   width * dim,
-                  request.output.begin() + static_cast<std::ptrdiff_t>((t * heads + static_cast<size_t>(theirs.begin)) * dim));
+                  assembled.begin() + static_cast<std::ptrdiff_t>((t * heads + static_cast<size_t>(theirs.begin)) * dim));
   }
+  ENGRAM_RETURN_IF_ERROR(serve_strays(group, table, my_rows, own_head_shard_bytes, all_ids, slot_tokens, assembled));
+  ENGRAM_RETURN_IF_ERROR(slot);
+  std::copy(assembled.begin(), assembled.end(), request.output.begin());
   return Status::ok();
 }
 

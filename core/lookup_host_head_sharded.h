@@ -2,7 +2,10 @@
 // rows of its heads (core/shard_layout.h head_shard: ceil-sized shards, so an
 // uneven head count leaves the last shard short or empty). Per step: all-gather
 // ids over the node-local group (each padded to the DP slot with DEAD), look up
-// this rank's heads for every token, trade rows back with all_to_all.
+// this rank's heads for every token, trade rows back with all_to_all. An
+// in-table id of another head's bucket (never made by hashing) is served by
+// the rank holding that row in a second all_to_all, run only when the
+// gathered ids hold such an id, so every placement returns the same bytes.
 #pragma once
 
 #include <cstddef>

@@ -38,12 +38,12 @@ void lookup_rows_whole_table(const TableSpec& table, std::span<const std::byte> 
                              std::span<const int64_t> row_ids, std::span<uint16_t> out) {
   const Shape s = shape_of(table, row_ids, static_cast<size_t>(table.head_count()), out.size());
   ENGRAM_CHECK(table_bytes.size() == table.table_bytes());
-  const std::vector<int64_t> bounds = head_bucket_bounds(table);
+  const int64_t row_count = table.row_count();
   for (size_t t = 0; t < s.tokens; ++t) {
     for (size_t h = 0; h < s.heads; ++h) {
       const int64_t row = row_ids[t * s.heads + h];
       std::span<uint16_t> dst = out.subspan((t * s.heads + h) * s.dim, s.dim);
-      if (!row_in_head_bucket(bounds, static_cast<int>(h), row)) {
+      if (!row_in_table(row_count, row)) {
         std::fill(dst.begin(), dst.end(), uint16_t{0});
         continue;
       }
@@ -61,17 +61,15 @@ void lookup_rows_from_shards(const TableSpec& table, const RowShardLayout& layou
   for (int shard = 0; shard < layout.shard_count(); ++shard)
     ENGRAM_CHECK(shards_by_owner[static_cast<size_t>(shard)].size() ==
                  static_cast<uint64_t>(layout.shard_rows(shard)) * s.row_bytes);
-  const std::vector<int64_t> bounds = head_bucket_bounds(table);
   for (size_t t = 0; t < s.tokens; ++t) {
     for (size_t h = 0; h < s.heads; ++h) {
       const int64_t row = row_ids[t * s.heads + h];
       std::span<uint16_t> dst = out.subspan((t * s.heads + h) * s.dim, s.dim);
-      if (!row_in_head_bucket(bounds, static_cast<int>(h), row)) {
+      const int owner = layout.owner_of(row);  // -1 outside the table
+      if (owner < 0) {
         std::fill(dst.begin(), dst.end(), uint16_t{0});
         continue;
       }
-      const int owner = layout.owner_of(row);
-      ENGRAM_CHECK(owner >= 0);
       dequantize_row(table.row_format, table.dim,
                      row_at(shards_by_owner[static_cast<size_t>(owner)], row - layout.shard_begin(owner), s.row_bytes),
                      dst);
@@ -87,37 +85,36 @@ void lookup_rows_owned(const TableSpec& table, const RowShardLayout& layout, int
   ENGRAM_CHECK(shard >= 0 && shard < layout.shard_count());
   ENGRAM_CHECK(shard_bytes.size() == static_cast<uint64_t>(layout.shard_rows(shard)) * s.row_bytes);
   std::fill(out.begin(), out.end(), uint16_t{0});
-  const std::vector<int64_t> bounds = head_bucket_bounds(table);
   const int64_t begin = layout.shard_begin(shard);
   const int64_t end = layout.shard_end(shard);
   for (size_t t = 0; t < s.tokens; ++t) {
     for (size_t h = 0; h < s.heads; ++h) {
       const int64_t row = row_ids[t * s.heads + h];
-      if (!row_in_head_bucket(bounds, static_cast<int>(h), row) || row < begin || row >= end) continue;
+      if (row < begin || row >= end) continue;  // DEAD and past-the-table ids fall here too
       dequantize_row(table.row_format, table.dim, row_at(shard_bytes, row - begin, s.row_bytes),
                      out.subspan((t * s.heads + h) * s.dim, s.dim));
     }
   }
 }
 
-void lookup_rows_head_range(const TableSpec& table, HeadRange heads, std::span<const std::byte> head_shard_bytes,
-                            std::span<const int64_t> row_ids, std::span<uint16_t> out) {
+void lookup_rows_head_shard(const TableSpec& table, HeadRange heads, int64_t shard_first_row,
+                            std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
+                            std::span<uint16_t> out) {
   ENGRAM_CHECK(heads.begin >= 0 && heads.begin <= heads.end && heads.end <= table.head_count());
   const Shape s = shape_of(table, row_ids, static_cast<size_t>(heads.size()), out.size());
-  const std::vector<int64_t> bounds = head_bucket_bounds(table);
-  const int64_t first_row = bounds[static_cast<size_t>(heads.begin)];
-  ENGRAM_CHECK(head_shard_bytes.size() ==
-               static_cast<uint64_t>(bounds[static_cast<size_t>(heads.end)] - first_row) * s.row_bytes);
+  ENGRAM_CHECK(shard_first_row >= 0 && shard_bytes.size() % s.row_bytes == 0);
+  const int64_t shard_end = shard_first_row + static_cast<int64_t>(shard_bytes.size() / s.row_bytes);
+  ENGRAM_CHECK(shard_end <= table.row_count());
   const size_t width = static_cast<size_t>(heads.size());
   for (size_t t = 0; t < s.tokens; ++t) {
     for (int h = heads.begin; h < heads.end; ++h) {
       const int64_t row = row_ids[t * s.heads + static_cast<size_t>(h)];
       std::span<uint16_t> dst = out.subspan((t * width + static_cast<size_t>(h - heads.begin)) * s.dim, s.dim);
-      if (!row_in_head_bucket(bounds, h, row)) {
+      if (row < shard_first_row || row >= shard_end) {
         std::fill(dst.begin(), dst.end(), uint16_t{0});
         continue;
       }
-      dequantize_row(table.row_format, table.dim, row_at(head_shard_bytes, row - first_row, s.row_bytes), dst);
+      dequantize_row(table.row_format, table.dim, row_at(shard_bytes, row - shard_first_row, s.row_bytes), dst);
     }
   }
 }

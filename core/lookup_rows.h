@@ -1,7 +1,7 @@
 // The per-token row reads every placement is built from: given row ids
 // [token][head] and wherever the rows live, write [token][head][dim] bf16 by
-// the lookup rule (core/row_format.h; rows outside their head's bucket are
-// zero, core/lookup_types.h). Pure functions over byte spans: host backends
+// the lookup rule (core/row_format.h; ids outside the table give zero rows,
+// core/lookup_types.h). Pure functions over byte spans: host backends
 // pass /dev/shm mappings, the emulator its own buffers.
 #pragma once
 
@@ -32,11 +32,14 @@ void lookup_rows_owned(const TableSpec& table, const RowShardLayout& layout, int
                        std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
                        std::span<uint16_t> out);
 
-// Heads [heads.begin, heads.end) of every token (host_head_sharded).
-// head_shard_bytes holds the rows of those heads (rows offset(begin) ..
-// offset(end)); row_ids are full [token][all heads]; out is
-// [token][heads.size()][dim].
-void lookup_rows_head_range(const TableSpec& table, HeadRange heads, std::span<const std::byte> head_shard_bytes,
-                            std::span<const int64_t> row_ids, std::span<uint16_t> out);
+// Head positions [heads.begin, heads.end) of every token (host_head_sharded).
+// shard_bytes holds rows [shard_first_row, shard_first_row + shard_row_count)
+// (this rank's heads' buckets). An id outside the table gives a zero row; an
+// in-table id outside this shard also gives zero here and is served by the
+// shard that holds it (lookup_host_head_sharded). row_ids are
+// [token][all heads]; out is [token][heads.size()][dim].
+void lookup_rows_head_shard(const TableSpec& table, HeadRange heads, int64_t shard_first_row,
+                            std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
+                            std::span<uint16_t> out);
 
 }  // namespace engram

@@ -56,13 +56,4 @@ std::vector<int64_t> pad_ids_to_slot(const LookupRequest& request, bool contribu
   return padded;
 }
 
-std::vector<int64_t> head_bucket_bounds(const TableSpec& table) {
-  std::vector<int64_t> bounds(static_cast<size_t>(table.head_count()) + 1, 0);
-  for (int h = 0; h < table.head_count(); ++h) {
-    ENGRAM_CHECK(table.primes[static_cast<size_t>(h)] > 0);
-    bounds[static_cast<size_t>(h) + 1] = bounds[static_cast<size_t>(h)] + table.primes[static_cast<size_t>(h)];
-  }
-  return bounds;
-}
-
 }  // namespace engram

@@ -2,13 +2,13 @@
 // sections 2 and 4): one request per table (Engram layer) per rank, the DP
 // slot, and which row ids read a row.
 //
-// Row-id rule, the same on every path (CPU, GPU, every placement): the id at
-// head position h reads a row only if it lies in head h's bucket
-// [offset(h), offset(h) + prime(h)). DEAD (-1), any other negative id, ids
-// past the table and ids of another head's bucket give a zero row; they never
-// read and never fault. (Hashing only produces in-bucket ids; the bucket rule
-// lets host_head_sharded, which holds only its own heads' rows, agree with the
-// placements that hold every row.)
+// Row-id rule, the same on every path (CPU, GPU kernels, every placement):
+// an id in [0, row_count) reads that row, whichever head position it sits at;
+// DEAD (-1), any other negative id and ids past the table give a zero row and
+// never read or fault. (Hashing only produces ids inside the head's own
+// bucket; host_head_sharded still serves an id of another head's bucket, by
+// asking that bucket's holder, so it agrees with the placements that hold
+// every row.)
 //
 // DP slot rule: every rank of a group pads its ids to tokens_per_rank_max
 // with DEAD; a rank with more tokens than the slot is an error naming the
@@ -52,11 +52,6 @@ Status check_request(const LookupRequest& request, int world_rank);
 // the rest DEAD. An overrunning or malformed request contributes all DEAD.
 std::vector<int64_t> pad_ids_to_slot(const LookupRequest& request, bool contribute);
 
-// Head bucket bounds: head_count + 1 entries, bounds[h] = offset(h), the last
-// is row_count. Row id `row` at head h reads iff bounds[h] <= row < bounds[h+1].
-std::vector<int64_t> head_bucket_bounds(const TableSpec& table);
-inline bool row_in_head_bucket(std::span<const int64_t> bounds, int head, int64_t row) {
-  return row >= bounds[static_cast<size_t>(head)] && row < bounds[static_cast<size_t>(head) + 1];
-}
+inline bool row_in_table(int64_t row_count, int64_t row) { return row >= 0 && row < row_count; }
 
 }  // namespace engram

@@ -42,8 +42,18 @@ float fp8_e4m3_to_float(uint8_t fp8) { return kFp8ToFloat[fp8]; }
 
 float ue8m0_to_float(uint8_t scale_e8m0) { return std::bit_cast<float>(static_cast<uint32_t>(scale_e8m0) << 23); }
 
+namespace {
+inline uint16_t dequantize_with_scale(uint8_t fp8, float scale) {
+  const float value = kFp8ToFloat[fp8] * scale;
+  // A NaN's sign would be the platform's choice for 0 * inf (x86 makes it
+  // negative, ARM and CUDA positive); the FP8 byte's sign is everyone's.
+  if (std::isnan(value)) return static_cast<uint16_t>(kBf16CanonicalNan | ((fp8 & 0x80u) << 8));
+  return float_to_bf16(value);
+}
+}  // namespace
+
 uint16_t dequantize_fp8_e4m3_to_bf16(uint8_t fp8, uint8_t scale_e8m0) {
-  return float_to_bf16(fp8_e4m3_to_float(fp8) * ue8m0_to_float(scale_e8m0));
+  return dequantize_with_scale(fp8, ue8m0_to_float(scale_e8m0));
 }
 
 uint64_t row_bytes_for(RowFormat format, int dim) {
@@ -68,7 +78,7 @@ void dequantize_row(RowFormat format, int dim, std::span<const std::byte> row, s
       const float scale = ue8m0_to_float(scales[block]);
       const int base = block * kScaleBlock;
       for (int i = base; i < base + kScaleBlock; ++i)
-        out[static_cast<size_t>(i)] = bf16_lookup_canonical(float_to_bf16(kFp8ToFloat[bytes[i]] * scale));
+        out[static_cast<size_t>(i)] = bf16_lookup_canonical(dequantize_with_scale(bytes[i], scale));
     }
     return;
   }

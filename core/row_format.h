@@ -22,8 +22,10 @@ inline constexpr float kFp8E4M3Max = 448.0f;
 float fp8_e4m3_to_float(uint8_t fp8);
 float ue8m0_to_float(uint8_t scale_e8m0);  // bit_cast<float>(uint32(e) << 23)
 
-// bf16_round_nearest_even(float(fp8) * ue8m0_to_float(scale)); NaN canonical
-// with its sign kept. Keeps -0 (the lookup rule below turns it into +0).
+// bf16_round_nearest_even(float(fp8) * ue8m0_to_float(scale)). A NaN result
+// (FP8 NaN, or 0 * inf when e = 255) is the canonical 0x7fc0 carrying the FP8
+// byte's sign, the same on every platform and on the GPU. Keeps -0 (the
+// lookup rule below turns it into +0).
 uint16_t dequantize_fp8_e4m3_to_bf16(uint8_t fp8, uint8_t scale_e8m0);
 
 // The lookup rule for one output value: -0 becomes +0 (the collective path

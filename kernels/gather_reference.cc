@@ -1,7 +1,6 @@
 #include "kernels/gather_reference.h"
 
 #include <cstring>
-#include <vector>
 
 #include "core/bf16.h"
 #include "core/row_format.h"
@@ -22,17 +21,6 @@ uint16_t value_at(const TableSpec& table, const uint8_t* row, int i) {
   return bits == 0x8000u ? uint16_t{0} : bits;  // -0 -> +0, as the collective's sum does
 }
 
-bool in_bucket(const std::vector<int64_t>& head_begin, const TableSpec& table, int head, int64_t row) {
-  return row >= head_begin[static_cast<size_t>(head)] &&
-         row < head_begin[static_cast<size_t>(head)] + table.primes[static_cast<size_t>(head)];
-}
-
-std::vector<int64_t> head_begins(const TableSpec& table) {
-  std::vector<int64_t> begins;
-  for (int h = 0; h < table.head_count(); ++h) begins.push_back(table.head_offset(h));
-  return begins;
-}
-
 }  // namespace
 
 void gather_peer_reference(const TableSpec& table, const RowShardLayout& layout,
@@ -45,17 +33,14 @@ void gather_peer_reference(const TableSpec& table, const RowShardLayout& layout,
   ENGRAM_CHECK(out.size() == row_ids.size() * dim);
   ENGRAM_CHECK(static_cast<int>(shards_by_owner.size()) == layout.shard_count());
   ENGRAM_CHECK(layout.row_count() == table.row_count());
-  const std::vector<int64_t> begins = head_begins(table);
   for (size_t slot = 0; slot < row_ids.size(); ++slot) {
-    const int head = static_cast<int>(slot % static_cast<size_t>(heads));
-    const int64_t row = row_ids[slot];
     uint16_t* dst = out.data() + slot * dim;
-    if (!in_bucket(begins, table, head, row)) {
+    const int owner = layout.owner_of(row_ids[slot]);  // -1: DEAD, negative or past the table
+    if (owner < 0) {
       for (size_t i = 0; i < dim; ++i) dst[i] = 0;
       continue;
     }
-    const int owner = layout.owner_of(row);
-    ENGRAM_CHECK(owner >= 0);
+    const int64_t row = row_ids[slot];
     const std::span<const std::byte> shard = shards_by_owner[static_cast<size_t>(owner)];
     const uint64_t at = static_cast<uint64_t>(row - layout.shard_begin(owner)) * row_bytes;
     ENGRAM_CHECK(at + row_bytes <= shard.size());
@@ -74,12 +59,10 @@ void gather_owned_reference(const TableSpec& table, const RowShardLayout& layout
   ENGRAM_CHECK(out.size() == row_ids.size() * dim);
   ENGRAM_CHECK(shard >= 0 && shard < layout.shard_count());
   ENGRAM_CHECK(shard_bytes.size() == static_cast<uint64_t>(layout.shard_rows(shard)) * row_bytes);
-  const std::vector<int64_t> begins = head_begins(table);
   for (uint16_t& v : out) v = 0;
   for (size_t slot = 0; slot < row_ids.size(); ++slot) {
-    const int head = static_cast<int>(slot % static_cast<size_t>(heads));
     const int64_t row = row_ids[slot];
-    if (!in_bucket(begins, table, head, row) || layout.owner_of(row) != shard) continue;
+    if (layout.owner_of(row) != shard) continue;
     const auto* src = reinterpret_cast<const uint8_t*>(shard_bytes.data()) +
                       static_cast<uint64_t>(row - layout.shard_begin(shard)) * row_bytes;
     for (size_t i = 0; i < dim; ++i) out[slot * dim + i] = value_at(table, src, static_cast<int>(i));

@@ -4,8 +4,8 @@
 // lookups' row loops, so each checks the other.
 //
 // Layouts: row_ids [token][head] int64; out [token][head][dim] bf16.
-// A row id reads only inside its head's bucket (core/lookup_types.h); DEAD,
-// other negative, past-the-table and foreign-bucket ids give a zero row.
+// An id in [0, row_count) reads its row; DEAD, other negative and
+// past-the-table ids give a zero row (core/lookup_types.h).
 #pragma once
 
 #include <cstddef>
