@@ -1,0 +1,74 @@
+#include "core/handle_type_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace engram {
+namespace {
+
+using ::testing::HasSubstr;
+
+HandleFacts facts(std::string host, std::string domain, bool imex, bool probe) {
+  HandleFacts f;
+  f.placement.host = {host, "boot-" + host};
+  f.placement.nvlink_domain = std::move(domain);
+  f.placement.imex_channel = imex;
+  f.fabric_probe_ok = probe;
+  return f;
+}
+
+TEST(ChooseHandleType, FabricWhenEveryRankHasItInOneDomain) {
+  std::vector<HandleFacts> f = {facts("a", "nvl72", true, true), facts("b", "nvl72", true, true)};
+  auto t = choose_handle_type(f);
+  ASSERT_TRUE(t.is_ok());
+  EXPECT_EQ(t.value(), HandleType::kFabric);
+}
+
+TEST(ChooseHandleType, FabricPreferredEvenOnOneHost) {
+  std::vector<HandleFacts> f = {facts("a", "nvl72", true, true), facts("a", "nvl72", true, true)};
+  EXPECT_EQ(choose_handle_type(f).value(), HandleType::kFabric);
+}
+
+TEST(ChooseHandleType, PosixFdOnOneHostWithoutImex) {
+  // The H200 case: the attribute says fabric, the probe fails (no IMEX channel).
+  std::vector<HandleFacts> f = {facts("a", "", false, false), facts("a", "", false, false)};
+  EXPECT_EQ(choose_handle_type(f).value(), HandleType::kPosixFd);
+}
+
+TEST(ChooseHandleType, SameHostnameDifferentBootIsTwoHosts) {
+  HandleFacts a = facts("a", "", false, false), b = facts("a", "", false, false);
+  b.placement.host.boot_id = "other";
+  std::vector<HandleFacts> f = {a, b};
+  EXPECT_EQ(choose_handle_type(f).status().code(), ErrorCode::kFailedPrecondition);
+}
+
+TEST(ChooseHandleType, ErrorsNameHostsDomainsAndMissingCapability) {
+  std::vector<HandleFacts> no_imex = {facts("a", "d1", false, false), facts("b", "d1", true, true)};
+  auto t = choose_handle_type(no_imex);
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_EQ(t.status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(t.status().message(), HasSubstr("a/boot-a"));
+  EXPECT_THAT(t.status().message(), HasSubstr("b/boot-b"));
+  EXPECT_THAT(t.status().message(), HasSubstr("d1"));
+  EXPECT_THAT(t.status().message(), HasSubstr("IMEX channel missing on a/boot-a"));
+
+  std::vector<HandleFacts> no_fabric = {facts("a", "d1", true, false), facts("b", "d1", true, true)};
+  EXPECT_THAT(choose_handle_type(no_fabric).status().message(), HasSubstr("fabric support"));
+
+  std::vector<HandleFacts> split = {facts("a", "d1", true, true), facts("b", "d2", true, true)};
+  auto s = choose_handle_type(split);
+  EXPECT_THAT(s.status().message(), HasSubstr("NVLink domain: the ranks span 2 domains"));
+  EXPECT_THAT(s.status().message(), HasSubstr("d2"));
+
+  std::vector<HandleFacts> none = {facts("a", "", true, true), facts("b", "", true, true)};
+  EXPECT_THAT(choose_handle_type(none).status().message(), HasSubstr("NVLink domain missing"));
+}
+
+TEST(ChooseHandleType, EmptyInputIsInvalid) {
+  EXPECT_EQ(choose_handle_type({}).status().code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace engram

@@ -1,0 +1,119 @@
+#include "core/placement.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/units.h"
+#include "tests/deployment_fixtures.h"
+
+namespace engram {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::kFlashTableBytesTotal;
+
+PlacementDecision decide(const EngramConfig& config, int dp, RankHostFacts facts, bool elastic = false) {
+  ParallelLayout layout;
+  layout.dp = dp;
+  layout.elastic_ep = elastic;
+  return decide_rank_placement(config, resolve_dp_shared_memory(config, layout), facts, kFlashTableBytesTotal);
+}
+
+const RankHostFacts kGood{4, true, 190 * kGiB};
+
+TEST(Placement, NamesRoundTrip) {
+  for (Placement p : {Placement::kDeviceCollective, Placement::kDevicePeer, Placement::kHostShared,
+                      Placement::kHostHeadSharded, Placement::kHostPrivate}) {
+    auto parsed = parse_placement(placement_name(p));
+    ASSERT_TRUE(parsed.is_ok());
+    EXPECT_EQ(parsed.value(), p);
+  }
+  EXPECT_EQ(parse_placement("host").status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(Placement, NoOffloadIsDeviceCollectiveOrPeer) {
+  EngramConfig c;
+  EXPECT_EQ(decide(c, 4, kGood).placement, Placement::kDeviceCollective);
+  c.peer_shards = true;
+  PlacementDecision d = decide(c, 4, kGood);
+  EXPECT_EQ(d.placement, Placement::kDevicePeer);
+  EXPECT_FALSE(d.peer_precedence);
+}
+
+TEST(Placement, PeerShardsTakePrecedenceOverHostTable) {  // rule 6
+  EngramConfig c;
+  c.cpu_offload = true;
+  c.peer_shards = true;
+  PlacementDecision d = decide(c, 4, kGood);
+  EXPECT_EQ(d.placement, Placement::kDevicePeer);
+  EXPECT_TRUE(d.peer_precedence);
+  EXPECT_THAT(d.reason, HasSubstr("rule 6"));
+  // Also when the host table is asked for only through dp_shared_memory: true.
+  EngramConfig e;
+  e.peer_shards = true;
+  e.dp_shared_memory = true;
+  EXPECT_TRUE(decide(e, 4, kGood).peer_precedence);
+}
+
+TEST(Placement, OffloadWithSharingEnabledAndWorkingIsHostShared) {
+  EngramConfig c;
+  c.cpu_offload = true;
+  PlacementDecision d = decide(c, 4, kGood);
+  EXPECT_EQ(d.placement, Placement::kHostShared);
+  EXPECT_TRUE(d.fallback_causes.empty());
+  c.dp_shared_memory = true;  // strict, already validated
+  EXPECT_EQ(decide(c, 4, kGood).placement, Placement::kHostShared);
+}
+
+TEST(Placement, OffloadWithSharingDisabledIsHostPrivate) {
+  EngramConfig c;
+  c.cpu_offload = true;
+  EXPECT_EQ(decide(c, 1, kGood).placement, Placement::kHostPrivate);          // dp = 1
+  EXPECT_EQ(decide(c, 4, kGood, true).placement, Placement::kHostPrivate);    // elastic EP
+  c.dp_shared_memory = false;
+  EXPECT_EQ(decide(c, 4, kGood).placement, Placement::kHostPrivate);          // explicit false
+}
+
+TEST(Placement, EachFallbackCauseGivesHostHeadSharded) {  // rule 3
+  EngramConfig c;
+  c.cpu_offload = true;
+  PlacementDecision alone = decide(c, 4, {1, true, 190 * kGiB});
+  EXPECT_EQ(alone.placement, Placement::kHostHeadSharded);
+  EXPECT_THAT(alone.fallback_causes, ElementsAre(FallbackCause::kGroupSizeOne));
+  PlacementDecision missing = decide(c, 4, {4, false, 0});
+  EXPECT_EQ(missing.placement, Placement::kHostHeadSharded);
+  EXPECT_THAT(missing.fallback_causes, ElementsAre(FallbackCause::kShmMissing));
+  PlacementDecision small = decide(c, 4, {4, true, 64 * kMiB});
+  EXPECT_EQ(small.placement, Placement::kHostHeadSharded);
+  EXPECT_THAT(small.fallback_causes, ElementsAre(FallbackCause::kShmTooSmall));
+  EXPECT_THAT(small.reason, HasSubstr("64 MiB < tables 188.8 GiB"));
+  // One byte short of the tables is too small; exactly the tables is enough.
+  EXPECT_EQ(decide(c, 4, {4, true, kFlashTableBytesTotal - 1}).placement, Placement::kHostHeadSharded);
+  EXPECT_EQ(decide(c, 4, {4, true, kFlashTableBytesTotal}).placement, Placement::kHostShared);
+}
+
+TEST(Placement, FallbackWarningsNameCauseAndFix) {
+  Warning small = fallback_warning(FallbackCause::kShmTooSmall, {"n0"}, kFlashTableBytesTotal, 64 * kMiB);
+  EXPECT_EQ(small.key, "dp_shared_memory.fallback.shm_too_small");
+  EXPECT_THAT(small.text, HasSubstr("188.8 GiB"));
+  EXPECT_THAT(small.text, HasSubstr("64 MiB"));
+  EXPECT_THAT(small.text, HasSubstr("--shm-size"));
+  EXPECT_THAT(small.text, HasSubstr("--ipc=host"));
+  EXPECT_THAT(small.text, HasSubstr("host_head_sharded"));
+  Warning alone = fallback_warning(FallbackCause::kGroupSizeOne, {"n0", "n1"}, kFlashTableBytesTotal, 0);
+  EXPECT_THAT(alone.text, HasSubstr("co-located"));
+  EXPECT_THAT(alone.text, HasSubstr("--ipc=host"));
+  EXPECT_THAT(alone.text, HasSubstr("--shm-size"));
+  EXPECT_THAT(alone.text, HasSubstr("IPC namespace"));
+  EXPECT_THAT(alone.text, HasSubstr("n0, n1"));
+  Warning missing = fallback_warning(FallbackCause::kShmMissing, {"n0"}, kFlashTableBytesTotal, 0);
+  EXPECT_THAT(missing.text, HasSubstr("/dev/shm is missing"));
+  EXPECT_THAT(missing.text, HasSubstr("--shm-size"));
+  EXPECT_THAT(missing.text, HasSubstr("--ipc=host"));
+  EXPECT_NE(alone.key, missing.key);
+  EXPECT_THAT(peer_precedence_warning().text, HasSubstr("precedence"));
+}
+
+}  // namespace
+}  // namespace engram
