@@ -295,12 +295,12 @@ Status UnixFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> 
     const bool retry = ec == boost::asio::error::connection_refused || ec == boost::asio::error::not_found ||
                        ec.value() == ENOENT;
     if (!retry || Clock::now() >= socket_deadline) {
-      const double waited_s = std::chrono::duration<double>(options_.peer_socket_wait).count();
+      const auto waited_ms = std::min(options_.peer_socket_wait, options_.deadline).count();
       if (ec.value() == ENOENT) {
         return fail(ErrorCode::kUnavailable,
                     "cannot send an fd to rank " + std::to_string(peer_rank) + ": its socket " + path +
-                        " does not exist (No such file or directory) after waiting " + std::to_string(waited_s) +
-                        " s. Rank " + std::to_string(peer_rank) +
+                        " does not exist (No such file or directory) after waiting " + std::to_string(waited_ms) +
+                        " ms. Rank " + std::to_string(peer_rank) +
                         " is on another host (or never opened its fd channel): POSIX fds cannot cross hosts; "
                         "ranks on different hosts need FABRIC handles");
       }
