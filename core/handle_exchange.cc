@@ -1,0 +1,505 @@
+#include "core/handle_exchange.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstring>
+#include <string_view>
+
+#include "core/coverage_probe.h"
+#include "core/handle_type_plan.h"
+#include "core/units.h"
+
+namespace engram {
+
+namespace {
+
+// Steps as they travel in a phase record (one byte each).
+constexpr std::array<std::string_view, 10> kSteps = {"facts",  "create", "export", "send",    "receive",
+                                                     "import", "map",    "access", "reserve", "other"};
+
+uint8_t step_index(std::string_view step) {
+  for (size_t i = 0; i < kSteps.size(); ++i)
+    if (kSteps[i] == step) return static_cast<uint8_t>(i);
+  return static_cast<uint8_t>(kSteps.size() - 1);
+}
+
+// ------------------------------------------------------------ phase records
+
+// What each rank tells the group after a phase: did it fail, where, with
+// which peer, and how far it got (for POSIX sends: how many peers it reached).
+struct PhaseRecord {
+  uint8_t ok = 1;
+  uint8_t step = 0;
+  uint8_t code = 0;
+  uint8_t pad = 0;
+  int32_t peer = -1;
+  int32_t progress = 0;
+};
+static_assert(sizeof(PhaseRecord) == 12);
+
+struct PhaseResult {
+  Status status;                     // ok, or why this rank must give up
+  std::vector<PhaseRecord> records;  // empty when the round itself failed
+};
+
+PhaseResult agree(Collectives& group, const Status& mine, int progress, const std::vector<int>& world_ranks,
+                  const char* phase) {
+  PhaseRecord record;
+  record.ok = mine.is_ok() ? 1 : 0;
+  record.step = step_index(mine.context().step);
+  record.code = static_cast<uint8_t>(mine.code());
+  record.peer = mine.context().peer;
+  record.progress = progress;
+  PhaseResult out;
+  out.records.resize(static_cast<size_t>(group.size()));
+  Status round = group.all_gather(std::as_bytes(std::span<const PhaseRecord>(&record, 1)),
+                                  std::as_writable_bytes(std::span<PhaseRecord>(out.records)));
+  const int me_world = group.world_rank();
+  if (!mine.is_ok()) {
+    out.status = Status(mine).with_rank(me_world);
+    if (!round.is_ok()) out.records.clear();
+    return out;
+  }
+  if (!round.is_ok()) {
+    out.records.clear();
+    out.status = std::move(round).with_context(me_world, -1, phase);
+    return out;
+  }
+  for (size_t r = 0; r < out.records.size(); ++r) {
+    const PhaseRecord& other = out.records[r];
+    if (other.ok) continue;
+    const int failed = world_ranks[r];
+    const std::string_view step = kSteps[std::min<size_t>(other.step, kSteps.size() - 1)];
+    out.status = Status(ErrorCode::kUnavailable,
+                        fmt::format("handle exchange abandoned: rank {} failed at step {}{} ({}); every rank of the "
+                                    "group undid its part",
+                                    failed, step, other.peer >= 0 ? fmt::format(" with peer {}", other.peer) : "",
+                                    error_code_name(static_cast<ErrorCode>(other.code))),
+                        {me_world, failed, std::string(step)});
+    coverage_probe("exchange: cleanup after a peer's failure");
+    return out;
+  }
+  return out;
+}
+
+// ------------------------------------------------------------ placement facts
+
+struct FactsHeader {
+  int32_t world_rank = -1;
+  int32_t gpu_ordinal = -1;
+  int32_t visible_gpu_count = 0;
+  uint8_t imex_channel = 0;
+  uint8_t fabric_probe_ok = 0;
+  uint8_t ok = 1;
+  uint8_t pad = 0;
+  uint64_t requested_bytes = 0;
+  uint64_t granularity_bytes = 0;
+  uint32_t hostname_length = 0;
+  uint32_t boot_id_length = 0;
+  uint32_t domain_length = 0;
+  uint32_t pad2 = 0;
+};
+
+struct GatheredFacts {
+  FactsHeader header;
+  HandleFacts facts;
+};
+
+std::vector<std::byte> encode(const FactsHeader& header, const PlacementFacts& p) {
+  std::vector<std::byte> out(sizeof(FactsHeader) + p.host.hostname.size() + p.host.boot_id.size() +
+                             p.nvlink_domain.size());
+  std::memcpy(out.data(), &header, sizeof header);
+  size_t at = sizeof header;
+  for (const std::string* s : {&p.host.hostname, &p.host.boot_id, &p.nvlink_domain}) {
+    if (!s->empty()) std::memcpy(out.data() + at, s->data(), s->size());
+    at += s->size();
+  }
+  return out;
+}
+
+GatheredFacts decode(std::span<const std::byte> record) {
+  GatheredFacts g;
+  ENGRAM_CHECK(record.size() >= sizeof(FactsHeader));
+  std::memcpy(&g.header, record.data(), sizeof(FactsHeader));
+  const FactsHeader& h = g.header;
+  ENGRAM_CHECK(sizeof(FactsHeader) + h.hostname_length + h.boot_id_length + h.domain_length <= record.size());
+  const char* text = reinterpret_cast<const char*>(record.data()) + sizeof(FactsHeader);
+  g.facts.placement.host.hostname.assign(text, h.hostname_length);
+  g.facts.placement.host.boot_id.assign(text + h.hostname_length, h.boot_id_length);
+  g.facts.placement.nvlink_domain.assign(text + h.hostname_length + h.boot_id_length, h.domain_length);
+  g.facts.placement.imex_channel = h.imex_channel != 0;
+  g.facts.placement.gpu_ordinal = h.gpu_ordinal;
+  g.facts.placement.visible_gpu_count = h.visible_gpu_count;
+  g.facts.fabric_probe_ok = h.fabric_probe_ok != 0;
+  return g;
+}
+
+// Two rounds: the record lengths, then every record padded to the longest.
+// O(group size) per rank.
+Result<std::vector<GatheredFacts>> gather_facts(Collectives& group, const std::vector<std::byte>& mine) {
+  const size_t n = static_cast<size_t>(group.size());
+  uint32_t length = static_cast<uint32_t>(mine.size());
+  std::vector<uint32_t> lengths(n);
+  ENGRAM_RETURN_IF_ERROR(group.all_gather(std::as_bytes(std::span<const uint32_t>(&length, 1)),
+                                          std::as_writable_bytes(std::span<uint32_t>(lengths))));
+  size_t stride = 0;
+  for (uint32_t l : lengths) stride = std::max<size_t>(stride, l);
+  std::vector<std::byte> padded(stride);
+  std::memcpy(padded.data(), mine.data(), mine.size());
+  std::vector<std::byte> all(stride * n);
+  ENGRAM_RETURN_IF_ERROR(group.all_gather(padded, all));
+  std::vector<GatheredFacts> out;
+  out.reserve(n);
+  for (size_t r = 0; r < n; ++r) out.push_back(decode(std::span<const std::byte>(all).subspan(r * stride, stride)));
+  return out;
+}
+
+// What travels with each POSIX fd, so a receiver can tell a stray fd from
+// the one it expects.
+struct FdHeader {
+  int32_t group_rank = -1;
+  uint32_t magic = 0x454e4746;  // "ENGF"
+  uint64_t allocation_bytes = 0;
+};
+
+}  // namespace
+
+// ------------------------------------------------------------ import_and_map
+
+Status unmap_and_release(DeviceMemory& device, PeerMappings& m, int world_rank) {
+  Status first;
+  auto keep = [&](Status s) {
+    if (first.is_ok() && !s.is_ok()) first = std::move(s).with_rank(world_rank);
+  };
+  for (size_t p = 0; p < m.mapped.size(); ++p)
+    if (m.mapped[p]) {
+      keep(device.unmap(m.base + p * m.stride_bytes, m.stride_bytes));
+      m.mapped[p] = false;
+    }
+  for (size_t p = 0; p < m.imported.size(); ++p)
+    if (m.imported[p] != 0) {
+      keep(device.release(m.imported[p]));
+      m.imported[p] = 0;
+    }
+  if (m.base != 0) {
+    keep(device.free_reservation(m.base, m.reserved_bytes()));
+    m.base = 0;
+  }
+  return first;
+}
+
+Result<PeerMappings> import_and_map(DeviceMemory& device, const ImportRequest& request, const HandleSource& fetch) {
+  const size_t n = request.world_ranks.size();
+  ENGRAM_CHECK(request.group_rank >= 0 && static_cast<size_t>(request.group_rank) < n);
+  ENGRAM_CHECK(request.allocation_bytes > 0 && request.own_allocation != 0);
+  const int me = request.world_ranks[static_cast<size_t>(request.group_rank)];
+  PeerMappings m;
+  m.stride_bytes = request.allocation_bytes;
+  m.imported.assign(n, 0);
+  m.mapped.assign(n, false);
+
+  auto fail = [&](Status error, int peer_group_rank, const char* step) -> Status {
+    int peer = peer_group_rank >= 0 ? request.world_ranks[static_cast<size_t>(peer_group_rank)] : -1;
+    Status undo = unmap_and_release(device, m, me);
+    coverage_probe(fmt::format("exchange: cleanup after {} failure", step));
+    Status out = std::move(error).with_context(me, peer, step);
+    if (!undo.is_ok())
+      out = Status(out.code(), out.message() + "; undoing it also failed: " + undo.to_string(), out.context());
+    return out;
+  };
+
+  auto base = device.reserve(m.reserved_bytes());
+  if (!base.is_ok()) return fail(base.status(), -1, "reserve");
+  m.base = *base;
+
+  for (size_t p = 0; p < n; ++p) {
+    const int peer = static_cast<int>(p);
+    AllocationHandle allocation = request.own_allocation;
+    if (peer != request.group_rank) {
+      auto handle = fetch(peer);
+      if (!handle.is_ok()) return fail(handle.status(), peer, "receive");
+      ENGRAM_CHECK(handle->type == request.type);
+      auto imported = device.import_handle(*handle);
+      // The fd did its job once imported (or failed to): close it either way.
+      Status closed = handle->type == HandleType::kPosixFd ? device.close_fd(handle->fd) : Status::ok();
+      if (!imported.is_ok()) return fail(imported.status(), peer, "import");
+      m.imported[p] = *imported;
+      if (!closed.is_ok()) return fail(closed, peer, "import");
+      allocation = *imported;
+    }
+    const DevicePtr slot = m.base + p * m.stride_bytes;
+    Status mapped = device.map(slot, m.stride_bytes, allocation);
+    if (!mapped.is_ok()) return fail(mapped, peer, "map");
+    m.mapped[p] = true;
+    Status access = device.set_access(slot, m.stride_bytes);
+    if (!access.is_ok()) return fail(access, peer, "access");
+  }
+  return m;
+}
+
+// ------------------------------------------------------------ SharedMapping
+
+SharedMapping& SharedMapping::operator=(SharedMapping&& other) noexcept {
+  if (this == &other) return *this;
+  release_locally();
+  device_ = std::exchange(other.device_, nullptr);
+  group_ = std::exchange(other.group_, nullptr);
+  world_rank_ = other.world_rank_;
+  group_rank_ = other.group_rank_;
+  type_ = other.type_;
+  world_ranks_ = std::move(other.world_ranks_);
+  own_allocation_ = std::exchange(other.own_allocation_, 0);
+  mappings_ = std::move(other.mappings_);
+  other.mappings_ = {};
+  return *this;
+}
+
+SharedMapping::~SharedMapping() {
+  if (valid()) coverage_probe("exchange: mapping destroyed without teardown");
+  release_locally();
+}
+
+void SharedMapping::release_locally() {
+  if (!valid()) return;
+  unmap_and_release(*device_, mappings_, world_rank_).ignore();
+  if (own_allocation_ != 0) device_->release(own_allocation_).ignore();
+  own_allocation_ = 0;
+  device_ = nullptr;
+  group_ = nullptr;
+}
+
+DevicePtr SharedMapping::peer(int p) const {
+  ENGRAM_CHECK(valid());
+  ENGRAM_CHECK(p >= 0 && p < group_size());
+  return mappings_.base + static_cast<uint64_t>(p) * mappings_.stride_bytes;
+}
+
+std::vector<DevicePtr> SharedMapping::peer_pointers() const {
+  std::vector<DevicePtr> out;
+  out.reserve(static_cast<size_t>(group_size()));
+  for (int p = 0; p < group_size(); ++p) out.push_back(peer(p));
+  return out;
+}
+
+Status SharedMapping::teardown() {
+  if (!valid()) return Status::ok();
+  Status first;
+  auto keep = [&](Status s, const char* step) {
+    if (first.is_ok() && !s.is_ok()) first = std::move(s).with_context(world_rank_, -1, step);
+  };
+  // Users first: nobody may still read a peer's memory when it goes away.
+  keep(device_->synchronize(), "teardown_synchronize");
+  keep(group_->barrier(), "teardown_barrier");
+  keep(unmap_and_release(*device_, mappings_, world_rank_), "teardown_unmap");
+  // The exporter keeps its allocation until every peer has unmapped it.
+  keep(group_->barrier(), "teardown_barrier");
+  keep(device_->release(own_allocation_), "teardown_release");
+  own_allocation_ = 0;
+  device_ = nullptr;
+  group_ = nullptr;
+  return first;
+}
+
+// ------------------------------------------------------------ the exchange
+
+Result<SharedMapping> exchange_shareable_handles(RankBackend& backend, Collectives& group, uint64_t bytes_per_rank) {
+  ENGRAM_CHECK(backend.device != nullptr && backend.probe != nullptr);
+  DeviceMemory& device = *backend.device;
+  const int me = group.rank();
+  const int n = group.size();
+  const int me_world = group.world_rank();
+  ENGRAM_CHECK(me >= 0 && me < n);
+
+  // Phase 0: facts from every rank, before anyone allocates.
+  FactsHeader header;
+  header.world_rank = me_world;
+  header.requested_bytes = bytes_per_rank;
+  const PlacementFacts placement = backend.probe->facts();
+  header.gpu_ordinal = placement.gpu_ordinal;
+  header.visible_gpu_count = placement.visible_gpu_count;
+  header.imex_channel = placement.imex_channel ? 1 : 0;
+  header.hostname_length = static_cast<uint32_t>(placement.host.hostname.size());
+  header.boot_id_length = static_cast<uint32_t>(placement.host.boot_id.size());
+  header.domain_length = static_cast<uint32_t>(placement.nvlink_domain.size());
+  Status local;
+  auto info = device.info();
+  if (info.is_ok()) {
+    header.granularity_bytes = info->granularity_bytes;
+    header.fabric_probe_ok = device.probe_fabric().is_ok() ? 1 : 0;
+  } else {
+    local = Status(info.status()).with_context(me_world, -1, "facts");
+    header.ok = 0;
+  }
+  auto gathered = gather_facts(group, encode(header, placement));
+  if (!gathered.is_ok()) return std::move(gathered).take_status().with_context(me_world, -1, "facts");
+  if (!local.is_ok()) return local;
+  std::vector<int> world_ranks(static_cast<size_t>(n));
+  std::vector<HandleFacts> facts(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const GatheredFacts& g = (*gathered)[static_cast<size_t>(r)];
+    world_ranks[static_cast<size_t>(r)] = g.header.world_rank;
+    facts[static_cast<size_t>(r)] = g.facts;
+    if (!g.header.ok)
+      return Status(ErrorCode::kUnavailable,
+                    fmt::format("handle exchange abandoned: rank {} could not read its device facts",
+                                g.header.world_rank),
+                    {me_world, g.header.world_rank, "facts"});
+  }
+  // Sizes and granularity must agree, or slots would not line up.
+  const FactsHeader& first = (*gathered)[0].header;
+  for (int r = 0; r < n; ++r) {
+    const FactsHeader& h = (*gathered)[static_cast<size_t>(r)].header;
+    if (h.granularity_bytes != first.granularity_bytes || h.requested_bytes != first.requested_bytes)
+      return Status(ErrorCode::kInvalidArgument,
+                    fmt::format("handle exchange: rank {} asks for {} bytes at granularity {}, rank {} for {} bytes "
+                                "at granularity {}: every rank of the group must share equal-sized allocations",
+                                h.world_rank, h.requested_bytes, h.granularity_bytes, first.world_rank,
+                                first.requested_bytes, first.granularity_bytes),
+                    {me_world, h.world_rank, "sizes"});
+  }
+  if (bytes_per_rank == 0)
+    return Status(ErrorCode::kInvalidArgument, "handle exchange: bytes_per_rank is 0; share at least one byte",
+                  {me_world, -1, "sizes"});
+  auto type = choose_handle_type(facts);
+  if (!type.is_ok()) return std::move(type).take_status().with_context(me_world, -1, "handle_type");
+  const uint64_t allocation_bytes = round_up(bytes_per_rank, first.granularity_bytes);
+
+  // Phase 1: create and export this rank's allocation.
+  AllocationHandle own = 0;
+  ShareableHandle exported;
+  bool export_fd_open = false;
+  auto undo_own = [&] {
+    if (export_fd_open) device.close_fd(exported.fd).ignore();
+    export_fd_open = false;
+    if (own != 0) device.release(own).ignore();
+    own = 0;
+  };
+  {
+    Status s;
+    auto created = device.create(allocation_bytes, *type);
+    if (!created.is_ok()) {
+      s = Status(created.status()).with_context(me_world, -1, "create");
+    } else {
+      own = *created;
+      auto handle = device.export_handle(own, *type);
+      if (!handle.is_ok()) {
+        s = Status(handle.status()).with_context(me_world, -1, "export");
+      } else {
+        exported = *handle;
+        export_fd_open = exported.type == HandleType::kPosixFd;
+      }
+    }
+    PhaseResult phase = agree(group, s, 0, world_ranks, "export");
+    if (!phase.status.is_ok()) {
+      if (!s.is_ok()) coverage_probe(fmt::format("exchange: cleanup after {} failure", s.context().step));
+      undo_own();
+      return phase.status;
+    }
+  }
+
+  // Phase 2: exchange handles, import and map.
+  ImportRequest request{*type, allocation_bytes, me, world_ranks, own};
+  Result<PeerMappings> mappings = Status(ErrorCode::kInternal, "not run");
+  if (*type == HandleType::kFabric) {
+    std::vector<std::array<uint8_t, kFabricHandleBytes>> handles(static_cast<size_t>(n));
+    Status round = group.all_gather(std::as_bytes(std::span(exported.fabric)),
+                                    std::as_writable_bytes(std::span(handles)));
+    if (!round.is_ok()) {
+      undo_own();
+      return std::move(round).with_context(me_world, -1, "exchange");
+    }
+    mappings = import_and_map(device, request, [&](int peer) -> Result<ShareableHandle> {
+      ShareableHandle h;
+      h.type = HandleType::kFabric;
+      h.fabric = handles[static_cast<size_t>(peer)];
+      return h;
+    });
+  } else {
+    ENGRAM_CHECK(backend.fds != nullptr);
+    // Every rank sends to every peer first, then receives: sends never wait
+    // for a receiver, so no order of ranks can deadlock.
+    FdHeader fd_header{me, 0x454e4746, allocation_bytes};
+    Status s;
+    int sent = 0;
+    for (int k = 1; k < n; ++k) {
+      const int peer = (me + k) % n;
+      Status sent_one = backend.fds->send_fd(world_ranks[static_cast<size_t>(peer)], exported.fd,
+                                             std::as_bytes(std::span<const FdHeader>(&fd_header, 1)));
+      if (!sent_one.is_ok()) {
+        s = std::move(sent_one).with_context(me_world, world_ranks[static_cast<size_t>(peer)], "send");
+        coverage_probe("exchange: cleanup after send failure");
+        break;
+      }
+      ++sent;
+    }
+    // In flight, each message holds its own reference: this fd is done.
+    Status closed = device.close_fd(exported.fd);
+    export_fd_open = false;
+    if (s.is_ok() && !closed.is_ok()) s = std::move(closed).with_context(me_world, -1, "send");
+    PhaseResult phase = agree(group, s, sent, world_ranks, "send");
+    // Peer p sent to this rank iff this rank was among the first `progress`
+    // it reached; those fds wait here and must be taken and closed.
+    auto sent_to_me = [&](int p) {
+      if (phase.records.empty() || p == me) return false;
+      const int k = (me - p + n) % n;
+      return k >= 1 && k <= phase.records[static_cast<size_t>(p)].progress;
+    };
+    std::vector<bool> fetched(static_cast<size_t>(n), false);
+    auto drain = [&] {
+      for (int p = 0; p < n; ++p) {
+        if (fetched[static_cast<size_t>(p)] || !sent_to_me(p)) continue;
+        auto stray = backend.fds->recv_fd(world_ranks[static_cast<size_t>(p)]);
+        if (stray.is_ok()) device.close_fd(stray->fd).ignore();
+        coverage_probe("exchange: drained an fd after failure");
+      }
+    };
+    if (!phase.status.is_ok()) {
+      drain();
+      undo_own();
+      return phase.status;
+    }
+    mappings = import_and_map(device, request, [&](int peer) -> Result<ShareableHandle> {
+      fetched[static_cast<size_t>(peer)] = true;
+      const int from = world_ranks[static_cast<size_t>(peer)];
+      ENGRAM_ASSIGN_OR_RETURN(ReceivedFd received, backend.fds->recv_fd(from));
+      FdHeader got;
+      if (received.header.size() == sizeof got) std::memcpy(&got, received.header.data(), sizeof got);
+      if (received.header.size() != sizeof got || got.magic != fd_header.magic || got.group_rank != peer ||
+          got.allocation_bytes != allocation_bytes) {
+        device.close_fd(received.fd).ignore();
+        return Status(ErrorCode::kInternal,
+                      fmt::format("received an fd from rank {} that is not its allocation of {} bytes for group "
+                                  "rank {} (stale from an earlier exchange?)",
+                                  from, allocation_bytes, peer),
+                      {me_world, from, "receive"});
+      }
+      ShareableHandle h;
+      h.type = HandleType::kPosixFd;
+      h.fd = received.fd;
+      return h;
+    });
+    if (!mappings.is_ok()) drain();
+  }
+
+  Status mapped = mappings.is_ok() ? Status::ok() : mappings.status();
+  PhaseResult phase = agree(group, mapped, 0, world_ranks, "import");
+  if (!phase.status.is_ok()) {
+    if (mappings.is_ok()) unmap_and_release(device, *mappings, me_world).ignore();
+    undo_own();
+    return phase.status;
+  }
+
+  SharedMapping out;
+  out.device_ = &device;
+  out.group_ = &group;
+  out.world_rank_ = me_world;
+  out.group_rank_ = me;
+  out.type_ = *type;
+  out.world_ranks_ = std::move(world_ranks);
+  out.own_allocation_ = own;
+  out.mappings_ = std::move(*mappings);
+  return out;
+}
+
+}  // namespace engram

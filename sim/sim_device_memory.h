@@ -1,0 +1,141 @@
+// Emulated CUDA VMM: physical allocations on the GPUs of emulated hosts,
+// shareable handles (POSIX fds in per-process fd tables, 64-byte FABRIC
+// handles), per-process address spaces with reservations and mappings, and
+// the driver's error codes and granularity rules. Contents are backed lazily
+// in 64 KiB pages allocated on first write, so V4.1-sized shards on 1,152
+// ranks cost only what is written.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "core/backend/device_memory.h"
+#include "sim/sim_context.h"
+
+namespace engram::sim {
+
+inline constexpr uint64_t kSimPageBytes = 64 * 1024;
+
+// Driver and kernel state shared by every emulated process of one run.
+class DeviceWorld {
+ public:
+  explicit DeviceWorld(SimContext& context);
+  ~DeviceWorld();
+
+  struct Physical {
+    uint64_t id = 0;
+    int host = -1;
+    int gpu = -1;
+    int creator_rank = -1;
+    uint64_t bytes = 0;
+    HandleType exportable_as = HandleType::kPosixFd;
+    int references = 0;  // handles, mappings and open files that keep it alive
+    std::unordered_map<uint64_t, std::unique_ptr<std::byte[]>> pages;  // page index -> kSimPageBytes
+  };
+  struct Handle {
+    uint64_t physical = 0;
+    bool imported = false;
+    uint64_t ledger_id = 0;
+  };
+  struct Reservation {
+    uint64_t bytes = 0;
+    uint64_t ledger_id = 0;
+  };
+  struct Mapping {
+    uint64_t bytes = 0;
+    uint64_t physical = 0;
+    bool access = false;
+    uint64_t ledger_id = 0;
+  };
+  struct OpenFd {
+    uint64_t file = 0;
+    uint64_t ledger_id = 0;
+    bool received = false;
+  };
+  struct Process {
+    std::unordered_map<AllocationHandle, Handle> handles;
+    std::map<DevicePtr, Reservation> reservations;
+    std::map<DevicePtr, Mapping> mappings;
+    std::map<int, OpenFd> fds;
+    int next_fd = 3;
+    DevicePtr next_address = 0;
+  };
+
+  Process& process(int rank) { return processes_[static_cast<size_t>(rank)]; }
+  Physical* physical(uint64_t id);
+  uint64_t gpu_used_bytes(int host, int gpu) const;
+  uint64_t physical_count() const { return physicals_.size(); }
+  uint64_t resident_page_bytes() const { return resident_page_bytes_; }
+
+  // Files (open file descriptions): an export fd refers to one; the fd channel
+  // moves references between processes.
+  uint64_t new_file(uint64_t physical);
+  void add_file_reference(uint64_t file);
+  void drop_file_reference(uint64_t file);
+  int install_fd(int rank, uint64_t file, bool received, uint64_t bytes);
+  // The file behind `fd` in `rank`'s table, or 0.
+  uint64_t file_of(int rank, int fd) const;
+  uint64_t physical_of_file(uint64_t file) const;
+  Status close_fd(int rank, int fd);
+
+  void add_reference(uint64_t physical);
+  void drop_reference(uint64_t physical);
+
+  // What the driver and the OS do when a process dies: unmap, free the
+  // reservations, release the handles, close the fds.
+  void release_process(int rank);
+
+  SimContext& context() { return context_; }
+
+ private:
+  SimContext& context_;
+  std::vector<Process> processes_;
+  std::unordered_map<uint64_t, Physical> physicals_;
+  struct File {
+    uint64_t physical = 0;
+    int references = 0;
+  };
+  std::unordered_map<uint64_t, File> files_;
+  std::unordered_map<uint64_t, uint64_t> gpu_used_bytes_;  // (host << 16 | gpu) -> bytes
+  uint64_t resident_page_bytes_ = 0;
+
+  friend class SimDeviceMemory;
+};
+
+class SimDeviceMemory final : public DeviceMemory {
+ public:
+  SimDeviceMemory(DeviceWorld& world, int rank);
+
+  Result<DeviceInfo> info() override;
+  Status probe_fabric() override;
+  Result<AllocationHandle> create(uint64_t bytes, HandleType exportable_as) override;
+  Result<ShareableHandle> export_handle(AllocationHandle allocation, HandleType type) override;
+  Result<AllocationHandle> import_handle(const ShareableHandle& handle) override;
+  Result<DevicePtr> reserve(uint64_t bytes) override;
+  Status map(DevicePtr address, uint64_t bytes, AllocationHandle allocation) override;
+  Status set_access(DevicePtr address, uint64_t bytes) override;
+  Status unmap(DevicePtr address, uint64_t bytes) override;
+  Status release(AllocationHandle allocation) override;
+  Status free_reservation(DevicePtr address, uint64_t bytes) override;
+  Status close_fd(int fd) override;
+  Status copy_to_device(DevicePtr dst, std::span<const std::byte> src) override;
+  Status copy_from_device(std::span<std::byte> dst, DevicePtr src) override;
+  Status synchronize() override;
+
+ private:
+  Status fabric_capability(const char* call) const;
+  // Walks [address, address + bytes) over consecutive accessible mappings.
+  Status for_each_span(DevicePtr address, uint64_t bytes, const char* call,
+                       const std::function<void(DeviceWorld::Physical&, uint64_t offset, uint64_t length,
+                                                uint64_t done)>& fn);
+
+  DeviceWorld& world_;
+  SimContext& context_;
+  int rank_;
+};
+
+}  // namespace engram::sim

@@ -1,0 +1,23 @@
+#include "sim/sim_host_probe.h"
+
+namespace engram::sim {
+
+SimHostProbe::SimHostProbe(const SimContext& context, int rank) : context_(context), rank_(rank) {
+  ENGRAM_CHECK(rank >= 0 && rank < context.rank_count());
+}
+
+PlacementFacts SimHostProbe::facts() {
+  const HostSpec& host = context_.host_of(rank_);
+  const RankPlace& place = context_.place(rank_);
+  PlacementFacts f;
+  f.host = HostIdentity{host.name, host.boot_id};
+  f.nvlink_domain = host.nvlink_domain;
+  f.imex_channel = host.imex_channel;
+  const bool one_visible = host.visible_gpus_per_rank == 1;
+  // A container that sees one GPU calls it device 0, whatever its bus slot.
+  f.gpu_ordinal = one_visible ? 0 : place.gpu;
+  f.visible_gpu_count = host.visible_gpus_per_rank > 0 ? host.visible_gpus_per_rank : host.gpu_count;
+  return f;
+}
+
+}  // namespace engram::sim

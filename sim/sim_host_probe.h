@@ -1,0 +1,20 @@
+// Emulated host probe: what a rank would read from the machine it runs on
+// (hostname, boot id, NVLink domain, IMEX channel device, GPUs it sees).
+#pragma once
+
+#include "core/backend/host_probe.h"
+#include "sim/sim_context.h"
+
+namespace engram::sim {
+
+class SimHostProbe final : public HostProbe {
+ public:
+  SimHostProbe(const SimContext& context, int rank);
+  PlacementFacts facts() override;
+
+ private:
+  const SimContext& context_;
+  int rank_;
+};
+
+}  // namespace engram::sim

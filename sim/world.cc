@@ -1,0 +1,232 @@
+#include "sim/world.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "core/coverage_probe.h"
+#include "core/gpu_models.h"
+#include "sim/scheduler.h"
+#include "sim/sim_collectives.h"
+#include "sim/sim_device_memory.h"
+#include "sim/sim_fd_channel.h"
+#include "sim/sim_host_probe.h"
+#include "sim/sim_host_shared_memory.h"
+
+namespace engram::sim {
+
+namespace {
+
+// Collectives of one rank, with the "collective" death checkpoint at every
+// entry; a dead rank's calls fail at once instead of joining a rendezvous.
+class CheckpointedCollectives final : public Collectives {
+ public:
+  CheckpointedCollectives(SimContext& context, std::unique_ptr<Collectives> inner)
+      : context_(context), inner_(std::move(inner)) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  int world_rank() const override { return inner_->world_rank(); }
+
+  Status all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override {
+    ENGRAM_RETURN_IF_ERROR(enter("all_gather"));
+    return inner_->all_gather(mine, all);
+  }
+  Status reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) override {
+    ENGRAM_RETURN_IF_ERROR(enter("reduce_scatter"));
+    return inner_->reduce_scatter_sum_bf16(input, output);
+  }
+  Status all_to_all(std::span<const std::byte> send, std::span<std::byte> receive) override {
+    ENGRAM_RETURN_IF_ERROR(enter("all_to_all"));
+    return inner_->all_to_all(send, receive);
+  }
+  Status barrier() override {
+    ENGRAM_RETURN_IF_ERROR(enter("barrier"));
+    return inner_->barrier();
+  }
+  Result<std::unique_ptr<Collectives>> split(int color, int key) override {
+    ENGRAM_RETURN_IF_ERROR(enter("split"));
+    ENGRAM_ASSIGN_OR_RETURN(auto group, inner_->split(color, key));
+    return std::unique_ptr<Collectives>(std::make_unique<CheckpointedCollectives>(context_, std::move(group)));
+  }
+
+ private:
+  Status enter(const char* step) {
+    const int me = inner_->world_rank();
+    if (context_.dies_at(kCollectiveCheckpoint, me)) return context_.dead_status(me, step);
+    return Status::ok();
+  }
+
+  SimContext& context_;
+  std::unique_ptr<Collectives> inner_;
+};
+
+struct RankObjects {
+  std::unique_ptr<Collectives> world;
+  std::unique_ptr<SimDeviceMemory> device;
+  std::unique_ptr<SimFdChannel> fds;
+  std::unique_ptr<SimHostSharedMemory> shm;
+  std::unique_ptr<SimHostProbe> probe;
+  RankBackend backend;
+};
+
+}  // namespace
+
+bool WorldRun::all_ok() const {
+  for (const auto& s : statuses)
+    if (!s.is_ok()) return false;
+  return true;
+}
+
+int WorldRun::failed_rank_count() const {
+  int n = 0;
+  for (const auto& s : statuses) n += s.is_ok() ? 0 : 1;
+  return n;
+}
+
+std::string WorldRun::summary() const {
+  std::string out = fmt::format("{} of {} ranks failed", failed_rank_count(), statuses.size());
+  for (const auto& s : statuses)
+    if (!s.is_ok()) {
+      out += "; first: " + s.to_string();
+      break;
+    }
+  if (!leaks.empty()) out += "; " + Ledger::format(leaks, 5);
+  out += fmt::format("; trace {:016x}; reproduce: {}", trace_hash, reproduction);
+  return out;
+}
+
+Result<WorldSpec> complete_world_spec(WorldSpec spec) {
+  if (spec.hosts.empty()) return invalid_argument("world: no hosts: add at least one host");
+  for (size_t h = 0; h < spec.hosts.size(); ++h) {
+    HostSpec& host = spec.hosts[h];
+    if (host.name.empty()) return invalid_argument(fmt::format("world: hosts[{}].name is empty: name every host", h));
+    if (host.gpu_count < 1)
+      return invalid_argument(fmt::format("world: hosts[{}].gpu_count = {}: a host needs at least one GPU", h,
+                                          host.gpu_count));
+    if (host.boot_id.empty()) host.boot_id = "boot-" + host.name;
+    if (host.gpu_memory_bytes == 0) {
+      ENGRAM_ASSIGN_OR_RETURN(host.gpu_memory_bytes, default_gpu_memory_bytes(host.gpu_model));
+    }
+  }
+  if (spec.ranks.empty()) spec.ranks = one_rank_per_gpu(spec.hosts);
+  for (size_t r = 0; r < spec.ranks.size(); ++r) {
+    const RankPlace& p = spec.ranks[r];
+    if (p.host < 0 || p.host >= static_cast<int>(spec.hosts.size()))
+      return invalid_argument(fmt::format("world: rank {} is placed on host index {}, outside [0, {})", r, p.host,
+                                          spec.hosts.size()));
+    const HostSpec& host = spec.hosts[static_cast<size_t>(p.host)];
+    if (p.gpu < 0 || p.gpu >= host.gpu_count)
+      return invalid_argument(fmt::format("world: rank {} is placed on gpu {} of host {}, which has {} GPUs", r,
+                                          p.gpu, host.name, host.gpu_count));
+  }
+  for (const auto& f : spec.faults.planned) {
+    if (f.rank < 0 || f.rank >= static_cast<int>(spec.ranks.size()))
+      return invalid_argument(fmt::format("world: fault plan names rank {}, outside [0, {})", f.rank,
+                                          spec.ranks.size()));
+    if (f.occurrence < 1)
+      return invalid_argument(fmt::format("world: fault plan occurrence {} for {} rank {}: occurrences count from 1",
+                                          f.occurrence, fault_site_name(f.site), f.rank));
+    if (!f.at.empty() && f.site != FaultSite::kRankDeath)
+      return invalid_argument(fmt::format("world: fault plan 'at {}' applies to rank_death only, not {}", f.at,
+                                          fault_site_name(f.site)));
+  }
+  for (double rate : spec.faults.rate)
+    if (!(rate >= 0.0 && rate <= 1.0))
+      return invalid_argument(fmt::format("world: fault rate {} is not a probability in [0, 1]", rate));
+  if (spec.reproduction.empty()) spec.reproduction = fmt::format("engramlab fuzz --seed {} --seeds 1", spec.seed);
+  return spec;
+}
+
+Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
+  ENGRAM_ASSIGN_OR_RETURN(WorldSpec spec, complete_world_spec(input));
+  const int n = static_cast<int>(spec.ranks.size());
+
+  Scheduler scheduler(spec.seed);
+  scheduler.keep_trace_text(spec.keep_trace_text);
+  CollectiveHub hub(scheduler, n);
+  SimContext context(scheduler, spec.hosts, spec.ranks, spec.faults, spec.seed);
+  DeviceWorld devices(context);
+  FdWorld fd_world(devices);
+  ShmWorld shm_world(context);
+  context.set_death_handler([&](int rank) {
+    // As the OS and driver do for a dead process; its peers learn through
+    // the hub (collectives) and the closed socket (fd channel).
+    devices.release_process(rank);
+    fd_world.close_channel(rank);
+    shm_world.release_process(rank);
+    hub.mark_dead(rank);
+  });
+
+  std::vector<RankObjects> ranks(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    RankObjects& o = ranks[static_cast<size_t>(r)];
+    o.world = std::make_unique<CheckpointedCollectives>(context, hub.world(r));
+    o.device = std::make_unique<SimDeviceMemory>(devices, r);
+    o.fds = std::make_unique<SimFdChannel>(fd_world, r);
+    o.shm = std::make_unique<SimHostSharedMemory>(shm_world, r);
+    o.probe = std::make_unique<SimHostProbe>(context, r);
+    o.backend = RankBackend{r, n, o.world.get(), o.device.get(), o.fds.get(), o.shm.get(), o.probe.get()};
+  }
+
+  WorldRun run;
+  run.statuses.resize(static_cast<size_t>(n));
+  run.died.assign(static_cast<size_t>(n), false);
+  scheduler.run(n, [&](int r) {
+    CoverageSink* previous = set_thread_coverage_sink(&context.coverage());
+    Status status = body(ranks[static_cast<size_t>(r)].backend);
+    if (context.is_dead(r)) {
+      status = context.dead_status(r, "rank_death");
+      run.died[static_cast<size_t>(r)] = true;
+    }
+    run.statuses[static_cast<size_t>(r)] = std::move(status);
+    set_thread_coverage_sink(previous);
+  });
+
+  run.trace_hash = scheduler.trace_hash();
+  run.scheduler_switches = scheduler.switch_count();
+  run.faults = context.faults().report();
+  run.coverage = context.coverage().counts();
+  run.leaks = context.ledger().leaks();
+  run.reproduction = spec.reproduction;
+  run.trace_text = scheduler.trace_text();
+  return run;
+}
+
+std::vector<HostSpec> plain_hosts(const std::string& prefix, int count, int gpus, const std::string& model) {
+  std::vector<HostSpec> hosts;
+  for (int i = 0; i < count; ++i) {
+    HostSpec h;
+    h.name = fmt::format("{}{}", prefix, i);
+    h.gpu_count = gpus;
+    h.gpu_model = model;
+    hosts.push_back(std::move(h));
+  }
+  return hosts;
+}
+
+std::vector<HostSpec> gb300_nvl72_racks(int rack_count) {
+  std::vector<HostSpec> hosts;
+  for (int rack = 0; rack < rack_count; ++rack)
+    for (int tray = 0; tray < 18; ++tray) {
+      HostSpec h;
+      h.name = fmt::format("rack{}-tray{}", rack, tray);
+      h.gpu_count = 4;
+      h.gpu_model = "GB300";
+      h.nvlink_domain = fmt::format("nvl72-rack{}", rack);
+      h.imex_channel = true;
+      h.fabric_attribute = true;
+      h.tmpfs_bytes_total = 512ull << 30;
+      hosts.push_back(std::move(h));
+    }
+  return hosts;
+}
+
+std::vector<RankPlace> one_rank_per_gpu(const std::vector<HostSpec>& hosts) {
+  std::vector<RankPlace> ranks;
+  for (size_t h = 0; h < hosts.size(); ++h)
+    for (int g = 0; g < hosts[h].gpu_count; ++g) ranks.push_back({static_cast<int>(h), g});
+  return ranks;
+}
+
+}  // namespace engram::sim
