@@ -1,0 +1,233 @@
+// PosixSharedMemory on real tmpfs: /dev/shm-like dirs made per test, a real
+// 64 MiB tmpfs inside a private mount namespace, and stale segments left by
+// a process that really died.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "backends/shm/posix_shared_memory.h"
+#include "backends/shm/segment_header.h"
+#include "backends/shm/stale_segments.h"
+#include "core/units.h"
+
+namespace engram::shm {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char templ[] = "/dev/shm/engramlab-test-XXXXXX";
+    path_ = ::mkdtemp(templ);
+  }
+  ~ScratchDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+size_t entries(const std::string& dir) {
+  return static_cast<size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+}
+
+TEST(HostShm, CreateThenReadOnlyMapSeesTheSameBytes) {
+  ScratchDir dir;
+  PosixSharedMemory memory({.root_dir = dir.path()});
+  const std::string name = segment_name("job1", "layer1");
+  EXPECT_EQ(name, "engramlab-job1-layer1");
+  auto created = memory.create(name, 10000);
+  ASSERT_TRUE(created.is_ok()) << created.status().to_string();
+  for (size_t i = 0; i < 10000; ++i) (*created)->bytes()[i] = static_cast<std::byte>(i * 7);
+  auto reader = memory.open_read_only(name, 10000);
+  ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+  EXPECT_TRUE((*reader)->bytes().empty());  // read-only: no writable view
+  ASSERT_EQ((*reader)->data().size(), 10000u);
+  for (size_t i = 0; i < 10000; ++i) ASSERT_EQ((*reader)->data()[i], static_cast<std::byte>(i * 7));
+  // A size the writer did not make is refused, not silently mapped.
+  auto wrong = memory.open_read_only(name, 9999);
+  EXPECT_EQ(wrong.status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(memory.unlink(name).is_ok());
+  EXPECT_EQ(memory.unlink(name).code(), ErrorCode::kNotFound);
+  EXPECT_EQ(memory.open_read_only(name, 10000).status().code(), ErrorCode::kNotFound);
+}
+
+TEST(HostShm, ModeIs0600WhateverTheUmask) {
+  ScratchDir dir;
+  PosixSharedMemory memory({.root_dir = dir.path()});
+  const mode_t old = ::umask(0);
+  auto created = memory.create("engramlab-j-t", 4096);
+  ::umask(old);
+  ASSERT_TRUE(created.is_ok());
+  struct stat st{};
+  ASSERT_EQ(::stat((dir.path() + "/engramlab-j-t").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(HostShm, InfoReadsTheTmpfsAndAMissingDirIsNotMounted) {
+  PosixSharedMemory missing({.root_dir = "/nonexistent/engramlab-shm"});
+  auto info = missing.info();
+  ASSERT_TRUE(info.is_ok());
+  EXPECT_FALSE(info->mounted);
+  auto created = missing.create("engramlab-j-t", 10);
+  EXPECT_EQ(created.status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(created.status().message().find("does not exist"), std::string::npos);
+
+  ScratchDir dir;
+  auto real = PosixSharedMemory({.root_dir = dir.path()}).info();
+  ASSERT_TRUE(real.is_ok());
+  EXPECT_TRUE(real->mounted);
+  EXPECT_GT(real->tmpfs_bytes_total, 0u);
+  EXPECT_LE(real->tmpfs_bytes_free, real->tmpfs_bytes_total);
+}
+
+TEST(HostShm, BadNamesAreRefused) {
+  ScratchDir dir;
+  PosixSharedMemory memory({.root_dir = dir.path()});
+  EXPECT_EQ(memory.create("a/b", 10).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(memory.create("", 10).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(memory.create("x", 0).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// A child creates a segment and dies without cleaning up, as a crashed rank does.
+void leave_segment_from_dead_process(const std::string& dir, const std::string& name) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    PosixSharedMemory memory({.root_dir = dir});
+    auto created = memory.create(name, 8192);
+    if (!created.is_ok()) ::_exit(1);
+    (void)created->release();  // never unmapped or unlinked
+    ::kill(::getpid(), SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+}
+
+TEST(HostShm, StaleSegmentIsReportedNotReusedAndCanBeCleaned) {
+  ScratchDir dir;
+  const std::string name = segment_name("crashy", "layer14");
+  leave_segment_from_dead_process(dir.path(), name);
+
+  PosixSharedMemory memory({.root_dir = dir.path()});
+  auto again = memory.create(name, 8192);
+  ASSERT_EQ(again.status().code(), ErrorCode::kAlreadyExists);
+  const std::string& message = again.status().message();
+  EXPECT_NE(message.find(name), std::string::npos) << message;
+  EXPECT_NE(message.find("no longer running"), std::string::npos) << message;
+  EXPECT_NE(message.find("rm " + dir.path() + "/" + name), std::string::npos) << message;
+
+  // A live segment of the same job (ours) is in use and must survive cleanup.
+  auto live = memory.create(segment_name("crashy", "layer1"), 4096);
+  ASSERT_TRUE(live.is_ok());
+  auto other_job = memory.create(segment_name("otherjob", "layer1"), 4096);
+  ASSERT_TRUE(other_job.is_ok());
+
+  auto listed = list_segments(dir.path(), job_segment_prefix("crashy"));
+  ASSERT_TRUE(listed.is_ok());
+  ASSERT_EQ(listed->size(), 2u);
+  auto removed = remove_stale_segments(dir.path(), job_segment_prefix("crashy"));
+  ASSERT_TRUE(removed.is_ok());
+  ASSERT_EQ(removed->size(), 1u);
+  EXPECT_EQ((*removed)[0].name, name);
+  EXPECT_NE((*removed)[0].describe().find("stale"), std::string::npos);
+  EXPECT_EQ(entries(dir.path()), 2u);  // the live one and the other job's
+  EXPECT_TRUE(memory.create(name, 8192).is_ok());
+
+  // A live creator's segment is reported as in use.
+  auto in_use = memory.create(segment_name("crashy", "layer1"), 4096);
+  ASSERT_EQ(in_use.status().code(), ErrorCode::kAlreadyExists);
+  EXPECT_NE(in_use.status().message().find("still running"), std::string::npos);
+}
+
+// Runs `body` in a forked child inside a private mount namespace with a
+// 64 MiB tmpfs at `dir`; the child's exit status is the number of failed
+// checks and its stderr explains them.
+int in_private_64mib_tmpfs(const std::string& dir, int (*body)(const std::string&)) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::unshare(CLONE_NEWNS) != 0) ::_exit(100);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(101);
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=64m") != 0) ::_exit(102);
+    ::_exit(body(dir));
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+}
+
+bool namespaces_work(std::string& why) {
+  if (::geteuid() != 0) {
+    why = "needs root for unshare(CLONE_NEWNS) and mount";
+    return false;
+  }
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(::unshare(CLONE_NEWNS) == 0 ? 0 : 1);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    why = "unshare(CLONE_NEWNS) is not permitted here (seccomp or missing CAP_SYS_ADMIN)";
+    return false;
+  }
+  return true;
+}
+
+int check(bool ok, const char* what) {
+  if (!ok) std::fprintf(stderr, "check failed: %s\n", what);
+  return ok ? 0 : 1;
+}
+
+int tmpfs_body(const std::string& dir) {
+  int failures = 0;
+  PosixSharedMemory memory({.root_dir = dir});
+  auto info = memory.info();
+  failures += check(info.is_ok() && info->mounted && info->tmpfs_bytes_total == 64 * kMiB, "info total = 64 MiB");
+
+  // Larger than the whole tmpfs: refused before anything is created.
+  auto too_big = memory.create(segment_name("small", "layer1"), 65 * kMiB);
+  failures += check(too_big.status().code() == ErrorCode::kResourceExhausted, "65 MiB -> resource_exhausted");
+  const std::string m = too_big.status().message();
+  std::fprintf(stderr, "65 MiB table: %s\n", too_big.status().to_string().c_str());
+  failures += check(m.find(std::to_string(65 * kMiB)) != std::string::npos, "message names the table size");
+  failures += check(m.find(std::to_string(64 * kMiB)) != std::string::npos, "message names the tmpfs total");
+  failures += check(::access((dir + "/" + segment_name("small", "layer1")).c_str(), F_OK) != 0, "nothing left behind");
+
+  // Fits the total but not what is free: the page reservation fails cleanly.
+  auto first = memory.create(segment_name("small", "layer1"), 40 * kMiB);
+  failures += check(first.is_ok(), "first 40 MiB table fits");
+  auto second = memory.create(segment_name("small", "layer14"), 40 * kMiB);
+  std::fprintf(stderr, "second 40 MiB table: %s\n", second.status().to_string().c_str());
+  failures += check(second.status().code() == ErrorCode::kResourceExhausted, "second 40 MiB -> resource_exhausted");
+  failures += check(second.status().message().find("No space left") != std::string::npos, "ENOSPC named");
+  failures += check(::access((dir + "/" + segment_name("small", "layer14")).c_str(), F_OK) != 0,
+                    "the failed segment was unlinked");
+  // The first one's pages are really there: touching all of them cannot SIGBUS.
+  if (first.is_ok()) {
+    for (size_t i = 0; i < (*first)->bytes().size(); i += 4096) (*first)->bytes()[i] = std::byte{1};
+  }
+  return failures;
+}
+
+TEST(HostShm, Real64MiBTmpfsFailsCleanlyAndReportsItsTotal) {
+  std::string why;
+  if (!namespaces_work(why)) GTEST_SKIP() << "private mount namespace unavailable: " << why;
+  char templ[] = "/tmp/engramlab-tmpfs-XXXXXX";
+  const std::string dir = ::mkdtemp(templ);
+  const int failures = in_private_64mib_tmpfs(dir, tmpfs_body);
+  EXPECT_EQ(failures, 0) << "see the child's stderr above (100-102: namespace/mount setup failed)";
+  EXPECT_EQ(entries(dir), 0u) << "the tmpfs was private to the child";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace engram::shm
