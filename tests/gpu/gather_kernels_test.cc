@@ -1,0 +1,341 @@
+// The lookup kernels on real GPUs against the CPU rule, bit for bit (NaN as
+// one value): every (FP8, scale) pair; every kernel variant; the peer path
+// over two GPUs' VMM shards, eager and as a replayed CUDA graph; and the
+// collective path (all-gather ids, gather_owned, NCCL reduce-scatter) equal
+// to the peer path.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "backends/cuda/nccl_collectives.h"
+#include "kernels/gather_kernels.h"
+#include "tests/gpu/gpu_test_support.h"
+#include "tests/gpu/peer_shards.h"
+
+namespace engram::gpu_test {
+namespace {
+
+using kernels::GatherOwnedArgs;
+using kernels::GatherPeerArgs;
+using kernels::RowLayout;
+
+RowLayout layout_of(RowFormat format, int dim) {
+  RowLayout layout;
+  layout.format = format;
+  layout.dim = dim;
+  layout.row_bytes = row_bytes_of(format, dim);
+  return layout;
+}
+
+template <typename T>
+DeviceBuffer upload(int device, const std::vector<T>& host) {
+  DeviceBuffer buffer(device, host.size() * sizeof(T));
+  cudaSetDevice(device);
+  cudaMemcpy(buffer.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return buffer;
+}
+
+std::vector<uint16_t> download(const DeviceBuffer& buffer) {
+  std::vector<uint16_t> host(buffer.bytes() / 2);
+  cudaMemcpy(host.data(), buffer.get(), buffer.bytes(), cudaMemcpyDeviceToHost);
+  return host;
+}
+
+// Every FP8 byte under every scale byte: row s holds values 0..255 and every
+// block's scale is s; both the peer source (one shard) and the owned source.
+TEST(GatherKernels, EveryFp8ValueUnderEveryScaleMatchesTheCpuRule) {
+  ENGRAM_SKIP_WITHOUT_GPUS(1);
+  const int dim = 256;
+  const RowLayout layout = layout_of(RowFormat::kFp8E4M3Ue8m0, dim);
+  std::vector<uint8_t> table(256 * layout.row_bytes);
+  for (int s = 0; s < 256; ++s) {
+    uint8_t* row = &table[static_cast<size_t>(s) * layout.row_bytes];
+    for (int i = 0; i < dim; ++i) row[i] = static_cast<uint8_t>(i);
+    for (int b = 0; b < dim / kScaleBlock; ++b) row[dim + b] = static_cast<uint8_t>(s);
+  }
+  std::vector<int64_t> ids;
+  for (int s = 0; s < 256; ++s) ids.push_back(s);
+  ids.push_back(kDeadId);
+  ids.push_back(256);
+  const int heads = 2;  // 258 ids = 129 tokens x 2 heads
+  const int64_t tokens = static_cast<int64_t>(ids.size()) / heads;
+  const auto expected = reference_lookup(layout.format, dim, table, 256, ids);
+
+  ENGRAM_CUDA_OK(cudaSetDevice(0));
+  DeviceBuffer d_table = upload(0, table);
+  DeviceBuffer d_ids = upload(0, ids);
+  std::vector<int64_t> starts{0, 256};
+  DeviceBuffer d_starts = upload(0, starts);
+  std::vector<const void*> bases{d_table.get()};
+  DeviceBuffer d_bases = upload(0, bases);
+  DeviceBuffer d_out(0, ids.size() * dim * 2);
+
+  ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));  // poison: every value must be written
+  GatherPeerArgs peer;
+  peer.ids = d_ids.as<int64_t>();
+  peer.tokens = tokens;
+  peer.heads = heads;
+  peer.shard_starts = d_starts.as<int64_t>();
+  peer.shard_bases = d_bases.as<const void* const>();
+  peer.shard_count = 1;
+  peer.layout = layout;
+  peer.out = d_out.as<uint16_t>();
+  ENGRAM_STATUS_OK(kernels::gather_peer(peer, nullptr));
+  ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_TRUE(same_bf16(expected, download(d_out), dim));
+
+  ENGRAM_STATUS_OK(kernels::zero_fill(d_out.as<uint16_t>(), d_out.bytes() / 2, nullptr));
+  GatherOwnedArgs owned;
+  owned.ids = d_ids.as<int64_t>();
+  owned.tokens = tokens;
+  owned.heads = heads;
+  owned.shard_begin = 0;
+  owned.shard_end = 256;
+  owned.shard_base = d_table.get();
+  owned.layout = layout;
+  owned.out = d_out.as<uint16_t>();
+  ENGRAM_STATUS_OK(kernels::gather_owned(owned, nullptr));
+  ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_TRUE(same_bf16(expected, download(d_out), dim));
+}
+
+// The 8-byte vector paths and the byte-wise paths (row strides that break
+// 8-byte alignment), for both formats, with rows split over three shards
+// (one of them empty) so the binary search sees uneven starts.
+TEST(GatherKernels, EveryVariantMatchesTheCpuRule) {
+  ENGRAM_SKIP_WITHOUT_GPUS(1);
+  struct Case { RowFormat format; int dim; };
+  const Case cases[] = {{RowFormat::kFp8E4M3Ue8m0, 256}, {RowFormat::kFp8E4M3Ue8m0, 64},
+                        {RowFormat::kBf16, 64}, {RowFormat::kBf16, 30}, {RowFormat::kFp8E4M3Ue8m0, 512}};
+  Rng rng(7);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("format {} dim {}", static_cast<int>(c.format), c.dim));
+    const RowLayout layout = layout_of(c.format, c.dim);
+    const int64_t rows = 1001;
+    const auto table = make_table(c.format, c.dim, rows, 100 + static_cast<uint64_t>(c.dim));
+    const std::vector<int64_t> starts{0, 400, 400, rows};  // shard 1 is empty
+    std::vector<DeviceBuffer> shards;
+    std::vector<const void*> bases;
+    for (size_t s = 0; s + 1 < starts.size(); ++s) {
+      std::vector<uint8_t> part(table.begin() + starts[s] * static_cast<int64_t>(layout.row_bytes),
+                                table.begin() + starts[s + 1] * static_cast<int64_t>(layout.row_bytes));
+      part.resize(std::max<size_t>(part.size(), 1));
+      shards.push_back(upload(0, part));
+      bases.push_back(shards.back().get());
+    }
+    const int heads = 3;
+    const int64_t tokens = 333;
+    auto ids = make_ids(static_cast<size_t>(tokens * heads), rows, starts, rng);
+    DeviceBuffer d_ids = upload(0, ids);
+    DeviceBuffer d_starts = upload(0, starts);
+    DeviceBuffer d_bases = upload(0, bases);
+    DeviceBuffer d_out(0, ids.size() * static_cast<size_t>(c.dim) * 2);
+    ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));
+    GatherPeerArgs args;
+    args.ids = d_ids.as<int64_t>();
+    args.tokens = tokens;
+    args.heads = heads;
+    args.shard_starts = d_starts.as<int64_t>();
+    args.shard_bases = d_bases.as<const void* const>();
+    args.shard_count = 3;
+    args.layout = layout;
+    args.out = d_out.as<uint16_t>();
+    ENGRAM_STATUS_OK(kernels::gather_peer(args, nullptr));
+    ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_TRUE(same_bf16(reference_lookup(c.format, c.dim, table, rows, ids), download(d_out), c.dim));
+  }
+}
+
+TEST(GatherKernels, RejectsBadArguments) {
+  ENGRAM_SKIP_WITHOUT_GPUS(1);
+  GatherPeerArgs args;
+  args.tokens = 1;
+  args.heads = 1;
+  args.layout = layout_of(RowFormat::kFp8E4M3Ue8m0, 48);  // not a multiple of 32
+  EXPECT_EQ(kernels::gather_peer(args, nullptr).code(), ErrorCode::kInvalidArgument);
+  args.layout = layout_of(RowFormat::kFp8E4M3Ue8m0, 64);
+  EXPECT_EQ(kernels::gather_peer(args, nullptr).code(), ErrorCode::kInvalidArgument);  // null pointers
+  args.tokens = 0;
+  EXPECT_TRUE(kernels::gather_peer(args, nullptr).is_ok());  // nothing to do, nothing launched
+}
+
+// Two GPUs, one shard each in POSIX-fd VMM memory mapped by both.
+class TwoGpuLookup : public ::testing::Test {
+ protected:
+  static constexpr int kDim = 256;
+  static constexpr int kHeads = 24;
+  static constexpr int64_t kRows = 50'021;
+
+  void SetUp() override {
+    const auto presence = cuda::gpu_presence();
+    if (presence.count < 2) {
+      GTEST_SKIP() << (presence.count == 0 ? "no GPU: " + presence.reason
+                                           : fmt::format("needs 2 GPUs; this machine has {}", presence.count));
+    }
+    layout_ = layout_of(RowFormat::kFp8E4M3Ue8m0, kDim);
+    table_ = make_table(layout_.format, kDim, kRows, 2024);
+    shards_ = std::make_unique<PeerShards>(2, kRows, layout_.row_bytes);
+    Status built = shards_->build(table_);
+    ASSERT_TRUE(built.is_ok()) << built.to_string();
+    for (int g = 0; g < 2; ++g) {
+      ASSERT_EQ(cudaSetDevice(g), cudaSuccess);
+      ASSERT_EQ(cudaStreamCreateWithFlags(&streams_[g], cudaStreamNonBlocking), cudaSuccess);
+    }
+  }
+  void TearDown() override {
+    for (int g = 0; g < 2; ++g) {
+      if (streams_[g] != nullptr) {
+        cudaSetDevice(g);
+        cudaStreamSynchronize(streams_[g]);
+        cudaStreamDestroy(streams_[g]);
+      }
+    }
+    if (shards_) EXPECT_TRUE(shards_->teardown().is_ok());
+  }
+
+  GatherPeerArgs peer_args(int g, const DeviceBuffer& ids, int64_t tokens, const DeviceBuffer& out) const {
+    GatherPeerArgs args;
+    args.ids = ids.as<int64_t>();
+    args.tokens = tokens;
+    args.heads = kHeads;
+    args.shard_starts = shards_->device_starts(g);
+    args.shard_bases = shards_->device_bases(g);
+    args.shard_count = 2;
+    args.layout = layout_;
+    args.out = out.as<uint16_t>();
+    return args;
+  }
+
+  std::vector<int64_t> ids_for(int64_t tokens, Rng& rng) {
+    return make_ids(static_cast<size_t>(tokens * kHeads), kRows, shards_->layout().starts(), rng);
+  }
+
+  RowLayout layout_;
+  std::vector<uint8_t> table_;
+  std::unique_ptr<PeerShards> shards_;
+  cudaStream_t streams_[2] = {nullptr, nullptr};
+};
+
+TEST_F(TwoGpuLookup, PeerPathEagerMatchesTheCpuRule) {
+  Rng rng(1);
+  for (int64_t tokens : {1, 37, 1024}) {
+    for (int g = 0; g < 2; ++g) {
+      SCOPED_TRACE(fmt::format("GPU {} tokens {}", g, tokens));
+      auto ids = ids_for(tokens, rng);
+      DeviceBuffer d_ids = upload(g, ids);
+      DeviceBuffer d_out(g, ids.size() * kDim * 2);
+      ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));
+      ENGRAM_STATUS_OK(kernels::gather_peer(peer_args(g, d_ids, tokens, d_out), streams_[g]));
+      ENGRAM_CUDA_OK(cudaStreamSynchronize(streams_[g]));
+      EXPECT_TRUE(same_bf16(reference_lookup(layout_.format, kDim, table_, kRows, ids), download(d_out), kDim));
+    }
+  }
+}
+
+TEST_F(TwoGpuLookup, PeerPathReplaysAsACudaGraph) {
+  Rng rng(2);
+  const int64_t tokens = 64;
+  for (int g = 0; g < 2; ++g) {
+    SCOPED_TRACE(fmt::format("GPU {}", g));
+    ENGRAM_CUDA_OK(cudaSetDevice(g));
+    DeviceBuffer d_ids(g, static_cast<size_t>(tokens * kHeads) * sizeof(int64_t));
+    DeviceBuffer d_out(g, static_cast<size_t>(tokens * kHeads) * kDim * 2);
+    cudaGraph_t graph = nullptr;
+    ENGRAM_CUDA_OK(cudaStreamBeginCapture(streams_[g], cudaStreamCaptureModeThreadLocal));
+    Status launched = kernels::gather_peer(peer_args(g, d_ids, tokens, d_out), streams_[g]);
+    ENGRAM_CUDA_OK(cudaStreamEndCapture(streams_[g], &graph));
+    ENGRAM_STATUS_OK(std::move(launched));
+    cudaGraphExec_t exec = nullptr;
+    ENGRAM_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 3; ++replay) {
+      auto ids = ids_for(tokens, rng);  // new ids in the same buffer each step
+      ENGRAM_CUDA_OK(cudaMemcpy(d_ids.get(), ids.data(), d_ids.bytes(), cudaMemcpyHostToDevice));
+      ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));
+      ENGRAM_CUDA_OK(cudaGraphLaunch(exec, streams_[g]));
+      ENGRAM_CUDA_OK(cudaStreamSynchronize(streams_[g]));
+      EXPECT_TRUE(same_bf16(reference_lookup(layout_.format, kDim, table_, kRows, ids), download(d_out), kDim))
+          << "replay " << replay;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+}
+
+// Collective path: communicators bootstrapped through a core Collectives
+// (two threads), then driven from this thread in NCCL groups.
+TEST_F(TwoGpuLookup, CollectivePathEqualsThePeerPath) {
+  ThreadCollectivesHub hub(2);
+  std::vector<std::unique_ptr<cuda::NcclCommunicator>> comms(2);
+  std::vector<Status> made(2);
+  {
+    std::vector<std::thread> threads;
+    for (int g = 0; g < 2; ++g) {
+      threads.emplace_back([&, g] {
+        ThreadCollectives bootstrap(hub, g);
+        auto comm = cuda::NcclCommunicator::create(bootstrap, g);
+        if (comm.is_ok()) comms[g] = std::move(*comm); else made[g] = comm.status();
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (int g = 0; g < 2; ++g) ASSERT_TRUE(made[g].is_ok()) << made[g].to_string();
+
+  Rng rng(3);
+  for (int64_t tokens : {1, 100, 512}) {
+    SCOPED_TRACE(fmt::format("tokens per rank {}", tokens));
+    const size_t slots = static_cast<size_t>(tokens * kHeads);
+    std::vector<std::vector<int64_t>> ids(2);
+    std::vector<DeviceBuffer> d_ids, d_all_ids, d_owned, d_result, d_peer_out;
+    for (int g = 0; g < 2; ++g) {
+      ids[g] = ids_for(tokens, rng);
+      d_ids.push_back(upload(g, ids[g]));
+      d_all_ids.emplace_back(g, 2 * slots * sizeof(int64_t));
+      d_owned.emplace_back(g, 2 * slots * kDim * 2);
+      d_result.emplace_back(g, slots * kDim * 2);
+      d_peer_out.emplace_back(g, slots * kDim * 2);
+      ENGRAM_CUDA_OK(cudaMemset(d_result[g].get(), 0xab, d_result[g].bytes()));
+    }
+    {
+      cuda::NcclGroup group;
+      for (int g = 0; g < 2; ++g) {
+        ENGRAM_STATUS_OK(comms[g]->all_gather_ids(d_ids[g].as<int64_t>(), d_all_ids[g].as<int64_t>(), slots, streams_[g]));
+      }
+      ENGRAM_STATUS_OK(group.end());
+    }
+    for (int g = 0; g < 2; ++g) {
+      ENGRAM_CUDA_OK(cudaSetDevice(g));
+      ENGRAM_STATUS_OK(kernels::zero_fill(d_owned[g].as<uint16_t>(), 2 * slots * kDim, streams_[g]));
+      GatherOwnedArgs owned;
+      owned.ids = d_all_ids[g].as<int64_t>();
+      owned.tokens = 2 * tokens;
+      owned.heads = kHeads;
+      owned.shard_begin = shards_->layout().shard_begin(g);
+      owned.shard_end = shards_->layout().shard_end(g);
+      owned.shard_base = shards_->own_shard(g);
+      owned.layout = layout_;
+      owned.out = d_owned[g].as<uint16_t>();
+      ENGRAM_STATUS_OK(kernels::gather_owned(owned, streams_[g]));
+    }
+    {
+      cuda::NcclGroup group;
+      for (int g = 0; g < 2; ++g) {
+        ENGRAM_STATUS_OK(comms[g]->reduce_scatter_sum_bf16(d_owned[g].as<uint16_t>(), d_result[g].as<uint16_t>(),
+                                                           slots * kDim, streams_[g]));
+      }
+      ENGRAM_STATUS_OK(group.end());
+    }
+    for (int g = 0; g < 2; ++g) {
+      ENGRAM_CUDA_OK(cudaSetDevice(g));
+      ENGRAM_STATUS_OK(kernels::gather_peer(peer_args(g, d_ids[g], tokens, d_peer_out[g]), streams_[g]));
+      ENGRAM_CUDA_OK(cudaStreamSynchronize(streams_[g]));
+      const auto collective = download(d_result[g]);
+      EXPECT_TRUE(same_bf16(download(d_peer_out[g]), collective, kDim)) << "GPU " << g << ": collective vs peer";
+      EXPECT_TRUE(same_bf16(reference_lookup(layout_.format, kDim, table_, kRows, ids[g]), collective, kDim))
+          << "GPU " << g << ": collective vs CPU";
+    }
+  }
+  comms.clear();
+}
+
+}  // namespace
+}  // namespace engram::gpu_test
