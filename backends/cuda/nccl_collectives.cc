@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+
+#ifdef ENGRAM_HAVE_NCCL
 #include <nccl.h>
 
 #include <cstring>
@@ -123,3 +125,27 @@ Status NcclGroup::end() {
 }
 
 }  // namespace engram::cuda
+#else  // built without NCCL: every entry point says so
+
+namespace engram::cuda {
+namespace {
+Status no_nccl() {
+  return failed_precondition("engramlab was built without NCCL (nccl.h / libnccl not found at configure time); "
+                             "set ENGRAM_NCCL_INCLUDE_DIR and ENGRAM_NCCL_LIBRARY");
+}
+}  // namespace
+
+Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(Collectives&, int) { return no_nccl(); }
+Result<std::vector<std::unique_ptr<NcclCommunicator>>> NcclCommunicator::create_local_group(std::span<const int>) {
+  return no_nccl();
+}
+NcclCommunicator::~NcclCommunicator() = default;
+Status NcclCommunicator::check(int, const char*, const char*) { return no_nccl(); }
+Status NcclCommunicator::all_gather_ids(const int64_t*, int64_t*, size_t, cudaStream_t) { return no_nccl(); }
+Status NcclCommunicator::reduce_scatter_sum_bf16(const uint16_t*, uint16_t*, size_t, cudaStream_t) { return no_nccl(); }
+NcclGroup::NcclGroup() = default;
+NcclGroup::~NcclGroup() = default;
+Status NcclGroup::end() { return no_nccl(); }
+
+}  // namespace engram::cuda
+#endif

@@ -278,7 +278,10 @@ TEST_F(TwoGpuLookup, CollectivePathEqualsThePeerPath) {
     }
     for (auto& t : threads) t.join();
   }
-  for (int g = 0; g < 2; ++g) ASSERT_TRUE(made[g].is_ok()) << made[g].to_string();
+  for (int g = 0; g < 2; ++g) {
+    if (made[g].message().find("built without NCCL") != std::string::npos) GTEST_SKIP() << made[g].message();
+    ASSERT_TRUE(made[g].is_ok()) << made[g].to_string();
+  }
 
   Rng rng(3);
   for (int64_t tokens : {1, 100, 512}) {
