@@ -1,0 +1,230 @@
+// UnixFdChannel between real processes: a memfd crosses and stays usable; a
+// connection without the token, or from another uid, gets nothing while the
+// rank keeps serving; a peer whose socket does not exist (another host)
+// fails fast with the cross-host explanation.
+#include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "backends/ipc/unix_fd_channel.h"
+
+namespace engram::ipc {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kToken = "0123456789abcdef0123456789abcdef";
+
+struct Scratch {
+  Scratch() {
+    char templ[] = "/tmp/engramlab-fdtest-XXXXXX";
+    base = ::mkdtemp(templ);
+    dir = base + "/sockets";
+  }
+  ~Scratch() { fs::remove_all(base); }
+  std::string base, dir;
+};
+
+FdChannelOptions options_for(int rank, const std::string& dir, int world = 3) {
+  FdChannelOptions o{.rank = rank, .world_size = world, .job_id = "fdtest", .job_token = kToken, .socket_dir = dir};
+  o.deadline = 5000ms;
+  o.peer_socket_wait = 300ms;
+  return o;
+}
+
+int wait_child(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+// Child: rank `rank` sends a memfd holding `text` to rank 0.
+pid_t spawn_sender(const std::string& dir, int rank, const std::string& text, int delay_ms = 0) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  auto channel = UnixFdChannel::open(options_for(rank, dir));
+  if (!channel.is_ok()) ::_exit(2);
+  const int memfd = ::memfd_create("engramlab-test", MFD_CLOEXEC);
+  if (::write(memfd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) ::_exit(3);
+  const int32_t header = rank * 11;
+  const Status s = (*channel)->send_fd(0, memfd, std::as_bytes(std::span(&header, 1)));
+  ::close(memfd);
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "sender: %s\n", s.to_string().c_str());
+    ::_exit(4);
+  }
+  ::_exit(0);
+}
+
+std::string read_all(int fd) {
+  char buf[256] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+TEST(HostFdChannel, MemfdCrossesProcessesAndIsUsable) {
+  Scratch scratch;
+  auto receiver = UnixFdChannel::open(options_for(0, scratch.dir));
+  ASSERT_TRUE(receiver.is_ok()) << receiver.status().to_string();
+  struct stat st{};
+  ASSERT_EQ(::stat(scratch.dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u) << "only this user may reach the sockets";
+
+  const pid_t a = spawn_sender(scratch.dir, 1, "rows of rank one");
+  const pid_t b = spawn_sender(scratch.dir, 2, "rows of rank two");
+  // Ask for rank 2 first: rank 1's fd, if it arrives first, waits in the queue.
+  auto from2 = (*receiver)->recv_fd(2);
+  auto from1 = (*receiver)->recv_fd(1);
+  EXPECT_EQ(wait_child(a), 0);
+  EXPECT_EQ(wait_child(b), 0);
+  ASSERT_TRUE(from1.is_ok()) << from1.status().to_string();
+  ASSERT_TRUE(from2.is_ok()) << from2.status().to_string();
+  EXPECT_EQ(read_all(from1->fd), "rows of rank one");
+  EXPECT_EQ(read_all(from2->fd), "rows of rank two");
+  int32_t header = 0;
+  ASSERT_EQ(from2->header.size(), sizeof(header));
+  std::memcpy(&header, from2->header.data(), sizeof(header));
+  EXPECT_EQ(header, 22);
+  // The received fd is ours: it maps and writes like the sender's.
+  void* p = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, from1->fd, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  EXPECT_EQ(std::memcmp(p, "rows of rank one", 16), 0);
+  ::munmap(p, 4096);
+  ::close(from1->fd);
+  ::close(from2->fd);
+  EXPECT_EQ((*receiver)->refused_connections(), 0);
+}
+
+// Connects to rank 0's socket, sends `token` in a well-formed hello, and
+// returns 0 when nothing at all comes back (EOF or reset).
+int stranger_gets_nothing(const std::string& path, const std::string& token) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return errno == EACCES ? 10 : 11;
+  struct { uint32_t magic, version; int32_t src, dst; uint32_t token_bytes, header_bytes; } hello{
+      0x45464431, 1, 1, 0, static_cast<uint32_t>(token.size()), 0};
+  if (::send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) < 0) return 12;
+  ::send(fd, token.data(), token.size(), MSG_NOSIGNAL);
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, 5000) <= 0) return 13;  // never even closed
+  char byte;
+  const ssize_t n = ::recv(fd, &byte, 1, 0);
+  return (n == 0 || (n < 0 && errno == ECONNRESET)) ? 0 : 14;
+}
+
+TEST(HostFdChannel, ConnectionWithoutTheTokenGetsNothingAndTheRankCarriesOn) {
+  Scratch scratch;
+  auto receiver = UnixFdChannel::open(options_for(0, scratch.dir));
+  ASSERT_TRUE(receiver.is_ok());
+  const std::string path = (*receiver)->socket_path();
+  const pid_t stranger = ::fork();
+  if (stranger == 0) ::_exit(stranger_gets_nothing(path, "not-the-job-token-at-all"));
+  const pid_t sender = spawn_sender(scratch.dir, 1, "legit", /*delay_ms=*/150);
+  auto got = (*receiver)->recv_fd(1);
+  EXPECT_EQ(wait_child(stranger), 0) << "the stranger must get EOF and no bytes";
+  EXPECT_EQ(wait_child(sender), 0);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_EQ(read_all(got->fd), "legit");
+  ::close(got->fd);
+  EXPECT_EQ((*receiver)->refused_connections(), 1);
+}
+
+// Drops to uid/gid nobody; with `keep_dac_override` keeps just enough
+// privilege to reach the 0700 directory, so the receiver's SO_PEERCRED check
+// is what must refuse it.
+bool become_nobody(bool keep_dac_override) {
+  if (keep_dac_override && ::prctl(PR_SET_KEEPCAPS, 1) != 0) return false;
+  if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) return false;
+  if (!keep_dac_override) return true;
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  data[0].effective = 1u << CAP_DAC_OVERRIDE;
+  return ::syscall(SYS_capset, &header, data) == 0;
+}
+
+TEST(HostFdChannel, AnotherUidIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to fork a child that setuid()s to nobody";
+  Scratch scratch;
+  auto receiver = UnixFdChannel::open(options_for(0, scratch.dir));
+  ASSERT_TRUE(receiver.is_ok());
+  const std::string path = (*receiver)->socket_path();
+
+  // Plain nobody: the 0700 directory already stops it.
+  const pid_t plain = ::fork();
+  if (plain == 0) ::_exit(become_nobody(false) ? stranger_gets_nothing(path, kToken) : 20);
+  EXPECT_EQ(wait_child(plain), 10) << "connect as nobody must fail with EACCES";
+
+  // Nobody that can pass the directory, and even knows the token: SO_PEERCRED refuses it.
+  const pid_t sneaky = ::fork();
+  if (sneaky == 0) ::_exit(become_nobody(true) ? stranger_gets_nothing(path, kToken) : 20);
+  const pid_t sender = spawn_sender(scratch.dir, 1, "legit", /*delay_ms=*/150);
+  auto got = (*receiver)->recv_fd(1);
+  EXPECT_EQ(wait_child(sneaky), 0) << "another uid must get EOF and no bytes";
+  EXPECT_EQ(wait_child(sender), 0);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  ::close(got->fd);
+  EXPECT_EQ((*receiver)->refused_connections(), 1);
+}
+
+TEST(HostFdChannel, MissingPeerSocketFailsFastWithTheCrossHostExplanation) {
+  Scratch scratch;
+  auto channel = UnixFdChannel::open(options_for(0, scratch.dir));
+  ASSERT_TRUE(channel.is_ok());
+  const int memfd = ::memfd_create("x", MFD_CLOEXEC);
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = (*channel)->send_fd(2, memfd, {});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ::close(memfd);
+  ASSERT_EQ(s.code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(s.context().rank, 0);
+  EXPECT_EQ(s.context().peer, 2);
+  EXPECT_EQ(s.context().step, "send");
+  EXPECT_NE(s.message().find(scratch.dir + "/rank-2.sock"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("No such file or directory"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("POSIX fds cannot cross hosts"), std::string::npos) << s.message();
+  EXPECT_LT(took, 2s);
+}
+
+TEST(HostFdChannel, RecvFromASilentPeerEndsAtTheDeadline) {
+  Scratch scratch;
+  auto o = options_for(0, scratch.dir);
+  o.deadline = 300ms;
+  auto channel = UnixFdChannel::open(o);
+  ASSERT_TRUE(channel.is_ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto got = (*channel)->recv_fd(1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  ASSERT_EQ(got.status().code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(got.status().context().peer, 1);
+}
+
+TEST(HostFdChannel, SocketDirectoryOpenToOthersIsRefused) {
+  Scratch scratch;
+  ASSERT_EQ(::mkdir(scratch.dir.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(scratch.dir.c_str(), 0777), 0);
+  auto channel = UnixFdChannel::open(options_for(0, scratch.dir));
+  ASSERT_EQ(channel.status().code(), ErrorCode::kPermissionDenied);
+  EXPECT_NE(channel.status().message().find("mode 777"), std::string::npos) << channel.status().message();
+}
+
+}  // namespace
+}  // namespace engram::ipc
