@@ -1,0 +1,77 @@
+#include "core/table_fill.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/row_format.h"
+
+namespace engram {
+namespace {
+
+TableSpec small_table(RowFormat format) {
+  auto spec = make_model_spec("fill", 300, {2}, {2, 3}, 2, format, 64, 5);
+  EXPECT_TRUE(spec.is_ok());
+  return spec->tables[0];
+}
+
+TEST(TableFill, PiecesEqualTheWholeAndSeedsDiffer) {
+  for (RowFormat format : {RowFormat::kFp8E4M3Ue8m0, RowFormat::kBf16}) {
+    const TableSpec table = small_table(format);
+    std::vector<std::byte> whole(table.table_bytes());
+    fill_table_rows(table, 77, 0, whole);
+    // A rank filling only its shard writes the same bytes as a whole fill.
+    const int64_t split = table.row_count() / 3;
+    std::vector<std::byte> tail(static_cast<size_t>(table.row_count() - split) * table.row_bytes());
+    fill_table_rows(table, 77, split, tail);
+    EXPECT_EQ(std::memcmp(tail.data(), whole.data() + static_cast<size_t>(split) * table.row_bytes(), tail.size()), 0);
+    std::vector<std::byte> other(whole.size());
+    fill_table_rows(table, 78, 0, other);
+    EXPECT_NE(whole, other);
+  }
+}
+
+TEST(TableFill, Fp8RowsCarryEverySpecialValue) {
+  const TableSpec table = small_table(RowFormat::kFp8E4M3Ue8m0);
+  std::vector<std::byte> bytes(table.table_bytes());
+  fill_table_rows(table, 1, 0, bytes);
+  bool neg_zero = false, nan = false, subnormal = false, max = false, scale0 = false, scale255 = false;
+  int distinct_scales = 0;
+  bool seen_scale[256] = {};
+  for (int64_t row = 0; row < table.row_count(); ++row) {
+    const auto* r = reinterpret_cast<const uint8_t*>(bytes.data()) + static_cast<size_t>(row) * table.row_bytes();
+    for (int i = 0; i < table.dim; ++i) {
+      neg_zero |= r[i] == 0x80;
+      nan |= (r[i] & 0x7f) == 0x7f;
+      subnormal |= (r[i] & 0x78) == 0 && (r[i] & 7) != 0;
+      max |= (r[i] & 0x7f) == 0x7e;
+    }
+    for (int b = 0; b < table.dim / kScaleBlock; ++b) {
+      const uint8_t e = r[table.dim + b];
+      scale0 |= e == 0;
+      scale255 |= e == 255;
+      if (!seen_scale[e]) ++distinct_scales;
+      seen_scale[e] = true;
+    }
+  }
+  EXPECT_TRUE(neg_zero && nan && subnormal && max && scale0 && scale255);
+  EXPECT_GT(distinct_scales, 20);
+}
+
+TEST(TableFill, Bf16RowsCarryEverySpecialValue) {
+  const TableSpec table = small_table(RowFormat::kBf16);
+  std::vector<std::byte> bytes(table.table_bytes());
+  fill_table_rows(table, 1, 0, bytes);
+  std::vector<uint16_t> values(bytes.size() / 2);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  auto has = [&](auto pred) { return std::any_of(values.begin(), values.end(), pred); };
+  EXPECT_TRUE(has([](uint16_t v) { return v == 0x8000; }));
+  EXPECT_TRUE(has([](uint16_t v) { return (v & 0x7f80) == 0x7f80 && (v & 0x7f) != 0; }));
+  EXPECT_TRUE(has([](uint16_t v) { return (v & 0x7f80) == 0 && (v & 0x7f) != 0; }));
+  EXPECT_TRUE(has([](uint16_t v) { return (v & 0x7fff) == 0x7f7f; }));
+}
+
+}  // namespace
+}  // namespace engram
