@@ -1,0 +1,88 @@
+#include "core/shard_groups.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/json_writer.h"
+#include "core/size_text.h"
+#include "core/text_list.h"
+#include "core/units.h"
+
+namespace engram {
+namespace {
+
+std::vector<HostSpec> hosts_with_domains(std::vector<std::string> domains) {
+  std::vector<HostSpec> hosts;
+  for (size_t i = 0; i < domains.size(); ++i) {
+    HostSpec h;
+    h.name = "h" + std::to_string(i);
+    h.boot_id = "b" + std::to_string(i);
+    h.gpu_count = 2;
+    h.nvlink_domain = domains[i];
+    hosts.push_back(h);
+  }
+  return hosts;
+}
+
+TEST(ShardGroups, WorldIsOneGroupIndexedByRank) {
+  auto hosts = hosts_with_domains({"d", "d"});
+  std::vector<int> map = {0, 0, 1, 1};
+  ShardGroups g = compute_shard_groups(ShardGroup::kWorld, map, hosts);
+  EXPECT_EQ(g.group_count, 1);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(g.size_by_rank[r], 4);
+    EXPECT_EQ(g.index_by_rank[r], r);
+  }
+}
+
+TEST(ShardGroups, NvlinkDomainsWithLoneHostsAsTheirOwnGroup) {
+  auto hosts = hosts_with_domains({"d1", "", "d1", "d2"});
+  std::vector<int> map = {0, 0, 1, 1, 2, 2, 3, 3};
+  ShardGroups g = compute_shard_groups(ShardGroup::kNvlinkDomain, map, hosts);
+  EXPECT_EQ(g.group_count, 3);
+  EXPECT_EQ(g.group_by_rank[0], g.group_by_rank[4]);  // d1
+  EXPECT_EQ(g.size_by_rank[0], 4);
+  EXPECT_EQ(g.index_by_rank[5], 3);
+  EXPECT_EQ(g.size_by_rank[2], 2);  // no domain: own group
+  EXPECT_NE(g.group_by_rank[2], g.group_by_rank[6]);
+}
+
+TEST(ShardGroups, HostGroupsByIdentity) {
+  // Entries 0 and 1 are two containers of one machine (same name and boot id).
+  auto hosts = hosts_with_domains({"", "", ""});
+  hosts[1].name = hosts[0].name;
+  hosts[1].boot_id = hosts[0].boot_id;
+  std::vector<int> map = {0, 1, 2, 2};
+  ShardGroups g = compute_shard_groups(ShardGroup::kHost, map, hosts);
+  EXPECT_EQ(g.group_count, 2);
+  EXPECT_EQ(g.group_by_rank[0], g.group_by_rank[1]);
+  EXPECT_EQ(g.size_by_rank[2], 2);
+  EXPECT_STREQ(shard_group_name(ShardGroup::kNvlinkDomain), "nvlink_domain");
+}
+
+TEST(TextList, RangesAndLimitedLists) {
+  EXPECT_EQ(compress_ranges({3, 0, 1, 2, 8, 10, 11, 11}), "0-3, 8, 10-11");
+  EXPECT_EQ(compress_ranges({}), "");
+  std::vector<std::string> names = {"a", "b", "c", "d", "e", "f"};
+  EXPECT_EQ(join_limited(names), "a, b, c, d and 2 more");
+  EXPECT_EQ(join_limited(std::span(names).first(2)), "a, b");
+}
+
+TEST(SizeText, ShortForms) {
+  EXPECT_EQ(format_size_short(202'758'032'400ull), "188.8 GiB");
+  EXPECT_EQ(format_size_short(64 * kMiB), "64 MiB");
+  EXPECT_EQ(format_size_short(190 * kGiB), "190.0 GiB");
+  EXPECT_EQ(format_size_short(1536 * kKiB), "1.5 MiB");
+  EXPECT_EQ(format_size_short(12), "12 B");
+}
+
+TEST(JsonWriter, NestedValuesAndEscapes) {
+  JsonWriter j;
+  j.begin_object().key("a").value(1).key("b").begin_array().value(true).null().value("x\"y\n").end_array();
+  j.key("c").value(uint64_t{202758032400}).key("d").begin_object().end_object().end_object();
+  EXPECT_EQ(j.str(), R"({"a":1,"b":[true,null,"x\"y\n"],"c":202758032400,"d":{}})");
+}
+
+}  // namespace
+}  // namespace engram
