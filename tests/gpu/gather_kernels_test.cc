@@ -190,7 +190,9 @@ class TwoGpuLookup : public ::testing::Test {
         cudaStreamDestroy(streams_[g]);
       }
     }
-    if (shards_) EXPECT_TRUE(shards_->teardown().is_ok());
+    if (shards_) {
+      EXPECT_TRUE(shards_->teardown().is_ok());
+    }
   }
 
   GatherPeerArgs peer_args(int g, const DeviceBuffer& ids, int64_t tokens, const DeviceBuffer& out) const {
