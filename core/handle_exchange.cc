@@ -56,14 +56,18 @@ PhaseResult agree(Collectives& group, const Status& mine, int progress, const st
   Status round = group.all_gather(std::as_bytes(std::span<const PhaseRecord>(&record, 1)),
                                   std::as_writable_bytes(std::span<PhaseRecord>(out.records)));
   const int me_world = group.world_rank();
-  if (!mine.is_ok()) {
-    out.status = Status(mine).with_rank(me_world);
-    if (!round.is_ok()) out.records.clear();
-    return out;
-  }
   if (!round.is_ok()) {
+    // The round fails only when a peer is gone: that is the root cause, even
+    // where this rank failed too (perhaps because of it).
     out.records.clear();
     out.status = std::move(round).with_context(me_world, -1, phase);
+    if (!mine.is_ok())
+      out.status = Status(out.status.code(), out.status.message() + "; this rank had also failed: " + mine.to_string(),
+                          out.status.context());
+    return out;
+  }
+  if (!mine.is_ok()) {
+    out.status = Status(mine).with_rank(me_world);
     return out;
   }
   for (size_t r = 0; r < out.records.size(); ++r) {

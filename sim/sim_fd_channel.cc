@@ -20,6 +20,7 @@ void FdWorld::close_channel(int rank) {
       context_.ledger().remove(ResourceKind::kInFlightFd, m.ledger_id);
       devices_.drop_file_reference(m.file);
       coverage_probe("sim: fd in flight closed with its receiver's socket");
+      context_.scheduler().record(fmt::format("drop_fd r{} <- r{}", rank, m.from));
     }
     it = queues_.erase(it);
   }

@@ -180,6 +180,9 @@ Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
       run.died[static_cast<size_t>(r)] = true;
     }
     run.statuses[static_cast<size_t>(r)] = std::move(status);
+    // The process exits: its socket closes, and fds still in flight to it
+    // go with it (the kernel closes them), so they are not its leaks.
+    if (!fd_world.channel_closed(r)) fd_world.close_channel(r);
     set_thread_coverage_sink(previous);
   });
 
