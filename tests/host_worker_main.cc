@@ -116,6 +116,14 @@ int run(const Args& args) {
   shm::PosixSharedMemory memory({.root_dir = args.shm_dir});
   const std::string name = shm::segment_name(env->job_id, "selftest");
   std::unique_ptr<ShmMapping> mapping;
+  // Rank 0 owns the segment: if this rank fails after creating it, the
+  // job is over and the segment goes with it.
+  struct Unlinker {
+    shm::PosixSharedMemory& memory;
+    const std::string& name;
+    bool armed = false;
+    ~Unlinker() { if (armed) memory.unlink(name).ignore(); }
+  } owner{memory, name};
   if (rank == 0) {
     auto created = memory.create(name, args.bytes);
     if (!created.is_ok() && created.status().code() == ErrorCode::kAlreadyExists) {
@@ -127,6 +135,7 @@ int run(const Args& args) {
     }
     if (!created.is_ok()) return fail(created.status());
     mapping = std::move(created).value();
+    owner.armed = true;
     auto out = mapping->bytes();
     for (uint64_t i = 0; i < out.size(); ++i) {
       out[i] = pattern_byte(i);
@@ -204,6 +213,7 @@ int run(const Args& args) {
   if (auto s = coll.barrier(); !s.is_ok()) return fail(s);
   mapping.reset();
   if (rank == 0) {
+    owner.armed = false;
     if (auto s = memory.unlink(name); !s.is_ok()) return fail(s);
   }
   const bool all_ok = bytes_ok && sums_equal && fd_ok && rs_ok && a2a_ok && split_ok;
