@@ -41,36 +41,51 @@ static_assert(sizeof(PhaseRecord) == 12);
 struct PhaseResult {
   Status status;                     // ok, or why this rank must give up
   std::vector<PhaseRecord> records;  // empty when the round itself failed
+  std::vector<std::byte> payloads;   // records.size() * payload size, in group-rank order
 };
 
+// One all-gather of {this rank's outcome, payload}: every rank learns who
+// failed and where (so none waits for a peer that gave up), and the payload
+// (e.g. a FABRIC handle) travels in the same round.
 PhaseResult agree(Collectives& group, const Status& mine, int progress, const std::vector<int>& world_ranks,
-                  const char* phase) {
+                  const char* phase, std::span<const std::byte> payload = {}) {
   PhaseRecord record;
   record.ok = mine.is_ok() ? 1 : 0;
   record.step = step_index(mine.context().step);
   record.code = static_cast<uint8_t>(mine.code());
   record.peer = mine.context().peer;
   record.progress = progress;
+  const size_t n = static_cast<size_t>(group.size());
+  const size_t stride = sizeof(PhaseRecord) + payload.size();
+  std::vector<std::byte> send(stride);
+  std::memcpy(send.data(), &record, sizeof record);
+  if (!payload.empty()) std::memcpy(send.data() + sizeof record, payload.data(), payload.size());
+  std::vector<std::byte> all(stride * n);
+  Status round = group.all_gather(send, all);
   PhaseResult out;
-  out.records.resize(static_cast<size_t>(group.size()));
-  Status round = group.all_gather(std::as_bytes(std::span<const PhaseRecord>(&record, 1)),
-                                  std::as_writable_bytes(std::span<PhaseRecord>(out.records)));
   const int me_world = group.world_rank();
   if (!round.is_ok()) {
     // The round fails only when a peer is gone: that is the root cause, even
     // where this rank failed too (perhaps because of it).
-    out.records.clear();
     out.status = std::move(round).with_context(me_world, -1, phase);
     if (!mine.is_ok())
       out.status = Status(out.status.code(), out.status.message() + "; this rank had also failed: " + mine.to_string(),
                           out.status.context());
     return out;
   }
+  out.records.resize(n);
+  out.payloads.resize(payload.size() * n);
+  for (size_t r = 0; r < n; ++r) {
+    std::memcpy(&out.records[r], all.data() + r * stride, sizeof(PhaseRecord));
+    if (!payload.empty())
+      std::memcpy(out.payloads.data() + r * payload.size(), all.data() + r * stride + sizeof(PhaseRecord),
+                  payload.size());
+  }
   if (!mine.is_ok()) {
     out.status = Status(mine).with_rank(me_world);
     return out;
   }
-  for (size_t r = 0; r < out.records.size(); ++r) {
+  for (size_t r = 0; r < n; ++r) {
     const PhaseRecord& other = out.records[r];
     if (other.ok) continue;
     const int failed = world_ranks[r];
@@ -139,20 +154,32 @@ GatheredFacts decode(std::span<const std::byte> record) {
   return g;
 }
 
-// Two rounds: the record lengths, then every record padded to the longest.
-// O(group size) per rank.
+// One round of fixed-size records when every rank's strings fit (the usual
+// case); otherwise a second round padded to the longest record, whose length
+// every rank knows from the first round's headers. O(group size) per rank.
+constexpr size_t kFactsRecordBytes = 256;
+
 Result<std::vector<GatheredFacts>> gather_facts(Collectives& group, const std::vector<std::byte>& mine) {
   const size_t n = static_cast<size_t>(group.size());
-  uint32_t length = static_cast<uint32_t>(mine.size());
-  std::vector<uint32_t> lengths(n);
-  ENGRAM_RETURN_IF_ERROR(group.all_gather(std::as_bytes(std::span<const uint32_t>(&length, 1)),
-                                          std::as_writable_bytes(std::span<uint32_t>(lengths))));
-  size_t stride = 0;
-  for (uint32_t l : lengths) stride = std::max<size_t>(stride, l);
-  std::vector<std::byte> padded(stride);
-  std::memcpy(padded.data(), mine.data(), mine.size());
-  std::vector<std::byte> all(stride * n);
-  ENGRAM_RETURN_IF_ERROR(group.all_gather(padded, all));
+  std::vector<std::byte> fixed(kFactsRecordBytes);
+  std::memcpy(fixed.data(), mine.data(), std::min(mine.size(), kFactsRecordBytes));
+  std::vector<std::byte> all(kFactsRecordBytes * n);
+  ENGRAM_RETURN_IF_ERROR(group.all_gather(fixed, all));
+  size_t longest = 0;
+  for (size_t r = 0; r < n; ++r) {
+    FactsHeader h;
+    std::memcpy(&h, all.data() + r * kFactsRecordBytes, sizeof h);
+    longest = std::max<size_t>(longest, sizeof h + h.hostname_length + h.boot_id_length + h.domain_length);
+  }
+  size_t stride = kFactsRecordBytes;
+  if (longest > kFactsRecordBytes) {
+    coverage_probe("exchange: long host facts took a second round");
+    stride = longest;
+    std::vector<std::byte> padded(stride);
+    std::memcpy(padded.data(), mine.data(), mine.size());
+    all.assign(stride * n, std::byte{0});
+    ENGRAM_RETURN_IF_ERROR(group.all_gather(padded, all));
+  }
   std::vector<GatheredFacts> out;
   out.reserve(n);
   for (size_t r = 0; r < n; ++r) out.push_back(decode(std::span<const std::byte>(all).subspan(r * stride, stride)));
@@ -369,7 +396,9 @@ Result<SharedMapping> exchange_shareable_handles(RankBackend& backend, Collectiv
   if (!type.is_ok()) return std::move(type).take_status().with_context(me_world, -1, "handle_type");
   const uint64_t allocation_bytes = round_up(bytes_per_rank, first.granularity_bytes);
 
-  // Phase 1: create and export this rank's allocation.
+  // Phase 1: create and export this rank's allocation. Its outcome travels
+  // in the next round (with the FABRIC handle, or after the POSIX sends), so
+  // the exchange costs three collectives in all.
   AllocationHandle own = 0;
   ShareableHandle exported;
   bool export_fd_open = false;
@@ -379,44 +408,36 @@ Result<SharedMapping> exchange_shareable_handles(RankBackend& backend, Collectiv
     if (own != 0) device.release(own).ignore();
     own = 0;
   };
-  {
-    Status s;
-    auto created = device.create(allocation_bytes, *type);
-    if (!created.is_ok()) {
-      s = Status(created.status()).with_context(me_world, -1, "create");
+  Status exported_ok;
+  auto created = device.create(allocation_bytes, *type);
+  if (!created.is_ok()) {
+    exported_ok = Status(created.status()).with_context(me_world, -1, "create");
+  } else {
+    own = *created;
+    auto handle = device.export_handle(own, *type);
+    if (!handle.is_ok()) {
+      exported_ok = Status(handle.status()).with_context(me_world, -1, "export");
     } else {
-      own = *created;
-      auto handle = device.export_handle(own, *type);
-      if (!handle.is_ok()) {
-        s = Status(handle.status()).with_context(me_world, -1, "export");
-      } else {
-        exported = *handle;
-        export_fd_open = exported.type == HandleType::kPosixFd;
-      }
-    }
-    PhaseResult phase = agree(group, s, 0, world_ranks, "export");
-    if (!phase.status.is_ok()) {
-      if (!s.is_ok()) coverage_probe(fmt::format("exchange: cleanup after {} failure", s.context().step));
-      undo_own();
-      return phase.status;
+      exported = *handle;
+      export_fd_open = exported.type == HandleType::kPosixFd;
     }
   }
+  if (!exported_ok.is_ok()) coverage_probe(fmt::format("exchange: cleanup after {} failure", exported_ok.context().step));
 
   // Phase 2: exchange handles, import and map.
   ImportRequest request{*type, allocation_bytes, me, world_ranks, own};
   Result<PeerMappings> mappings = Status(ErrorCode::kInternal, "not run");
   if (*type == HandleType::kFabric) {
-    std::vector<std::array<uint8_t, kFabricHandleBytes>> handles(static_cast<size_t>(n));
-    Status round = group.all_gather(std::as_bytes(std::span(exported.fabric)),
-                                    std::as_writable_bytes(std::span(handles)));
-    if (!round.is_ok()) {
+    PhaseResult phase = agree(group, exported_ok, 0, world_ranks, "export", std::as_bytes(std::span(exported.fabric)));
+    if (!phase.status.is_ok()) {
       undo_own();
-      return std::move(round).with_context(me_world, -1, "exchange");
+      return phase.status;
     }
     mappings = import_and_map(device, request, [&](int peer) -> Result<ShareableHandle> {
       ShareableHandle h;
       h.type = HandleType::kFabric;
-      h.fabric = handles[static_cast<size_t>(peer)];
+      std::memcpy(h.fabric.data(), phase.payloads.data() + static_cast<size_t>(peer) * kFabricHandleBytes,
+                  kFabricHandleBytes);
       return h;
     });
   } else {
@@ -424,9 +445,9 @@ Result<SharedMapping> exchange_shareable_handles(RankBackend& backend, Collectiv
     // Every rank sends to every peer first, then receives: sends never wait
     // for a receiver, so no order of ranks can deadlock.
     FdHeader fd_header{me, 0x454e4746, allocation_bytes};
-    Status s;
+    Status s = exported_ok;
     int sent = 0;
-    for (int k = 1; k < n; ++k) {
+    for (int k = 1; k < n && s.is_ok(); ++k) {
       const int peer = (me + k) % n;
       Status sent_one = backend.fds->send_fd(world_ranks[static_cast<size_t>(peer)], exported.fd,
                                              std::as_bytes(std::span<const FdHeader>(&fd_header, 1)));
@@ -438,9 +459,11 @@ Result<SharedMapping> exchange_shareable_handles(RankBackend& backend, Collectiv
       ++sent;
     }
     // In flight, each message holds its own reference: this fd is done.
-    Status closed = device.close_fd(exported.fd);
-    export_fd_open = false;
-    if (s.is_ok() && !closed.is_ok()) s = std::move(closed).with_context(me_world, -1, "send");
+    if (export_fd_open) {
+      Status closed = device.close_fd(exported.fd);
+      export_fd_open = false;
+      if (s.is_ok() && !closed.is_ok()) s = std::move(closed).with_context(me_world, -1, "send");
+    }
     PhaseResult phase = agree(group, s, sent, world_ranks, "send");
     // Peer p sent to this rank iff this rank was among the first `progress`
     // it reached; those fds wait here and must be taken and closed.

@@ -41,9 +41,7 @@ void Scheduler::run(int rank_count, const std::function<void(int)>& body) {
       --live_;
       record("finish " + std::to_string(r));
       // A finished rank may be what parked ranks wait for (e.g. a death).
-      for (int p : parked_) ranks_[static_cast<size_t>(p)]->state = State::kParkedReady;
-      for (int p : parked_) ready_.push_back(p);
-      parked_.clear();
+      notify_all();
       if (live_ == 0) {
         all_done_.release();
         return;
@@ -110,19 +108,31 @@ bool Scheduler::wait_until(const std::function<bool()>& ready) {
       return false;
     }
     slot.state = State::kParked;
+    slot.waiting_for = &ready;
     parked_.push_back(me);
     hand_off_from(me);
+    slot.waiting_for = nullptr;
   }
   slot.deadlocked = false;
   return true;
 }
 
 void Scheduler::notify_all() {
+  // Wake only the ranks whose condition now holds: the notifier holds the
+  // baton and the parked ranks are blocked, so evaluating their conditions
+  // here is safe, and it spares a context switch per rank that would only
+  // park again (at 1,152 ranks in 16 groups, most of them).
+  size_t still_parked = 0;
   for (int p : parked_) {
-    ranks_[static_cast<size_t>(p)]->state = State::kParkedReady;
-    ready_.push_back(p);
+    RankSlot& slot = *ranks_[static_cast<size_t>(p)];
+    if (slot.waiting_for == nullptr || (*slot.waiting_for)()) {
+      slot.state = State::kParkedReady;
+      ready_.push_back(p);
+    } else {
+      parked_[still_parked++] = p;
+    }
   }
-  parked_.clear();
+  parked_.resize(still_parked);
 }
 
 }  // namespace engram::sim

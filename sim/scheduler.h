@@ -62,6 +62,7 @@ class Scheduler {
     State state = State::kRunnable;
     bool finished = false;
     bool deadlocked = false;
+    const std::function<bool()>* waiting_for = nullptr;  // while parked in wait_until
   };
 
   // Picks the next rank to hold the baton and hands it over; the caller

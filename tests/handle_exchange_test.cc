@@ -232,9 +232,9 @@ TEST(HandleExchange, RankDeathMakesOthersFailNamingTheDeadRankAndLeavesNothing) 
 
 TEST(HandleExchange, DeathDuringTeardownLeavesNothing) {
   WorldSpec spec = two_gb300_hosts_one_domain();
-  // Collectives per rank before teardown: 2 facts rounds, export round, handle
-  // all-gather, import round, the test's barrier; teardown's first barrier is #7.
-  spec.faults.plan(FaultSite::kRankDeath, 6, 7, "collective");
+  // Collectives per rank before teardown: facts, export + handles, import,
+  // the test's barrier; teardown's synchronizing barrier is #5.
+  spec.faults.plan(FaultSite::kRankDeath, 6, 5, "collective");
   auto run = sim::run_world(spec, [&](RankBackend& b) { return exchange_and_check(b, 2 * kMiB, nullptr); });
   ASSERT_TRUE(run.is_ok());
   EXPECT_TRUE(run->died[6]) << run->faults.to_string();
