@@ -39,6 +39,10 @@ Status lookup_device_collective(Collectives& group, const LookupRequest& request
   std::vector<uint16_t> owned(slot_values * group_size);
   lookup_rows_owned(table, layout, group.rank(), own_shard_bytes, all_ids, owned);
 
+  if (slot.is_ok() && request.output.size() == slot_values) {
+    // A full slot: sum straight into the output (the step's largest buffer saved).
+    return group.reduce_scatter_sum_bf16(owned, request.output);
+  }
   std::vector<uint16_t> summed(slot_values);
   ENGRAM_RETURN_IF_ERROR(group.reduce_scatter_sum_bf16(owned, summed));
   ENGRAM_RETURN_IF_ERROR(slot);

@@ -36,6 +36,39 @@ constexpr std::array<float, 256> make_fp8_table() {
 
 constexpr std::array<float, 256> kFp8ToFloat = make_fp8_table();
 
+// Fast path of dequantize_row. Every finite E4M3 value has at most 4
+// significant bits and lies in [2^-9, 448], so for scales 2^k with
+// -117 <= k <= 119 (e in [10, 246]) the product is a normal float that bf16
+// holds exactly: no rounding, no subnormal, no overflow. Its bf16 bits are
+// then the value's bf16 at scale 1 with k added to the exponent field. The
+// tables hold, per code, the lookup-rule result at scale 1 (zeros as +0, NaN
+// canonical with the sign) and whether the exponent may be shifted (finite,
+// non-zero).
+inline constexpr int kFastScaleMin = 10;
+inline constexpr int kFastScaleMax = 246;
+
+constexpr std::array<uint16_t, 256> make_bf16_unit_table() {
+  std::array<uint16_t, 256> table{};
+  for (int code = 0; code < 256; ++code) {
+    const float v = kFp8ToFloat[static_cast<size_t>(code)];
+    const uint32_t bits = std::bit_cast<uint32_t>(v);
+    uint16_t out;
+    if ((code & 0x7f) == 0x7f) out = static_cast<uint16_t>(0x7fc0u | ((code & 0x80u) << 8));
+    else if ((code & 0x7f) == 0) out = 0;
+    else out = static_cast<uint16_t>(bits >> 16);  // exact: 4 significant bits, normal float
+    table[static_cast<size_t>(code)] = out;
+  }
+  return table;
+}
+constexpr std::array<uint16_t, 256> make_shift_mask_table() {
+  std::array<uint16_t, 256> table{};
+  for (int code = 0; code < 256; ++code)
+    table[static_cast<size_t>(code)] = ((code & 0x7f) == 0x7f || (code & 0x7f) == 0) ? 0 : 0xffff;
+  return table;
+}
+constexpr std::array<uint16_t, 256> kFp8ToBf16Unit = make_bf16_unit_table();
+constexpr std::array<uint16_t, 256> kFp8ShiftMask = make_shift_mask_table();
+
 }  // namespace
 
 float fp8_e4m3_to_float(uint8_t fp8) { return kFp8ToFloat[fp8]; }
@@ -75,8 +108,17 @@ void dequantize_row(RowFormat format, int dim, std::span<const std::byte> row, s
   if (format == RowFormat::kFp8E4M3Ue8m0) {
     const uint8_t* scales = bytes + dim;
     for (int block = 0; block < dim / kScaleBlock; ++block) {
-      const float scale = ue8m0_to_float(scales[block]);
       const int base = block * kScaleBlock;
+      const int e = scales[block];
+      if (e >= kFastScaleMin && e <= kFastScaleMax) {
+        // (e - 127) added to bf16's exponent field (bit 7 up), modulo 2^16.
+        const uint16_t exponent_delta = static_cast<uint16_t>(static_cast<uint32_t>(e - 127) << 7);
+        for (int i = base; i < base + kScaleBlock; ++i)
+          out[static_cast<size_t>(i)] = static_cast<uint16_t>(kFp8ToBf16Unit[bytes[i]] +
+                                                              (exponent_delta & kFp8ShiftMask[bytes[i]]));
+        continue;
+      }
+      const float scale = ue8m0_to_float(scales[block]);
       for (int i = base; i < base + kScaleBlock; ++i)
         out[static_cast<size_t>(i)] = bf16_lookup_canonical(dequantize_with_scale(bytes[i], scale));
     }

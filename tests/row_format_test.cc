@@ -81,6 +81,24 @@ TEST(RowFormat, DequantiseEqualsTheFormulaForEveryCodeAndManyScales) {
   }
 }
 
+// dequantize_row has a shifted-exponent fast path for most scales: it must
+// equal the per-value rule for every code at every scale.
+TEST(RowFormat, DequantiseRowEqualsThePerValueRuleAtEveryScale) {
+  const int dim = 256;
+  std::vector<std::byte> row(row_bytes_for(RowFormat::kFp8E4M3Ue8m0, dim));
+  for (int i = 0; i < dim; ++i) row[static_cast<size_t>(i)] = static_cast<std::byte>(i);
+  std::vector<uint16_t> out(dim);
+  for (int e = 0; e < 256; ++e) {
+    for (int b = 0; b < dim / 32; ++b) row[static_cast<size_t>(dim + b)] = static_cast<std::byte>(e);
+    dequantize_row(RowFormat::kFp8E4M3Ue8m0, dim, row, out);
+    for (int code = 0; code < 256; ++code) {
+      uint16_t want = dequantize_fp8_e4m3_to_bf16(static_cast<uint8_t>(code), static_cast<uint8_t>(e));
+      if (want == 0x8000) want = 0;
+      ASSERT_EQ(out[static_cast<size_t>(code)], want) << "code " << code << " scale " << e;
+    }
+  }
+}
+
 TEST(RowFormat, EncodeRoundsToNearestEvenAndSaturates) {
   for (int code = 0; code < 256; ++code) {
     if ((code & 0x7f) == 0x7f) continue;
