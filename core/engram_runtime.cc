@@ -1,0 +1,451 @@
+#include "core/engram_runtime.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/deployment_plan.h"
+#include "core/group_agreement.h"
+#include "core/lookup_device_collective.h"
+#include "core/lookup_device_peer.h"
+#include "core/lookup_host_head_sharded.h"
+#include "core/lookup_host_private.h"
+#include "core/lookup_host_shared.h"
+#include "core/peer_shard_table.h"
+#include "core/shard_layout.h"
+#include "core/table_fill.h"
+#include "core/units.h"
+
+namespace engram {
+namespace {
+
+// What every rank tells every other at start, fixed-size so one all_gather
+// carries it.
+struct WireFacts {
+  char hostname[64] = {};
+  char boot_id[48] = {};
+  char nvlink_domain[64] = {};
+  uint64_t tmpfs_bytes_total = 0;
+  uint64_t gpu_memory_bytes = 0;
+  uint8_t shm_mounted = 0;
+  uint8_t imex_channel = 0;
+  uint8_t fabric_attribute = 0;
+  uint8_t has_device = 0;
+  int32_t visible_gpu_count = 0;
+};
+
+// Long names keep a prefix plus a hash, so two different long names never
+// collapse into one host.
+void put_text(char* field, size_t capacity, const std::string& text) {
+  std::string value = text;
+  if (value.size() >= capacity) {
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
+    value = text.substr(0, capacity - 18) + fmt::format("#{:016x}", hash);
+  }
+  ENGRAM_CHECK(value.size() < capacity);
+  std::memcpy(field, value.data(), value.size());
+}
+
+std::string get_text(const char* field, size_t capacity) { return std::string(field, strnlen(field, capacity)); }
+
+std::string segment_name(const std::string& job_id, int layer_id) {
+  return fmt::format("engramlab-{}-layer{}", job_id, layer_id);
+}
+
+}  // namespace
+
+struct EngramRuntime::State {
+  std::unique_ptr<Collectives> placement_group;  // node-local group or shard group
+  std::unique_ptr<Collectives> host_group;       // every rank of this host
+  bool is_host_writer = false;                   // creates and unlinks the node's segments
+  struct Table {
+    const TableSpec* spec = nullptr;
+    // device_collective: own shard in VMM memory, plus its host copy the CPU
+    // lookup reads.
+    DevicePtr shard_address = 0;
+    uint64_t shard_allocation_bytes = 0;
+    AllocationHandle shard_allocation = 0;
+    std::vector<std::byte> shard_host;
+    std::unique_ptr<RowShardLayout> layout;
+    // device_peer
+    std::optional<PeerShardTable> peer_table;
+    std::vector<std::vector<std::byte>> peer_shards_host;  // read through the peer mappings
+    // host placements
+    std::unique_ptr<ShmMapping> segment;
+    std::vector<std::byte> private_bytes;  // host_private: whole table; host_head_sharded: own heads
+  };
+  std::vector<Table> tables;
+};
+
+EngramRuntime::EngramRuntime(RankBackend& backend, RuntimeOptions options)
+    : backend_(backend), options_(std::move(options)), state_(std::make_unique<State>()) {}
+
+EngramRuntime::~EngramRuntime() {
+  if (stopped_ || !state_) return;
+  // Local clean-up only (a peer may be gone): unmap and free what this rank
+  // holds; the writer also unlinks its segments.
+  for (State::Table& t : state_->tables) {
+    if (t.peer_table) t.peer_table.reset();  // SharedMapping's destructor undoes this rank's part
+    if (t.shard_address) {
+      backend_.device->unmap(t.shard_address, t.shard_allocation_bytes).ignore();
+      backend_.device->free_reservation(t.shard_address, t.shard_allocation_bytes).ignore();
+    }
+    if (t.shard_allocation) backend_.device->release(t.shard_allocation).ignore();
+    if (t.segment) {
+      std::string name = t.segment->name();
+      t.segment.reset();
+      if (state_->is_host_writer) backend_.shm->unlink(name).ignore();
+    }
+  }
+}
+
+Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend, const RuntimeOptions& options,
+                                                           WarningSink& sink) {
+  ENGRAM_CHECK(backend.world != nullptr && backend.probe != nullptr && backend.shm != nullptr);
+  Collectives& world = *backend.world;
+  const int me = world.world_rank();
+  if (options.layout.world_size() != world.size()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("layout: tp {} x dp {} = {} ranks, but the job has {} ranks; set tp and dp so that "
+                              "tp * dp equals the world size",
+                              options.layout.tp, options.layout.dp, options.layout.world_size(), world.size()),
+                  {me, -1, "start"});
+  }
+  ENGRAM_RETURN_IF_ERROR(Status(validate(options.table_model)).with_context(me, -1, "start"));
+
+  // 1. Facts, from every rank, before deciding anything.
+  WireFacts mine;
+  {
+    PlacementFacts placement = backend.probe->facts();
+    put_text(mine.hostname, sizeof(mine.hostname), placement.host.hostname);
+    put_text(mine.boot_id, sizeof(mine.boot_id), placement.host.boot_id);
+    put_text(mine.nvlink_domain, sizeof(mine.nvlink_domain), placement.nvlink_domain);
+    mine.imex_channel = placement.imex_channel;
+    mine.visible_gpu_count = placement.visible_gpu_count;
+    auto shm = backend.shm->info();
+    if (shm.is_ok()) {
+      mine.shm_mounted = shm->mounted;
+      mine.tmpfs_bytes_total = shm->tmpfs_bytes_total;  // the total, never the free space (rule 4)
+    }
+    if (backend.device != nullptr) {
+      auto info = backend.device->info();
+      if (info.is_ok()) {
+        mine.has_device = 1;
+        mine.fabric_attribute = info->fabric_attribute;
+        mine.gpu_memory_bytes = info->memory_bytes_total;
+      }
+    }
+  }
+  std::vector<WireFacts> all(static_cast<size_t>(world.size()));
+  ENGRAM_RETURN_IF_ERROR(Status(world.all_gather(std::as_bytes(std::span<const WireFacts>(&mine, 1)),
+                                                 std::as_writable_bytes(std::span<WireFacts>(all))))
+                             .with_context(me, -1, "gather facts"));
+
+  // 2. The same decision `plan` makes, from the gathered facts: hosts by
+  // identity (hostname + boot id) in rank order.
+  Deployment deployment;
+  deployment.model = options.placement_model;
+  deployment.layout = options.layout;
+  deployment.config = options.config;
+  std::map<std::pair<std::string, std::string>, int> host_index;
+  for (const WireFacts& f : all) {
+    auto key = std::make_pair(get_text(f.hostname, sizeof(f.hostname)), get_text(f.boot_id, sizeof(f.boot_id)));
+    auto [it, inserted] = host_index.emplace(key, static_cast<int>(deployment.hosts.size()));
+    if (inserted) {
+      HostSpec host;
+      host.name = key.first;
+      host.boot_id = key.second;
+      host.nvlink_domain = get_text(f.nvlink_domain, sizeof(f.nvlink_domain));
+      host.imex_channel = f.imex_channel;
+      host.fabric_attribute = f.fabric_attribute;
+      host.shm_mounted = f.shm_mounted;
+      host.tmpfs_bytes_total = f.tmpfs_bytes_total;
+      host.gpu_memory_bytes = f.gpu_memory_bytes;
+      deployment.hosts.push_back(std::move(host));
+    }
+    ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
+    deployment.rank_hosts.push_back(it->second);
+  }
+  WarningSink plan_sink;  // plan's warnings reach `sink` below, once
+  auto plan = plan_deployment(deployment, plan_sink);
+  if (!plan.is_ok()) return std::move(plan).take_status().with_context(me, -1, "decide placement");
+  for (const Warning& w : plan->warnings) sink.emit(w);
+  const RankPlan& rank_plan = plan->ranks[static_cast<size_t>(me)];
+
+  std::unique_ptr<EngramRuntime> runtime(new EngramRuntime(backend, options));
+  RuntimeFacts& facts = runtime->facts_;
+  facts.placement = rank_plan.placement;
+  facts.node_local_group_size = rank_plan.node_local_group_size;
+  facts.host_index = rank_plan.host;
+  facts.host_count = static_cast<int>(deployment.hosts.size());
+  for (const PlacementGroupSummary& g : plan->groups) {
+    if (std::find(g.ranks.begin(), g.ranks.end(), me) != g.ranks.end()) facts.reason = g.reason;
+  }
+
+  // 3. Groups. Every rank makes both splits, in the same order, whatever its
+  // placement, so the world's collective sequence stays aligned.
+  State& state = *runtime->state_;
+  const bool device = is_device_placement(facts.placement);
+  const int placement_color = device ? rank_plan.shard_group : rank_plan.node_local_group;
+  const int placement_key = device ? rank_plan.shard_index : rank_plan.node_local_index;
+  ENGRAM_ASSIGN_OR_RETURN(state.placement_group, world.split(placement_color, placement_key));
+  ENGRAM_ASSIGN_OR_RETURN(state.host_group, world.split(rank_plan.host, me));
+  state.is_host_writer = state.host_group->rank() == 0;
+
+  // 4. Tables. A host needs a /dev/shm copy when any of its ranks decided
+  // host_shared; every rank of the host takes part in agreeing on it.
+  bool host_needs_segment = false;
+  for (const RankPlan& rp : plan->ranks)
+    host_needs_segment |= rp.host == rank_plan.host && rp.placement == Placement::kHostShared;
+  Status built = runtime->build_tables(host_needs_segment);
+  if (!built.is_ok()) return built;
+  return runtime;
+}
+
+Status EngramRuntime::build_tables(bool host_needs_segment) {
+  State& st = *state_;
+  const ModelSpec& model = options_.table_model;
+  st.tables.resize(model.tables.size());
+  for (size_t i = 0; i < model.tables.size(); ++i) st.tables[i].spec = &model.tables[i];
+  const int me = backend_.world->world_rank();
+
+  // The host's segment rounds run on every rank of the host.
+  ENGRAM_RETURN_IF_ERROR(build_host_segments(host_needs_segment));
+
+  switch (facts_.placement) {
+    case Placement::kHostShared:
+      for (const State::Table& t : st.tables) ENGRAM_CHECK(t.segment != nullptr);
+      return Status::ok();
+    case Placement::kHostPrivate:
+      for (State::Table& t : st.tables) {
+        t.private_bytes.resize(t.spec->table_bytes());
+        fill_table_rows(*t.spec, options_.fill_seed, 0, t.private_bytes);
+        facts_.host_bytes += t.private_bytes.size();
+      }
+      return Status::ok();
+    case Placement::kHostHeadSharded:
+      for (State::Table& t : st.tables) {
+        HeadShardRows rows = head_shard_rows(*t.spec, st.placement_group->size(), st.placement_group->rank());
+        t.private_bytes.resize(static_cast<size_t>(rows.row_count) * t.spec->row_bytes());
+        fill_table_rows(*t.spec, options_.fill_seed, rows.first_row, t.private_bytes);
+        facts_.host_bytes += t.private_bytes.size();
+      }
+      return Status::ok();
+    case Placement::kDeviceCollective:
+    case Placement::kDevicePeer:
+      if (backend_.device == nullptr)
+        return Status(ErrorCode::kFailedPrecondition,
+                      fmt::format("{} needs a GPU, and this rank has none; set cpu_offload: true for a host "
+                                  "placement", placement_name(facts_.placement)),
+                      {me, -1, "start"});
+      return facts_.placement == Placement::kDevicePeer ? build_device_peer_tables()
+                                                        : build_device_collective_shards();
+  }
+  return internal_error("unknown placement");
+}
+
+Status EngramRuntime::build_host_segments(bool host_needs_segment) {
+  State& st = *state_;
+  if (!host_needs_segment) return Status::ok();
+  Collectives& host = *st.host_group;
+  // The writer creates and fills; the others wait for it, then map read-only.
+  Status created;
+  if (st.is_host_writer) {
+    for (State::Table& t : st.tables) {
+      auto segment = backend_.shm->create(segment_name(options_.job_id, t.spec->layer_id), t.spec->table_bytes());
+      if (!segment.is_ok()) {
+        created = std::move(segment).take_status().with_context(host.world_rank(), -1, "shm_create");
+        break;
+      }
+      t.segment = std::move(segment).value();
+      fill_table_rows(*t.spec, options_.fill_seed, 0, t.segment->bytes());
+      facts_.shared_host_bytes += t.spec->table_bytes();
+    }
+  }
+  Status agreed = agree_on_status(host, created, "shm table create");
+  if (agreed.is_ok() && !st.is_host_writer) {
+    Status opened;
+    for (State::Table& t : st.tables) {
+      auto segment =
+          backend_.shm->open_read_only(segment_name(options_.job_id, t.spec->layer_id), t.spec->table_bytes());
+      if (!segment.is_ok()) {
+        opened = std::move(segment).take_status().with_context(host.world_rank(), -1, "shm_open");
+        break;
+      }
+      t.segment = std::move(segment).value();
+    }
+    agreed = agree_on_status(host, opened, "shm table open");
+  } else if (agreed.is_ok()) {
+    agreed = agree_on_status(host, Status::ok(), "shm table open");
+  }
+  if (!agreed.is_ok()) {
+    // Nothing outlives a failed start: unmap, and the writer unlinks.
+    for (State::Table& t : st.tables) {
+      if (!t.segment) continue;
+      std::string name = t.segment->name();
+      t.segment.reset();
+      if (st.is_host_writer) backend_.shm->unlink(name).ignore();
+    }
+    facts_.shared_host_bytes = 0;
+  }
+  return agreed;
+}
+
+Status EngramRuntime::build_device_collective_shards() {
+  State& st = *state_;
+  DeviceMemory& device = *backend_.device;
+  Collectives& group = *st.placement_group;
+  const int me = group.world_rank();
+  Status status;
+  for (State::Table& t : st.tables) {
+    t.layout = std::make_unique<RowShardLayout>(t.spec->row_count(), group.size());
+    const uint64_t shard_bytes = static_cast<uint64_t>(t.layout->shard_rows(group.rank())) * t.spec->row_bytes();
+    auto info = device.info();
+    if (!info.is_ok()) { status = std::move(info).take_status().with_context(me, -1, "device info"); break; }
+    const uint64_t bytes = round_up(std::max<uint64_t>(shard_bytes, 1), info->granularity_bytes);
+    auto allocation = device.create(bytes, HandleType::kPosixFd);
+    if (!allocation.is_ok()) { status = std::move(allocation).take_status().with_context(me, -1, "create"); break; }
+    t.shard_allocation = *allocation;
+    t.shard_allocation_bytes = bytes;
+    auto address = device.reserve(bytes);
+    if (!address.is_ok()) { status = std::move(address).take_status().with_context(me, -1, "reserve"); break; }
+    status = device.map(*address, bytes, t.shard_allocation);
+    if (!status.is_ok()) {
+      device.free_reservation(*address, bytes).ignore();
+      status = std::move(status).with_context(me, -1, "map");
+      break;
+    }
+    t.shard_address = *address;
+    status = device.set_access(t.shard_address, bytes);
+    if (!status.is_ok()) { status = std::move(status).with_context(me, -1, "access"); break; }
+    t.shard_host.resize(shard_bytes);
+    fill_table_rows(*t.spec, options_.fill_seed, t.layout->shard_begin(group.rank()), t.shard_host);
+    status = device.copy_to_device(t.shard_address, t.shard_host);
+    if (!status.is_ok()) { status = std::move(status).with_context(me, -1, "fill"); break; }
+    // The CPU lookup reads what the device holds, not what we meant to write.
+    status = device.copy_from_device(t.shard_host, t.shard_address);
+    if (!status.is_ok()) { status = std::move(status).with_context(me, -1, "read back"); break; }
+    facts_.device_bytes += bytes;
+  }
+  Status agreed = agree_on_status(group, status, "device shard build");
+  if (!agreed.is_ok()) {
+    for (State::Table& t : st.tables) {
+      if (t.shard_address) {
+        device.unmap(t.shard_address, t.shard_allocation_bytes).ignore();
+        device.free_reservation(t.shard_address, t.shard_allocation_bytes).ignore();
+        t.shard_address = 0;
+      }
+      if (t.shard_allocation) device.release(t.shard_allocation).ignore();
+      t.shard_allocation = 0;
+    }
+    facts_.device_bytes = 0;
+  }
+  return agreed;
+}
+
+Status EngramRuntime::build_device_peer_tables() {
+  State& st = *state_;
+  Collectives& group = *st.placement_group;
+  for (State::Table& t : st.tables) {
+    const TableSpec& spec = *t.spec;
+    const uint64_t seed = options_.fill_seed;
+    auto table = PeerShardTable::build(
+        backend_, group, spec.row_count(), spec.row_bytes(), [&spec, seed](int64_t first_row, std::span<std::byte> rows) {
+          fill_table_rows(spec, seed, first_row, rows);
+          return Status::ok();
+        });
+    if (!table.is_ok()) {
+      // Tables already built are torn down collectively by stop() or locally
+      // by the destructor; this one left nothing behind.
+      return std::move(table).take_status();
+    }
+    t.peer_table.emplace(std::move(table).value());
+    facts_.handle_type = t.peer_table->handle_type();
+    facts_.device_bytes += t.peer_table->shard_allocation_bytes();
+    // The CPU lookup reads every owner's shard through this rank's mapping of
+    // it, so a wrong mapping shows up as wrong bytes.
+    const RowShardLayout& layout = t.peer_table->layout();
+    t.peer_shards_host.resize(static_cast<size_t>(layout.shard_count()));
+    for (int owner = 0; owner < layout.shard_count(); ++owner) {
+      auto& host_copy = t.peer_shards_host[static_cast<size_t>(owner)];
+      host_copy.resize(static_cast<size_t>(layout.shard_rows(owner)) * spec.row_bytes());
+      if (host_copy.empty()) continue;
+      ENGRAM_RETURN_IF_ERROR(Status(backend_.device->copy_from_device(
+                                        host_copy, t.peer_table->shard_pointers()[static_cast<size_t>(owner)]))
+                                 .with_context(group.world_rank(), -1, "peer read"));
+    }
+  }
+  return Status::ok();
+}
+
+Status EngramRuntime::lookup(int table_index, std::span<const int64_t> row_ids, int64_t tokens_per_rank_max,
+                             std::span<uint16_t> output) {
+  State& st = *state_;
+  const int me = backend_.world->world_rank();
+  if (stopped_) return Status(ErrorCode::kFailedPrecondition, "lookup after stop()", {me, -1, "lookup"});
+  if (table_index < 0 || table_index >= static_cast<int>(st.tables.size()))
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("table index {} is out of range: the model has {} Engram tables", table_index,
+                              st.tables.size()),
+                  {me, -1, "lookup"});
+  State::Table& t = st.tables[static_cast<size_t>(table_index)];
+  LookupRequest request{t.spec, row_ids, tokens_per_rank_max, output};
+  Collectives& group = *st.placement_group;
+  switch (facts_.placement) {
+    case Placement::kDeviceCollective:
+      return lookup_device_collective(group, request, *t.layout, t.shard_host);
+    case Placement::kDevicePeer: {
+      std::vector<std::span<const std::byte>> shards;
+      for (const auto& s : t.peer_shards_host) shards.emplace_back(s);
+      return lookup_device_peer(group, request, t.peer_table->layout(), shards);
+    }
+    case Placement::kHostShared:
+      return lookup_host_shared(group, request, t.segment->data());
+    case Placement::kHostHeadSharded:
+      return lookup_host_head_sharded(group, request, t.private_bytes);
+    case Placement::kHostPrivate:
+      return lookup_host_private(group, request, t.private_bytes);
+  }
+  return internal_error("unknown placement");
+}
+
+Status EngramRuntime::stop() {
+  if (stopped_) return Status::ok();
+  stopped_ = true;
+  State& st = *state_;
+  Status first;
+  auto keep_first = [&first](Status s) {
+    if (first.is_ok() && !s.is_ok()) first = std::move(s);
+  };
+  for (State::Table& t : st.tables) {
+    if (t.peer_table) {
+      keep_first(t.peer_table->teardown());
+      t.peer_table.reset();
+    }
+    if (t.shard_address) {
+      keep_first(backend_.device->unmap(t.shard_address, t.shard_allocation_bytes));
+      keep_first(backend_.device->free_reservation(t.shard_address, t.shard_allocation_bytes));
+      t.shard_address = 0;
+    }
+    if (t.shard_allocation) {
+      keep_first(backend_.device->release(t.shard_allocation));
+      t.shard_allocation = 0;
+    }
+  }
+  // Readers unmap, the host agrees, then the writer unlinks.
+  std::vector<std::string> names;
+  for (State::Table& t : st.tables) {
+    if (!t.segment) continue;
+    names.push_back(t.segment->name());
+    t.segment.reset();
+  }
+  keep_first(st.host_group->barrier());
+  if (st.is_host_writer)
+    for (const std::string& name : names) keep_first(backend_.shm->unlink(name));
+  return first;
+}
+
+}  // namespace engram

@@ -1,0 +1,196 @@
+// The runtime on the emulator: the placement each topology gets at run time
+// matches `plan`, every placement returns the same bytes, and a failed start
+// leaves nothing in the ledger.
+#include "core/engram_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include "core/bf16.h"
+#include "core/deployment_plan.h"
+#include "core/hashing.h"
+#include "core/units.h"
+#include "kernels/gather_reference.h"
+#include "core/row_format.h"
+#include "core/table_fill.h"
+#include "sim/world.h"
+
+namespace engram {
+namespace {
+
+ModelSpec tiny() { return model_preset("tiny").value(); }
+
+struct Outcome {
+  sim::WorldRun run;
+  std::vector<Placement> placements;
+  std::vector<std::vector<uint16_t>> outputs;  // per rank, table 0
+  std::vector<std::vector<int64_t>> ids;       // per rank
+  std::vector<Warning> warnings;
+};
+
+// Runs start + one lookup of table 0 + stop on every rank.
+Outcome run_runtime(std::vector<HostSpec> hosts, ParallelLayout layout, EngramConfig config, uint64_t seed,
+                    sim::FaultPlan faults = {}) {
+  sim::WorldSpec spec;
+  spec.hosts = std::move(hosts);
+  spec.seed = seed;
+  spec.faults = std::move(faults);
+  Outcome out;
+  const int world = layout.world_size();
+  out.placements.resize(static_cast<size_t>(world));
+  out.outputs.resize(static_cast<size_t>(world));
+  out.ids.resize(static_cast<size_t>(world));
+  WarningSink sink;
+  RuntimeOptions options;
+  options.placement_model = "deepseek-v4.1-flash";
+  options.table_model = tiny();
+  options.layout = layout;
+  options.config = config;
+  auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
+    const int r = backend.world_rank;
+    ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(backend, options, sink));
+    out.placements[static_cast<size_t>(r)] = runtime->placement();
+    const TableSpec& table = options.table_model.tables[0];
+    // Rank r brings r % 3 tokens (0 is an idle replica), some DEAD, one past the table.
+    const int tokens = r % 3;
+    auto& ids = out.ids[static_cast<size_t>(r)];
+    for (int t = 0; t < tokens; ++t)
+      for (int h = 0; h < table.head_count(); ++h)
+        ids.push_back(h == 0 && t == 1 ? kDeadId : (h == 1 ? table.row_count() + 5 : (r * 7919 + t * 31 + h * 101) % table.row_count()));
+    auto& output = out.outputs[static_cast<size_t>(r)];
+    output.assign(ids.size() * static_cast<size_t>(table.dim), 0xdead);
+    Status looked = runtime->lookup(0, ids, 4, output);
+    Status stopped = runtime->stop();
+    ENGRAM_RETURN_IF_ERROR(looked);
+    return stopped;
+  });
+  EXPECT_TRUE(run.is_ok()) << run.status().to_string();
+  out.run = std::move(run).value();
+  out.warnings = sink.warnings();
+  return out;
+}
+
+// The direct dequantised lookup against the whole table.
+void expect_direct_lookup_equal(const Outcome& out) {
+  const ModelSpec model = tiny();
+  const TableSpec& table = model.tables[0];
+  std::vector<std::byte> whole(table.table_bytes());
+  fill_table_rows(table, 1, 0, whole);
+  for (size_t r = 0; r < out.ids.size(); ++r) {
+    const auto& ids = out.ids[r];
+    std::vector<uint16_t> expected(ids.size() * static_cast<size_t>(table.dim));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::span<uint16_t> dst(expected.data() + i * table.dim, static_cast<size_t>(table.dim));
+      if (ids[i] < 0 || ids[i] >= table.row_count()) continue;
+      dequantize_row(table.row_format, table.dim,
+                     std::span<const std::byte>(whole).subspan(static_cast<size_t>(ids[i]) * table.row_bytes(),
+                                                               table.row_bytes()),
+                     dst);
+      for (auto& v : dst) v = bf16_lookup_canonical(v);
+    }
+    ASSERT_EQ(expected.size(), out.outputs[r].size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      ASSERT_TRUE(bf16_same(expected[i], out.outputs[r][i])) << "rank " << r << " value " << i;
+  }
+}
+
+HostSpec host(std::string name, int gpus, uint64_t tmpfs_bytes, std::string domain = "") {
+  HostSpec h;
+  h.name = std::move(name);
+  h.gpu_count = gpus;
+  h.gpu_model = "GB200";
+  h.tmpfs_bytes_total = tmpfs_bytes;
+  h.nvlink_domain = std::move(domain);
+  return h;
+}
+
+TEST(EngramRuntime, Dep4WithLargeShmSharesOneCopyPerNode) {
+  ParallelLayout layout{1, 4};
+  EngramConfig config;
+  config.cpu_offload = true;
+  auto out = run_runtime({host("gb200-0", 4, 190 * kGiB)}, layout, config, 1);
+  ASSERT_TRUE(out.run.all_ok()) << out.run.summary();
+  for (Placement p : out.placements) EXPECT_EQ(p, Placement::kHostShared);
+  EXPECT_TRUE(out.warnings.empty());
+  EXPECT_TRUE(out.run.leaks.empty());
+  expect_direct_lookup_equal(out);
+}
+
+TEST(EngramRuntime, Dep4WithDockerDefaultShmFallsBackWithOneWarning) {
+  ParallelLayout layout{1, 4};
+  EngramConfig config;
+  config.cpu_offload = true;
+  auto out = run_runtime({host("gb200-0", 4, 64 * kMiB)}, layout, config, 2);
+  ASSERT_TRUE(out.run.all_ok()) << out.run.summary();
+  for (Placement p : out.placements) EXPECT_EQ(p, Placement::kHostHeadSharded);
+  ASSERT_EQ(out.warnings.size(), 1u);  // four ranks, two layers: one warning
+  EXPECT_NE(out.warnings[0].text.find("188.8 GiB"), std::string::npos) << out.warnings[0].text;
+  EXPECT_NE(out.warnings[0].text.find("--shm-size"), std::string::npos);
+  EXPECT_NE(out.warnings[0].text.find("--ipc=host"), std::string::npos);
+  EXPECT_TRUE(out.run.leaks.empty());
+  expect_direct_lookup_equal(out);
+}
+
+TEST(EngramRuntime, ExplicitTrueWithSmallShmFailsOnEveryRankWithTheSizes) {
+  ParallelLayout layout{1, 4};
+  EngramConfig config;
+  config.cpu_offload = true;
+  config.dp_shared_memory = true;
+  auto out = run_runtime({host("gb200-0", 4, 64 * kMiB)}, layout, config, 3);
+  ASSERT_EQ(out.run.failed_rank_count(), 4);
+  for (const Status& s : out.run.statuses) {
+    EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("188.8 GiB"), std::string::npos) << s.to_string();
+  }
+  EXPECT_TRUE(out.run.leaks.empty());
+}
+
+TEST(EngramRuntime, EveryPlacementReturnsTheDirectLookupBytes) {
+  struct Case { const char* name; bool offload; bool peer; std::optional<bool> shared; uint64_t tmpfs; Placement want; };
+  const Case cases[] = {
+      {"device_collective", false, false, std::nullopt, 190 * kGiB, Placement::kDeviceCollective},
+      {"device_peer", false, true, std::nullopt, 190 * kGiB, Placement::kDevicePeer},
+      {"host_shared", true, false, std::nullopt, 190 * kGiB, Placement::kHostShared},
+      {"host_head_sharded", true, false, std::nullopt, 64 * kMiB, Placement::kHostHeadSharded},
+      {"host_private", true, false, false, 190 * kGiB, Placement::kHostPrivate},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ParallelLayout layout{1, 6};
+    EngramConfig config;
+    config.cpu_offload = c.offload;
+    config.peer_shards = c.peer;
+    config.dp_shared_memory = c.shared;
+    auto out = run_runtime({host("b300-0", 6, c.tmpfs)}, layout, config, 17);
+    ASSERT_TRUE(out.run.all_ok()) << out.run.summary();
+    for (Placement p : out.placements) EXPECT_EQ(p, c.want);
+    EXPECT_TRUE(out.run.leaks.empty());
+    expect_direct_lookup_equal(out);
+  }
+}
+
+TEST(EngramRuntime, ShmCreateFaultLeavesNothingAndNamesTheWriter) {
+  ParallelLayout layout{1, 4};
+  EngramConfig config;
+  config.cpu_offload = true;
+  sim::FaultPlan faults;
+  faults.plan(sim::FaultSite::kShmCreate, 0);
+  auto out = run_runtime({host("gb200-0", 4, 190 * kGiB)}, layout, config, 5, faults);
+  ASSERT_EQ(out.run.failed_rank_count(), 4) << out.run.summary();
+  EXPECT_EQ(out.run.statuses[0].context().step, "shm_create");
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(out.run.statuses[static_cast<size_t>(r)].context().peer, 0);
+  EXPECT_TRUE(out.run.leaks.empty()) << out.run.summary();
+  EXPECT_EQ(out.run.faults.fired(sim::FaultSite::kShmCreate), 1u);
+}
+
+TEST(EngramRuntime, TwoHostsShareOneCopyEach) {
+  ParallelLayout layout{1, 8};
+  EngramConfig config;
+  config.cpu_offload = true;
+  auto out = run_runtime({host("gb200-0", 4, 190 * kGiB), host("gb200-1", 4, 190 * kGiB)}, layout, config, 9);
+  ASSERT_TRUE(out.run.all_ok()) << out.run.summary();
+  for (Placement p : out.placements) EXPECT_EQ(p, Placement::kHostShared);
+  expect_direct_lookup_equal(out);
+}
+
+}  // namespace
+}  // namespace engram
