@@ -1,10 +1,39 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs every
-# test (unit, property, multi-process, scenarios, swarm), then the same suite
-# under AddressSanitizer + UndefinedBehaviorSanitizer. Quiet on success.
+# test (unit, property, multi-process, GPU tests skipped visibly where no GPU
+# is present, scenarios, a fixed-seed swarm), then the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer. Quiet on success: one line a
+# stage; the full log of a failing stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc 2>/dev/null || echo 2)"
+mkdir -p build-logs
 
-tools/setup.sh build
-ctest --test-dir build -j"$jobs" --output-on-failure --timeout 600 2>&1 | tail -n 3
+# Runs a stage with its output in build-logs/<name>.log; prints the log's
+# tail and stops on failure.
+stage() {
+  local name="$1"; shift
+  local log="build-logs/$name.log"
+  if ! "$@" >"$log" 2>&1; then
+    tail -n 150 "$log"
+    echo "test.sh: stage '$name' failed; full log: $log" >&2
+    exit 1
+  fi
+}
+
+# ctest with its summary shown: the skipped GPU tests are named, so a run
+# without a GPU says so.
+run_ctest() {
+  local dir="$1" name="$2"
+  stage "$name" ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 900
+  grep -E "tests passed|Disabled|Skipped|\*\*\*Skipped" "build-logs/$name.log" | sed "s/^/[$name] /" | sort -u | tail -n 5
+}
+
+# 1. Release build and its suite.
+stage setup tools/setup.sh build
+run_ctest build ctest
+
+# 2. The same suite under ASan + UBSan (CUDA parts are not built there).
+stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run_ctest build-asan ctest-asan
