@@ -172,9 +172,9 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
     coverage_probe("sim: shm ENOSPC");
     return fail(ErrorCode::kResourceExhausted,
                 fmt::format("fallocate(/dev/shm/{}, {}): ENOSPC: No space left on device: /dev/shm on host {} is "
-                            "{} in total with {} in use; raise it (docker --shm-size={}) or use --ipc=host",
-                            name, format_gib(bytes), fs->host_name, format_gib(fs->bytes_total),
-                            format_gib(fs->bytes_used), format_gib(fs->bytes_used + bytes)));
+                            "{} in total with {} in use; raise it (docker --shm-size={}m) or use --ipc=host",
+                            name, format_bytes(bytes), fs->host_name, format_bytes(fs->bytes_total),
+                            format_bytes(fs->bytes_used), (fs->bytes_used + bytes + kMiB - 1) / kMiB));
   }
   auto segment = std::make_shared<ShmWorld::Segment>();
   segment->tmpfs = fs;
@@ -185,7 +185,7 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
       return fail(ErrorCode::kResourceExhausted,
-                  fmt::format("emulator: cannot reserve {} of address space for /dev/shm/{}", format_gib(bytes), name));
+                  fmt::format("emulator: cannot reserve {} of address space for /dev/shm/{}", format_bytes(bytes), name));
     segment->data = static_cast<std::byte*>(p);
   }
   // Touching the pages is where a full tmpfs really bites (SIGBUS): a failure
