@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -21,7 +22,11 @@ struct CommandRun {
 };
 
 CommandRun run_plan(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "plan_command_test.err";
+  // Unique per test and call: ctest runs these tests in parallel processes.
+  static int calls = 0;
+  const std::string err_path = ::testing::TempDir() + "plan_command_test." +
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name() + "." +
+                               std::to_string(getpid()) + "." + std::to_string(calls++) + ".err";
   const std::string cmd = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab plan " + args + " 2>" + err_path;
   CommandRun r;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -36,6 +41,7 @@ CommandRun run_plan(const std::string& args) {
   std::stringstream ss;
   ss << err.rdbuf();
   r.err = ss.str();
+  std::remove(err_path.c_str());
   return r;
 }
 
@@ -109,7 +115,7 @@ TEST(PlanCommand, FileWithFlagOverrides) {
   EXPECT_EQ(no_offload.exit_code, 0) << no_offload.err;
   EXPECT_THAT(no_offload.out, HasSubstr("device_collective"));
 
-  const std::string bad = ::testing::TempDir() + "plan_command_bad.yaml";
+  const std::string bad = ::testing::TempDir() + "plan_command_bad." + std::to_string(getpid()) + ".yaml";
   std::ofstream(bad) << "hosts:\n  - {name: a, gpus: 4, shm_sise: 1GiB}\n";
   CommandRun typo = run_plan("--file " + bad);
   EXPECT_EQ(typo.exit_code, 2);
