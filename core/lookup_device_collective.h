@@ -16,7 +16,8 @@ namespace engram {
 
 // own_shard_bytes: layout.shard_rows(group.rank()) rows. A malformed request
 // returns at once; a slot overrun still takes part with DEAD ids (so peers
-// finish) and then returns its error, leaving `output` unwritten.
+// finish) and then returns its error, leaving `output` unwritten. After a
+// collective error the contents of `output` are unspecified.
 Status lookup_device_collective(Collectives& group, const LookupRequest& request, const RowShardLayout& layout,
                                 std::span<const std::byte> own_shard_bytes);
 

@@ -124,18 +124,25 @@ Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request
   // shard (the first; the last may be short or empty).
   const size_t widest = static_cast<size_t>(head_shard(table.head_count(), group_size, 0).size());
   const size_t chunk_values = slot_tokens * widest * dim;
-  std::vector<uint16_t> send(members * chunk_values, 0);
-  for (size_t member = 0; member < members; ++member)
-    for (size_t t = 0; t < slot_tokens; ++t)
-      std::copy_n(my_rows_out.begin() + static_cast<std::ptrdiff_t>((member * slot_tokens + t) * my_width * dim),
-                  my_width * dim,
-                  send.begin() + static_cast<std::ptrdiff_t>(member * chunk_values + t * widest * dim));
+  std::vector<uint16_t> send;
+  if (my_width == widest) {
+    send = std::move(my_rows_out);  // already in the exchange's layout
+  } else {
+    send.assign(members * chunk_values, 0);
+    for (size_t member = 0; member < members; ++member)
+      for (size_t t = 0; t < slot_tokens; ++t)
+        std::copy_n(my_rows_out.begin() + static_cast<std::ptrdiff_t>((member * slot_tokens + t) * my_width * dim),
+                    my_width * dim,
+                    send.begin() + static_cast<std::ptrdiff_t>(member * chunk_values + t * widest * dim));
+  }
   std::vector<uint16_t> received(members * chunk_values);
   ENGRAM_RETURN_IF_ERROR(group.all_to_all(std::as_bytes(std::span(send)), std::as_writable_bytes(std::span(received))));
   // An overrunning rank contributed only DEAD ids: it assembles nothing but
   // still takes part in the stray exchange below.
+  // Rows are assembled straight into the output (after a collective error
+  // its contents are unspecified; after a slot error it is untouched).
   const size_t tokens = slot.is_ok() ? static_cast<size_t>(request.token_count()) : 0;
-  std::vector<uint16_t> assembled(tokens * heads_times_dim(table));
+  const std::span<uint16_t> assembled = request.output.first(tokens * heads_times_dim(table));
 
   // Chunk from member m holds m's heads for this rank's tokens.
   const size_t heads = static_cast<size_t>(table.head_count());
@@ -148,9 +155,7 @@ Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request
                   assembled.begin() + static_cast<std::ptrdiff_t>((t * heads + static_cast<size_t>(theirs.begin)) * dim));
   }
   ENGRAM_RETURN_IF_ERROR(serve_strays(group, table, my_rows, own_head_shard_bytes, all_ids, slot_tokens, assembled));
-  ENGRAM_RETURN_IF_ERROR(slot);
-  std::copy(assembled.begin(), assembled.end(), request.output.begin());
-  return Status::ok();
+  return slot;
 }
 
 }  // namespace engram

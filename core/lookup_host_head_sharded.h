@@ -27,7 +27,8 @@ HeadShardRows head_shard_rows(const TableSpec& table, int group_size, int shard)
 // own_head_shard_bytes: the rows head_shard_rows(table, group.size(),
 // group.rank()) names. A malformed request returns at once; a slot overrun
 // still serves its heads to its peers and then returns its error, leaving
-// `output` unwritten.
+// `output` unwritten. After a collective error the contents of `output` are
+// unspecified.
 Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request,
                                 std::span<const std::byte> own_head_shard_bytes);
 
