@@ -4,6 +4,14 @@
 // (one 16-byte store), so a 256-value row is one coalesced 256 B read and
 // 512 B write per warp. Rows whose stride or base breaks 8-byte alignment
 // take a byte-wise path.
+//
+// The V4.1 row (dim 256, FP8) has a latency-tuned path, gather_fp8_256: at
+// decode sizes a lookup is launch overhead plus its chain of dependent loads,
+// so the chain is cut to two round trips: the ids and the shard table (starts
+// and bases, one entry per lane, owner found by a warp ballot) load in
+// parallel, then every row of the warp (1, 2 or 4 of them) is read at once,
+// data and scale word together. At large sizes the several rows per warp keep
+// enough bytes in flight for NVLink.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -113,6 +121,130 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
+// ---- gather_fp8_256: the V4.1 row, vector path only ----
+
+constexpr int kFastDim = 256;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Warp-cooperative sources: load_warp() runs once per warp, before any id is
+// known; find() is called by all 32 lanes with the same row.
+struct PeerWarpSource {
+  const int64_t* starts;
+  const void* const* bases;
+  int shard_count;
+  uint64_t row_bytes;
+  static constexpr bool kZeroMissing = true;
+
+  struct Table {
+    int64_t start;       // starts[lane], or starts[shard_count] = row_count at lane shard_count
+    uint64_t base;       // bases[lane]
+    int64_t row_count;
+  };
+
+  __device__ __forceinline__ Table load_warp(int lane) const {
+    Table t{INT64_MAX, 0, 0};
+    if (shard_count < 32) {
+      // One load per lane, all independent of the ids; row_count is lane
+      // shard_count's start, shared after the loads land.
+      if (lane <= shard_count) t.start = __ldg(starts + lane);
+      if (lane < shard_count) t.base = __ldg(reinterpret_cast<const unsigned long long*>(bases) + lane);
+      t.row_count = __shfl_sync(kFullMask, t.start, shard_count);
+    } else {
+      t.row_count = __ldg(starts + shard_count);
+    }
+    return t;
+  }
+
+  __device__ __forceinline__ const uint8_t* find(const Table& t, int64_t row, int lane) const {
+    if (row < 0 || row >= t.row_count) return nullptr;
+    int owner = 0;
+    int64_t start = 0;
+    uint64_t base = 0;
+    if (shard_count < 32) {
+      // Starts never decrease, so the lanes whose start <= row are a prefix
+      // and the owner (the last shard whose start <= row) is its top lane.
+      const unsigned below = __ballot_sync(kFullMask, lane < shard_count && t.start <= row);
+      owner = below == 0 ? 0 : 31 - __clz(below);
+      start = __shfl_sync(kFullMask, t.start, owner);
+      base = __shfl_sync(kFullMask, t.base, owner);
+    } else {
+      int lo = 0;
+      int hi = shard_count;
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (__ldg(starts + mid) <= row) lo = mid; else hi = mid;
+      }
+      owner = lo;
+      start = __ldg(starts + lo);
+      base = __ldg(reinterpret_cast<const unsigned long long*>(bases) + lo);
+    }
+    return reinterpret_cast<const uint8_t*>(base) + static_cast<uint64_t>(row - start) * row_bytes;
+  }
+};
+
+struct OwnedWarpSource {
+  int64_t begin;
+  int64_t end;
+  const uint8_t* base;
+  uint64_t row_bytes;
+  static constexpr bool kZeroMissing = false;
+
+  struct Table {};
+  __device__ __forceinline__ Table load_warp(int) const { return {}; }
+  __device__ __forceinline__ const uint8_t* find(const Table&, int64_t row, int) const {
+    if (row < begin || row >= end) return nullptr;
+    return base + static_cast<uint64_t>(row - begin) * row_bytes;
+  }
+};
+
+// One warp, kRows consecutive slots. Lane l dequantises values 8l..8l+7 of
+// each row: its 8-byte data word and byte l/4 of the row's 8-byte scale word.
+template <int kRows, class Source>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    gather_fp8_256(const int64_t* __restrict__ ids, int64_t row_slots, Source source, uint16_t* __restrict__ out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * kRows;
+  if (first >= row_slots) return;  // warp-uniform
+  int64_t lane_id = kDeadId;       // slots past the end act as DEAD and are never stored
+  if (lane < kRows && first + lane < row_slots) lane_id = __ldg(ids + first + lane);
+  const typename Source::Table table = source.load_warp(lane);
+
+  const uint8_t* rows[kRows];
+#pragma unroll
+  for (int k = 0; k < kRows; ++k) rows[k] = source.find(table, __shfl_sync(kFullMask, lane_id, k), lane);
+
+  uint2 data[kRows];
+  uint2 scales[kRows];
+#pragma unroll
+  for (int k = 0; k < kRows; ++k) {
+    data[k] = make_uint2(0, 0);
+    scales[k] = make_uint2(0, 0);
+    if (rows[k] != nullptr) {
+      data[k] = __ldg(reinterpret_cast<const uint2*>(rows[k]) + lane);
+      scales[k] = __ldg(reinterpret_cast<const uint2*>(rows[k] + kFastDim));
+    }
+  }
+  const int block = lane >> 2;
+#pragma unroll
+  for (int k = 0; k < kRows; ++k) {
+    if (first + k >= row_slots) break;
+    uint4* dst = reinterpret_cast<uint4*>(out + (first + k) * kFastDim) + lane;
+    if (rows[k] == nullptr) {
+      if constexpr (Source::kZeroMissing) *dst = make_uint4(0, 0, 0, 0);
+      continue;
+    }
+    const uint32_t scale_word = block < 4 ? scales[k].x : scales[k].y;
+    const float scale = device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu);
+    uint32_t v[8];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      v[b] = device::dequant_fp8((data[k].x >> (8 * b)) & 0xffu, scale);
+      v[b + 4] = device::dequant_fp8((data[k].y >> (8 * b)) & 0xffu, scale);
+    }
+    *dst = make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
+  }
+}
+
 Status check_layout(const RowLayout& layout, const char* kernel) {
   if (layout.dim <= 0) return invalid_argument(fmt::format("{}: layout.dim {} must be positive", kernel, layout.dim));
   uint64_t needed = 0;
@@ -175,6 +307,45 @@ Status launch(const int64_t* ids, int64_t row_slots, const RowLayout& layout, co
   return launch_status(kernel);
 }
 
+// Rows per warp: 1 while the grid fits in one wave of the GPU (most warps,
+// shortest chain), then 2 and 4 so that each warp keeps more rows in flight
+// and fewer blocks churn.
+int rows_per_warp(int64_t row_slots) {
+  int device = 0;
+  int sms = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    int value = 0;
+    if (cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && value > 0) sms = value;
+  }
+  const int64_t warps_per_wave = static_cast<int64_t>(sms) * 64;  // 2048 threads per SM
+  if (row_slots <= warps_per_wave) return 1;
+  if (row_slots <= 2 * warps_per_wave) return 2;
+  return 4;
+}
+
+template <class Source>
+Status launch_fp8_256(const int64_t* ids, int64_t row_slots, const Source& source, uint16_t* out,
+                      cudaStream_t stream, const char* kernel) {
+  const int rows = rows_per_warp(row_slots);
+  const int64_t slots_per_block = static_cast<int64_t>(kWarpsPerBlock) * rows;
+  const int64_t blocks = (row_slots + slots_per_block - 1) / slots_per_block;
+  if (blocks > 0x7fffffff) {
+    return invalid_argument(fmt::format("{}: {} rows exceed one launch's grid", kernel, row_slots));
+  }
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 block(kThreadsPerBlock);
+  switch (rows) {
+    case 1: gather_fp8_256<1><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
+    case 2: gather_fp8_256<2><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
+    default: gather_fp8_256<4><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
+  }
+  return launch_status(kernel);
+}
+
+bool is_fast_row(const RowLayout& layout) {
+  return layout.format == RowFormat::kFp8E4M3Ue8m0 && layout.dim == kFastDim;
+}
+
 }  // namespace
 
 RowLayout row_layout(const TableSpec& table) {
@@ -200,6 +371,10 @@ Status gather_peer(const GatherPeerArgs& args, cudaStream_t stream) {
   // Shard bases live on the device, so their alignment is the caller's
   // contract: VMM mappings are granularity-aligned.
   const bool vector = can_vectorise(args.layout, args.out);
+  if (vector && is_fast_row(args.layout)) {
+    PeerWarpSource fast{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
+    return launch_fp8_256(args.ids, args.tokens * args.heads, fast, args.out, stream, "gather_peer");
+  }
   PeerSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
   return launch(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_peer");
 }
@@ -218,6 +393,11 @@ Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
     return invalid_argument("gather_owned: ids, out and shard_base must be device pointers, not null");
   }
   const bool vector = can_vectorise(args.layout, args.out) && aligned(args.shard_base, 8);
+  if (vector && is_fast_row(args.layout)) {
+    OwnedWarpSource fast{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
+                         args.layout.row_bytes};
+    return launch_fp8_256(args.ids, args.tokens * args.heads, fast, args.out, stream, "gather_owned");
+  }
   OwnedSource source{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
                      args.layout.row_bytes};
   return launch(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_owned");

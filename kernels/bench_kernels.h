@@ -1,0 +1,47 @@
+// Device kernels the lookup benchmark needs beside the lookup itself: a
+// deterministic on-device shard fill, the streaming copy that sets the copy
+// floor, a globaltimer spin that lets the host queue work ahead of the GPU,
+// and an L2 scrub. Each call only enqueues on `stream` (capturable); errors
+// are kInvalidArgument naming the field or kInternal with the CUDA error.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace engram::kernels {
+
+// The byte pattern of table row `row`, word `word` (0..words_per_row-1) of
+// `row_bytes / 8` 8-byte words: splitmix64(seed, row, word) for data words;
+// the last word of an FP8 row of `dim` values (its dim/32 UE8M0 scales, when
+// they fill exactly one word) holds scale bytes 112..143 so values stay
+// ordinary. Host and device compute the same value (fill_word below).
+struct ShardFillArgs {
+  uint8_t* shard = nullptr;  // device pointer, 8-byte aligned
+  int64_t first_row = 0;     // table row of shard row 0
+  int64_t rows = 0;
+  uint64_t row_bytes = 0;    // multiple of 8
+  int dim = 0;               // FP8 values per row (scales start at byte dim)
+  uint64_t seed = 0;
+};
+Status fill_shard(const ShardFillArgs& args, cudaStream_t stream);
+
+// Host copy of the fill rule, for checking lookups against the CPU.
+uint64_t fill_word(uint64_t seed, int64_t row, uint64_t word, uint64_t row_bytes, int dim);
+
+// Reads `read_bytes` from `src` (16-byte aligned, multiple of 16) and writes
+// `write_bytes` (16-byte aligned, multiple of 16, at most 2 * read_bytes) to
+// `dst`, each source byte widened to 16 bits: a lookup's bytes moved as a
+// plain stream. `src` may be a peer GPU's mapping.
+Status stream_copy(const void* src, uint64_t read_bytes, void* dst, uint64_t write_bytes, cudaStream_t stream);
+
+// One thread spins until `nanoseconds` have passed on the GPU's globaltimer.
+Status spin(uint64_t nanoseconds, cudaStream_t stream);
+
+// Reads `bytes` (multiple of 16) so that earlier lines leave the L2; the sum
+// lands in `sink` (one uint64) so the reads cannot be dropped.
+Status scrub_l2(const void* buffer, uint64_t bytes, uint64_t* sink, cudaStream_t stream);
+
+}  // namespace engram::kernels
