@@ -1,0 +1,234 @@
+// `engramlab bench`: the device lookup's speed on every GPU of this machine
+// (DESIGN.md section 8): the collective path (NCCL) against the peer path
+// (gather straight from the owning VMM shards) against the copy floor, one
+// lookup per replayed CUDA graph. Prints a table, checks the targets,
+// writes a log-log SVG plot and optionally a CSV.
+// Exit codes: 0 measured (targets are reported, not enforced); 1 the run
+// failed (no GPU, no P2P, a CUDA or NCCL error, a lookup that disagreed);
+// 2 bad flags, or CUDA support not built in.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/command_registry.h"
+#include "core/latency_svg.h"
+#include "core/units.h"
+
+#ifdef ENGRAM_HAVE_CUDA_BACKEND
+#include "backends/cuda/lookup_bench.h"
+#endif
+
+namespace engram::app {
+namespace {
+
+struct BenchFlags {
+  double shard_gib = 8.0;
+  std::string tokens = "1,16,64,256,1024,8192";
+  int replays = 200;
+  int warmup = 20;
+  std::string svg = "bench_latency.svg";
+  std::string csv;
+  bool cold_l2 = false;
+  uint64_t seed = 2024;
+  int gpus = 0;
+};
+
+Result<std::vector<int64_t>> parse_tokens(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 1) {
+      return invalid_argument(fmt::format("--tokens: '{}' in '{}' is not a whole number >= 1; write e.g. --tokens "
+                                          "1,64,8192", item, text));
+    }
+    out.push_back(value);
+    at = comma + 1;
+  }
+  return out;
+}
+
+Status write_file(const std::string& path, const std::string& text, const char* what) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return failed_precondition(fmt::format("cannot write the {} to '{}'", what, path));
+  return Status::ok();
+}
+
+#ifdef ENGRAM_HAVE_CUDA_BACKEND
+int run_bench(const BenchFlags& f) {
+  auto tokens = parse_tokens(f.tokens);
+  if (!tokens.is_ok()) {
+    fmt::print(stderr, "engramlab bench: {}\n", tokens.status().to_string());
+    return 2;
+  }
+  if (!(f.shard_gib > 0) || f.replays < 1 || f.warmup < 0 || f.gpus < 0) {
+    fmt::print(stderr, "engramlab bench: --shard-gib {} must be > 0, --replays {} >= 1, --warmup {} >= 0, --gpus {} "
+               ">= 0\n", f.shard_gib, f.replays, f.warmup, f.gpus);
+    return 2;
+  }
+  cuda::LookupBenchOptions options;
+  options.shard_bytes = static_cast<uint64_t>(f.shard_gib * static_cast<double>(kGiB));
+  options.tokens_per_rank = *tokens;
+  options.replays = f.replays;
+  options.warmup_replays = f.warmup;
+  options.cold_l2 = f.cold_l2;
+  options.seed = f.seed;
+  options.gpus = f.gpus;
+  auto result = cuda::run_lookup_bench(options, [](std::string_view line) {
+    fmt::print(stderr, "{}\n", line);
+    std::fflush(stderr);
+  });
+  if (!result.is_ok()) {
+    fmt::print(stderr, "engramlab bench: {}\n", result.status().to_string());
+    return result.status().code() == ErrorCode::kInvalidArgument ? 2 : 1;
+  }
+  const cuda::LookupBenchReport& r = *result;
+
+  fmt::print("engramlab bench: {} x {}, DP = {}, one table of {} rows x {} B ({} per GPU), {} heads per token\n",
+             r.gpus, r.device_name, r.gpus, r.table_rows, r.row_bytes, format_gib(r.shard_bytes), options.heads);
+  fmt::print("one lookup per captured CUDA graph, launched on every GPU together, timed on GPU 0: {} replays after {} "
+             "warm-up, L2 {}\n\n", f.replays, f.warmup, f.cold_l2 ? "scrubbed before each replay" : "warm (same ids)");
+  fmt::print("| tokens | collective us | peer us | speedup | copy-floor us | peer/floor |\n");
+  fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const auto& p : r.points) {
+    const std::string collective = p.collective_ran ? fmt::format("{:.1f}", p.collective.p50_us) : "n/a";
+    const std::string speedup = p.collective_ran ? fmt::format("{:.1f}x", p.collective.p50_us / p.peer.p50_us) : "n/a";
+    fmt::print("| {} | {} | {:.1f} | {} | {:.1f} | {:.2f} |\n", p.tokens_per_rank, collective, p.peer.p50_us, speedup,
+               p.floor_us, p.peer.p50_us / p.floor_us);
+  }
+  fmt::print("\nmedians above; p10 / p50 / p90 and the copies behind the floor:\n");
+  fmt::print("| tokens | collective us | peer us | local copy us | peer copy us | remote / local / DEAD slots |\n");
+  fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  auto three = [](const LatencyPercentiles& l) { return fmt::format("{:.1f} / {:.1f} / {:.1f}", l.p10_us, l.p50_us, l.p90_us); };
+  for (const auto& p : r.points) {
+    fmt::print("| {} | {}{} | {} | {} | {} | {:.3f} / {:.3f} / {:.3f} |\n", p.tokens_per_rank,
+               p.collective_ran ? three(p.collective) : "n/a",
+               p.collective_ran && !p.collective_as_graph ? " (eager)" : "", three(p.peer), three(p.local_copy),
+               three(p.peer_copy), p.remote_fraction, p.local_fraction, 1.0 - p.remote_fraction - p.local_fraction);
+  }
+  fmt::print("\ncopy floor: R = tokens x heads x {} B read, W = tokens x heads x {} B written; the copies stream R "
+             "(from this GPU's shard, or the next GPU's over NVLink) and write W;\n"
+             "  floor = max(remote_fraction x peer_copy_us, (local_fraction x R + W) / (R + W) x local_copy_us)\n"
+             "  i.e. the remote rows at the peer copy's NVLink rate and, concurrently, the local rows and all writes "
+             "at the local copy's HBM rate.\n",
+             r.row_bytes, options.dim * 2);
+  for (const auto& p : r.points) {
+    fmt::print("checked: {} tokens: peer == collective bitwise on GPU 0{}; {} sampled slots equal the CPU rule\n",
+               p.tokens_per_rank, p.collective_ran ? "" : " (collective not run)", p.slots_checked_against_cpu);
+  }
+  for (const auto& note : r.notes) fmt::print("note: {}\n", note);
+
+  // The acceptance targets, as measured here.
+  fmt::print("\ntargets (2 x H200 acceptance):\n");
+  bool any_small = false, small_ok = true;
+  std::string worst;
+  for (const auto& p : r.points) {
+    if (p.tokens_per_rank > 1024 || !p.collective_ran) continue;
+    any_small = true;
+    const double s = p.collective.p50_us / p.peer.p50_us;
+    if (s < 5.0) {
+      small_ok = false;
+      worst += fmt::format(" {} tokens: {:.1f}x;", p.tokens_per_rank, s);
+    }
+  }
+  fmt::print("  peer >= 5x faster than collective, 1..1024 tokens: {}\n",
+             !any_small ? "not measured" : small_ok ? "MET" : "NOT MET (" + worst + ")");
+  auto at = [&](int64_t t) -> const cuda::LookupBenchPoint* {
+    for (const auto& p : r.points) if (p.tokens_per_rank == t) return &p;
+    return nullptr;
+  };
+  if (const auto* p = at(64)) {
+    fmt::print("  peer <= 6 us at 64 tokens: {} ({:.1f} us)\n", p->peer.p50_us <= 6.0 ? "MET" : "NOT MET", p->peer.p50_us);
+  } else {
+    fmt::print("  peer <= 6 us at 64 tokens: not measured\n");
+  }
+  if (const auto* p = at(8192)) {
+    const double ratio = p->peer.p50_us / p->floor_us;
+    fmt::print("  peer within 1.15x of the copy floor at 8192 tokens: {} ({:.2f}x)\n", ratio <= 1.15 ? "MET" : "NOT MET",
+               ratio);
+  } else {
+    fmt::print("  peer within 1.15x of the copy floor at 8192 tokens: not measured\n");
+  }
+
+  LogLogPlot plot;
+  plot.title = fmt::format("Engram lookup latency, {} x {}, DP={}", r.gpus, r.device_name, r.gpus);
+  plot.x_label = "tokens per rank";
+  plot.y_label = "median latency per lookup (us)";
+  PlotSeries collective{"collective (NCCL)", "#d62728", false, {}};
+  PlotSeries peer{"peer gather", "#1f77b4", false, {}};
+  PlotSeries floor{"copy floor", "#555555", true, {}};
+  for (const auto& p : r.points) {
+    const double x = static_cast<double>(p.tokens_per_rank);
+    if (p.collective_ran) collective.points.emplace_back(x, p.collective.p50_us);
+    peer.points.emplace_back(x, p.peer.p50_us);
+    floor.points.emplace_back(x, p.floor_us);
+  }
+  if (!collective.points.empty()) plot.series.push_back(collective);
+  plot.series.push_back(peer);
+  plot.series.push_back(floor);
+  auto svg = render_log_log_svg(plot);
+  Status wrote = svg.is_ok() ? write_file(f.svg, *svg, "SVG plot") : svg.status();
+  if (!wrote.is_ok()) {
+    fmt::print(stderr, "engramlab bench: {}\n", wrote.to_string());
+    return 1;
+  }
+  fmt::print("\nplot: {}\n", f.svg);
+  if (!f.csv.empty()) {
+    std::string csv =
+        "tokens_per_rank,collective_us_p10,collective_us_p50,collective_us_p90,peer_us_p10,peer_us_p50,peer_us_p90,"
+        "local_copy_us_p50,peer_copy_us_p50,copy_floor_us,speedup,peer_over_floor,read_bytes,write_bytes,"
+        "remote_fraction,local_fraction,collective_as_graph\n";
+    for (const auto& p : r.points) {
+      csv += fmt::format("{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f},{},{},{:.5f},"
+                         "{:.5f},{}\n",
+                         p.tokens_per_rank, p.collective.p10_us, p.collective.p50_us, p.collective.p90_us,
+                         p.peer.p10_us, p.peer.p50_us, p.peer.p90_us, p.local_copy.p50_us, p.peer_copy.p50_us,
+                         p.floor_us, p.collective_ran ? p.collective.p50_us / p.peer.p50_us : 0.0,
+                         p.peer.p50_us / p.floor_us, p.read_bytes, p.write_bytes, p.remote_fraction, p.local_fraction,
+                         p.collective_as_graph ? 1 : 0);
+    }
+    Status csv_written = write_file(f.csv, csv, "CSV");
+    if (!csv_written.is_ok()) {
+      fmt::print(stderr, "engramlab bench: {}\n", csv_written.to_string());
+      return 1;
+    }
+    fmt::print("csv: {}\n", f.csv);
+  }
+  return 0;
+}
+#else
+int run_bench(const BenchFlags&) {
+  fmt::print(stderr, "engramlab bench: CUDA support was not built into this engramlab (nvcc was not found at build "
+                     "time); build on a machine with the CUDA toolkit to benchmark the device lookup\n");
+  return 2;
+}
+#endif
+
+CommandRegistration reg("55-bench", [](CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand("bench", "Time the device lookup on every GPU here: collective path (NCCL) vs "
+                                              "peer path vs the copy floor; table, SVG plot, CSV");
+  cmd->add_option("--shard-gib", f->shard_gib, "table shard per GPU, GiB (V4.1 rows of 264 B)")->capture_default_str();
+  cmd->add_option("--tokens", f->tokens, "tokens per rank to time, comma-separated")->capture_default_str();
+  cmd->add_option("--replays", f->replays, "timed graph replays per size")->capture_default_str();
+  cmd->add_option("--warmup", f->warmup, "untimed replays first")->capture_default_str();
+  cmd->add_option("--svg", f->svg, "where to write the latency plot")->capture_default_str();
+  cmd->add_option("--csv", f->csv, "where to write the numbers as CSV (none when empty)");
+  cmd->add_flag("--cold-l2", f->cold_l2, "read a 4 x L2 buffer on every GPU before each replay (untimed)");
+  cmd->add_option("--seed", f->seed, "seed of the row ids and the table fill")->capture_default_str();
+  cmd->add_option("--gpus", f->gpus, "GPUs to use (0: all)")->capture_default_str();
+  cmd->callback([f, &exit_code] { exit_code = run_bench(*f); });
+});
+
+}  // namespace
+}  // namespace engram::app

@@ -1,0 +1,637 @@
+#include "backends/cuda/lookup_bench.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "backends/cuda/cuda_device_memory.h"
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/nccl_collectives.h"
+#include "core/bf16.h"
+#include "core/row_format.h"
+#include "core/shard_layout.h"
+#include "core/splitmix64.h"
+#include "core/table_spec.h"
+#include "core/units.h"
+#include "kernels/bench_kernels.h"
+#include "kernels/gather_kernels.h"
+
+namespace engram::cuda {
+namespace {
+
+Status rt(cudaError_t error, const std::string& call, int gpu) {
+  if (error == cudaSuccess) return Status::ok();
+  return Status(error == cudaErrorMemoryAllocation ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
+                fmt::format("{} failed on GPU {}: {} ({})", call, gpu, cudaGetErrorName(error),
+                            cudaGetErrorString(error)),
+                ErrorContext{.rank = gpu, .step = "bench"});
+}
+
+// cudaMalloc'ed bytes on one GPU, freed there.
+class GpuBuffer {
+ public:
+  GpuBuffer() = default;
+  static Result<GpuBuffer> allocate(int gpu, uint64_t bytes) {
+    GpuBuffer b;
+    b.gpu_ = gpu;
+    b.bytes_ = bytes;
+    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+    ENGRAM_RETURN_IF_ERROR(rt(cudaMalloc(&b.ptr_, std::max<uint64_t>(bytes, 16)),
+                              fmt::format("cudaMalloc({})", format_bytes(bytes)), gpu));
+    return b;
+  }
+  ~GpuBuffer() {
+    if (ptr_ != nullptr) {
+      cudaSetDevice(gpu_);
+      cudaFree(ptr_);
+    }
+  }
+  GpuBuffer(GpuBuffer&& o) noexcept { *this = std::move(o); }
+  GpuBuffer& operator=(GpuBuffer&& o) noexcept {
+    std::swap(gpu_, o.gpu_);
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  void* get() const { return ptr_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  int gpu_ = -1;
+  void* ptr_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+// The device_peer table of one process's GPUs: each GPU's shard in POSIX-fd
+// VMM memory, exported as an fd and imported + mapped by every other GPU in
+// process (as tests/gpu do), filled on device. Teardown: importers unmap and
+// release first, then the exporters.
+class PeerTable {
+ public:
+  PeerTable(int gpus, int64_t rows, uint64_t row_bytes) : layout_(rows, gpus), row_bytes_(row_bytes), gpus_(gpus) {}
+  ~PeerTable() { teardown().ignore(); }
+  PeerTable(const PeerTable&) = delete;
+  PeerTable& operator=(const PeerTable&) = delete;
+
+  Status build(int dim, uint64_t seed) {
+    for (int g = 0; g < gpus_; ++g) {
+      ENGRAM_ASSIGN_OR_RETURN(auto memory, CudaDeviceMemory::open(g));
+      memory_.push_back(std::move(memory));
+    }
+    ENGRAM_ASSIGN_OR_RETURN(uint64_t granularity, memory_[0]->granularity(HandleType::kPosixFd));
+    allocation_bytes_ = round_up(static_cast<uint64_t>(layout_.max_shard_rows()) * row_bytes_, granularity);
+    mapped_.assign(static_cast<size_t>(gpus_), std::vector<Mapping>(static_cast<size_t>(gpus_)));
+    for (int g = 0; g < gpus_; ++g) {
+      ENGRAM_ASSIGN_OR_RETURN(AllocationHandle allocation, memory_[g]->create(allocation_bytes_, HandleType::kPosixFd));
+      owned_.push_back(allocation);
+      Mapping& own = mapped_[g][g];
+      ENGRAM_ASSIGN_OR_RETURN(own.address, memory_[g]->reserve(allocation_bytes_));
+      ENGRAM_RETURN_IF_ERROR(memory_[g]->map(own.address, allocation_bytes_, owned_[g]));
+      own.mapped = true;
+      ENGRAM_RETURN_IF_ERROR(memory_[g]->set_access(own.address, allocation_bytes_));
+      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+      kernels::ShardFillArgs fill;
+      fill.shard = reinterpret_cast<uint8_t*>(own.address);
+      fill.first_row = layout_.shard_begin(g);
+      fill.rows = layout_.shard_rows(g);
+      fill.row_bytes = row_bytes_;
+      fill.dim = dim;
+      fill.seed = seed;
+      ENGRAM_RETURN_IF_ERROR(kernels::fill_shard(fill, nullptr).with_context(g, -1, "fill"));
+    }
+    for (int g = 0; g < gpus_; ++g) {
+      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+      ENGRAM_RETURN_IF_ERROR(rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the shard fill", g));
+    }
+    for (int g = 0; g < gpus_; ++g) {
+      for (int peer = 0; peer < gpus_; ++peer) {
+        if (peer == g) continue;
+        ENGRAM_ASSIGN_OR_RETURN(auto can, can_access_peer(g, peer));
+        if (!can) {
+          return Status(ErrorCode::kFailedPrecondition,
+                        fmt::format("GPU {} cannot access GPU {}'s memory (no P2P): the peer path needs NVLink or "
+                                    "PCIe P2P between every GPU pair; see `engramlab doctor`", g, peer),
+                        ErrorContext{.rank = g, .peer = peer, .step = "access"});
+        }
+        ENGRAM_ASSIGN_OR_RETURN(ShareableHandle handle, memory_[peer]->export_handle(owned_[peer], HandleType::kPosixFd));
+        auto imported = memory_[g]->import_handle(handle);
+        ENGRAM_RETURN_IF_ERROR(memory_[g]->close_fd(handle.fd));
+        if (!imported.is_ok()) return std::move(imported).take_status().with_context(g, peer, "import");
+        Mapping& m = mapped_[g][peer];
+        m.imported = *imported;
+        m.has_import = true;
+        ENGRAM_ASSIGN_OR_RETURN(m.address, memory_[g]->reserve(allocation_bytes_));
+        ENGRAM_RETURN_IF_ERROR(memory_[g]->map(m.address, allocation_bytes_, m.imported).with_context(g, peer, "map"));
+        m.mapped = true;
+        ENGRAM_RETURN_IF_ERROR(memory_[g]->set_access(m.address, allocation_bytes_).with_context(g, peer, "access"));
+      }
+    }
+    const auto& starts = layout_.starts();
+    for (int g = 0; g < gpus_; ++g) {
+      std::vector<uint64_t> bases;
+      for (int s = 0; s < gpus_; ++s) bases.push_back(mapped_[g][s].address);
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_starts, GpuBuffer::allocate(g, starts.size() * sizeof(int64_t)));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_bases, GpuBuffer::allocate(g, bases.size() * sizeof(uint64_t)));
+      ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(d_starts.get(), starts.data(), d_starts.bytes(), cudaMemcpyHostToDevice),
+                                "cudaMemcpy shard starts", g));
+      ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(d_bases.get(), bases.data(), d_bases.bytes(), cudaMemcpyHostToDevice),
+                                "cudaMemcpy shard bases", g));
+      starts_.push_back(std::move(d_starts));
+      bases_.push_back(std::move(d_bases));
+    }
+    return Status::ok();
+  }
+
+  Status teardown() {
+    Status first;
+    auto keep = [&](Status s) { if (first.is_ok() && !s.is_ok()) first = std::move(s); };
+    for (int g = 0; g < static_cast<int>(memory_.size()); ++g) {
+      cudaSetDevice(g);
+      cudaDeviceSynchronize();
+    }
+    starts_.clear();
+    bases_.clear();
+    for (int pass = 0; pass < 2; ++pass) {  // pass 0: peers' imports; pass 1: own shards
+      for (size_t g = 0; g < mapped_.size(); ++g) {
+        for (size_t s = 0; s < mapped_[g].size(); ++s) {
+          if ((pass == 0) == (g == s)) continue;
+          Mapping& m = mapped_[g][s];
+          if (m.mapped) keep(memory_[g]->unmap(m.address, allocation_bytes_));
+          m.mapped = false;
+          if (m.has_import) keep(memory_[g]->release(m.imported));
+          m.has_import = false;
+          if (m.address != 0) keep(memory_[g]->free_reservation(m.address, allocation_bytes_));
+          m.address = 0;
+        }
+      }
+    }
+    for (size_t g = 0; g < owned_.size(); ++g) keep(memory_[g]->release(owned_[g]));
+    owned_.clear();
+    mapped_.clear();
+    return first;
+  }
+
+  const RowShardLayout& layout() const { return layout_; }
+  uint64_t allocation_bytes() const { return allocation_bytes_; }
+  const int64_t* device_starts(int g) const { return starts_[static_cast<size_t>(g)].as<int64_t>(); }
+  const void* const* device_bases(int g) const { return bases_[static_cast<size_t>(g)].as<const void* const>(); }
+  // GPU g's address of shard s.
+  const void* shard(int g, int s) const { return reinterpret_cast<const void*>(mapped_[g][s].address); }
+
+ private:
+  struct Mapping {
+    DevicePtr address = 0;
+    AllocationHandle imported = 0;
+    bool has_import = false;
+    bool mapped = false;
+  };
+  RowShardLayout layout_;
+  uint64_t row_bytes_;
+  int gpus_;
+  uint64_t allocation_bytes_ = 0;
+  std::vector<std::unique_ptr<CudaDeviceMemory>> memory_;
+  std::vector<AllocationHandle> owned_;
+  std::vector<std::vector<Mapping>> mapped_;  // [gpu][shard]
+  std::vector<GpuBuffer> starts_;
+  std::vector<GpuBuffer> bases_;
+};
+
+// Streams and timing events; graphs per GPU for one measurement.
+struct Streams {
+  std::vector<cudaStream_t> streams;
+  ~Streams() {
+    for (size_t g = 0; g < streams.size(); ++g) {
+      if (streams[g] == nullptr) continue;
+      cudaSetDevice(static_cast<int>(g));
+      cudaStreamSynchronize(streams[g]);
+      cudaStreamDestroy(streams[g]);
+    }
+  }
+};
+
+struct Events {
+  std::vector<cudaEvent_t> start, end;
+  ~Events() {
+    cudaSetDevice(0);
+    for (auto e : start) cudaEventDestroy(e);
+    for (auto e : end) cudaEventDestroy(e);
+  }
+};
+
+struct Graphs {
+  std::vector<cudaGraph_t> graphs;
+  std::vector<cudaGraphExec_t> execs;
+  ~Graphs() { reset(); }
+  void reset() {
+    for (size_t g = 0; g < execs.size(); ++g) {
+      cudaSetDevice(static_cast<int>(g));
+      if (execs[g] != nullptr) cudaGraphExecDestroy(execs[g]);
+      if (graphs[g] != nullptr) cudaGraphDestroy(graphs[g]);
+    }
+    execs.clear();
+    graphs.clear();
+  }
+};
+
+// Captures `enqueue` (which enqueues one lookup on every GPU's stream) into
+// one graph per GPU, all captures open together so NCCL groups spanning the
+// GPUs are captured too.
+Status capture(const Streams& s, const std::function<Status()>& enqueue, Graphs& out) {
+  const int gpus = static_cast<int>(s.streams.size());
+  out.reset();
+  out.graphs.assign(static_cast<size_t>(gpus), nullptr);
+  out.execs.assign(static_cast<size_t>(gpus), nullptr);
+  for (int g = 0; g < gpus; ++g) {
+    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+    ENGRAM_RETURN_IF_ERROR(rt(cudaStreamBeginCapture(s.streams[g], cudaStreamCaptureModeRelaxed),
+                              "cudaStreamBeginCapture", g));
+  }
+  Status enqueued = enqueue();
+  Status ended;
+  for (int g = 0; g < gpus; ++g) {
+    cudaSetDevice(g);
+    Status e = rt(cudaStreamEndCapture(s.streams[g], &out.graphs[g]), "cudaStreamEndCapture", g);
+    if (ended.is_ok() && !e.is_ok()) ended = std::move(e);
+  }
+  ENGRAM_RETURN_IF_ERROR(std::move(enqueued));
+  ENGRAM_RETURN_IF_ERROR(std::move(ended));
+  for (int g = 0; g < gpus; ++g) {
+    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+    ENGRAM_RETURN_IF_ERROR(rt(cudaGraphInstantiate(&out.execs[g], out.graphs[g], 0), "cudaGraphInstantiate", g));
+  }
+  return Status::ok();
+}
+
+struct Timer {
+  const Streams& streams;
+  Events& events;
+  int replays;
+  int warmup;
+  bool cold;
+  const std::vector<GpuBuffer>* scrub_buffers;  // per GPU, when cold
+  const std::vector<GpuBuffer>* scrub_sinks;
+
+  // Enqueues `launch` (one lookup on every GPU) warmup + replays times; the
+  // host runs ahead behind a spin kernel so that every replay starts as soon
+  // as the one before it ends. Returns GPU 0's replay times.
+  Result<std::vector<double>> time(const std::function<Status()>& launch) {
+    const int gpus = static_cast<int>(streams.streams.size());
+    for (int i = 0; i < warmup; ++i) ENGRAM_RETURN_IF_ERROR(launch());
+    for (int g = 0; g < gpus; ++g) {
+      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+      ENGRAM_RETURN_IF_ERROR(rt(cudaStreamSynchronize(streams.streams[g]), "warm-up replays", g));
+    }
+    constexpr int kChunk = 20;
+    for (int first = 0; first < replays; first += kChunk) {
+      for (int g = 0; g < gpus; ++g) {
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+        ENGRAM_RETURN_IF_ERROR(kernels::spin(2'000'000, streams.streams[g]));  // 2 ms: the host queues the chunk
+      }
+      for (int i = first; i < std::min(replays, first + kChunk); ++i) {
+        if (cold) {
+          for (int g = 0; g < gpus; ++g) {
+            ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+            ENGRAM_RETURN_IF_ERROR(kernels::scrub_l2((*scrub_buffers)[g].get(), (*scrub_buffers)[g].bytes(),
+                                                     (*scrub_sinks)[g].as<uint64_t>(), streams.streams[g]));
+          }
+        }
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(0), "cudaSetDevice", 0));
+        ENGRAM_RETURN_IF_ERROR(rt(cudaEventRecord(events.start[i], streams.streams[0]), "cudaEventRecord", 0));
+        ENGRAM_RETURN_IF_ERROR(launch());
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(0), "cudaSetDevice", 0));
+        ENGRAM_RETURN_IF_ERROR(rt(cudaEventRecord(events.end[i], streams.streams[0]), "cudaEventRecord", 0));
+      }
+      for (int g = 0; g < gpus; ++g) {
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+        ENGRAM_RETURN_IF_ERROR(rt(cudaStreamSynchronize(streams.streams[g]), "timed replays", g));
+      }
+    }
+    std::vector<double> us;
+    for (int i = 0; i < replays; ++i) {
+      float ms = 0;
+      ENGRAM_RETURN_IF_ERROR(rt(cudaEventElapsedTime(&ms, events.start[i], events.end[i]), "cudaEventElapsedTime", 0));
+      us.push_back(static_cast<double>(ms) * 1000.0);
+    }
+    return us;
+  }
+};
+
+Status launch_graphs(const Streams& s, const Graphs& graphs) {
+  for (size_t g = 0; g < graphs.execs.size(); ++g) {
+    const int gpu = static_cast<int>(g);
+    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+    ENGRAM_RETURN_IF_ERROR(rt(cudaGraphLaunch(graphs.execs[g], s.streams[g]), "cudaGraphLaunch", gpu));
+  }
+  return Status::ok();
+}
+
+Result<std::vector<uint16_t>> download(const GpuBuffer& b, int gpu) {
+  std::vector<uint16_t> host(b.bytes() / 2);
+  ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+  ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(host.data(), b.get(), b.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy D2H", gpu));
+  return host;
+}
+
+}  // namespace
+
+Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
+                                           const std::function<void(std::string_view)>& log) {
+  auto say = [&](const std::string& line) { if (log) log(line); };
+  if (o.replays < 1 || o.warmup_replays < 0) {
+    return invalid_argument(fmt::format("bench: replays {} must be >= 1 and warm-up {} >= 0", o.replays,
+                                        o.warmup_replays));
+  }
+  if (o.tokens_per_rank.empty()) return invalid_argument("bench: no token sizes; give e.g. --tokens 1,64,8192");
+  for (int64_t t : o.tokens_per_rank) {
+    if (t < 1) return invalid_argument(fmt::format("bench: tokens per rank {} must be >= 1", t));
+  }
+  if (o.dim != 256 || o.heads < 1) {
+    return invalid_argument(fmt::format("bench: dim {} must be 256 (the V4.1 row) and heads {} >= 1", o.dim, o.heads));
+  }
+  if (!(o.dead_fraction >= 0 && o.dead_fraction < 1)) {
+    return invalid_argument(fmt::format("bench: dead_fraction {} must be in [0, 1)", o.dead_fraction));
+  }
+  const GpuPresence presence = gpu_presence();
+  if (presence.count == 0) return failed_precondition("bench: no GPU: " + presence.reason);
+  const int gpus = o.gpus == 0 ? presence.count : o.gpus;
+  if (gpus < 1 || gpus > presence.count) {
+    return invalid_argument(fmt::format("bench: {} GPUs asked for; this process sees {}", o.gpus, presence.count));
+  }
+  // NVLink multicast off unless the caller decided otherwise: on shared hosts
+  // it can take the GPUs out of service.
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+
+  const uint64_t row_bytes = row_bytes_for(RowFormat::kFp8E4M3Ue8m0, o.dim);
+  const int64_t rows_per_shard = static_cast<int64_t>(o.shard_bytes / row_bytes);
+  if (rows_per_shard < 1) return invalid_argument(fmt::format("bench: shard of {} bytes holds no row", o.shard_bytes));
+  const int64_t table_rows = rows_per_shard * gpus;
+  LookupBenchReport report;
+  report.gpus = gpus;
+  report.table_rows = table_rows;
+  report.row_bytes = row_bytes;
+  {
+    cudaDeviceProp prop{};
+    ENGRAM_RETURN_IF_ERROR(rt(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties", 0));
+    report.device_name = prop.name;
+  }
+
+  say(fmt::format("bench: {} GPU(s), table of {} rows x {} B = {} ({} per GPU); filling on device",
+                  gpus, table_rows, row_bytes, format_gib(static_cast<uint64_t>(table_rows) * row_bytes),
+                  format_gib(static_cast<uint64_t>(rows_per_shard) * row_bytes)));
+  PeerTable table(gpus, table_rows, row_bytes);
+  ENGRAM_RETURN_IF_ERROR(table.build(o.dim, o.seed));
+  report.shard_bytes = table.allocation_bytes();
+  say("bench: shards filled, exported as POSIX fds, imported and mapped by every GPU");
+
+  Streams streams;
+  for (int g = 0; g < gpus; ++g) {
+    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+    cudaStream_t s = nullptr;
+    ENGRAM_RETURN_IF_ERROR(rt(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", g));
+    streams.streams.push_back(s);
+  }
+  Events events;
+  ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(0), "cudaSetDevice", 0));
+  for (int i = 0; i < o.replays; ++i) {
+    cudaEvent_t a = nullptr, b = nullptr;
+    ENGRAM_RETURN_IF_ERROR(rt(cudaEventCreate(&a), "cudaEventCreate", 0));
+    events.start.push_back(a);
+    ENGRAM_RETURN_IF_ERROR(rt(cudaEventCreate(&b), "cudaEventCreate", 0));
+    events.end.push_back(b);
+  }
+  std::vector<GpuBuffer> scrub, sinks;
+  if (o.cold_l2) {
+    for (int g = 0; g < gpus; ++g) {
+      cudaDeviceProp prop{};
+      ENGRAM_RETURN_IF_ERROR(rt(cudaGetDeviceProperties(&prop, g), "cudaGetDeviceProperties", g));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer b, GpuBuffer::allocate(g, round_up(4ull * prop.l2CacheSize, 16)));
+      ENGRAM_RETURN_IF_ERROR(rt(cudaMemset(b.get(), 1, b.bytes()), "cudaMemset scrub buffer", g));
+      scrub.push_back(std::move(b));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer sink, GpuBuffer::allocate(g, sizeof(uint64_t)));
+      sinks.push_back(std::move(sink));
+    }
+  }
+  Timer timer{streams, events, o.replays, o.warmup_replays, o.cold_l2, &scrub, &sinks};
+
+  std::vector<std::unique_ptr<NcclCommunicator>> comms;
+  {
+    std::vector<int> devices;
+    for (int g = 0; g < gpus; ++g) devices.push_back(g);
+    auto made = NcclCommunicator::create_local_group(devices);
+    if (made.is_ok()) {
+      comms = std::move(*made);
+    } else {
+      report.notes.push_back("collective path not measured: " + made.status().to_string());
+      say("bench: " + report.notes.back());
+    }
+  }
+
+  kernels::RowLayout layout;
+  layout.format = RowFormat::kFp8E4M3Ue8m0;
+  layout.dim = o.dim;
+  layout.row_bytes = row_bytes;
+  const RowShardLayout& shards = table.layout();
+
+  for (int64_t tokens : o.tokens_per_rank) {
+    LookupBenchPoint point;
+    point.tokens_per_rank = tokens;
+    const uint64_t slots = static_cast<uint64_t>(tokens) * static_cast<uint64_t>(o.heads);
+    point.read_bytes = slots * row_bytes;
+    point.write_bytes = slots * static_cast<uint64_t>(o.dim) * 2;
+    say(fmt::format("bench: {} tokens per rank ({} rows per GPU)", tokens, slots));
+
+    // Seeded ids per rank over the whole table, a few DEAD.
+    std::vector<std::vector<int64_t>> ids(static_cast<size_t>(gpus));
+    for (int g = 0; g < gpus; ++g) {
+      uint64_t rng = o.seed ^ (static_cast<uint64_t>(tokens) << 20) ^ (static_cast<uint64_t>(g) << 8);
+      for (uint64_t i = 0; i < slots; ++i) {
+        const double u = static_cast<double>(splitmix64_next(rng) >> 11) * 0x1p-53;
+        const uint64_t row = splitmix64_next(rng) % static_cast<uint64_t>(table_rows);
+        ids[g].push_back(u < o.dead_fraction ? kDeadId : static_cast<int64_t>(row));
+      }
+    }
+    uint64_t remote = 0, local = 0;
+    for (int64_t id : ids[0]) {
+      if (id == kDeadId) continue;
+      (shards.owner_of(id) == 0 ? local : remote) += 1;
+    }
+    point.remote_fraction = static_cast<double>(remote) / static_cast<double>(slots);
+    point.local_fraction = static_cast<double>(local) / static_cast<double>(slots);
+
+    std::vector<GpuBuffer> d_ids, d_all_ids, d_owned, d_result, d_peer_out, d_copy_out;
+    for (int g = 0; g < gpus; ++g) {
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer a, GpuBuffer::allocate(g, slots * sizeof(int64_t)));
+      ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(a.get(), ids[g].data(), a.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy ids", g));
+      d_ids.push_back(std::move(a));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer b, GpuBuffer::allocate(g, slots * gpus * sizeof(int64_t)));
+      d_all_ids.push_back(std::move(b));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer c, GpuBuffer::allocate(g, point.write_bytes * gpus));
+      d_owned.push_back(std::move(c));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d, GpuBuffer::allocate(g, point.write_bytes));
+      d_result.push_back(std::move(d));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer e, GpuBuffer::allocate(g, point.write_bytes));
+      d_peer_out.push_back(std::move(e));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer f, GpuBuffer::allocate(g, point.write_bytes));
+      d_copy_out.push_back(std::move(f));
+    }
+
+    auto enqueue_collective = [&]() -> Status {
+      {
+        NcclGroup group;
+        for (int g = 0; g < gpus; ++g) {
+          ENGRAM_RETURN_IF_ERROR(comms[g]->all_gather_ids(d_ids[g].as<int64_t>(), d_all_ids[g].as<int64_t>(), slots,
+                                                          streams.streams[g]));
+        }
+        ENGRAM_RETURN_IF_ERROR(group.end());
+      }
+      for (int g = 0; g < gpus; ++g) {
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+        ENGRAM_RETURN_IF_ERROR(kernels::zero_fill(d_owned[g].as<uint16_t>(), d_owned[g].bytes() / 2, streams.streams[g]));
+        kernels::GatherOwnedArgs owned;
+        owned.ids = d_all_ids[g].as<int64_t>();
+        owned.tokens = tokens * gpus;
+        owned.heads = o.heads;
+        owned.shard_begin = shards.shard_begin(g);
+        owned.shard_end = shards.shard_end(g);
+        owned.shard_base = table.shard(g, g);
+        owned.layout = layout;
+        owned.out = d_owned[g].as<uint16_t>();
+        ENGRAM_RETURN_IF_ERROR(kernels::gather_owned(owned, streams.streams[g]).with_context(g, -1, "gather_owned"));
+      }
+      NcclGroup group;
+      for (int g = 0; g < gpus; ++g) {
+        ENGRAM_RETURN_IF_ERROR(comms[g]->reduce_scatter_sum_bf16(d_owned[g].as<uint16_t>(), d_result[g].as<uint16_t>(),
+                                                                 slots * static_cast<uint64_t>(o.dim), streams.streams[g]));
+      }
+      return group.end();
+    };
+    auto enqueue_peer = [&]() -> Status {
+      for (int g = 0; g < gpus; ++g) {
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+        kernels::GatherPeerArgs peer;
+        peer.ids = d_ids[g].as<int64_t>();
+        peer.tokens = tokens;
+        peer.heads = o.heads;
+        peer.shard_starts = table.device_starts(g);
+        peer.shard_bases = table.device_bases(g);
+        peer.shard_count = gpus;
+        peer.layout = layout;
+        peer.out = d_peer_out[g].as<uint16_t>();
+        ENGRAM_RETURN_IF_ERROR(kernels::gather_peer(peer, streams.streams[g]).with_context(g, -1, "gather_peer"));
+      }
+      return Status::ok();
+    };
+    // Copies of the same bytes: slots x 264 read (rounded up to 16 B) from
+    // the own shard or the next GPU's, slots x 512 written.
+    const uint64_t copy_read = round_up(point.read_bytes, 16);
+    if (copy_read > table.allocation_bytes()) {
+      return invalid_argument(fmt::format("bench: {} tokens per rank read {} but a shard holds only {}; raise "
+                                          "--shard-gib", tokens, format_bytes(copy_read),
+                                          format_bytes(table.allocation_bytes())));
+    }
+    auto enqueue_copy = [&](bool from_peer) {
+      return [&, from_peer]() -> Status {
+        for (int g = 0; g < gpus; ++g) {
+          ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+          const void* src = table.shard(g, from_peer ? (g + 1) % gpus : g);
+          ENGRAM_RETURN_IF_ERROR(kernels::stream_copy(src, copy_read, d_copy_out[g].get(), point.write_bytes,
+                                                      streams.streams[g]));
+        }
+        return Status::ok();
+      };
+    };
+
+    auto measure = [&](const char* name, const std::function<Status()>& enqueue, bool* as_graph,
+                       LatencyPercentiles& into) -> Status {
+      Graphs graphs;
+      Status captured = capture(streams, enqueue, graphs);
+      Result<std::vector<double>> us = std::vector<double>{};
+      if (captured.is_ok()) {
+        us = timer.time([&] { return launch_graphs(streams, graphs); });
+        if (as_graph) *as_graph = true;
+      } else {
+        if (as_graph == nullptr) return std::move(captured).with_context(-1, -1, std::string(name) + " capture");
+        // A failed capture leaves the streams usable; time eager launches.
+        for (int g = 0; g < gpus; ++g) {
+          cudaSetDevice(g);
+          cudaGetLastError();
+        }
+        report.notes.push_back(fmt::format("{} path at {} tokens timed as eager launches: graph capture failed: {}",
+                                           name, tokens, captured.to_string()));
+        say("bench: " + report.notes.back());
+        us = timer.time(enqueue);
+      }
+      if (!us.is_ok()) return std::move(us).take_status();
+      ENGRAM_ASSIGN_OR_RETURN(into, latency_percentiles(*us));
+      return Status::ok();
+    };
+
+    if (!comms.empty()) {
+      ENGRAM_RETURN_IF_ERROR(measure("collective", enqueue_collective, &point.collective_as_graph, point.collective));
+      point.collective_ran = true;
+    }
+    ENGRAM_RETURN_IF_ERROR(measure("peer", enqueue_peer, nullptr, point.peer));
+    ENGRAM_RETURN_IF_ERROR(measure("local copy", enqueue_copy(false), nullptr, point.local_copy));
+    ENGRAM_RETURN_IF_ERROR(measure("peer copy", enqueue_copy(true), nullptr, point.peer_copy));
+
+    CopyFloorInputs floor;
+    floor.read_bytes = point.read_bytes;
+    floor.write_bytes = point.write_bytes;
+    floor.remote_fraction = point.remote_fraction;
+    floor.local_fraction = point.local_fraction;
+    floor.local_copy_us = point.local_copy.p50_us;
+    floor.peer_copy_us = point.peer_copy.p50_us;
+    ENGRAM_ASSIGN_OR_RETURN(point.floor_us, copy_floor_us(floor));
+
+    // GPU 0's outputs: peer == collective bitwise, and sampled slots against
+    // the CPU rule over the fill pattern.
+    ENGRAM_ASSIGN_OR_RETURN(auto peer_out, download(d_peer_out[0], 0));
+    if (point.collective_ran) {
+      ENGRAM_ASSIGN_OR_RETURN(auto collective_out, download(d_result[0], 0));
+      for (size_t i = 0; i < peer_out.size(); ++i) {
+        if (!bf16_same(peer_out[i], collective_out[i])) {
+          return internal_error(fmt::format("bench: at {} tokens GPU 0 slot {} value {}: peer path {:#06x}, "
+                                            "collective path {:#06x}", tokens, i / o.dim, i % o.dim, peer_out[i],
+                                            collective_out[i]));
+        }
+      }
+    }
+    uint64_t pick = o.seed + static_cast<uint64_t>(tokens);
+    const uint64_t samples = std::min<uint64_t>(slots, 256);
+    std::vector<std::byte> row(row_bytes);
+    std::vector<uint16_t> expected(static_cast<size_t>(o.dim));
+    for (uint64_t n = 0; n < samples; ++n) {
+      const uint64_t slot = samples == slots ? n : splitmix64_next(pick) % slots;
+      const int64_t id = ids[0][slot];
+      if (id == kDeadId) {
+        std::fill(expected.begin(), expected.end(), 0);
+      } else {
+        for (uint64_t w = 0; w < row_bytes / 8; ++w) {
+          const uint64_t word = kernels::fill_word(o.seed, id, w, row_bytes, o.dim);
+          std::memcpy(row.data() + 8 * w, &word, 8);
+        }
+        dequantize_row(RowFormat::kFp8E4M3Ue8m0, o.dim, row, expected);
+      }
+      for (int v = 0; v < o.dim; ++v) {
+        const uint16_t got = peer_out[slot * static_cast<uint64_t>(o.dim) + static_cast<uint64_t>(v)];
+        if (!bf16_same(expected[static_cast<size_t>(v)], got)) {
+          return internal_error(fmt::format("bench: at {} tokens GPU 0 slot {} (row {}) value {}: CPU rule {:#06x}, "
+                                            "peer path {:#06x}", tokens, slot, id, v, expected[static_cast<size_t>(v)],
+                                            got));
+        }
+      }
+    }
+    point.slots_checked_against_cpu = samples;
+    report.points.push_back(point);
+  }
+  comms.clear();
+  return report;
+}
+
+}  // namespace engram::cuda

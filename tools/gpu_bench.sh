@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# On a GPU machine (the lent 2 x H200): build engramlab and the GPU tests,
+# run tests/gpu, then `engramlab bench` (warm L2, then L2 scrubbed before each
+# replay), and a memcheck of the gather kernels if time allows. Results go to
+# $OUT (the device tool's folder) or build-gpu/out: bench.txt, bench.csv,
+# bench_latency.svg, bench_cold.{txt,csv}, bench_cold_latency.svg, tests.log.
+# NVLink multicast stays off: it can take a shared host's GPUs out of service.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+build=build-gpu
+out="${OUT:-$build/out}"
+mkdir -p "$out" "$build"
+jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+
+nvidia-smi -L 2>&1
+nvidia-smi topo -m 2>&1 | head -4
+
+# NCCL: the toolkit's when it has one, else the Python wheel's (nvidia-nccl-cu13).
+nccl_args=()
+if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
+  wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null \
+          || python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+  if [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ]; then
+    lib=$(ls "$wheel"/lib/libnccl.so* | head -1)
+    nccl_args=(-DENGRAM_NCCL_INCLUDE_DIR="$wheel/include" -DENGRAM_NCCL_LIBRARY="$lib")
+    export LD_LIBRARY_PATH="$wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+fi
+echo "gpu_bench: NCCL ${nccl_args[*]:-from the system}"
+
+if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" > "$build/configure.log" 2>&1; then
+  tail -40 "$build/configure.log"; echo "gpu_bench: configure FAILED"; exit 1
+fi
+grep -E "engramlab: CUDA parts" "$build/configure.log"
+cmake --build "$build" -j"$jobs" --target engram_gpu_tests engramlab -- -k > "$build/build.log" 2>&1
+build_rc=$?
+echo "gpu_bench: build rc $build_rc at $(elapsed) s"
+[ $build_rc -ne 0 ] && grep -E "error" "$build/build.log" | head -30
+
+tests_bin="$build/tests/gpu/engram_gpu_tests"
+tests_rc=127
+if [ -x "$tests_bin" ]; then
+  timeout 150 "$tests_bin" > "$out/tests.log" 2>&1
+  tests_rc=$?
+  grep -E "^\[ +(OK|FAILED|SKIPPED) +\]|Failure|differ|PASSED" "$out/tests.log" | head -40
+fi
+echo "gpu_bench: GPU tests rc $tests_rc at $(elapsed) s"
+
+bench_rc=127
+cold_rc=127
+lab="$build/apps/engramlab"
+if [ -x "$lab" ]; then
+  timeout 120 "$lab" bench --svg "$out/bench_latency.svg" --csv "$out/bench.csv" > "$out/bench.txt" 2> "$build/bench.err"
+  bench_rc=$?
+  cat "$out/bench.txt"; tail -5 "$build/bench.err"
+  echo "gpu_bench: bench rc $bench_rc at $(elapsed) s"
+  timeout 100 "$lab" bench --cold-l2 --svg "$out/bench_cold_latency.svg" --csv "$out/bench_cold.csv" \
+    > "$out/bench_cold.txt" 2> "$build/bench_cold.err"
+  cold_rc=$?
+  sed -n '/^| tokens | collective us | peer us | speedup/,/^$/p;/^targets/,/within/p' "$out/bench_cold.txt"
+  tail -3 "$build/bench_cold.err"
+  echo "gpu_bench: cold bench rc $cold_rc at $(elapsed) s"
+fi
+
+# memcheck of the gather kernels with whatever time is left (the call's limit is 360 s).
+left=$(( 330 - $(elapsed) ))
+if [ -x "$tests_bin" ] && command -v compute-sanitizer > /dev/null && [ $left -gt 30 ]; then
+  timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 "$tests_bin" \
+    --gtest_filter='GatherKernels.*:GatherFastPath.*' >> "$out/tests.log" 2>&1
+  echo "gpu_bench: memcheck rc $? at $(elapsed) s"
+  grep -E "ERROR SUMMARY|Invalid" "$out/tests.log" | head -5
+fi
+[ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ]
