@@ -37,3 +37,10 @@ run_ctest build ctest
 stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_ctest build-asan ctest-asan
+
+# 3. Scenarios and the swarm through the CLI (release build): one summary
+# line each, the log on failure.
+stage scenarios build/apps/engramlab scenario run scenarios/
+tail -n 1 build-logs/scenarios.log | sed "s/^/[scenarios] /"
+stage fuzz build/apps/engramlab fuzz --seeds 2000 --seed 1 --check-determinism
+tail -n 1 build-logs/fuzz.log | sed "s/^/[fuzz] /"

@@ -1,0 +1,117 @@
+// `engramlab scenario run FILE|DIR... [--seed S] [--json]`: runs scenario
+// files (DESIGN.md section 7) on the emulator and prints a pass/fail table.
+// Exit codes: 0 every scenario passed; 1 one failed (why, and the line that
+// reproduces it, follow the table); 2 a file could not be read or parsed.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/command_registry.h"
+#include "core/json_writer.h"
+#include "core/scenario.h"
+#include "sim/scenario_runner.h"
+
+namespace engram::app {
+namespace {
+
+struct ScenarioFlags {
+  std::vector<std::string> paths;
+  std::string seed;
+  bool json = false;
+};
+
+int run_scenarios(const ScenarioFlags& flags) {
+  std::optional<uint64_t> seed;
+  if (!flags.seed.empty()) {
+    uint64_t value = 0;
+    auto [end, ec] = std::from_chars(flags.seed.data(), flags.seed.data() + flags.seed.size(), value);
+    if (ec != std::errc() || end != flags.seed.data() + flags.seed.size()) {
+      std::cerr << fmt::format("error: --seed: '{}' is not a whole number; write e.g. --seed 7\n", flags.seed);
+      return 2;
+    }
+    seed = value;
+  }
+  std::vector<Scenario> scenarios;
+  for (const std::string& path : flags.paths) {
+    auto files = scenario_files(path);
+    if (!files.is_ok()) {
+      std::cerr << "error: " << files.status().message() << "\n";
+      return 2;
+    }
+    for (const std::string& file : files.value()) {
+      auto scenario = load_scenario_file(file);
+      if (!scenario.is_ok()) {
+        std::cerr << "error: " << scenario.status().message() << "\n";
+        return 2;
+      }
+      scenarios.push_back(std::move(scenario).value());
+    }
+  }
+
+  std::vector<sim::ScenarioOutcome> outcomes;
+  for (const Scenario& s : scenarios) outcomes.push_back(sim::run_scenario(s, seed));
+  int failed = 0;
+  for (const auto& o : outcomes) failed += o.passed ? 0 : 1;
+
+  if (flags.json) {
+    JsonWriter w;
+    w.begin_object().key("passed").value(static_cast<int64_t>(outcomes.size()) - failed).key("failed").value(failed);
+    w.key("scenarios").begin_array();
+    for (const auto& o : outcomes) {
+      w.begin_object();
+      w.key("name").value(o.name).key("file").value(o.source).key("seed").value(o.seed);
+      w.key("result").value(o.passed ? "pass" : "fail").key("placement").value(o.placement);
+      w.key("warnings").value(static_cast<uint64_t>(o.warning_count)).key("error_kind").value(o.error_kind);
+      w.key("error").value(o.error_text).key("trace_hash").value(fmt::format("{:016x}", o.trace_hash));
+      w.key("ms").value(static_cast<int64_t>(o.elapsed_ms + 0.5));
+      w.key("failures").begin_array();
+      for (const auto& f : o.failures) w.value(f);
+      w.end_array();
+      w.key("reproduce").value(o.reproduction);
+      w.end_object();
+    }
+    w.end_array().end_object();
+    std::cout << w.str() << "\n";
+    return failed == 0 ? 0 : 1;
+  }
+
+  size_t name_width = 8, placement_width = 9;
+  for (const auto& o : outcomes) {
+    name_width = std::max(name_width, o.name.size());
+    placement_width = std::max(placement_width, o.placement.size());
+  }
+  std::cout << fmt::format("{:<{}}  {:<{}}  {:>8}  {:<19}  {:<6}  {:>7}\n", "scenario", name_width, "placement",
+                           placement_width, "warnings", "error", "result", "ms");
+  for (const auto& o : outcomes)
+    std::cout << fmt::format("{:<{}}  {:<{}}  {:>8}  {:<19}  {:<6}  {:>7.1f}\n", o.name, name_width, o.placement,
+                             placement_width, o.warning_count, o.error_kind, o.passed ? "pass" : "FAIL", o.elapsed_ms);
+  for (const auto& o : outcomes) {
+    if (o.passed) continue;
+    std::cout << fmt::format("\nFAIL {} ({}):\n", o.name, o.source);
+    for (const auto& f : o.failures) std::cout << "  - " << f << "\n";
+    if (!o.error_text.empty()) std::cout << "  error seen: " << o.error_text << "\n";
+    std::cout << "  reproduce: " << o.reproduction << "\n";
+  }
+  std::cout << fmt::format("\n{} of {} scenarios passed\n", outcomes.size() - static_cast<size_t>(failed),
+                           outcomes.size());
+  return failed == 0 ? 0 : 1;
+}
+
+CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<ScenarioFlags>();
+  CLI::App* cmd = app.add_subcommand("scenario", "Scenario files: a topology, a config, faults and expectations");
+  cmd->require_subcommand(1);
+  CLI::App* run = cmd->add_subcommand("run", "Run scenario files (or every *.yaml in a directory) on the emulator");
+  run->add_option("paths", flags->paths, "scenario files or directories")->required();
+  run->add_option("--seed", flags->seed, "replace each scenario's seed");
+  run->add_flag("--json", flags->json, "print a machine-readable JSON object");
+  run->callback([flags, &exit_code]() { exit_code = run_scenarios(*flags); });
+});
+
+}  // namespace
+}  // namespace engram::app
