@@ -8,6 +8,7 @@
 // 2 bad flags, or CUDA support not built in.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -114,7 +115,7 @@ int run_bench(const BenchFlags& f) {
     fmt::print("| {} | {}{} | {} | {} | {} | {:.3f} / {:.3f} / {:.3f} |\n", p.tokens_per_rank,
                p.collective_ran ? three(p.collective) : "n/a",
                p.collective_ran && !p.collective_as_graph ? " (eager)" : "", three(p.peer), three(p.local_copy),
-               three(p.peer_copy), p.remote_fraction, p.local_fraction, 1.0 - p.remote_fraction - p.local_fraction);
+               three(p.peer_copy), p.remote_fraction, p.local_fraction, std::max(0.0, 1.0 - p.remote_fraction - p.local_fraction));
   }
   fmt::print("\ncopy floor: R = tokens x heads x {} B read, W = tokens x heads x {} B written; the copies stream R "
              "(from this GPU's shard, or the next GPU's over NVLink) and write W;\n"
