@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
+#include <mutex>
 
 #include "core/bf16.h"
 #include "core/deployment_validate.h"
@@ -40,6 +42,7 @@ std::vector<int64_t> tokens_of(const ModelSpec& model, uint64_t seed, int rank, 
 // and a direct dequantised lookup against it (the GPU kernel's CPU reference
 // over a single shard: independent of the placements' row loops).
 struct DirectTables {
+  ModelSpec model_storage;
   const ModelSpec* model = nullptr;
   std::vector<std::vector<std::byte>> whole;
   std::vector<TableHasher> hashers;
@@ -51,6 +54,31 @@ struct DirectTables {
     kernels::gather_peer_reference(spec, layout, std::span<const std::span<const std::byte>>(&shard, 1), ids, out);
   }
 };
+
+// Filled once per model and kept: a sweep runs thousands of jobs on the same
+// small tables, and the bytes depend only on (model, fill seed).
+const DirectTables& direct_tables(const std::string& name, const ModelSpec& model) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<DirectTables>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& entry = cache[name];
+  if (!entry) {
+    entry = std::make_unique<DirectTables>();
+    entry->model_storage = model;
+    entry->model = &entry->model_storage;
+    for (size_t t = 0; t < model.tables.size(); ++t) {
+      const TableSpec& spec = model.tables[t];
+      entry->whole.emplace_back(spec.table_bytes());
+      fill_table_rows(spec, kFillSeed, 0, entry->whole.back());
+      auto hasher = TableHasher::create(model, static_cast<int>(t));
+      ENGRAM_CHECK(hasher.is_ok());
+      entry->hashers.push_back(std::move(hasher).value());
+    }
+  }
+  // A preset's name fixes its structure; a different spec under the same name is a broken contract.
+  ENGRAM_CHECK(entry->model->tables.size() == model.tables.size() && entry->model->seed == model.seed);
+  return *entry;
+}
 
 // The root cause among failed ranks: the rank of the first injected fault
 // when one fired and that rank failed; otherwise start at the lowest failed
@@ -115,16 +143,7 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
     out.emulator_refused = true;
     return out;
   }
-  DirectTables direct;
-  direct.model = &model.value();
-  for (size_t t = 0; t < model->tables.size(); ++t) {
-    const TableSpec& spec = model->tables[t];
-    direct.whole.emplace_back(spec.table_bytes());
-    fill_table_rows(spec, kFillSeed, 0, direct.whole.back());
-    auto hasher = TableHasher::create(*model, static_cast<int>(t));
-    ENGRAM_CHECK(hasher.is_ok());
-    direct.hashers.push_back(std::move(hasher).value());
-  }
+  const DirectTables& direct = direct_tables(job.lookup.model, model.value());
 
   WorldSpec spec;
   spec.hosts = d.hosts;

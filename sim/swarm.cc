@@ -134,7 +134,7 @@ SwarmCase draw_swarm_case(uint64_t seed) {
   Deployment d;
   d.model = "deepseek-v4.1-flash";
   const char* gpu_models[] = {"H100", "H200", "B200", "GB200", "B300", "GB300"};
-  const uint64_t shm_sizes[] = {190 * kGiB, 64 * kMiB, 0 /* missing */, 512 * kGiB, 100 * kGiB, 64 * kMiB};
+  const uint64_t shm_sizes[] = {190 * kGiB, 64 * kMiB, 0 /* missing */, 512 * kGiB, 100 * kGiB, 256 * kGiB};
 
   if (rng.chance(0.03)) {
     // A small rack: trays of 4 GPUs in one NVLink domain with IMEX (sometimes one tray lacks it).
@@ -152,9 +152,10 @@ SwarmCase draw_swarm_case(uint64_t seed) {
     }
     if (rng.chance(0.2)) d.hosts[rng.below(d.hosts.size())].imex_channel = false;
   } else {
+    // Small worlds mostly (at most 16 ranks): a sweep of 2,000 seeds stays well under a minute.
     const int host_count = 1 + static_cast<int>(rng.below(4));
     const int gpu_options[] = {1, 2, 2, 4, 4, 8};
-    const int gpus = pick(rng, gpu_options);
+    const int gpus = std::min(pick(rng, gpu_options), host_count > 2 ? 4 : 8);
     const std::string model = pick(rng, gpu_models);
     const bool same_shm = rng.chance(0.8);
     const uint64_t shm = pick(rng, shm_sizes);
@@ -183,9 +184,10 @@ SwarmCase draw_swarm_case(uint64_t seed) {
   std::vector<int> tps;
   for (int tp = 1; tp <= std::min(world, 8); ++tp)
     if (world % tp == 0) tps.push_back(tp);
-  d.layout.tp = tps[rng.below(tps.size())];
+  // Half the draws DP only (tp = 1), so hosts often hold several replicas.
+  d.layout.tp = rng.chance(0.5) ? 1 : tps[rng.below(tps.size())];
   d.layout.dp = world / d.layout.tp;
-  d.layout.elastic_ep = rng.chance(0.15);
+  d.layout.elastic_ep = rng.chance(0.1);
   if (rng.chance(0.2)) {
     // Interleave: the same per-host counts in a shuffled order.
     for (size_t h = 0; h < d.hosts.size(); ++h)
@@ -194,7 +196,7 @@ SwarmCase draw_swarm_case(uint64_t seed) {
   }
 
   d.config.cpu_offload = rng.chance(0.55);
-  d.config.peer_shards = rng.chance(0.4);
+  d.config.peer_shards = rng.chance(0.35);
   const uint64_t tri = rng.below(5);
   if (tri == 3) d.config.dp_shared_memory = true;
   if (tri == 4) d.config.dp_shared_memory = false;
@@ -203,15 +205,36 @@ SwarmCase draw_swarm_case(uint64_t seed) {
 
   FaultPlan faults;
   const uint64_t fault_kind = rng.below(20);
-  if (fault_kind >= 8 && fault_kind < 15) {
-    const auto site = static_cast<FaultSite>(rng.below(kFaultSiteCount));
+  if (fault_kind >= 6 && fault_kind < 15) {
+    // Mostly a site the drawn config is likely to reach (host tables reach
+    // the shm sites, peer shards the exchange sites, device_collective map
+    // and access), so a sweep fires every site; sometimes any site.
+    const FaultSite host_sites[] = {FaultSite::kShmCreate, FaultSite::kShmWrite, FaultSite::kRankDeath};
+    const FaultSite peer_sites[] = {FaultSite::kExport, FaultSite::kSend,   FaultSite::kImport,
+                                    FaultSite::kMap,    FaultSite::kAccess, FaultSite::kRankDeath};
+    const FaultSite collective_sites[] = {FaultSite::kMap, FaultSite::kAccess, FaultSite::kRankDeath};
+    FaultSite site = static_cast<FaultSite>(rng.below(kFaultSiteCount));
+    if (rng.chance(0.75))
+      site = d.config.peer_shards   ? pick(rng, peer_sites)
+             : d.config.cpu_offload ? pick(rng, host_sites)
+                                    : pick(rng, collective_sites);
     std::string at;
     if (site == FaultSite::kRankDeath) {
       const char* checkpoints[] = {"", "collective", "export", "import", "map", "shm_create", "send"};
       at = pick(rng, checkpoints);
     }
-    faults.plan(site, static_cast<int>(rng.below(static_cast<uint64_t>(world))), 1 + static_cast<int>(rng.below(2)),
-                at);
+    int rank = static_cast<int>(rng.below(static_cast<uint64_t>(world)));
+    if ((site == FaultSite::kShmCreate || site == FaultSite::kShmWrite) && rng.chance(0.8)) {
+      // Only a host's first rank creates its segments: aim there.
+      const int host = static_cast<int>(rng.below(d.hosts.size()));
+      if (d.rank_hosts.empty()) {
+        rank = 0;
+        for (int h = 0; h < host; ++h) rank += d.hosts[static_cast<size_t>(h)].gpu_count;
+      } else {
+        rank = static_cast<int>(std::find(d.rank_hosts.begin(), d.rank_hosts.end(), host) - d.rank_hosts.begin());
+      }
+    }
+    faults.plan(site, rank, 1 + static_cast<int>(rng.below(2)), at);
   } else if (fault_kind >= 15) {
     const double rates[] = {0.01, 0.05, 0.2};
     const int sites = 1 + static_cast<int>(rng.below(2));
