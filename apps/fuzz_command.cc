@@ -42,11 +42,13 @@ int run_fuzz(const FuzzFlags& flags) {
     std::cout << "  reproduce: " << f.reproduction << "\n";
   }
   const auto never = report.sites_never_fired();
-  for (sim::FaultSite site : never) {
-    std::cout << fmt::format("fault site {} never fired in {} seeds{}\n", sim::fault_site_name(site), flags.seeds,
+  if (!never.empty()) {
+    std::string names;
+    for (sim::FaultSite site : never) names += fmt::format("{}{}", names.empty() ? "" : ", ", sim::fault_site_name(site));
+    std::cout << fmt::format("fault sites that never fired in {} seeds: {}{}\n", flags.seeds, names,
                              flags.seeds >= sim::kEverySiteSweepSeeds
-                                 ? ": the sweep does not test it (this fails the sweep)"
-                                 : fmt::format(" (a sweep of {} or more must fire every site)",
+                                 ? ": the sweep does not test them (this fails the sweep)"
+                                 : fmt::format(" (only a sweep of {} or more seeds must fire every site)",
                                                sim::kEverySiteSweepSeeds));
   }
   std::cout << fmt::format("fuzz: {} seeds from {}{}: {} failed; {} of {} fault sites fired; {:.1f} s\n", flags.seeds,
