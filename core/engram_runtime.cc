@@ -265,29 +265,43 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
       facts_.shared_host_bytes += t.spec->table_bytes();
     }
   }
-  Status agreed = agree_on_status(host, created, "shm table create");
-  if (agreed.is_ok() && !st.is_host_writer) {
+  // The writer's world rank, so survivors know whose segments they inherit.
+  int32_t writer_world_rank = st.is_host_writer ? host.world_rank() : -1;
+  int gone = -1;
+  Status agreed = agree_on_status(host, created, "shm table create", &gone);
+  if (agreed.is_ok()) {
+    std::vector<int32_t> writers(static_cast<size_t>(host.size()));
+    agreed = host.all_gather(std::as_bytes(std::span<const int32_t>(&writer_world_rank, 1)),
+                             std::as_writable_bytes(std::span<int32_t>(writers)));
+    if (agreed.is_ok()) writer_world_rank = writers[0];
+  }
+  if (agreed.is_ok()) {
     Status opened;
-    for (State::Table& t : st.tables) {
-      auto segment =
-          backend_.shm->open_read_only(segment_name(options_.job_id, t.spec->layer_id), t.spec->table_bytes());
-      if (!segment.is_ok()) {
-        opened = std::move(segment).take_status().with_context(host.world_rank(), -1, "shm_open");
-        break;
+    if (!st.is_host_writer) {
+      for (State::Table& t : st.tables) {
+        auto segment =
+            backend_.shm->open_read_only(segment_name(options_.job_id, t.spec->layer_id), t.spec->table_bytes());
+        if (!segment.is_ok()) {
+          opened = std::move(segment).take_status().with_context(host.world_rank(), -1, "shm_open");
+          break;
+        }
+        t.segment = std::move(segment).value();
       }
-      t.segment = std::move(segment).value();
     }
-    agreed = agree_on_status(host, opened, "shm table open");
-  } else if (agreed.is_ok()) {
-    agreed = agree_on_status(host, Status::ok(), "shm table open");
+    agreed = agree_on_status(host, opened, "shm table open", &gone);
   }
   if (!agreed.is_ok()) {
-    // Nothing outlives a failed start: unmap, and the writer unlinks.
+    // Nothing outlives a failed start: unmap, and the writer unlinks. A dead
+    // writer cannot, and tmpfs keeps its files, so the survivors do (names
+    // are job-unique: whatever exists under them is this job's).
+    const bool writer_gone = gone >= 0 && (gone == writer_world_rank || writer_world_rank < 0);
     for (State::Table& t : st.tables) {
-      if (!t.segment) continue;
-      std::string name = t.segment->name();
+      const std::string name = segment_name(options_.job_id, t.spec->layer_id);
       t.segment.reset();
-      if (st.is_host_writer) backend_.shm->unlink(name).ignore();
+      if (st.is_host_writer || writer_gone) {
+        Status unlinked = backend_.shm->unlink(name);
+        if (!unlinked.is_ok() && unlinked.code() != ErrorCode::kNotFound) unlinked.ignore();
+      }
     }
     facts_.shared_host_bytes = 0;
   }
@@ -442,9 +456,18 @@ Status EngramRuntime::stop() {
     names.push_back(t.segment->name());
     t.segment.reset();
   }
-  keep_first(st.host_group->barrier());
-  if (st.is_host_writer)
-    for (const std::string& name : names) keep_first(backend_.shm->unlink(name));
+  Status barrier = st.host_group->barrier();
+  // After the barrier every rank has unmapped. The writer unlinks; if the
+  // barrier failed (a member is gone, perhaps the writer) every survivor
+  // tries, since tmpfs would otherwise keep the files. Only one finds them.
+  const bool unlink_here = st.is_host_writer || !barrier.is_ok();
+  keep_first(std::move(barrier));
+  if (unlink_here) {
+    for (const std::string& name : names) {
+      Status unlinked = backend_.shm->unlink(name);
+      if (unlinked.code() != ErrorCode::kNotFound) keep_first(std::move(unlinked));
+    }
+  }
   return first;
 }
 

@@ -17,7 +17,8 @@ struct Record {
 static_assert(sizeof(Record) == 32);
 }  // namespace
 
-Status agree_on_status(Collectives& group, const Status& mine, std::string_view what) {
+Status agree_on_status(Collectives& group, const Status& mine, std::string_view what, int* gone_rank) {
+  if (gone_rank != nullptr) *gone_rank = -1;
   Record record;
   record.world_rank = group.world_rank();
   record.ok = mine.is_ok() ? 1 : 0;
@@ -27,6 +28,8 @@ Status agree_on_status(Collectives& group, const Status& mine, std::string_view 
   std::vector<Record> all(static_cast<size_t>(group.size()));
   Status round = group.all_gather(std::as_bytes(std::span<const Record>(&record, 1)),
                                   std::as_writable_bytes(std::span<Record>(all)));
+  if (!round.is_ok() && gone_rank != nullptr && round.code() == ErrorCode::kUnavailable)
+    *gone_rank = round.context().peer;
   if (!mine.is_ok()) return Status(mine).with_rank(group.world_rank());
   if (!round.is_ok()) return std::move(round).with_context(group.world_rank(), -1, std::string(what));
   for (const Record& r : all) {

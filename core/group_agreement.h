@@ -13,6 +13,9 @@ namespace engram {
 // Collective over `group`. Returns `mine` when this rank failed; otherwise ok
 // when every rank succeeded, else kUnavailable naming the first failed rank
 // (world rank), its error code and step, and `what` this rank was doing.
-Status agree_on_status(Collectives& group, const Status& mine, std::string_view what);
+// When the round itself fails because a member is gone (dead, or left
+// without answering), `gone_rank` (if given) receives that member's world
+// rank, so survivors can clean up what only it would have cleaned.
+Status agree_on_status(Collectives& group, const Status& mine, std::string_view what, int* gone_rank = nullptr);
 
 }  // namespace engram

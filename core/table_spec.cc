@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <unordered_set>
 
 namespace engram {
@@ -118,12 +120,27 @@ Status validate(const ModelSpec& spec) {
   return Status::ok();
 }
 
-Result<ModelSpec> model_preset(const std::string& name) {
+namespace {
+Result<ModelSpec> build_model_preset(const std::string& name) {
   if (name == "deepseek-v4.1-flash")
     return make_model_spec(name, 16'000'000, {1, 14}, {2, 3, 4}, 8, RowFormat::kFp8E4M3Ue8m0, 256, 0x5eed'4001);
   if (name == "tiny")
     return make_model_spec(name, 1000, {1, 14}, {2, 3}, 2, RowFormat::kFp8E4M3Ue8m0, 64, 0x7179);
   return invalid_argument(fmt::format("model: unknown model '{}'; known models: deepseek-v4.1-flash, tiny", name));
+}
+
+}  // namespace
+
+Result<ModelSpec> model_preset(const std::string& name) {
+  // Drawing V4.1's 48 primes costs about a millisecond; plan and every
+  // emulated rank ask for it, so presets are built once per process.
+  static std::mutex mutex;
+  static std::map<std::string, ModelSpec, std::less<>> built;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = built.find(name); it != built.end()) return it->second;
+  auto spec = build_model_preset(name);
+  if (spec.is_ok()) built.emplace(name, spec.value());
+  return spec;
 }
 
 std::vector<std::string> model_preset_names() { return {"deepseek-v4.1-flash", "tiny"}; }
