@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "kernels/gather_kernels.h"
+#include "kernels/gather_peer_variants.h"
 #include "kernels/row_dequant.cuh"
 
 namespace engram::kernels {
@@ -121,130 +122,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-// ---- gather_fp8_256: the V4.1 row, vector path only ----
-
-constexpr int kFastDim = 256;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-// Warp-cooperative sources: load_warp() runs once per warp, before any id is
-// known; find() is called by all 32 lanes with the same row.
-struct PeerWarpSource {
-  const int64_t* starts;
-  const void* const* bases;
-  int shard_count;
-  uint64_t row_bytes;
-  static constexpr bool kZeroMissing = true;
-
-  struct Table {
-    int64_t start;       // starts[lane], or starts[shard_count] = row_count at lane shard_count
-    uint64_t base;       // bases[lane]
-    int64_t row_count;
-  };
-
-  __device__ __forceinline__ Table load_warp(int lane) const {
-    Table t{INT64_MAX, 0, 0};
-    if (shard_count < 32) {
-      // One load per lane, all independent of the ids; row_count is lane
-      // shard_count's start, shared after the loads land.
-      if (lane <= shard_count) t.start = __ldg(starts + lane);
-      if (lane < shard_count) t.base = __ldg(reinterpret_cast<const unsigned long long*>(bases) + lane);
-      t.row_count = __shfl_sync(kFullMask, t.start, shard_count);
-    } else {
-      t.row_count = __ldg(starts + shard_count);
-    }
-    return t;
-  }
-
-  __device__ __forceinline__ const uint8_t* find(const Table& t, int64_t row, int lane) const {
-    if (row < 0 || row >= t.row_count) return nullptr;
-    int owner = 0;
-    int64_t start = 0;
-    uint64_t base = 0;
-    if (shard_count < 32) {
-      // Starts never decrease, so the lanes whose start <= row are a prefix
-      // and the owner (the last shard whose start <= row) is its top lane.
-      const unsigned below = __ballot_sync(kFullMask, lane < shard_count && t.start <= row);
-      owner = below == 0 ? 0 : 31 - __clz(below);
-      start = __shfl_sync(kFullMask, t.start, owner);
-      base = __shfl_sync(kFullMask, t.base, owner);
-    } else {
-      int lo = 0;
-      int hi = shard_count;
-      while (hi - lo > 1) {
-        const int mid = (lo + hi) >> 1;
-        if (__ldg(starts + mid) <= row) lo = mid; else hi = mid;
-      }
-      owner = lo;
-      start = __ldg(starts + lo);
-      base = __ldg(reinterpret_cast<const unsigned long long*>(bases) + lo);
-    }
-    return reinterpret_cast<const uint8_t*>(base) + static_cast<uint64_t>(row - start) * row_bytes;
-  }
-};
-
-struct OwnedWarpSource {
-  int64_t begin;
-  int64_t end;
-  const uint8_t* base;
-  uint64_t row_bytes;
-  static constexpr bool kZeroMissing = false;
-
-  struct Table {};
-  __device__ __forceinline__ Table load_warp(int) const { return {}; }
-  __device__ __forceinline__ const uint8_t* find(const Table&, int64_t row, int) const {
-    if (row < begin || row >= end) return nullptr;
-    return base + static_cast<uint64_t>(row - begin) * row_bytes;
-  }
-};
-
-// One warp, kRows consecutive slots. Lane l dequantises values 8l..8l+7 of
-// each row: its 8-byte data word and byte l/4 of the row's 8-byte scale word.
-template <int kRows, class Source>
-__global__ void __launch_bounds__(kThreadsPerBlock)
-    gather_fp8_256(const int64_t* __restrict__ ids, int64_t row_slots, Source source, uint16_t* __restrict__ out) {
-  const int lane = threadIdx.x & 31;
-  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * kRows;
-  if (first >= row_slots) return;  // warp-uniform
-  int64_t lane_id = kDeadId;       // slots past the end act as DEAD and are never stored
-  if (lane < kRows && first + lane < row_slots) lane_id = __ldg(ids + first + lane);
-  const typename Source::Table table = source.load_warp(lane);
-
-  const uint8_t* rows[kRows];
-#pragma unroll
-  for (int k = 0; k < kRows; ++k) rows[k] = source.find(table, __shfl_sync(kFullMask, lane_id, k), lane);
-
-  uint2 data[kRows];
-  uint2 scales[kRows];
-#pragma unroll
-  for (int k = 0; k < kRows; ++k) {
-    data[k] = make_uint2(0, 0);
-    scales[k] = make_uint2(0, 0);
-    if (rows[k] != nullptr) {
-      data[k] = __ldg(reinterpret_cast<const uint2*>(rows[k]) + lane);
-      scales[k] = __ldg(reinterpret_cast<const uint2*>(rows[k] + kFastDim));
-    }
-  }
-  const int block = lane >> 2;
-#pragma unroll
-  for (int k = 0; k < kRows; ++k) {
-    if (first + k >= row_slots) break;
-    uint4* dst = reinterpret_cast<uint4*>(out + (first + k) * kFastDim) + lane;
-    if (rows[k] == nullptr) {
-      if constexpr (Source::kZeroMissing) *dst = make_uint4(0, 0, 0, 0);
-      continue;
-    }
-    const uint32_t scale_word = block < 4 ? scales[k].x : scales[k].y;
-    const float scale = device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu);
-    uint32_t v[8];
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      v[b] = device::dequant_fp8((data[k].x >> (8 * b)) & 0xffu, scale);
-      v[b + 4] = device::dequant_fp8((data[k].y >> (8 * b)) & 0xffu, scale);
-    }
-    *dst = make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
-  }
-}
-
 Status check_layout(const RowLayout& layout, const char* kernel) {
   if (layout.dim <= 0) return invalid_argument(fmt::format("{}: layout.dim {} must be positive", kernel, layout.dim));
   uint64_t needed = 0;
@@ -307,44 +184,416 @@ Status launch(const int64_t* ids, int64_t row_slots, const RowLayout& layout, co
   return launch_status(kernel);
 }
 
-// Rows per warp: 1 while the grid fits in one wave of the GPU (most warps,
-// shortest chain), then 2 and 4 so that each warp keeps more rows in flight
-// and fewer blocks churn.
-int rows_per_warp(int64_t row_slots) {
+// ---- gather_fp8_256: the V4.1 row, vector path only ----
+
+constexpr int kFastDim = 256;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kMaxValueShards = 32;
+
+// Warp-cooperative sources: load_warp() runs once per warp, before any id is
+// known; find() is called by all 32 lanes with the same row.
+struct PeerWarpSource {
+  const int64_t* starts;
+  const void* const* bases;
+  int shard_count;
+  uint64_t row_bytes;
+  static constexpr bool kZeroMissing = true;
+
+  struct Table {
+    int64_t start;       // starts[lane], or starts[shard_count] = row_count at lane shard_count
+    uint64_t base;       // bases[lane]
+    int64_t row_count;
+  };
+
+  __device__ __forceinline__ Table load_warp(int lane) const {
+    Table t{INT64_MAX, 0, 0};
+    if (shard_count < 32) {
+      // One load per lane, all independent of the ids; row_count is lane
+      // shard_count's start, shared after the loads land.
+      if (lane <= shard_count) t.start = __ldg(starts + lane);
+      if (lane < shard_count) t.base = __ldg(reinterpret_cast<const unsigned long long*>(bases) + lane);
+      t.row_count = __shfl_sync(kFullMask, t.start, shard_count);
+    } else {
+      t.row_count = __ldg(starts + shard_count);
+    }
+    return t;
+  }
+
+  __device__ __forceinline__ const uint8_t* find(const Table& t, int64_t row, int lane) const {
+    if (row < 0 || row >= t.row_count) return nullptr;
+    int owner = 0;
+    int64_t start = 0;
+    uint64_t base = 0;
+    if (shard_count < 32) {
+      // Starts never decrease, so the lanes whose start <= row are a prefix
+      // and the owner (the last shard whose start <= row) is its top lane.
+      const unsigned below = __ballot_sync(kFullMask, lane < shard_count && t.start <= row);
+      owner = below == 0 ? 0 : 31 - __clz(below);
+      start = __shfl_sync(kFullMask, t.start, owner);
+      base = __shfl_sync(kFullMask, t.base, owner);
+    } else {
+      int lo = 0;
+      int hi = shard_count;
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if (__ldg(starts + mid) <= row) lo = mid; else hi = mid;
+      }
+      owner = lo;
+      start = __ldg(starts + lo);
+      base = __ldg(reinterpret_cast<const unsigned long long*>(bases) + lo);
+    }
+    return reinterpret_cast<const uint8_t*>(base) + static_cast<uint64_t>(row - start) * row_bytes;
+  }
+};
+
+// The shard table as a kernel parameter (__grid_constant__, so indexing it
+// reads the constant bank in place): the owner is found with warp-uniform
+// constant reads and no global load waits before the row's.
+struct PeerValueSource {
+  int64_t starts[kMaxValueShards + 1];
+  uint64_t bases[kMaxValueShards];
+  int shard_count;
+  uint64_t row_bytes;
+  static constexpr bool kZeroMissing = true;
+
+  struct Table {};
+  __device__ __forceinline__ Table load_warp(int) const { return {}; }
+  __device__ __forceinline__ const uint8_t* find(const Table&, int64_t row, int) const {
+    if (row < 0 || row >= starts[shard_count]) return nullptr;
+    int owner = 0;  // the last shard whose start <= row (starts never decrease)
+    for (int s = 1; s < shard_count; ++s) owner = starts[s] <= row ? s : owner;
+    return reinterpret_cast<const uint8_t*>(bases[owner]) + static_cast<uint64_t>(row - starts[owner]) * row_bytes;
+  }
+};
+
+struct OwnedWarpSource {
+  int64_t begin;
+  int64_t end;
+  const uint8_t* base;
+  uint64_t row_bytes;
+  static constexpr bool kZeroMissing = false;
+
+  struct Table {};
+  __device__ __forceinline__ Table load_warp(int) const { return {}; }
+  __device__ __forceinline__ const uint8_t* find(const Table&, int64_t row, int) const {
+    if (row < begin || row >= end) return nullptr;
+    return base + static_cast<uint64_t>(row - begin) * row_bytes;
+  }
+};
+
+template <bool kPrefetch>
+__device__ __forceinline__ uint2 load8(const uint8_t* p) {
+  if constexpr (kPrefetch) {
+    uint2 v;
+    asm("ld.global.nc.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+  } else {
+    return __ldg(reinterpret_cast<const uint2*>(p));
+  }
+}
+
+template <bool kPrefetch>
+__device__ __forceinline__ uint4 load16(const uint8_t* p) {
+  if constexpr (kPrefetch) {
+    uint4 v;
+    asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+  } else {
+    return __ldg(reinterpret_cast<const uint4*>(p));
+  }
+}
+
+// Lane l's share of one row: data word l (values 8l..8l+7) and the row's
+// scale word -> 8 bf16, one 16-byte store.
+template <bool kStream>
+__device__ __forceinline__ void store_values(uint4* dst, uint2 data, uint2 scales, int lane) {
+  const int block = lane >> 2;  // 4 lanes share a 32-value scale block
+  const uint32_t scale_word = block < 4 ? scales.x : scales.y;
+  const float scale = device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu);
+  uint32_t v[8];
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    v[b] = device::dequant_fp8((data.x >> (8 * b)) & 0xffu, scale);
+    v[b + 4] = device::dequant_fp8((data.y >> (8 * b)) & 0xffu, scale);
+  }
+  const uint4 value = make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
+  if constexpr (kStream) {
+    __stcs(dst, value);
+  } else {
+    *dst = value;
+  }
+}
+
+template <bool kStream>
+__device__ __forceinline__ void store_zero(uint4* dst) {
+  if constexpr (kStream) {
+    __stcs(dst, make_uint4(0, 0, 0, 0));
+  } else {
+    *dst = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// One warp, kRows consecutive slots; every row's loads are issued before
+// any row is stored. 8-byte loads (kWide false): lane l reads data word l of
+// each row and the row's scale word. 16-byte loads (kWide true): rows go in
+// pairs, a half-warp each; a row start is 16-byte aligned or 8 past it, so
+// half-lane h reads the aligned 16 bytes at 16h (even start; scales in an
+// 8-byte load at 256) or at 8 + 16h (odd start: the last chunk ends with the
+// scales; data word 0 in an 8-byte load): 17 loads cover the row's 264 bytes
+// exactly, never past them. Shuffles then hand lane l its data word.
+template <int kRows, bool kWide, bool kStream, bool kPrefetch, class Source>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    gather_fp8_256(const int64_t* __restrict__ ids, int64_t row_slots, const __grid_constant__ Source source,
+                   uint16_t* __restrict__ out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * kRows;
+  if (first >= row_slots) return;  // warp-uniform
+  int64_t lane_id = kDeadId;       // slots past the end act as DEAD and are never stored
+  if (lane < kRows && first + lane < row_slots) lane_id = __ldg(ids + first + lane);
+  const typename Source::Table table = source.load_warp(lane);
+
+  const uint8_t* rows[kRows];
+#pragma unroll
+  for (int k = 0; k < kRows; ++k) rows[k] = source.find(table, __shfl_sync(kFullMask, lane_id, k), lane);
+
+  if constexpr (!kWide) {
+    uint2 data[kRows];
+    uint2 scales[kRows];
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      data[k] = make_uint2(0, 0);
+      scales[k] = make_uint2(0, 0);
+      if (rows[k] != nullptr) {
+        data[k] = load8<kPrefetch>(rows[k] + 8 * lane);
+        scales[k] = load8<kPrefetch>(rows[k] + kFastDim);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      if (first + k >= row_slots) break;
+      uint4* dst = reinterpret_cast<uint4*>(out + (first + k) * kFastDim) + lane;
+      if (rows[k] == nullptr) {
+        if constexpr (Source::kZeroMissing) store_zero<kStream>(dst);
+        continue;
+      }
+      store_values<kStream>(dst, data[k], scales[k], lane);
+    }
+  } else {
+    constexpr int kPairs = (kRows + 1) / 2;
+    const int half = lane >> 4;
+    const int h = lane & 15;
+    uint4 chunk[kPairs];
+    uint2 extra[kPairs];
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+      const uint8_t* row = rows[2 * p];
+      if (2 * p + 1 < kRows) {
+        row = half == 0 ? row : rows[2 * p + 1];
+      } else {
+        row = half == 0 ? row : nullptr;
+      }
+      chunk[p] = make_uint4(0, 0, 0, 0);
+      extra[p] = make_uint2(0, 0);
+      if (row != nullptr) {
+        const bool odd = (reinterpret_cast<uintptr_t>(row) & 8) != 0;
+        chunk[p] = load16<kPrefetch>(row + (odd ? 8 : 0) + 16 * h);
+        extra[p] = load8<kPrefetch>(odd ? row : row + kFastDim);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kRows; ++k) {
+      if (first + k >= row_slots) break;
+      uint4* dst = reinterpret_cast<uint4*>(out + (first + k) * kFastDim) + lane;
+      if (rows[k] == nullptr) {
+        if constexpr (Source::kZeroMissing) store_zero<kStream>(dst);
+        continue;
+      }
+      const int p = k / 2;
+      const int from = (k & 1) * 16;  // the half-warp that loaded row k
+      const bool odd = (reinterpret_cast<uintptr_t>(rows[k]) & 8) != 0;
+      const int word = odd ? lane - 1 : lane;  // data word lane of row k, counted from the first 16-byte chunk
+      const int src = from + (word < 0 ? 0 : word >> 1);
+      const uint32_t cx = __shfl_sync(kFullMask, chunk[p].x, src);
+      const uint32_t cy = __shfl_sync(kFullMask, chunk[p].y, src);
+      const uint32_t cz = __shfl_sync(kFullMask, chunk[p].z, src);
+      const uint32_t cw = __shfl_sync(kFullMask, chunk[p].w, src);
+      const uint32_t ex = __shfl_sync(kFullMask, extra[p].x, from);
+      const uint32_t ey = __shfl_sync(kFullMask, extra[p].y, from);
+      const uint32_t tz = __shfl_sync(kFullMask, chunk[p].z, from + 15);
+      const uint32_t tw = __shfl_sync(kFullMask, chunk[p].w, from + 15);
+      uint2 data = (word & 1) == 0 ? make_uint2(cx, cy) : make_uint2(cz, cw);
+      if (word < 0) data = make_uint2(ex, ey);
+      const uint2 scales = odd ? make_uint2(tz, tw) : make_uint2(ex, ey);
+      store_values<kStream>(dst, data, scales, lane);
+    }
+  }
+}
+
+// Rows per warp for the collective path's gather_owned: 1 while the grid
+// fits in one wave of the GPU (most warps, shortest chain), then 2 and 4 so
+// that each warp keeps more rows in flight and fewer blocks churn.
+int64_t warps_per_wave() {
   int device = 0;
   int sms = 132;
   if (cudaGetDevice(&device) == cudaSuccess) {
     int value = 0;
     if (cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && value > 0) sms = value;
   }
-  const int64_t warps_per_wave = static_cast<int64_t>(sms) * 64;  // 2048 threads per SM
-  if (row_slots <= warps_per_wave) return 1;
-  if (row_slots <= 2 * warps_per_wave) return 2;
+  return static_cast<int64_t>(sms) * 64;  // 2048 threads per SM
+}
+
+int rows_per_warp(int64_t row_slots) {
+  const int64_t wave = warps_per_wave();
+  if (row_slots <= wave) return 1;
+  if (row_slots <= 2 * wave) return 2;
   return 4;
 }
 
-template <class Source>
-Status launch_fp8_256(const int64_t* ids, int64_t row_slots, const Source& source, uint16_t* out,
-                      cudaStream_t stream, const char* kernel) {
-  const int rows = rows_per_warp(row_slots);
+Result<dim3> fast_grid(int64_t row_slots, int rows, const char* kernel) {
   const int64_t slots_per_block = static_cast<int64_t>(kWarpsPerBlock) * rows;
   const int64_t blocks = (row_slots + slots_per_block - 1) / slots_per_block;
   if (blocks > 0x7fffffff) {
     return invalid_argument(fmt::format("{}: {} rows exceed one launch's grid", kernel, row_slots));
   }
-  const dim3 grid(static_cast<unsigned>(blocks));
+  return dim3(static_cast<unsigned>(blocks));
+}
+
+template <class Source>
+Status launch_owned_fp8_256(const int64_t* ids, int64_t row_slots, const Source& source, uint16_t* out,
+                            cudaStream_t stream, const char* kernel) {
+  const int rows = rows_per_warp(row_slots);
+  ENGRAM_ASSIGN_OR_RETURN(const dim3 grid, fast_grid(row_slots, rows, kernel));
   const dim3 block(kThreadsPerBlock);
   switch (rows) {
-    case 1: gather_fp8_256<1><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
-    case 2: gather_fp8_256<2><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
-    default: gather_fp8_256<4><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
+    case 1: gather_fp8_256<1, false, false, false><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
+    case 2: gather_fp8_256<2, false, false, false><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
+    default: gather_fp8_256<4, false, false, false><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
   }
   return launch_status(kernel);
+}
+
+// The peer variants compiled in: (rows, wide, streaming stores, L2
+// prefetch), each with the shard table from device memory or by value.
+struct PeerShape {
+  int rows;
+  bool wide;
+  bool stream;
+  bool prefetch;
+};
+constexpr PeerShape kPeerShapes[] = {
+    {1, false, false, false}, {1, false, true, false}, {1, false, true, true},
+    {1, true, false, false},  {1, true, true, false},  {1, true, true, true},
+    {2, false, false, false}, {2, false, true, false}, {2, false, true, true},
+    {2, true, false, false},  {2, true, true, false},  {2, true, true, true},
+    {4, false, false, false}, {4, false, true, false}, {4, false, true, true},
+    {4, true, false, false},  {4, true, true, false},  {4, true, true, true},
+    {8, false, false, false}, {8, false, true, false}, {8, false, true, true},
+    {8, true, false, false},  {8, true, true, false},  {8, true, true, true},
+};
+constexpr int kPeerShapeCount = static_cast<int>(sizeof(kPeerShapes) / sizeof(kPeerShapes[0]));
+
+bool same_shape(const PeerShape& s, const PeerVariant& v) {
+  return s.rows == v.rows_per_warp && s.wide == v.wide_loads && s.stream == v.streaming_stores &&
+         s.prefetch == v.l2_prefetch;
+}
+
+template <int I>
+Status launch_peer_shape(const PeerVariant& v, const int64_t* ids, int64_t row_slots, const PeerWarpSource& table,
+                         const PeerValueSource& value, uint16_t* out, cudaStream_t stream) {
+  if constexpr (I == kPeerShapeCount) {
+    return invalid_argument(fmt::format("gather_peer: variant {} is not compiled in", peer_variant_name(v)));
+  } else {
+    constexpr PeerShape s = kPeerShapes[I];
+    if (!same_shape(s, v)) return launch_peer_shape<I + 1>(v, ids, row_slots, table, value, out, stream);
+    ENGRAM_ASSIGN_OR_RETURN(const dim3 grid, fast_grid(row_slots, s.rows, "gather_peer"));
+    const dim3 block(kThreadsPerBlock);
+    if (v.table_by_value) {
+      gather_fp8_256<s.rows, s.wide, s.stream, s.prefetch><<<grid, block, 0, stream>>>(ids, row_slots, value, out);
+    } else {
+      gather_fp8_256<s.rows, s.wide, s.stream, s.prefetch><<<grid, block, 0, stream>>>(ids, row_slots, table, out);
+    }
+    return launch_status("gather_peer");
+  }
 }
 
 bool is_fast_row(const RowLayout& layout) {
   return layout.format == RowFormat::kFp8E4M3Ue8m0 && layout.dim == kFastDim;
 }
+
+bool has_host_table(const GatherPeerArgs& args) {
+  return args.host_shard_starts != nullptr && args.host_shard_bases != nullptr &&
+         args.shard_count <= kMaxValueShards;
+}
+
+// Runs the fast path's `variant`; the args are checked by the caller.
+Status launch_peer_variant(const GatherPeerArgs& args, const PeerVariant& variant, cudaStream_t stream) {
+  PeerWarpSource table{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
+  PeerValueSource value{};
+  value.shard_count = args.shard_count;
+  value.row_bytes = args.layout.row_bytes;
+  if (variant.table_by_value) {
+    if (!has_host_table(args)) {
+      return invalid_argument(fmt::format("gather_peer: variant {} takes the shard table by value: give "
+                                          "host_shard_starts and host_shard_bases, at most {} shards (have {})",
+                                          peer_variant_name(variant), kMaxValueShards, args.shard_count));
+    }
+    for (int s = 0; s <= args.shard_count; ++s) value.starts[s] = args.host_shard_starts[s];
+    for (int s = 0; s < args.shard_count; ++s) value.bases[s] = reinterpret_cast<uint64_t>(args.host_shard_bases[s]);
+  }
+  return launch_peer_shape<0>(variant, args.ids, args.tokens * args.heads, table, value, args.out, stream);
+}
+
+Status check_peer_args(const GatherPeerArgs& args) {
+  ENGRAM_RETURN_IF_ERROR(check_layout(args.layout, "gather_peer"));
+  if (args.tokens < 0 || args.heads <= 0) {
+    return invalid_argument(fmt::format("gather_peer: tokens {} must be >= 0 and heads {} > 0", args.tokens, args.heads));
+  }
+  if (args.tokens == 0) return Status::ok();
+  if (args.ids == nullptr || args.out == nullptr || args.shard_starts == nullptr || args.shard_bases == nullptr) {
+    return invalid_argument("gather_peer: ids, out, shard_starts and shard_bases must be device pointers, not null");
+  }
+  if (args.shard_count <= 0) {
+    return invalid_argument(fmt::format("gather_peer: shard_count {} must be positive", args.shard_count));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string peer_variant_name(const PeerVariant& v) {
+  return fmt::format("r{}-w{}{}{}-{}", v.rows_per_warp, v.wide_loads ? 16 : 8, v.streaming_stores ? "-cs" : "",
+                     v.l2_prefetch ? "-pf" : "", v.table_by_value ? "val" : "dev");
+}
+
+const std::vector<PeerVariant>& peer_variants() {
+  static const std::vector<PeerVariant> all = [] {
+    std::vector<PeerVariant> v;
+    for (const PeerShape& s : kPeerShapes) {
+      for (bool by_value : {false, true}) v.push_back(PeerVariant{s.rows, s.wide, s.stream, s.prefetch, by_value});
+    }
+    return v;
+  }();
+  return all;
+}
+
+PeerVariant peer_variant_for(int64_t row_slots, bool table_by_value) {
+  const int64_t wave = warps_per_wave();
+  if (row_slots <= wave) return PeerVariant{1, false, true, false, table_by_value};
+  if (row_slots <= 2 * wave) return PeerVariant{2, true, true, false, table_by_value};
+  return PeerVariant{4, true, true, false, table_by_value};
+}
+
+Status gather_peer_variant(const GatherPeerArgs& args, const PeerVariant& variant, cudaStream_t stream) {
+  ENGRAM_RETURN_IF_ERROR(check_peer_args(args));
+  if (args.tokens == 0) return Status::ok();
+  if (!can_vectorise(args.layout, args.out) || !is_fast_row(args.layout)) {
+    return invalid_argument(fmt::format("gather_peer: variant {} needs V4.1 rows (FP8, dim 256, row_bytes a multiple "
+                                        "of 8) and 16-byte aligned out", peer_variant_name(variant)));
+  }
+  return launch_peer_variant(args, variant, stream);
+}
+
+namespace {
 
 }  // namespace
 
@@ -357,23 +606,13 @@ RowLayout row_layout(const TableSpec& table) {
 }
 
 Status gather_peer(const GatherPeerArgs& args, cudaStream_t stream) {
-  ENGRAM_RETURN_IF_ERROR(check_layout(args.layout, "gather_peer"));
-  if (args.tokens < 0 || args.heads <= 0) {
-    return invalid_argument(fmt::format("gather_peer: tokens {} must be >= 0 and heads {} > 0", args.tokens, args.heads));
-  }
+  ENGRAM_RETURN_IF_ERROR(check_peer_args(args));
   if (args.tokens == 0) return Status::ok();
-  if (args.ids == nullptr || args.out == nullptr || args.shard_starts == nullptr || args.shard_bases == nullptr) {
-    return invalid_argument("gather_peer: ids, out, shard_starts and shard_bases must be device pointers, not null");
-  }
-  if (args.shard_count <= 0) {
-    return invalid_argument(fmt::format("gather_peer: shard_count {} must be positive", args.shard_count));
-  }
   // Shard bases live on the device, so their alignment is the caller's
   // contract: VMM mappings are granularity-aligned.
   const bool vector = can_vectorise(args.layout, args.out);
   if (vector && is_fast_row(args.layout)) {
-    PeerWarpSource fast{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
-    return launch_fp8_256(args.ids, args.tokens * args.heads, fast, args.out, stream, "gather_peer");
+    return launch_peer_variant(args, peer_variant_for(args.tokens * args.heads, has_host_table(args)), stream);
   }
   PeerSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
   return launch(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_peer");
@@ -396,7 +635,7 @@ Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
   if (vector && is_fast_row(args.layout)) {
     OwnedWarpSource fast{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
                          args.layout.row_bytes};
-    return launch_fp8_256(args.ids, args.tokens * args.heads, fast, args.out, stream, "gather_owned");
+    return launch_owned_fp8_256(args.ids, args.tokens * args.heads, fast, args.out, stream, "gather_owned");
   }
   OwnedSource source{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
                      args.layout.row_bytes};
