@@ -37,6 +37,7 @@ struct BenchFlags {
   bool cold_l2 = false;
   uint64_t seed = 2024;
   int gpus = 0;
+  bool variants = false;
 };
 
 Result<std::vector<int64_t>> parse_tokens(const std::string& text) {
@@ -85,6 +86,7 @@ int run_bench(const BenchFlags& f) {
   options.cold_l2 = f.cold_l2;
   options.seed = f.seed;
   options.gpus = f.gpus;
+  options.sweep_variants = f.variants;
   auto result = cuda::run_lookup_bench(options, [](std::string_view line) {
     fmt::print(stderr, "{}\n", line);
     std::fflush(stderr);
@@ -128,6 +130,38 @@ int run_bench(const BenchFlags& f) {
                p.tokens_per_rank, p.collective_ran ? "" : " (collective not run)", p.slots_checked_against_cpu);
   }
   for (const auto& note : r.notes) fmt::print("note: {}\n", note);
+
+  fmt::print("\nfixed cost of the method (graphs timed like the lookups), p10 / p50 / p90 us: empty graph {}; one "
+             "empty-kernel node {}\n", r.empty_graph_ran ? three(r.empty_graph) : "n/a", three(r.empty_kernel_graph));
+  fmt::print("peer kernel variant per size:");
+  for (const auto& p : r.points) fmt::print(" {}: {};", p.tokens_per_rank, p.peer_variant);
+  fmt::print("\n");
+  if (f.variants && !r.points.empty() && !r.points.front().variants.empty()) {
+    fmt::print("\nvariant sweep (p50 us, each output == gather_peer bitwise; * best per size):\n| variant |");
+    for (const auto& p : r.points) fmt::print(" {} |", p.tokens_per_rank);
+    fmt::print("\n| --- |");
+    for (size_t i = 0; i < r.points.size(); ++i) fmt::print(" ---: |");
+    fmt::print("\n");
+    std::vector<size_t> best(r.points.size(), 0);
+    for (size_t i = 0; i < r.points.size(); ++i) {
+      for (size_t v = 0; v < r.points[i].variants.size(); ++v) {
+        if (r.points[i].variants[v].latency.p50_us < r.points[i].variants[best[i]].latency.p50_us) best[i] = v;
+      }
+    }
+    for (size_t v = 0; v < r.points.front().variants.size(); ++v) {
+      fmt::print("| {} |", r.points.front().variants[v].name);
+      for (size_t i = 0; i < r.points.size(); ++i) {
+        fmt::print(" {:.2f}{} |", r.points[i].variants[v].latency.p50_us, best[i] == v ? "*" : "");
+      }
+      fmt::print("\n");
+    }
+    fmt::print("best per size:");
+    for (size_t i = 0; i < r.points.size(); ++i) {
+      fmt::print(" {}: {} {:.2f} us;", r.points[i].tokens_per_rank, r.points[i].variants[best[i]].name,
+                 r.points[i].variants[best[i]].latency.p50_us);
+    }
+    fmt::print("\n");
+  }
 
   // The acceptance targets, as measured here.
   fmt::print("\ntargets (2 x H200 acceptance):\n");
@@ -228,6 +262,8 @@ CommandRegistration reg("55-bench", [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--cold-l2", f->cold_l2, "read a 4 x L2 buffer on every GPU before each replay (untimed)");
   cmd->add_option("--seed", f->seed, "seed of the row ids and the table fill")->capture_default_str();
   cmd->add_option("--gpus", f->gpus, "GPUs to use (0: all)")->capture_default_str();
+  // Hidden: for tuning the peer kernel, not for users.
+  cmd->add_flag("--variants", f->variants, "also time every compiled peer kernel variant")->group("");
   cmd->callback([f, &exit_code] { exit_code = run_bench(*f); });
 });
 

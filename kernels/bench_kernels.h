@@ -37,6 +37,10 @@ uint64_t fill_word(uint64_t seed, int64_t row, uint64_t word, uint64_t row_bytes
 // plain stream. `src` may be a peer GPU's mapping.
 Status stream_copy(const void* src, uint64_t read_bytes, void* dst, uint64_t write_bytes, cudaStream_t stream);
 
+// One warp that does nothing: a graph of this one node is the fixed cost of
+// launching and timing a one-kernel lookup.
+Status empty_kernel(cudaStream_t stream);
+
 // One thread spins until `nanoseconds` have passed on the GPU's globaltimer.
 Status spin(uint64_t nanoseconds, cudaStream_t stream);
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine (the lent 2 x H200): build engramlab and the GPU tests,
-# run tests/gpu, then `engramlab bench` (warm L2, then L2 scrubbed before each
-# replay), and a memcheck of the gather kernels if time allows. Results go to
+# run tests/gpu, then `engramlab bench --variants` (warm L2: the final table
+# plus the method's fixed cost and the peer-kernel variant sweep, every variant
+# checked bitwise against gather_peer), then the L2-scrubbed bench and a
+# memcheck of the gather kernels if time allows. Results go to
 # $OUT (the device tool's folder) or build-gpu/out: bench.txt, bench.csv,
 # bench_latency.svg, bench_cold.{txt,csv}, bench_cold_latency.svg, tests.log.
 # NVLink multicast stays off: it can take a shared host's GPUs out of service.
@@ -53,11 +55,11 @@ bench_rc=127
 cold_rc=127
 lab="$build/apps/engramlab"
 if [ -x "$lab" ]; then
-  timeout 120 "$lab" bench --svg "$out/bench_latency.svg" --csv "$out/bench.csv" > "$out/bench.txt" 2> "$build/bench.err"
+  timeout 150 "$lab" bench --variants --svg "$out/bench_latency.svg" --csv "$out/bench.csv" > "$out/bench.txt" 2> "$build/bench.err"
   bench_rc=$?
   cat "$out/bench.txt"; tail -5 "$build/bench.err"
   echo "gpu_bench: bench rc $bench_rc at $(elapsed) s"
-  timeout 100 "$lab" bench --cold-l2 --svg "$out/bench_cold_latency.svg" --csv "$out/bench_cold.csv" \
+  [ "$(elapsed)" -lt 250 ] && timeout 80 "$lab" bench --cold-l2 --svg "$out/bench_cold_latency.svg" --csv "$out/bench_cold.csv" \
     > "$out/bench_cold.txt" 2> "$build/bench_cold.err"
   cold_rc=$?
   sed -n '/^| tokens | collective us | peer us | speedup/,/^$/p;/^targets/,/within/p' "$out/bench_cold.txt"
@@ -65,8 +67,8 @@ if [ -x "$lab" ]; then
   echo "gpu_bench: cold bench rc $cold_rc at $(elapsed) s"
 fi
 
-# memcheck of the gather kernels with whatever time is left (the call's limit is 360 s).
-left=$(( 330 - $(elapsed) ))
+# memcheck of the gather kernels with whatever time is left (the call's limit is 420 s).
+left=$(( 390 - $(elapsed) ))
 if [ -x "$tests_bin" ] && command -v compute-sanitizer > /dev/null && [ $left -gt 30 ]; then
   timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 "$tests_bin" \
     --gtest_filter='GatherKernels.*:GatherFastPath.*' >> "$out/tests.log" 2>&1

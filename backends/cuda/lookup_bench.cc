@@ -19,6 +19,7 @@
 #include "core/units.h"
 #include "kernels/bench_kernels.h"
 #include "kernels/gather_kernels.h"
+#include "kernels/gather_peer_variants.h"
 
 namespace engram::cuda {
 namespace {
@@ -144,6 +145,7 @@ class PeerTable {
                                 "cudaMemcpy shard bases", g));
       starts_.push_back(std::move(d_starts));
       bases_.push_back(std::move(d_bases));
+      host_bases_.emplace_back(bases.begin(), bases.end());
     }
     return Status::ok();
   }
@@ -157,6 +159,7 @@ class PeerTable {
     }
     starts_.clear();
     bases_.clear();
+    host_bases_.clear();
     for (int pass = 0; pass < 2; ++pass) {  // pass 0: peers' imports; pass 1: own shards
       for (size_t g = 0; g < mapped_.size(); ++g) {
         for (size_t s = 0; s < mapped_[g].size(); ++s) {
@@ -181,6 +184,11 @@ class PeerTable {
   uint64_t allocation_bytes() const { return allocation_bytes_; }
   const int64_t* device_starts(int g) const { return starts_[static_cast<size_t>(g)].as<int64_t>(); }
   const void* const* device_bases(int g) const { return bases_[static_cast<size_t>(g)].as<const void* const>(); }
+  // The same table on the host, for gather_peer's by-value path.
+  const int64_t* host_starts() const { return layout_.starts().data(); }
+  const void* const* host_bases(int g) const {
+    return reinterpret_cast<const void* const*>(host_bases_[static_cast<size_t>(g)].data());
+  }
   // GPU g's address of shard s.
   const void* shard(int g, int s) const { return reinterpret_cast<const void*>(mapped_[g][s].address); }
 
@@ -200,6 +208,7 @@ class PeerTable {
   std::vector<std::vector<Mapping>> mapped_;  // [gpu][shard]
   std::vector<GpuBuffer> starts_;
   std::vector<GpuBuffer> bases_;
+  std::vector<std::vector<uint64_t>> host_bases_;  // [gpu][shard]
 };
 
 // Streams and timing events; graphs per GPU for one measurement.
@@ -438,6 +447,36 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
   layout.row_bytes = row_bytes;
   const RowShardLayout& shards = table.layout();
 
+  // The method's fixed cost: an empty graph and a one-empty-kernel graph per
+  // GPU, launched and timed exactly as the lookups are.
+  {
+    auto time_graph = [&](const std::function<Status()>& enqueue) -> Result<LatencyPercentiles> {
+      Graphs graphs;
+      ENGRAM_RETURN_IF_ERROR(capture(streams, enqueue, graphs));
+      ENGRAM_ASSIGN_OR_RETURN(auto us, timer.time([&] { return launch_graphs(streams, graphs); }));
+      return latency_percentiles(us);
+    };
+    auto empty = time_graph([] { return Status::ok(); });
+    if (empty.is_ok()) {
+      report.empty_graph = *empty;
+      report.empty_graph_ran = true;
+    } else {
+      for (int g = 0; g < gpus; ++g) {
+        cudaSetDevice(g);
+        cudaGetLastError();
+      }
+      report.notes.push_back("empty graph not timed: " + empty.status().to_string());
+      say("bench: " + report.notes.back());
+    }
+    ENGRAM_ASSIGN_OR_RETURN(report.empty_kernel_graph, time_graph([&]() -> Status {
+      for (int g = 0; g < gpus; ++g) {
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+        ENGRAM_RETURN_IF_ERROR(kernels::empty_kernel(streams.streams[g]));
+      }
+      return Status::ok();
+    }));
+  }
+
   for (int64_t tokens : o.tokens_per_rank) {
     LookupBenchPoint point;
     point.tokens_per_rank = tokens;
@@ -464,7 +503,7 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
     point.remote_fraction = static_cast<double>(remote) / static_cast<double>(slots);
     point.local_fraction = static_cast<double>(local) / static_cast<double>(slots);
 
-    std::vector<GpuBuffer> d_ids, d_all_ids, d_owned, d_result, d_peer_out, d_copy_out;
+    std::vector<GpuBuffer> d_ids, d_all_ids, d_owned, d_result, d_peer_out, d_copy_out, d_variant_out;
     for (int g = 0; g < gpus; ++g) {
       ENGRAM_ASSIGN_OR_RETURN(GpuBuffer a, GpuBuffer::allocate(g, slots * sizeof(int64_t)));
       ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(a.get(), ids[g].data(), a.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy ids", g));
@@ -479,6 +518,10 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       d_peer_out.push_back(std::move(e));
       ENGRAM_ASSIGN_OR_RETURN(GpuBuffer f, GpuBuffer::allocate(g, point.write_bytes));
       d_copy_out.push_back(std::move(f));
+      if (o.sweep_variants) {
+        ENGRAM_ASSIGN_OR_RETURN(GpuBuffer v, GpuBuffer::allocate(g, point.write_bytes));
+        d_variant_out.push_back(std::move(v));
+      }
     }
 
     auto enqueue_collective = [&]() -> Status {
@@ -511,19 +554,28 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       }
       return group.end();
     };
+    // The engine knows its shard table on the host too, so the peer path
+    // gets both copies (gather_peer then takes it by value).
+    auto peer_args = [&](int g, const std::vector<GpuBuffer>& out) {
+      kernels::GatherPeerArgs peer;
+      peer.ids = d_ids[g].as<int64_t>();
+      peer.tokens = tokens;
+      peer.heads = o.heads;
+      peer.shard_starts = table.device_starts(g);
+      peer.shard_bases = table.device_bases(g);
+      peer.shard_count = gpus;
+      peer.layout = layout;
+      peer.out = out[g].as<uint16_t>();
+      peer.host_shard_starts = table.host_starts();
+      peer.host_shard_bases = table.host_bases(g);
+      return peer;
+    };
+    point.peer_variant = kernels::peer_variant_name(kernels::peer_variant_for(static_cast<int64_t>(slots), gpus <= 32));
     auto enqueue_peer = [&]() -> Status {
       for (int g = 0; g < gpus; ++g) {
         ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        kernels::GatherPeerArgs peer;
-        peer.ids = d_ids[g].as<int64_t>();
-        peer.tokens = tokens;
-        peer.heads = o.heads;
-        peer.shard_starts = table.device_starts(g);
-        peer.shard_bases = table.device_bases(g);
-        peer.shard_count = gpus;
-        peer.layout = layout;
-        peer.out = d_peer_out[g].as<uint16_t>();
-        ENGRAM_RETURN_IF_ERROR(kernels::gather_peer(peer, streams.streams[g]).with_context(g, -1, "gather_peer"));
+        ENGRAM_RETURN_IF_ERROR(kernels::gather_peer(peer_args(g, d_peer_out), streams.streams[g])
+                                   .with_context(g, -1, "gather_peer"));
       }
       return Status::ok();
     };
@@ -628,6 +680,36 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       }
     }
     point.slots_checked_against_cpu = samples;
+
+    // Every compiled variant, timed the same way, its output == the peer
+    // path's bitwise on GPU 0.
+    if (o.sweep_variants) {
+      for (const kernels::PeerVariant& variant : kernels::peer_variants()) {
+        const std::string name = kernels::peer_variant_name(variant);
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(0), "cudaSetDevice", 0));
+        ENGRAM_RETURN_IF_ERROR(rt(cudaMemset(d_variant_out[0].get(), 0xab, d_variant_out[0].bytes()),
+                                  "cudaMemset variant output", 0));
+        VariantTiming timing;
+        timing.name = name;
+        ENGRAM_RETURN_IF_ERROR(measure(name.c_str(), [&]() -> Status {
+          for (int g = 0; g < gpus; ++g) {
+            ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+            ENGRAM_RETURN_IF_ERROR(kernels::gather_peer_variant(peer_args(g, d_variant_out), variant, streams.streams[g])
+                                       .with_context(g, -1, name));
+          }
+          return Status::ok();
+        }, nullptr, timing.latency));
+        ENGRAM_ASSIGN_OR_RETURN(auto variant_out, download(d_variant_out[0], 0));
+        for (size_t i = 0; i < peer_out.size(); ++i) {
+          if (variant_out[i] != peer_out[i]) {
+            return internal_error(fmt::format("bench: at {} tokens variant {} differs from gather_peer at GPU 0 slot "
+                                              "{} value {}: {:#06x} vs {:#06x}", tokens, name, i / o.dim, i % o.dim,
+                                              variant_out[i], peer_out[i]));
+          }
+        }
+        point.variants.push_back(std::move(timing));
+      }
+    }
     report.points.push_back(point);
   }
   comms.clear();

@@ -34,6 +34,12 @@ struct LookupBenchOptions {
   double dead_fraction = 0.01;
   uint64_t seed = 2024;
   int gpus = 0;                        // 0: every GPU this process sees
+  bool sweep_variants = false;         // also time every compiled peer kernel variant (kernels/gather_peer_variants.h)
+};
+
+struct VariantTiming {
+  std::string name;                    // peer_variant_name
+  LatencyPercentiles latency;
 };
 
 struct LookupBenchPoint {
@@ -50,6 +56,8 @@ struct LookupBenchPoint {
   bool collective_ran = false;     // false when NCCL is missing
   bool collective_as_graph = false;
   uint64_t slots_checked_against_cpu = 0;
+  std::string peer_variant;              // the kernel variant gather_peer ran
+  std::vector<VariantTiming> variants;   // with sweep_variants: every variant, each checked == peer bitwise
 };
 
 struct LookupBenchReport {
@@ -59,6 +67,12 @@ struct LookupBenchReport {
   uint64_t row_bytes = 0;
   uint64_t shard_bytes = 0;        // per GPU, as allocated (granularity-rounded)
   std::vector<LookupBenchPoint> points;
+  // The method's fixed cost, timed like the lookups (a graph per GPU, all
+  // launched together, event-timed on GPU 0): a graph with no node, and a
+  // graph of one empty kernel.
+  LatencyPercentiles empty_graph;
+  bool empty_graph_ran = false;
+  LatencyPercentiles empty_kernel_graph;
   std::vector<std::string> notes;  // fallbacks taken, e.g. NCCL missing or eager collective
 };
 

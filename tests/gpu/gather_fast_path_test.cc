@@ -1,10 +1,14 @@
 // gather_fp8_256, the V4.1-row path of gather_peer / gather_owned: every
-// rows-per-warp variant (1, 2, 4: chosen by the slot count against the GPU's
-// size) and ragged tails (slot counts that are not a multiple of a block's
-// rows), against the CPU rule, over three shards with an empty one.
+// size step of the dispatch (chosen by the slot count against the GPU's
+// size), with the shard table from device memory and by value, every
+// compiled peer variant (kernels/gather_peer_variants.h), and ragged tails
+// (slot counts that are not a multiple of a block's rows), against the CPU
+// rule, over three shards with an empty one; rows at odd indices start 8
+// bytes past a 16-byte boundary, so both halves of the 16-byte load path run.
 #include <gtest/gtest.h>
 
 #include "kernels/gather_kernels.h"
+#include "kernels/gather_peer_variants.h"
 #include "tests/gpu/gpu_test_support.h"
 
 namespace engram::gpu_test {
@@ -66,12 +70,19 @@ TEST(GatherFastPath, EveryRowsPerWarpVariantAndRaggedTailsMatchTheCpuRule) {
     args.shard_count = 3;
     args.layout = layout;
     args.out = d_out.as<uint16_t>();
-    ENGRAM_STATUS_OK(kernels::gather_peer(args, nullptr));
-    ENGRAM_CUDA_OK(cudaDeviceSynchronize());
-    auto out = download(d_out);
     const auto expected = reference_lookup(layout.format, dim, table, rows, ids);
-    EXPECT_TRUE(same_bf16(expected, std::span(out).first(expected.size()), dim));
-    for (size_t i = expected.size(); i < out.size(); ++i) ASSERT_EQ(out[i], 0xabab) << "written past the end at " << i;
+    std::vector<uint16_t> out;
+    for (bool by_value : {false, true}) {
+      SCOPED_TRACE(by_value ? "table by value" : "table in device memory");
+      args.host_shard_starts = by_value ? starts.data() : nullptr;
+      args.host_shard_bases = by_value ? bases.data() : nullptr;
+      ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));
+      ENGRAM_STATUS_OK(kernels::gather_peer(args, nullptr));
+      ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+      out = download(d_out);
+      EXPECT_TRUE(same_bf16(expected, std::span(out).first(expected.size()), dim));
+      for (size_t i = expected.size(); i < out.size(); ++i) ASSERT_EQ(out[i], 0xabab) << "written past the end at " << i;
+    }
 
     // gather_owned over shard 2 only: its rows land, every other slot keeps
     // the poison (the collective path relies on untouched zeros).
@@ -99,6 +110,83 @@ TEST(GatherFastPath, EveryRowsPerWarpVariantAndRaggedTailsMatchTheCpuRule) {
     }
     EXPECT_EQ(bad, 0u);
   }
+}
+
+TEST(GatherFastPath, EveryPeerVariantMatchesTheCpuRule) {
+  ENGRAM_SKIP_WITHOUT_GPUS(1);
+  ENGRAM_CUDA_OK(cudaSetDevice(0));
+  const int dim = 256;
+  kernels::RowLayout layout;
+  layout.format = RowFormat::kFp8E4M3Ue8m0;
+  layout.dim = dim;
+  layout.row_bytes = row_bytes_of(layout.format, dim);
+  const int64_t rows = 2001;
+  const auto table = make_table(layout.format, dim, rows, 91);
+  const std::vector<int64_t> starts{0, 701, 701, rows};  // shard 2 starts at an odd row count
+  std::vector<DeviceBuffer> shards;
+  std::vector<const void*> bases;
+  for (size_t s = 0; s + 1 < starts.size(); ++s) {
+    std::vector<uint8_t> part(table.begin() + starts[s] * static_cast<int64_t>(layout.row_bytes),
+                              table.begin() + starts[s + 1] * static_cast<int64_t>(layout.row_bytes));
+    part.resize(std::max<size_t>(part.size(), 1));
+    shards.push_back(upload(part));
+    bases.push_back(shards.back().get());
+  }
+  DeviceBuffer d_starts = upload(starts);
+  DeviceBuffer d_bases = upload(bases);
+  Rng rng(5);
+  ASSERT_FALSE(kernels::peer_variants().empty());
+  for (int64_t slots : {int64_t{1}, int64_t{3}, int64_t{64}, int64_t{67}, int64_t{1001}}) {
+    auto ids = make_ids(static_cast<size_t>(slots), rows, starts, rng);
+    ids[0] = rows - 1;  // the very last byte of the last shard is read, never past it
+    const auto expected = reference_lookup(layout.format, dim, table, rows, ids);
+    DeviceBuffer d_ids = upload(ids);
+    DeviceBuffer d_out(0, static_cast<size_t>(slots) * dim * 2 + 512);
+    kernels::GatherPeerArgs args;
+    args.ids = d_ids.as<int64_t>();
+    args.tokens = slots;
+    args.heads = 1;
+    args.shard_starts = d_starts.as<int64_t>();
+    args.shard_bases = d_bases.as<const void* const>();
+    args.shard_count = 3;
+    args.layout = layout;
+    args.out = d_out.as<uint16_t>();
+    args.host_shard_starts = starts.data();
+    args.host_shard_bases = bases.data();
+    for (const kernels::PeerVariant& variant : kernels::peer_variants()) {
+      SCOPED_TRACE(fmt::format("slots {} variant {}", slots, kernels::peer_variant_name(variant)));
+      ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));
+      ENGRAM_STATUS_OK(kernels::gather_peer_variant(args, variant, nullptr));
+      ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+      const auto out = download(d_out);
+      ASSERT_TRUE(same_bf16(expected, std::span(out).first(expected.size()), dim));
+      for (size_t i = expected.size(); i < out.size(); ++i) ASSERT_EQ(out[i], 0xabab) << "written past the end at " << i;
+    }
+  }
+}
+
+TEST(GatherFastPath, ByValueVariantWithoutAHostTableIsRefused) {
+  ENGRAM_SKIP_WITHOUT_GPUS(1);
+  ENGRAM_CUDA_OK(cudaSetDevice(0));
+  kernels::RowLayout layout;
+  layout.format = RowFormat::kFp8E4M3Ue8m0;
+  layout.dim = 256;
+  layout.row_bytes = row_bytes_of(layout.format, 256);
+  DeviceBuffer d_ids(0, 64), d_out(0, 1024), d_table(0, 64);
+  kernels::GatherPeerArgs args;
+  args.ids = d_ids.as<int64_t>();
+  args.tokens = 1;
+  args.heads = 1;
+  args.shard_starts = d_table.as<int64_t>();
+  args.shard_bases = d_table.as<const void* const>();
+  args.shard_count = 1;
+  args.layout = layout;
+  args.out = d_out.as<uint16_t>();
+  kernels::PeerVariant variant = kernels::peer_variant_for(1, true);
+  ASSERT_TRUE(variant.table_by_value);
+  const Status refused = kernels::gather_peer_variant(args, variant, nullptr);
+  EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("host_shard_starts"), std::string::npos) << refused.to_string();
 }
 
 }  // namespace
