@@ -9,9 +9,9 @@
 // decode sizes a lookup is launch overhead plus its chain of dependent loads,
 // so the chain is cut to two round trips: the ids and the shard table (starts
 // and bases, one entry per lane, owner found by a warp ballot) load in
-// parallel, then every row of the warp (1, 2 or 4 of them) is read at once,
-// data and scale word together. At large sizes the several rows per warp keep
-// enough bytes in flight for NVLink.
+// parallel, then every row of the warp is read at once, data and scale word
+// together. The peer path's variants and their per-size choice are in
+// kernels/gather_peer_variants.h; gather_owned keeps 1, 2 or 4 rows per warp.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -188,7 +188,6 @@ Status launch(const int64_t* ids, int64_t row_slots, const RowLayout& layout, co
 
 constexpr int kFastDim = 256;
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kMaxValueShards = 32;
 
 // Warp-cooperative sources: load_warp() runs once per warp, before any id is
 // known; find() is called by all 32 lanes with the same row.
@@ -246,26 +245,6 @@ struct PeerWarpSource {
   }
 };
 
-// The shard table as a kernel parameter (__grid_constant__, so indexing it
-// reads the constant bank in place): the owner is found with warp-uniform
-// constant reads and no global load waits before the row's.
-struct PeerValueSource {
-  int64_t starts[kMaxValueShards + 1];
-  uint64_t bases[kMaxValueShards];
-  int shard_count;
-  uint64_t row_bytes;
-  static constexpr bool kZeroMissing = true;
-
-  struct Table {};
-  __device__ __forceinline__ Table load_warp(int) const { return {}; }
-  __device__ __forceinline__ const uint8_t* find(const Table&, int64_t row, int) const {
-    if (row < 0 || row >= starts[shard_count]) return nullptr;
-    int owner = 0;  // the last shard whose start <= row (starts never decrease)
-    for (int s = 1; s < shard_count; ++s) owner = starts[s] <= row ? s : owner;
-    return reinterpret_cast<const uint8_t*>(bases[owner]) + static_cast<uint64_t>(row - starts[owner]) * row_bytes;
-  }
-};
-
 struct OwnedWarpSource {
   int64_t begin;
   int64_t end;
@@ -280,28 +259,6 @@ struct OwnedWarpSource {
     return base + static_cast<uint64_t>(row - begin) * row_bytes;
   }
 };
-
-template <bool kPrefetch>
-__device__ __forceinline__ uint2 load8(const uint8_t* p) {
-  if constexpr (kPrefetch) {
-    uint2 v;
-    asm("ld.global.nc.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-    return v;
-  } else {
-    return __ldg(reinterpret_cast<const uint2*>(p));
-  }
-}
-
-template <bool kPrefetch>
-__device__ __forceinline__ uint4 load16(const uint8_t* p) {
-  if constexpr (kPrefetch) {
-    uint4 v;
-    asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-  } else {
-    return __ldg(reinterpret_cast<const uint4*>(p));
-  }
-}
 
 // Lane l's share of one row: data word l (values 8l..8l+7) and the row's
 // scale word -> 8 bf16, one 16-byte store.
@@ -341,9 +298,9 @@ __device__ __forceinline__ void store_zero(uint4* dst) {
 // 8-byte load at 256) or at 8 + 16h (odd start: the last chunk ends with the
 // scales; data word 0 in an 8-byte load): 17 loads cover the row's 264 bytes
 // exactly, never past them. Shuffles then hand lane l its data word.
-template <int kRows, bool kWide, bool kStream, bool kPrefetch, class Source>
+template <int kRows, bool kWide, bool kStream, class Source>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    gather_fp8_256(const int64_t* __restrict__ ids, int64_t row_slots, const __grid_constant__ Source source,
+    gather_fp8_256(const int64_t* __restrict__ ids, int64_t row_slots, const Source source,
                    uint16_t* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * kRows;
@@ -364,8 +321,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       data[k] = make_uint2(0, 0);
       scales[k] = make_uint2(0, 0);
       if (rows[k] != nullptr) {
-        data[k] = load8<kPrefetch>(rows[k] + 8 * lane);
-        scales[k] = load8<kPrefetch>(rows[k] + kFastDim);
+        data[k] = __ldg(reinterpret_cast<const uint2*>(rows[k]) + lane);
+        scales[k] = __ldg(reinterpret_cast<const uint2*>(rows[k] + kFastDim));
       }
     }
 #pragma unroll
@@ -396,8 +353,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       extra[p] = make_uint2(0, 0);
       if (row != nullptr) {
         const bool odd = (reinterpret_cast<uintptr_t>(row) & 8) != 0;
-        chunk[p] = load16<kPrefetch>(row + (odd ? 8 : 0) + 16 * h);
-        extra[p] = load8<kPrefetch>(odd ? row : row + kFastDim);
+        chunk[p] = __ldg(reinterpret_cast<const uint4*>(row + (odd ? 8 : 0)) + h);
+        extra[p] = __ldg(reinterpret_cast<const uint2*>(odd ? row : row + kFastDim));
       }
     }
 #pragma unroll
@@ -465,53 +422,39 @@ Status launch_owned_fp8_256(const int64_t* ids, int64_t row_slots, const Source&
   ENGRAM_ASSIGN_OR_RETURN(const dim3 grid, fast_grid(row_slots, rows, kernel));
   const dim3 block(kThreadsPerBlock);
   switch (rows) {
-    case 1: gather_fp8_256<1, false, false, false><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
-    case 2: gather_fp8_256<2, false, false, false><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
-    default: gather_fp8_256<4, false, false, false><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
+    case 1: gather_fp8_256<1, false, false><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
+    case 2: gather_fp8_256<2, false, false><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
+    default: gather_fp8_256<4, false, false><<<grid, block, 0, stream>>>(ids, row_slots, source, out); break;
   }
   return launch_status(kernel);
 }
 
-// The peer variants compiled in: (rows, wide, streaming stores, L2
-// prefetch), each with the shard table from device memory or by value.
+// The peer variants compiled in: those peer_variant_for picks, each the
+// fastest of a sweep over rows per warp (1, 2, 4, 8), 8/16-byte loads,
+// streaming stores, an L2::256B prefetch hint and a by-value shard table on
+// 2 x H200 (`engramlab bench --variants`); the others never won and were cut.
 struct PeerShape {
   int rows;
   bool wide;
   bool stream;
-  bool prefetch;
 };
-constexpr PeerShape kPeerShapes[] = {
-    {1, false, false, false}, {1, false, true, false}, {1, false, true, true},
-    {1, true, false, false},  {1, true, true, false},  {1, true, true, true},
-    {2, false, false, false}, {2, false, true, false}, {2, false, true, true},
-    {2, true, false, false},  {2, true, true, false},  {2, true, true, true},
-    {4, false, false, false}, {4, false, true, false}, {4, false, true, true},
-    {4, true, false, false},  {4, true, true, false},  {4, true, true, true},
-    {8, false, false, false}, {8, false, true, false}, {8, false, true, true},
-    {8, true, false, false},  {8, true, true, false},  {8, true, true, true},
-};
+constexpr PeerShape kPeerShapes[] = {{1, false, false}, {1, true, true}};
 constexpr int kPeerShapeCount = static_cast<int>(sizeof(kPeerShapes) / sizeof(kPeerShapes[0]));
 
 bool same_shape(const PeerShape& s, const PeerVariant& v) {
-  return s.rows == v.rows_per_warp && s.wide == v.wide_loads && s.stream == v.streaming_stores &&
-         s.prefetch == v.l2_prefetch;
+  return s.rows == v.rows_per_warp && s.wide == v.wide_loads && s.stream == v.streaming_stores;
 }
 
 template <int I>
-Status launch_peer_shape(const PeerVariant& v, const int64_t* ids, int64_t row_slots, const PeerWarpSource& table,
-                         const PeerValueSource& value, uint16_t* out, cudaStream_t stream) {
+Status launch_peer_shape(const PeerVariant& v, const int64_t* ids, int64_t row_slots, const PeerWarpSource& source,
+                         uint16_t* out, cudaStream_t stream) {
   if constexpr (I == kPeerShapeCount) {
     return invalid_argument(fmt::format("gather_peer: variant {} is not compiled in", peer_variant_name(v)));
   } else {
     constexpr PeerShape s = kPeerShapes[I];
-    if (!same_shape(s, v)) return launch_peer_shape<I + 1>(v, ids, row_slots, table, value, out, stream);
+    if (!same_shape(s, v)) return launch_peer_shape<I + 1>(v, ids, row_slots, source, out, stream);
     ENGRAM_ASSIGN_OR_RETURN(const dim3 grid, fast_grid(row_slots, s.rows, "gather_peer"));
-    const dim3 block(kThreadsPerBlock);
-    if (v.table_by_value) {
-      gather_fp8_256<s.rows, s.wide, s.stream, s.prefetch><<<grid, block, 0, stream>>>(ids, row_slots, value, out);
-    } else {
-      gather_fp8_256<s.rows, s.wide, s.stream, s.prefetch><<<grid, block, 0, stream>>>(ids, row_slots, table, out);
-    }
+    gather_fp8_256<s.rows, s.wide, s.stream><<<grid, dim3(kThreadsPerBlock), 0, stream>>>(ids, row_slots, source, out);
     return launch_status("gather_peer");
   }
 }
@@ -520,27 +463,10 @@ bool is_fast_row(const RowLayout& layout) {
   return layout.format == RowFormat::kFp8E4M3Ue8m0 && layout.dim == kFastDim;
 }
 
-bool has_host_table(const GatherPeerArgs& args) {
-  return args.host_shard_starts != nullptr && args.host_shard_bases != nullptr &&
-         args.shard_count <= kMaxValueShards;
-}
-
 // Runs the fast path's `variant`; the args are checked by the caller.
 Status launch_peer_variant(const GatherPeerArgs& args, const PeerVariant& variant, cudaStream_t stream) {
-  PeerWarpSource table{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
-  PeerValueSource value{};
-  value.shard_count = args.shard_count;
-  value.row_bytes = args.layout.row_bytes;
-  if (variant.table_by_value) {
-    if (!has_host_table(args)) {
-      return invalid_argument(fmt::format("gather_peer: variant {} takes the shard table by value: give "
-                                          "host_shard_starts and host_shard_bases, at most {} shards (have {})",
-                                          peer_variant_name(variant), kMaxValueShards, args.shard_count));
-    }
-    for (int s = 0; s <= args.shard_count; ++s) value.starts[s] = args.host_shard_starts[s];
-    for (int s = 0; s < args.shard_count; ++s) value.bases[s] = reinterpret_cast<uint64_t>(args.host_shard_bases[s]);
-  }
-  return launch_peer_shape<0>(variant, args.ids, args.tokens * args.heads, table, value, args.out, stream);
+  PeerWarpSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
+  return launch_peer_shape<0>(variant, args.ids, args.tokens * args.heads, source, args.out, stream);
 }
 
 Status check_peer_args(const GatherPeerArgs& args) {
@@ -561,26 +487,24 @@ Status check_peer_args(const GatherPeerArgs& args) {
 }  // namespace
 
 std::string peer_variant_name(const PeerVariant& v) {
-  return fmt::format("r{}-w{}{}{}-{}", v.rows_per_warp, v.wide_loads ? 16 : 8, v.streaming_stores ? "-cs" : "",
-                     v.l2_prefetch ? "-pf" : "", v.table_by_value ? "val" : "dev");
+  return fmt::format("r{}-w{}{}", v.rows_per_warp, v.wide_loads ? 16 : 8, v.streaming_stores ? "-cs" : "");
 }
 
 const std::vector<PeerVariant>& peer_variants() {
   static const std::vector<PeerVariant> all = [] {
     std::vector<PeerVariant> v;
-    for (const PeerShape& s : kPeerShapes) {
-      for (bool by_value : {false, true}) v.push_back(PeerVariant{s.rows, s.wide, s.stream, s.prefetch, by_value});
-    }
+    for (const PeerShape& s : kPeerShapes) v.push_back(PeerVariant{s.rows, s.wide, s.stream});
     return v;
   }();
   return all;
 }
 
-PeerVariant peer_variant_for(int64_t row_slots, bool table_by_value) {
-  const int64_t wave = warps_per_wave();
-  if (row_slots <= wave) return PeerVariant{1, false, true, false, table_by_value};
-  if (row_slots <= 2 * wave) return PeerVariant{2, true, true, false, table_by_value};
-  return PeerVariant{4, true, true, false, table_by_value};
+// One row per warp at every size: more rows per warp cost 1-3 us at 1..1024
+// tokens (fewer warps, serial stores) and gained nothing at 8192. Past one
+// wave of warps the 16-byte loads with streaming stores are 0.5-1% faster.
+PeerVariant peer_variant_for(int64_t row_slots) {
+  if (row_slots <= warps_per_wave()) return PeerVariant{1, false, false};
+  return PeerVariant{1, true, true};
 }
 
 Status gather_peer_variant(const GatherPeerArgs& args, const PeerVariant& variant, cudaStream_t stream) {
@@ -612,7 +536,7 @@ Status gather_peer(const GatherPeerArgs& args, cudaStream_t stream) {
   // contract: VMM mappings are granularity-aligned.
   const bool vector = can_vectorise(args.layout, args.out);
   if (vector && is_fast_row(args.layout)) {
-    return launch_peer_variant(args, peer_variant_for(args.tokens * args.heads, has_host_table(args)), stream);
+    return launch_peer_variant(args, peer_variant_for(args.tokens * args.heads), stream);
   }
   PeerSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
   return launch(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_peer");

@@ -33,13 +33,6 @@ struct GatherPeerArgs {
   int shard_count = 0;
   RowLayout layout;
   uint16_t* out = nullptr;                // [tokens x heads x dim] bf16
-  // Optional host copies of the same table (shard_count + 1 starts,
-  // shard_count bases). When both are given and shard_count <= 32 the V4.1
-  // row path takes the table by value as a kernel parameter, so no table load
-  // precedes a row load; they are read during the call only and must equal
-  // the device table.
-  const int64_t* host_shard_starts = nullptr;
-  const void* const* host_shard_bases = nullptr;
 };
 Status gather_peer(const GatherPeerArgs& args, cudaStream_t stream);
 

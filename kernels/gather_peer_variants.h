@@ -16,30 +16,26 @@
 namespace engram::kernels {
 
 struct PeerVariant {
-  int rows_per_warp = 1;          // rows one warp loads before it stores any: 1, 2, 4 or 8
+  int rows_per_warp = 1;          // rows one warp loads before it stores any
   bool wide_loads = false;        // 16-byte loads, a half-warp per row; else 8-byte loads, a warp per row
   bool streaming_stores = false;  // st.global.cs: the output does not evict the table's lines from L2
-  bool l2_prefetch = false;       // ld.global.nc.L2::256B: the owning L2 fetches whole 256 B blocks
-  bool table_by_value = false;    // shard table as a kernel parameter (needs the args' host copies)
   bool operator==(const PeerVariant& o) const {
-    return rows_per_warp == o.rows_per_warp && wide_loads == o.wide_loads && streaming_stores == o.streaming_stores &&
-           l2_prefetch == o.l2_prefetch && table_by_value == o.table_by_value;
+    return rows_per_warp == o.rows_per_warp && wide_loads == o.wide_loads && streaming_stores == o.streaming_stores;
   }
 };
 
-// e.g. "r4-w16-cs-val"
+// e.g. "r1-w16-cs"
 std::string peer_variant_name(const PeerVariant& variant);
 
 // Every variant compiled in.
 const std::vector<PeerVariant>& peer_variants();
 
 // The variant gather_peer runs for `row_slots` (tokens x heads) on the
-// current GPU, with or without a by-value shard table.
-PeerVariant peer_variant_for(int64_t row_slots, bool table_by_value);
+// current GPU.
+PeerVariant peer_variant_for(int64_t row_slots);
 
 // gather_peer with the variant forced. kInvalidArgument when the layout is
-// not the V4.1 row on the vector path, the variant is not compiled in, or it
-// takes the table by value and the args have no host copies (or > 32 shards).
+// not the V4.1 row on the vector path or the variant is not compiled in.
 Status gather_peer_variant(const GatherPeerArgs& args, const PeerVariant& variant, cudaStream_t stream);
 
 }  // namespace engram::kernels

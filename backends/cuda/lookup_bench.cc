@@ -145,7 +145,6 @@ class PeerTable {
                                 "cudaMemcpy shard bases", g));
       starts_.push_back(std::move(d_starts));
       bases_.push_back(std::move(d_bases));
-      host_bases_.emplace_back(bases.begin(), bases.end());
     }
     return Status::ok();
   }
@@ -159,7 +158,6 @@ class PeerTable {
     }
     starts_.clear();
     bases_.clear();
-    host_bases_.clear();
     for (int pass = 0; pass < 2; ++pass) {  // pass 0: peers' imports; pass 1: own shards
       for (size_t g = 0; g < mapped_.size(); ++g) {
         for (size_t s = 0; s < mapped_[g].size(); ++s) {
@@ -184,11 +182,6 @@ class PeerTable {
   uint64_t allocation_bytes() const { return allocation_bytes_; }
   const int64_t* device_starts(int g) const { return starts_[static_cast<size_t>(g)].as<int64_t>(); }
   const void* const* device_bases(int g) const { return bases_[static_cast<size_t>(g)].as<const void* const>(); }
-  // The same table on the host, for gather_peer's by-value path.
-  const int64_t* host_starts() const { return layout_.starts().data(); }
-  const void* const* host_bases(int g) const {
-    return reinterpret_cast<const void* const*>(host_bases_[static_cast<size_t>(g)].data());
-  }
   // GPU g's address of shard s.
   const void* shard(int g, int s) const { return reinterpret_cast<const void*>(mapped_[g][s].address); }
 
@@ -208,7 +201,6 @@ class PeerTable {
   std::vector<std::vector<Mapping>> mapped_;  // [gpu][shard]
   std::vector<GpuBuffer> starts_;
   std::vector<GpuBuffer> bases_;
-  std::vector<std::vector<uint64_t>> host_bases_;  // [gpu][shard]
 };
 
 // Streams and timing events; graphs per GPU for one measurement.
@@ -554,8 +546,6 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       }
       return group.end();
     };
-    // The engine knows its shard table on the host too, so the peer path
-    // gets both copies (gather_peer then takes it by value).
     auto peer_args = [&](int g, const std::vector<GpuBuffer>& out) {
       kernels::GatherPeerArgs peer;
       peer.ids = d_ids[g].as<int64_t>();
@@ -566,11 +556,9 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       peer.shard_count = gpus;
       peer.layout = layout;
       peer.out = out[g].as<uint16_t>();
-      peer.host_shard_starts = table.host_starts();
-      peer.host_shard_bases = table.host_bases(g);
       return peer;
     };
-    point.peer_variant = kernels::peer_variant_name(kernels::peer_variant_for(static_cast<int64_t>(slots), gpus <= 32));
+    point.peer_variant = kernels::peer_variant_name(kernels::peer_variant_for(static_cast<int64_t>(slots)));
     auto enqueue_peer = [&]() -> Status {
       for (int g = 0; g < gpus; ++g) {
         ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));

@@ -1,11 +1,12 @@
 // gather_fp8_256, the V4.1-row path of gather_peer / gather_owned: every
 // size step of the dispatch (chosen by the slot count against the GPU's
-// size), with the shard table from device memory and by value, every
-// compiled peer variant (kernels/gather_peer_variants.h), and ragged tails
+// size), every compiled peer variant (kernels/gather_peer_variants.h), and ragged tails
 // (slot counts that are not a multiple of a block's rows), against the CPU
 // rule, over three shards with an empty one; rows at odd indices start 8
 // bytes past a 16-byte boundary, so both halves of the 16-byte load path run.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "kernels/gather_kernels.h"
 #include "kernels/gather_peer_variants.h"
@@ -72,17 +73,11 @@ TEST(GatherFastPath, EveryRowsPerWarpVariantAndRaggedTailsMatchTheCpuRule) {
     args.out = d_out.as<uint16_t>();
     const auto expected = reference_lookup(layout.format, dim, table, rows, ids);
     std::vector<uint16_t> out;
-    for (bool by_value : {false, true}) {
-      SCOPED_TRACE(by_value ? "table by value" : "table in device memory");
-      args.host_shard_starts = by_value ? starts.data() : nullptr;
-      args.host_shard_bases = by_value ? bases.data() : nullptr;
-      ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));
-      ENGRAM_STATUS_OK(kernels::gather_peer(args, nullptr));
-      ENGRAM_CUDA_OK(cudaDeviceSynchronize());
-      out = download(d_out);
-      EXPECT_TRUE(same_bf16(expected, std::span(out).first(expected.size()), dim));
-      for (size_t i = expected.size(); i < out.size(); ++i) ASSERT_EQ(out[i], 0xabab) << "written past the end at " << i;
-    }
+    ENGRAM_STATUS_OK(kernels::gather_peer(args, nullptr));
+    ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+    out = download(d_out);
+    EXPECT_TRUE(same_bf16(expected, std::span(out).first(expected.size()), dim));
+    for (size_t i = expected.size(); i < out.size(); ++i) ASSERT_EQ(out[i], 0xabab) << "written past the end at " << i;
 
     // gather_owned over shard 2 only: its rows land, every other slot keeps
     // the poison (the collective path relies on untouched zeros).
@@ -151,8 +146,6 @@ TEST(GatherFastPath, EveryPeerVariantMatchesTheCpuRule) {
     args.shard_count = 3;
     args.layout = layout;
     args.out = d_out.as<uint16_t>();
-    args.host_shard_starts = starts.data();
-    args.host_shard_bases = bases.data();
     for (const kernels::PeerVariant& variant : kernels::peer_variants()) {
       SCOPED_TRACE(fmt::format("slots {} variant {}", slots, kernels::peer_variant_name(variant)));
       ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));
@@ -165,7 +158,7 @@ TEST(GatherFastPath, EveryPeerVariantMatchesTheCpuRule) {
   }
 }
 
-TEST(GatherFastPath, ByValueVariantWithoutAHostTableIsRefused) {
+TEST(GatherFastPath, AVariantNotCompiledInIsRefused) {
   ENGRAM_SKIP_WITHOUT_GPUS(1);
   ENGRAM_CUDA_OK(cudaSetDevice(0));
   kernels::RowLayout layout;
@@ -182,11 +175,18 @@ TEST(GatherFastPath, ByValueVariantWithoutAHostTableIsRefused) {
   args.shard_count = 1;
   args.layout = layout;
   args.out = d_out.as<uint16_t>();
-  kernels::PeerVariant variant = kernels::peer_variant_for(1, true);
-  ASSERT_TRUE(variant.table_by_value);
+  const kernels::PeerVariant variant{3, true, false};
+  ASSERT_TRUE(std::find(kernels::peer_variants().begin(), kernels::peer_variants().end(), variant) ==
+              kernels::peer_variants().end());
   const Status refused = kernels::gather_peer_variant(args, variant, nullptr);
   EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(refused.message().find("host_shard_starts"), std::string::npos) << refused.to_string();
+  EXPECT_NE(refused.message().find("r3-w16 is not compiled in"), std::string::npos) << refused.to_string();
+  // Every variant gather_peer dispatches to is compiled in.
+  for (int64_t slots : {int64_t{1}, int64_t{1} << 20}) {
+    const kernels::PeerVariant picked = kernels::peer_variant_for(slots);
+    EXPECT_TRUE(std::find(kernels::peer_variants().begin(), kernels::peer_variants().end(), picked) !=
+                kernels::peer_variants().end()) << kernels::peer_variant_name(picked);
+  }
 }
 
 }  // namespace
