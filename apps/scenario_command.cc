@@ -1,5 +1,8 @@
-// `engramlab scenario run FILE|DIR... [--seed S] [--json]`: runs scenario
-// files (DESIGN.md section 7) on the emulator and prints a pass/fail table.
+// `engramlab scenario run FILE|DIR... [--seed S] [--json] [--real]`: runs
+// scenario files (DESIGN.md section 7) on the emulator and prints a
+// pass/fail table; --real runs them on real processes of this host and
+// compares with the emulator (apps/scenario_real.h). `scenario rank FILE` is
+// the internal per-process entry of a real run (apps/scenario_rank.h).
 // Exit codes: 0 every scenario passed; 1 one failed (why, and the line that
 // reproduces it, follow the table); 2 a file could not be read or parsed.
 #include <fmt/format.h>
@@ -12,6 +15,8 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "apps/scenario_rank.h"
+#include "apps/scenario_real.h"
 #include "core/json_writer.h"
 #include "core/scenario.h"
 #include "sim/scenario_runner.h"
@@ -23,6 +28,7 @@ struct ScenarioFlags {
   std::vector<std::string> paths;
   std::string seed;
   bool json = false;
+  bool real = false;
 };
 
 int run_scenarios(const ScenarioFlags& flags) {
@@ -51,6 +57,14 @@ int run_scenarios(const ScenarioFlags& flags) {
       }
       scenarios.push_back(std::move(scenario).value());
     }
+  }
+
+  if (flags.real) {
+    if (flags.json || !flags.seed.empty()) {
+      std::cerr << "error: --real takes neither --seed (real processes have no emulator seed) nor --json\n";
+      return 2;
+    }
+    return run_scenarios_real(scenarios);
   }
 
   std::vector<sim::ScenarioOutcome> outcomes;
@@ -110,7 +124,21 @@ CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
   run->add_option("paths", flags->paths, "scenario files or directories")->required();
   run->add_option("--seed", flags->seed, "replace each scenario's seed");
   run->add_flag("--json", flags->json, "print a machine-readable JSON object");
+  run->add_flag("--real", flags->real,
+                "also run each scenario on real processes of this host (engramlab launch) and compare them with "
+                "the emulator rank by rank");
   run->callback([flags, &exit_code]() { exit_code = run_scenarios(*flags); });
+
+  // Internal: one real rank, started by `scenario run --real` through
+  // `engramlab launch` (or by torchrun/srun on a cluster).
+  auto rank_flags = std::make_shared<ScenarioRankFlags>();
+  CLI::App* rank = cmd->add_subcommand("rank", "");  // empty description: hidden from --help
+  rank->group("");
+  rank->add_option("file", rank_flags->file, "scenario file")->required();
+  rank->add_option("--result-dir", rank_flags->result_dir, "write rank-<r>.json here (default: stdout)");
+  rank->add_option("--die-rank", rank_flags->die_rank, "crash tests: this rank SIGKILLs itself at --die-at");
+  rank->add_option("--die-at", rank_flags->die_at, "crash tests: shm_create:N or shm_open:N");
+  rank->callback([rank_flags, &exit_code]() { exit_code = run_scenario_rank_process(*rank_flags); });
 });
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "core/deployment_plan.h"
 #include "core/scenario.h"
+#include "core/scenario_rank.h"
 #include "core/status.h"
 #include "sim/faults.h"
 #include "sim/world.h"
@@ -29,13 +30,9 @@ struct EmulatedJob {
   bool keep_trace_text = false;
 };
 
-struct RankOutcome {
-  bool started = false;
-  Placement placement = Placement::kDeviceCollective;
-  std::optional<HandleType> handle_type;
-  bool looked_up = false;      // every table of the lookup model
-  std::string lookup_mismatch;  // empty: bitwise equal to the direct lookup
-};
+// What each rank reported (core/scenario_rank.h: the same for real
+// processes), including the hash of each table's lookup output bytes.
+using RankOutcome = ScenarioRankResult;
 
 struct EmulatedOutcome {
   Deployment deployment;              // completed (or as written when plan refused it)

@@ -1,0 +1,46 @@
+#include "kernels/direct_table_reference.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "core/shard_layout.h"
+#include "core/status.h"
+#include "core/table_fill.h"
+#include "kernels/gather_reference.h"
+
+namespace engram::kernels {
+
+void DirectTables::lookup(int table, std::span<const int64_t> ids, std::span<uint16_t> out) const {
+  ENGRAM_CHECK(table >= 0 && table < static_cast<int>(whole.size()));
+  const TableSpec& spec = model.tables[static_cast<size_t>(table)];
+  RowShardLayout layout(spec.row_count(), 1);
+  std::span<const std::byte> shard(whole[static_cast<size_t>(table)]);
+  gather_peer_reference(spec, layout, std::span<const std::span<const std::byte>>(&shard, 1), ids, out);
+}
+
+const DirectTables& direct_tables(const std::string& name, const ModelSpec& model, uint64_t fill_seed) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, uint64_t>, std::unique_ptr<DirectTables>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& entry = cache[{name, fill_seed}];
+  if (!entry) {
+    entry = std::make_unique<DirectTables>();
+    entry->model = model;
+    entry->fill_seed = fill_seed;
+    for (size_t t = 0; t < model.tables.size(); ++t) {
+      const TableSpec& spec = entry->model.tables[t];
+      entry->whole.emplace_back(spec.table_bytes());
+      fill_table_rows(spec, fill_seed, 0, entry->whole.back());
+      auto hasher = TableHasher::create(entry->model, static_cast<int>(t));
+      ENGRAM_CHECK(hasher.is_ok());
+      entry->hashers.push_back(std::move(hasher).value());
+    }
+  }
+  // A preset's name fixes its structure; a different spec under the same name is a broken contract.
+  ENGRAM_CHECK(entry->model.tables.size() == model.tables.size() && entry->model.seed == model.seed);
+  return *entry;
+}
+
+}  // namespace engram::kernels

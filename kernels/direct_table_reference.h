@@ -1,0 +1,32 @@
+// The whole table of a small model, filled as every placement fills it, and a
+// direct dequantised lookup against it (the GPU kernel's CPU reference over a
+// single shard: independent of the placements' row loops). The scenario
+// runners on the emulator and on real processes check their lookups with it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/hashing.h"
+#include "core/table_spec.h"
+
+namespace engram::kernels {
+
+struct DirectTables {
+  ModelSpec model;
+  uint64_t fill_seed = 1;
+  std::vector<std::vector<std::byte>> whole;  // by table index
+  std::vector<TableHasher> hashers;           // by table index
+
+  // ids: [tokens][heads] of table `table`; out: ids.size() * dim bf16.
+  void lookup(int table, std::span<const int64_t> ids, std::span<uint16_t> out) const;
+};
+
+// Filled once per (model name, fill seed) and kept for the process: a sweep
+// runs thousands of jobs on the same small tables. Thread-safe.
+const DirectTables& direct_tables(const std::string& name, const ModelSpec& model, uint64_t fill_seed);
+
+}  // namespace engram::kernels
