@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <mutex>
 
 #include "core/deployment_plan.h"
 #include "core/group_agreement.h"
@@ -50,6 +52,32 @@ void put_text(char* field, size_t capacity, const std::string& text) {
 }
 
 std::string get_text(const char* field, size_t capacity) { return std::string(field, strnlen(field, capacity)); }
+
+// Every rank decides from the same gathered facts, so in one process (the
+// emulator runs every rank in one) the plan is computed once and shared.
+// Keyed by the exact facts and options; a handful of recent entries.
+std::shared_ptr<const Result<PlanResult>> plan_once(const Deployment& deployment, std::span<const WireFacts> facts) {
+  std::string key(reinterpret_cast<const char*>(facts.data()), facts.size_bytes());
+  const EngramConfig& c = deployment.config;
+  const ParallelLayout& l = deployment.layout;
+  key += fmt::format("|{}|{},{},{},{},{}|{},{},{},{},{}", deployment.model, l.tp, l.dp, l.ep, l.elastic_ep,
+                     l.prefill_cp, c.cpu_offload, c.peer_shards,
+                     c.dp_shared_memory ? (*c.dp_shared_memory ? 1 : 0) : -1, static_cast<int>(c.shard_group),
+                     c.tokens_per_rank_max);
+  static std::mutex mutex;
+  static std::deque<std::pair<std::string, std::shared_ptr<const Result<PlanResult>>>> recent;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& [k, plan] : recent)
+      if (k == key) return plan;
+  }
+  WarningSink plan_sink;  // plan's warnings reach the caller's sink from the result, once
+  auto plan = std::make_shared<const Result<PlanResult>>(plan_deployment(deployment, plan_sink));
+  std::lock_guard<std::mutex> lock(mutex);
+  recent.emplace_front(std::move(key), plan);
+  if (recent.size() > 4) recent.pop_back();
+  return plan;
+}
 
 std::string segment_name(const std::string& job_id, int layer_id) {
   return fmt::format("engramlab-{}-layer{}", job_id, layer_id);
@@ -169,9 +197,9 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
     ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
     deployment.rank_hosts.push_back(it->second);
   }
-  WarningSink plan_sink;  // plan's warnings reach `sink` below, once
-  auto plan = plan_deployment(deployment, plan_sink);
-  if (!plan.is_ok()) return std::move(plan).take_status().with_context(me, -1, "decide placement");
+  const std::shared_ptr<const Result<PlanResult>> planned = plan_once(deployment, all);
+  if (!planned->is_ok()) return Status(planned->status()).with_context(me, -1, "decide placement");
+  const PlanResult* plan = &planned->value();
   for (const Warning& w : plan->warnings) sink.emit(w);
   const RankPlan& rank_plan = plan->ranks[static_cast<size_t>(me)];
 

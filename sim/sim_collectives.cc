@@ -29,6 +29,7 @@ std::unique_ptr<Collectives> CollectiveHub::world(int world_rank) {
 }
 
 void CollectiveHub::mark_dead(int world_rank) {
+  if (!dead_[static_cast<size_t>(world_rank)]) ++dead_count_;
   dead_[static_cast<size_t>(world_rank)] = true;
   scheduler_.record(fmt::format("dead {}", world_rank));
   scheduler_.notify_all();
@@ -65,6 +66,8 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
   int missing_peer = -1;
   auto complete_or_peer_gone = [&] {
     if (op.arrived_count == n) return true;
+    // Re-checked at every wake-up: scan members only once somebody has died.
+    if (hub_.dead_count() == 0) return false;
     for (int i = 0; i < n; ++i) {
       int w = group_->world_ranks[static_cast<size_t>(i)];
       if (!op.arrived[static_cast<size_t>(i)] && hub_.is_dead(w)) {

@@ -41,6 +41,7 @@ class CollectiveHub {
   // Ranks marked dead make every collective that waits on them fail.
   void mark_dead(int world_rank);
   bool is_dead(int world_rank) const { return dead_[static_cast<size_t>(world_rank)]; }
+  int dead_count() const { return dead_count_; }
   Scheduler& scheduler() { return scheduler_; }
   std::shared_ptr<SimGroup> new_group(std::vector<int> world_ranks);
   uint64_t bytes_moved() const { return bytes_moved_; }
@@ -49,6 +50,7 @@ class CollectiveHub {
  private:
   Scheduler& scheduler_;
   std::vector<bool> dead_;
+  int dead_count_ = 0;
   std::shared_ptr<SimGroup> world_group_;
   int next_group_id_ = 0;
   uint64_t bytes_moved_ = 0;

@@ -26,7 +26,13 @@ stage() {
 run_ctest() {
   local dir="$1" name="$2"
   stage "$name" ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 900
-  grep -E "tests passed|Disabled|Skipped|\*\*\*Skipped" "build-logs/$name.log" | sed "s/^/[$name] /" | sort -u | tail -n 5
+  local log="build-logs/$name.log" skipped
+  skipped="$(grep -c '\*\*\*Skipped' "$log" || true)"
+  echo "[$name] $(grep -E 'tests passed' "$log")"
+  if [ "$skipped" -gt 0 ]; then
+    echo "[$name] $skipped skipped (they need a GPU; the reason is in $log):" \
+      "$(grep '\*\*\*Skipped' "$log" | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/' | tr '\n' ' ')"
+  fi
 }
 
 # 1. Release build and its suite.
