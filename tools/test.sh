@@ -28,7 +28,7 @@ run_ctest() {
   stage "$name" ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 900
   local log="build-logs/$name.log" skipped
   skipped="$(grep -c '\*\*\*Skipped' "$log" || true)"
-  echo "[$name] $(grep -E 'tests passed' "$log")"
+  grep -E 'tests passed' "$log"
   if [ "$skipped" -gt 0 ]; then
     echo "[$name] $skipped skipped (they need a GPU; the reason is in $log):" \
       "$(grep '\*\*\*Skipped' "$log" | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/' | tr '\n' ' ')"
@@ -50,3 +50,15 @@ stage scenarios build/apps/engramlab scenario run scenarios/
 tail -n 1 build-logs/scenarios.log | sed "s/^/[scenarios] /"
 stage fuzz build/apps/engramlab fuzz --seeds 2000 --seed 1 --check-determinism
 tail -n 1 build-logs/fuzz.log | sed "s/^/[fuzz] /"
+
+# One closing line over every stage (ctest counts skipped tests as passed;
+# they are subtracted and shown apart).
+total_tests=0; total_failed=0; total_skipped=0
+for log in build-logs/ctest.log build-logs/ctest-asan.log; do
+  n="$(grep -E 'tests passed' "$log" | sed -E 's/.* out of ([0-9]+).*/\1/')"
+  f="$(grep -E 'tests passed' "$log" | sed -E 's/.*, ([0-9]+) tests failed.*/\1/')"
+  s="$(grep -c '\*\*\*Skipped' "$log" || true)"
+  total_tests=$((total_tests + n)); total_failed=$((total_failed + f)); total_skipped=$((total_skipped + s))
+done
+scenario_count="$(tail -n 1 build-logs/scenarios.log | sed -E 's/^([0-9]+) of ([0-9]+).*/\2/')"
+echo "total: $((total_tests - total_failed - total_skipped + scenario_count + 1)) passed, $total_failed failed, $total_skipped skipped"
