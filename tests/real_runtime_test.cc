@@ -1,0 +1,241 @@
+// The host placements on REAL processes (engramlab launch, TCP collectives,
+// /dev/shm, fd channel) with the runtime and lookup code the emulator runs,
+// and `engramlab scenario run --real` giving the same placement, warnings and
+// lookup bytes as the emulator on the same file. Real ranks see the real
+// machine's facts, so each test creates the scenario's conditions for real:
+// a private mount namespace with a tmpfs of the scenario's size on /dev/shm
+// and a UTS namespace with the scenario's hostname (warnings name the host
+// and are compared by key and text). Without permission for namespaces the
+// tests that need them skip, saying so.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "backends/shm/posix_shared_memory.h"
+#include "core/scenario_rank_record.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using namespace engram;
+
+const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
+const std::string kWorker = std::string(ENGRAM_BINARY_DIR) + "/tests/host_worker";
+const std::string kScenarios = std::string(ENGRAM_SOURCE_DIR) + "/scenarios";
+
+struct ProcessRun {
+  int exit_code = -1;
+  std::string output;
+  std::chrono::milliseconds took{0};
+};
+
+ProcessRun run(const std::string& command) {
+  ProcessRun r;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (pipe != nullptr && std::fgets(buf, sizeof(buf), pipe) != nullptr) r.output += buf;
+  const int status = pipe != nullptr ? ::pclose(pipe) : -1;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  return r;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// `script` runs in a new mount + UTS namespace with a tmpfs of `tmpfs_size`
+// on /dev/shm and `hostname` set. Empty optional: namespaces not permitted.
+std::optional<ProcessRun> in_namespace(const std::string& tmpfs_size, const std::string& hostname,
+                                       const std::string& script) {
+  static const bool permitted =
+      run("unshare --mount --uts --propagation private sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm'").exit_code == 0;
+  if (!permitted) return std::nullopt;
+  return run("unshare --mount --uts --propagation private sh -c 'mount -t tmpfs -o size=" + tmpfs_size +
+             " tmpfs /dev/shm && hostname " + hostname + " && " + script + "'");
+}
+
+#define SKIP_WITHOUT_NAMESPACES(result)                                                                          \
+  if (!(result)) GTEST_SKIP() << "SKIPPED: needs mount+UTS namespaces (root or CAP_SYS_ADMIN: unshare --mount --uts)"
+
+std::string real_run(const std::string& files) { return kEngramlab + " scenario run --real " + files; }
+
+TEST(RealRuntime, FourRanksShareOneShmTableWithTheEmulatorsBytes) {
+  auto r = in_namespace("190g", "gb200-0", real_run(kScenarios + "/dep4_shared.yaml"));
+  SKIP_WITHOUT_NAMESPACES(r);
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_NE(r->output.find("/dev/shm 190.0 GiB; the scenario's host gb200-0, /dev/shm 190.0 GiB"), std::string::npos)
+      << r->output;
+  // rank, real, emulator, hashes, same: four host_shared ranks equal to the emulator.
+  EXPECT_EQ(count(r->output, "host_shared        host_shared"), 4u) << r->output;
+  EXPECT_EQ(count(r->output, "    yes\n"), 4u) << r->output;
+  EXPECT_NE(r->output.find("warnings: real 0, emulator 0: same"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("1 passed, 0 skipped, 0 failed"), std::string::npos) << r->output;
+  EXPECT_LT(r->took, 30s);
+}
+
+TEST(RealRuntime, A64MiBTmpfsFallsBackWithTheWarningAndExplicitTrueFailsWithTheSizes) {
+  auto r = in_namespace("64m", "gb200-0",
+                        real_run(kScenarios + "/dep4_docker_default_shm.yaml " + kScenarios +
+                                 "/real/dep4_explicit_true_64mib.yaml"));
+  SKIP_WITHOUT_NAMESPACES(r);
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_EQ(count(r->output, "host_head_sharded  host_head_sharded"), 4u) << r->output;
+  // The expectations demand a warning naming 188.8 GiB, 64 MiB, --shm-size and
+  // --ipc=host; it must also be the emulator's, word for word.
+  EXPECT_NE(r->output.find("warnings: real 1, emulator 1: same"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("error: real failed_precondition, emulator failed_precondition: same"), std::string::npos)
+      << r->output;
+  EXPECT_NE(r->output.find("188.8 GiB needed, 64 MiB available"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("2 passed, 0 skipped, 0 failed"), std::string::npos) << r->output;
+}
+
+TEST(RealRuntime, HostPrivateEqualsTheEmulatorsBytes) {
+  auto r = in_namespace("190g", "h200-0", real_run(kScenarios + "/dp1_resolves_disabled.yaml"));
+  SKIP_WITHOUT_NAMESPACES(r);
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_EQ(count(r->output, "host_private       host_private"), 4u) << r->output;
+  EXPECT_NE(r->output.find("1 passed, 0 skipped, 0 failed"), std::string::npos) << r->output;
+}
+
+TEST(RealRuntime, TheComparisonCatchesADifferentMachine) {
+  // The same file on a machine whose /dev/shm is too small: real ranks fall
+  // back, the emulator (190 GiB in the file) does not, and the run says so.
+  auto r = in_namespace("64m", "gb200-0", real_run(kScenarios + "/dep4_shared.yaml"));
+  SKIP_WITHOUT_NAMESPACES(r);
+  EXPECT_EQ(r->exit_code, 1) << r->output;
+  EXPECT_NE(r->output.find("real vs emulator: placement host_head_sharded vs host_shared"), std::string::npos)
+      << r->output;
+  EXPECT_NE(r->output.find("warnings: real 1, emulator 0: DIFFERENT"), std::string::npos) << r->output;
+}
+
+TEST(RealRuntime, GpuPlacementsAreSkippedVisiblyAndMultiHostIsRefused) {
+  const ProcessRun r = run(real_run(kScenarios + "/b300_one_host_posix.yaml " + kScenarios +
+                                    "/spanning_hosts_no_fabric.yaml"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("skipped: needs GPUs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Multi-host scenarios need the cluster's launcher"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0 passed, 1 skipped, 1 failed"), std::string::npos) << r.output;
+}
+
+// Crash tests: ranks run `scenario rank` directly under `engramlab launch`,
+// one of them SIGKILLs itself mid-load, and every rank's record is read.
+class RealCrash : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char templ[] = "/tmp/engramlab-realcrash-XXXXXX";
+    dir_ = ::mkdtemp(templ);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // Launch, then list what is left in /dev/shm, in the same namespace.
+  std::string launch_script(const std::string& job, const std::string& rank_args) const {
+    return "ENGRAMLAB_OP_TIMEOUT_MS=5000 " + kEngramlab + " launch -n 4 --job-id " + job + " --grace-ms 5000 -- " +
+           kEngramlab + " scenario rank " + kScenarios + "/dep4_shared.yaml --result-dir " + dir_ + " " + rank_args +
+           "; echo LAUNCH_EXIT=$?; echo LEFT: $(ls /dev/shm)";
+  }
+  std::optional<ScenarioRankRecord> record(int rank) const {
+    std::ifstream in(dir_ + "/rank-" + std::to_string(rank) + ".json");
+    std::string line;
+    if (!std::getline(in, line)) return std::nullopt;
+    auto parsed = parse_rank_record(line, "rank record");
+    EXPECT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+    if (!parsed.is_ok()) return std::nullopt;
+    return std::move(parsed).value();
+  }
+  std::string dir_;
+};
+
+TEST_F(RealCrash, KilledWriterMidLoadStopsTheOthersNamingItAndNothingIsLeft) {
+  // Rank 0 writes the node's segments; it dies at its second create, after
+  // creating and filling the first table.
+  auto r = in_namespace("190g", "gb200-0", launch_script("crashw", "--die-rank 0 --die-at shm_create:2"));
+  SKIP_WITHOUT_NAMESPACES(r);
+  EXPECT_NE(r->output.find("SIGKILL at shm_create #2 (engramlab-crashw-layer14)"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("rank 0 (pid"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("was killed by signal 9 (SIGKILL)"), std::string::npos) << r->output;
+  EXPECT_EQ(record(0), std::nullopt) << "a SIGKILLed rank writes nothing";
+  for (int rank = 1; rank < 4; ++rank) {
+    auto rec = record(rank);
+    ASSERT_TRUE(rec.has_value()) << "rank " << rank << "\n" << r->output;
+    EXPECT_EQ(rec->status.code(), ErrorCode::kUnavailable) << rec->status.to_string();
+    EXPECT_EQ(rec->status.context().peer, 0) << "names the dead rank: " << rec->status.to_string();
+    EXPECT_FALSE(rec->result.started);
+  }
+  EXPECT_NE(r->output.find("LEFT:\n"), std::string::npos)
+      << "the survivors unlink the dead writer's segment (names are job-unique)\n" << r->output;
+  EXPECT_LT(r->took, 15s) << r->output;
+}
+
+TEST_F(RealCrash, KilledReaderMidLoadIsNamedAndTheWriterReleasesItsSegments) {
+  auto r = in_namespace("190g", "gb200-0", launch_script("crashr", "--die-rank 2 --die-at shm_open:2"));
+  SKIP_WITHOUT_NAMESPACES(r);
+  EXPECT_NE(r->output.find("SIGKILL at shm_open #2"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("rank 2 (pid"), std::string::npos) << r->output;
+  EXPECT_EQ(record(2), std::nullopt);
+  for (int rank : {0, 1, 3}) {
+    auto rec = record(rank);
+    ASSERT_TRUE(rec.has_value()) << "rank " << rank << "\n" << r->output;
+    EXPECT_EQ(rec->status.code(), ErrorCode::kUnavailable) << rec->status.to_string();
+    EXPECT_EQ(rec->status.context().peer, 2) << rec->status.to_string();
+  }
+  EXPECT_NE(r->output.find("LEFT:\n"), std::string::npos) << r->output;
+  EXPECT_LT(r->took, 15s) << r->output;
+}
+
+// A writer that crashed with no survivor leaves its segment; the next start
+// of that job finds it, says so and removes it, but never touches a segment
+// whose creator still runs. No namespace needed: the shm dir is private.
+TEST(RealStaleSegments, NextStartRemovesADeadWritersSegmentButNotALiveOnes) {
+  char templ[] = "/dev/shm/engramlab-realstale-XXXXXX";
+  const std::string shm_dir = ::mkdtemp(templ);
+  char result_templ[] = "/tmp/engramlab-realstale-res-XXXXXX";
+  const std::string result_dir = ::mkdtemp(result_templ);
+  shm::PosixSharedMemory memory({.root_dir = shm_dir});
+
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto created = memory.create("engramlab-stalejob-layer14", 1 << 16);
+    if (created.is_ok()) ::raise(SIGKILL);  // a writer dying mid-load, with its mapping
+    ::_exit(3);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child could not create its segment";
+  auto alive = memory.create("engramlab-stalejob-layer1", 1 << 16);  // this process: alive
+  ASSERT_TRUE(alive.is_ok()) << alive.status().to_string();
+
+  const ProcessRun r = run("ENGRAMLAB_SHM_DIR=" + shm_dir + " ENGRAMLAB_OP_TIMEOUT_MS=5000 " + kEngramlab +
+                           " launch -n 4 --job-id stalejob -- " + kEngramlab + " scenario rank " + kScenarios +
+                           "/dep4_docker_default_shm.yaml --result-dir " + result_dir);
+  EXPECT_TRUE(fs::exists(shm_dir + "/engramlab-stalejob-layer1")) << "a live creator's segment is never removed";
+  EXPECT_FALSE(fs::exists(shm_dir + "/engramlab-stalejob-layer14")) << r.output;
+  std::ifstream in(result_dir + "/rank-0.json");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line)) << r.output;
+  auto rec = parse_rank_record(line, "rank 0");
+  ASSERT_TRUE(rec.is_ok()) << rec.status().to_string();
+  bool said_so = false;
+  for (const Warning& w : rec->warnings)
+    said_so |= w.key == "shm.stale_segment_removed:engramlab-stalejob-layer14" &&
+               w.text.find("creator pid " + std::to_string(child)) != std::string::npos &&
+               w.text.find("stale: creator gone") != std::string::npos;
+  EXPECT_TRUE(said_so) << line;
+  alive.value().reset();
+  memory.unlink("engramlab-stalejob-layer1").ignore();
+  fs::remove_all(shm_dir);
+  fs::remove_all(result_dir);
+}
+
+}  // namespace
