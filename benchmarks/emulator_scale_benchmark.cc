@@ -10,7 +10,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/bf16.h"
+#include "core/engram_runtime.h"
 #include "core/handle_exchange.h"
+#include "core/row_format.h"
+#include "core/table_fill.h"
 #include "core/shard_layout.h"
 #include "core/table_spec.h"
 #include "sim/seed.h"
@@ -59,6 +63,31 @@ Status rank_body(RankBackend& b, int64_t table_rows, uint64_t row_bytes) {
   return mapping.teardown();
 }
 
+// The whole start as an engine runs it: gather facts, decide the placement
+// with plan's rules (V4.1 sizes), exchange shards per rack (a small table of
+// V4.1's structure is what gets filled), look up, compare with the direct
+// lookup, stop.
+Status runtime_body(RankBackend& b, const RuntimeOptions& options, WarningSink& sink) {
+  ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(b, options, sink));
+  if (runtime->placement() != Placement::kDevicePeer) return internal_error("expected device_peer");
+  const TableSpec& table = options.table_model.tables[0];
+  std::vector<int64_t> ids;
+  for (int h = 0; h < table.head_count(); ++h)
+    ids.push_back((static_cast<int64_t>(b.world_rank) * 7919 + h * 104729) % table.row_count());
+  std::vector<uint16_t> out(ids.size() * static_cast<size_t>(table.dim));
+  ENGRAM_RETURN_IF_ERROR(runtime->lookup(0, ids, 1, out));
+  std::vector<std::byte> row(table.row_bytes());
+  std::vector<uint16_t> want(static_cast<size_t>(table.dim));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    fill_table_rows(table, options.fill_seed, ids[i], row);
+    dequantize_row(table.row_format, table.dim, row, want);
+    for (size_t k = 0; k < want.size(); ++k)
+      if (!bf16_same(bf16_lookup_canonical(want[k]), out[i * want.size() + k]))
+        return internal_error(fmt::format("rank {}: row {} differs from the direct lookup", b.world_rank, ids[i]));
+  }
+  return runtime->stop();
+}
+
 }  // namespace
 
 int main() {
@@ -94,6 +123,34 @@ int main() {
     std::printf("%8zu %6d %14.3f %10.1f %10.1f %14llu %10s\n", run->statuses.size(), racks,
                 static_cast<double>(layout.max_shard_rows() * static_cast<int64_t>(row_bytes)) / (1ull << 30),
                 wall_ms, static_cast<double>(peak_rss_bytes()) / (1 << 20),
+                static_cast<unsigned long long>(run->scheduler_switches), good ? "ok" : "FAILED");
+    if (!good) std::fprintf(stderr, "%s\n", run->summary().c_str());
+  }
+
+  std::printf("\nthe whole start (facts, placement by plan's rules, exchange, lookup check, stop), tiny table\n");
+  std::printf("%8s %6s %10s %10s %14s %10s\n", "ranks", "racks", "wall_ms", "rss_MiB", "sched_switches", "result");
+  for (int racks : {1, 4, 16}) {
+    sim::WorldSpec spec;
+    spec.hosts = sim::gb300_nvl72_racks(racks);
+    spec.seed = 42;
+    RuntimeOptions options;
+    options.table_model = model_preset("tiny").value();
+    options.layout = ParallelLayout{4, 18 * racks};
+    options.config.peer_shards = true;
+    options.config.shard_group = ShardGroup::kNvlinkDomain;
+    WarningSink sink;
+    const auto start = std::chrono::steady_clock::now();
+    auto run = sim::run_world(spec, [&](RankBackend& b) { return runtime_body(b, options, sink); });
+    const double wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!run.is_ok()) {
+      std::fprintf(stderr, "%s\n", run.status().to_string().c_str());
+      return 1;
+    }
+    const bool good = run->all_ok() && run->leaks.empty();
+    all_good &= good;
+    std::printf("%8zu %6d %10.1f %10.1f %14llu %10s\n", run->statuses.size(), racks, wall_ms,
+                static_cast<double>(peak_rss_bytes()) / (1 << 20),
                 static_cast<unsigned long long>(run->scheduler_switches), good ? "ok" : "FAILED");
     if (!good) std::fprintf(stderr, "%s\n", run->summary().c_str());
   }

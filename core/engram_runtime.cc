@@ -100,7 +100,6 @@ struct EngramRuntime::State {
     std::unique_ptr<RowShardLayout> layout;
     // device_peer
     std::optional<PeerShardTable> peer_table;
-    std::vector<std::vector<std::byte>> peer_shards_host;  // read through the peer mappings
     // host placements
     std::unique_ptr<ShmMapping> segment;
     std::vector<std::byte> private_bytes;  // host_private: whole table; host_head_sharded: own heads
@@ -407,18 +406,6 @@ Status EngramRuntime::build_device_peer_tables() {
     t.peer_table.emplace(std::move(table).value());
     facts_.handle_type = t.peer_table->handle_type();
     facts_.device_bytes += t.peer_table->shard_allocation_bytes();
-    // The CPU lookup reads every owner's shard through this rank's mapping of
-    // it, so a wrong mapping shows up as wrong bytes.
-    const RowShardLayout& layout = t.peer_table->layout();
-    t.peer_shards_host.resize(static_cast<size_t>(layout.shard_count()));
-    for (int owner = 0; owner < layout.shard_count(); ++owner) {
-      auto& host_copy = t.peer_shards_host[static_cast<size_t>(owner)];
-      host_copy.resize(static_cast<size_t>(layout.shard_rows(owner)) * spec.row_bytes());
-      if (host_copy.empty()) continue;
-      ENGRAM_RETURN_IF_ERROR(Status(backend_.device->copy_from_device(
-                                        host_copy, t.peer_table->shard_pointers()[static_cast<size_t>(owner)]))
-                                 .with_context(group.world_rank(), -1, "peer read"));
-    }
   }
   return Status::ok();
 }
@@ -440,9 +427,10 @@ Status EngramRuntime::lookup(int table_index, std::span<const int64_t> row_ids, 
     case Placement::kDeviceCollective:
       return lookup_device_collective(group, request, *t.layout, t.shard_host);
     case Placement::kDevicePeer: {
-      std::vector<std::span<const std::byte>> shards;
-      for (const auto& s : t.peer_shards_host) shards.emplace_back(s);
-      return lookup_device_peer(group, request, t.peer_table->layout(), shards);
+      const PeerShardTable& table = *t.peer_table;
+      return lookup_device_peer_by_row(group, request, [&table](int64_t row, std::span<std::byte> bytes) {
+        return table.read_row(row, bytes);
+      });
     }
     case Placement::kHostShared:
       return lookup_host_shared(group, request, t.segment->data());

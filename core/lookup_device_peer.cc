@@ -30,4 +30,19 @@ Status lookup_device_peer(Collectives& group, const LookupRequest& request, cons
   return Status::ok();
 }
 
+Status lookup_device_peer_by_row(Collectives& group, const LookupRequest& request, const PeerRowRead& read_row) {
+  const int world_rank = group.world_rank();
+  ENGRAM_RETURN_IF_ERROR(check_request(request, world_rank));
+  Status failed;
+  const bool ok = lookup_rows_by_reader(
+      *request.table,
+      [&](int64_t row, std::span<std::byte> bytes) {
+        failed = read_row(row, bytes);
+        return failed.is_ok();
+      },
+      request.row_ids, request.output);
+  if (!ok) return std::move(failed).with_context(world_rank, -1, "lookup");
+  return Status::ok();
+}
+
 }  // namespace engram

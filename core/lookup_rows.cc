@@ -64,6 +64,23 @@ void lookup_rows_whole_table(const TableSpec& table, std::span<const std::byte> 
   }
 }
 
+bool lookup_rows_by_reader(const TableSpec& table, const RowReader& read_row, std::span<const int64_t> row_ids,
+                           std::span<uint16_t> out) {
+  const Shape s = shape_of(table, row_ids, static_cast<size_t>(table.head_count()), out.size());
+  const int64_t row_count = table.row_count();
+  std::vector<std::byte> row_bytes(s.row_bytes);
+  for (size_t i = 0; i < row_ids.size(); ++i) {
+    std::span<uint16_t> dst = out.subspan(i * s.dim, s.dim);
+    if (!row_in_table(row_count, row_ids[i])) {
+      std::fill(dst.begin(), dst.end(), uint16_t{0});
+      continue;
+    }
+    if (!read_row(row_ids[i], row_bytes)) return false;
+    dequantize_row(table.row_format, table.dim, row_bytes, dst);
+  }
+  return true;
+}
+
 void lookup_rows_from_shards(const TableSpec& table, const RowShardLayout& layout,
                              std::span<const std::span<const std::byte>> shards_by_owner,
                              std::span<const int64_t> row_ids, std::span<uint16_t> out) {

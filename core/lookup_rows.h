@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "core/shard_layout.h"
@@ -25,6 +26,14 @@ void lookup_rows_whole_table(const TableSpec& table, std::span<const std::byte> 
 void lookup_rows_from_shards(const TableSpec& table, const RowShardLayout& layout,
                              std::span<const std::span<const std::byte>> shards_by_owner,
                              std::span<const int64_t> row_ids, std::span<uint16_t> out);
+
+// Rows fetched one at a time by `read_row` (device_peer on a backend whose
+// shards the CPU cannot address directly: each in-table row is copied from
+// its owner's mapping, as the peer kernel reads it). `read_row` fills
+// table.row_bytes() bytes; its first error is returned.
+using RowReader = std::function<bool(int64_t row, std::span<std::byte> row_bytes)>;
+bool lookup_rows_by_reader(const TableSpec& table, const RowReader& read_row, std::span<const int64_t> row_ids,
+                           std::span<uint16_t> out);
 
 // Only the rows shard `shard` owns (device_collective): `out` is zero-filled
 // first, then owned rows are written; every other row stays zero.
