@@ -9,9 +9,11 @@
 #include <memory>
 #include <optional>
 
+#include "apps/rank_device.h"
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/real_rank_backend.h"
 #include "backends/shm/crashing_shared_memory.h"
+#include "core/deployment_plan.h"
 #include "core/deployment_validate.h"
 #include "core/scenario.h"
 #include "core/scenario_rank.h"
@@ -24,6 +26,18 @@ namespace {
 
 // Written whole under a temporary name, then renamed: the launcher never
 // reads half a record.
+// Whether the scenario's own plan puts `rank` on the device: only then does
+// the rank take a GPU (host placements run with more ranks than GPUs). The
+// device side of the rule depends on the config alone, so the runtime,
+// deciding from this machine's facts, agrees; where plan refuses the
+// deployment the runtime refuses it too, before any device is needed.
+bool scenario_places_on_device(const Deployment& completed, int rank) {
+  WarningSink ignored;  // the runtime emits plan's warnings itself
+  auto plan = plan_deployment(completed, ignored);
+  return plan.is_ok() && rank < static_cast<int>(plan->ranks.size()) &&
+         is_device_placement(plan->ranks[static_cast<size_t>(rank)].placement);
+}
+
 int write_record(const ScenarioRankFlags& flags, const ScenarioRankRecord& record) {
   const std::string line = format_rank_record(record) + "\n";
   if (flags.result_dir.empty()) {
@@ -74,6 +88,15 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
   ENGRAM_ASSIGN_OR_RETURN(auto real, ipc::RealRankBackend::create(env, options));
   for (const Warning& w : real->stale_warnings()) sink.emit(w);
   RankBackend backend = real->backend();
+  // After the rendezvous: a rank that cannot open its GPU fails the job's
+  // first collective at once instead of holding the others at the join.
+  ENGRAM_ASSIGN_OR_RETURN(RankDevice device,
+                          open_rank_device(env.local_rank, env.rank,
+                                           scenario_places_on_device(*completed, env.rank), *backend.probe));
+  if (device.memory) {
+    backend.device = device.memory.get();
+    backend.probe = device.probe.get();
+  }
   std::unique_ptr<shm::CrashingSharedMemory> crashing;
   if (crash && flags.die_rank == env.rank) {
     crashing = std::make_unique<shm::CrashingSharedMemory>(*backend.shm, *crash);

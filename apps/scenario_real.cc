@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "apps/rank_device.h"
 #include "apps/scenario_rank.h"
 #include "backends/ipc/proc_host_probe.h"
 #include "backends/ipc/real_rank_backend.h"
@@ -151,14 +152,24 @@ RealOutcome run_one(const Scenario& scenario, int index) {
                  "tests/real_runtime_test.cc\n\n";
     return o;
   }
+  // Device placements run when every rank has a GPU of its own here (rank r
+  // opens GPU LOCAL_RANK = r); otherwise they are skipped, visibly.
+  std::optional<Placement> device_placement;
   if (plan.is_ok())
     for (const RankPlan& rp : plan->ranks)
-      if (is_device_placement(rp.placement)) {
-        o.result = "skipped: needs GPUs";
-        std::cout << fmt::format("  skipped: needs GPUs (plan places {} on the device; this backend has none)\n\n",
-                                 placement_name(rp.placement));
-        return o;
-      }
+      if (is_device_placement(rp.placement)) device_placement = rp.placement;
+  std::optional<VisibleGpus> gpus;
+  if (device_placement) {
+    gpus = visible_gpus();
+    if (gpus->count < world) {
+      o.result = "skipped: needs GPUs";
+      std::cout << fmt::format("  skipped: needs GPUs (plan places {} on the device for {} ranks; {})\n\n",
+                               placement_name(*device_placement), world,
+                               gpus->count == 0 ? "this host has none: " + gpus->reason
+                                                : fmt::format("this host has {} GPU(s)", gpus->count));
+      return o;
+    }
+  }
 
   // The facts the real ranks will see, beside the scenario's.
   auto shm_options = ipc::real_backend_options(ipc::process_env());
@@ -172,6 +183,10 @@ RealOutcome run_one(const Scenario& scenario, int index) {
                            shm_info.is_ok() && shm_info->mounted ? format_size_short(shm_info->tmpfs_bytes_total)
                                                                  : "not mounted",
                            host.name, host.shm_mounted ? format_size_short(host.tmpfs_bytes_total) : "not mounted");
+
+  if (gpus)
+    std::cout << fmt::format("  gpus: this host {} visible, ranks 0..{} on GPUs 0..{}; the scenario's host {} x {}\n",
+                             gpus->count, world - 1, world - 1, host.gpu_count, host.gpu_model);
 
   // Real ranks.
   char templ[] = "/tmp/engramlab-real-XXXXXX";

@@ -12,8 +12,12 @@
 //
 // Refused: more than one host (needs the cluster's launcher, which runs
 // `engramlab scenario rank FILE` on every host) or more than kMaxRealRanks
-// ranks. Skipped, visibly and never counted as passed: device placements
-// (need GPUs) and fault plans (emulator fault sites).
+// ranks. Device placements run where every rank gets a GPU of its own
+// (the CUDA backend built, at least N GPUs visible: rank r opens GPU r, the
+// handle exchange passes real POSIX fds of cuMemCreate allocations between
+// the processes, and lookups read rows through the imported mappings).
+// Skipped, visibly and never counted as passed: device placements without
+// enough GPUs ("skipped: needs GPUs") and fault plans (emulator fault sites).
 #pragma once
 
 #include <string>

@@ -2,7 +2,8 @@
 # On a GPU machine (the lent 2 x H200): build engramlab and the GPU tests,
 # run tests/gpu, then `engramlab bench --variants` (warm L2: the final table
 # plus the method's fixed cost and the peer-kernel variant sweep, every variant
-# checked bitwise against gather_peer), then the L2-scrubbed bench and a
+# checked bitwise against gather_peer), then the L2-scrubbed bench,
+# tools/gpu_real.sh (device placements on real processes, doctor) and a
 # memcheck of the gather kernels if time allows. Results go to
 # $OUT (the device tool's folder) or build-gpu/out: bench.txt, bench.csv,
 # bench_latency.svg, bench_cold.{txt,csv}, bench_cold_latency.svg, tests.log.
@@ -66,6 +67,14 @@ if [ -x "$lab" ]; then
   tail -3 "$build/bench_cold.err"
   echo "gpu_bench: cold bench rc $cold_rc at $(elapsed) s"
 fi
+
+# Device placements on real processes vs the emulator, and doctor (under 60 s).
+real_rc=127
+if [ -x "$lab" ] && [ "$(elapsed)" -lt 320 ]; then
+  timeout -k 5 60 tools/gpu_real.sh
+  real_rc=$?
+fi
+echo "gpu_bench: gpu_real rc $real_rc at $(elapsed) s"
 
 # memcheck of the gather kernels with whatever time is left (the call's limit is 420 s).
 left=$(( 390 - $(elapsed) ))
