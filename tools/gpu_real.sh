@@ -13,6 +13,15 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 # A stuck collective or fd transfer ends the ranks within this, on their own
 # (they run in their own process group, beyond `timeout`'s reach).
 export ENGRAMLAB_OP_TIMEOUT_MS="${ENGRAMLAB_OP_TIMEOUT_MS:-15000}"
+# The fd channel's sockets: /tmp/engramlab-<uid>/<job id> (writable wherever
+# the runner's /tmp result directories are), not a runtime dir that a
+# container may name without providing.
+unset XDG_RUNTIME_DIR
+# NCCL from the Python wheel, as gpu_bench.sh found it (engramlab links it).
+if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
+  wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+  [ -n "$wheel" ] && [ -d "$wheel/lib" ] && export LD_LIBRARY_PATH="$wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 build="${BUILD:-build-gpu}"
 lab="$build/apps/engramlab"
 start=$(date +%s)
@@ -33,7 +42,7 @@ fi
 
 scenarios=(scenarios/real/h200x2_device_peer.yaml scenarios/real/h200x2_device_collective.yaml)
 echo "gpu_real: $lab scenario run --real ${scenarios[*]}"
-timeout -k 5 45 "$lab" scenario run --real "${scenarios[@]}" > "$build/gpu_real.txt" 2>&1
+timeout -k 3 38 "$lab" scenario run --real "${scenarios[@]}" > "$build/gpu_real.txt" 2>&1
 real_rc=$?
 cat "$build/gpu_real.txt"
 echo "gpu_real: scenario run --real rc $real_rc at $(elapsed) s"
@@ -41,7 +50,7 @@ all_passed=0
 grep -q "^2 passed, 0 skipped, 0 failed of 2 scenarios on real processes" "$build/gpu_real.txt" && all_passed=1
 
 echo "gpu_real: $lab doctor"
-timeout -k 5 20 "$lab" doctor 2>&1
+timeout -k 3 12 "$lab" doctor 2>&1
 doctor_rc=$?
 echo "gpu_real: doctor rc $doctor_rc at $(elapsed) s"
 [ -n "${OUT:-}" ] && cp "$build/gpu_real.txt" "$OUT/gpu_real.txt" 2>/dev/null
