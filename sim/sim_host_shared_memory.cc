@@ -86,7 +86,15 @@ ShmWorld::ShmWorld(SimContext& context)
 }
 
 ShmWorld::~ShmWorld() {
-  // Segments keep their Tmpfs alive through shared_ptr; nothing to undo here.
+  // A named segment and its Tmpfs point at each other (a file keeps its
+  // filesystem's accounting; the filesystem lists its files). The emulated
+  // hosts end with the world, so drop the names and the cycle with them.
+  for (auto& tmpfs : tmpfs_by_host_) {
+    if (!tmpfs) continue;
+    auto names = std::move(tmpfs->names);
+    tmpfs->names.clear();
+    names.clear();
+  }
 }
 
 void ShmWorld::release_process(int rank) {
