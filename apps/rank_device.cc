@@ -37,7 +37,7 @@ VisibleGpus visible_gpus() {
   out.count = presence.count;
   out.reason = presence.reason;
 #else
-  out.reason = "this engramlab is built without the CUDA backend (nvcc was not found at configure time)";
+  out.reason = "this engramlab is built without the CUDA backend (no nvcc at configure time, or ENGRAM_WITH_CUDA=OFF)";
 #endif
   return out;
 }

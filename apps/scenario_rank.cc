@@ -24,13 +24,12 @@
 namespace engram::app {
 namespace {
 
-// Written whole under a temporary name, then renamed: the launcher never
-// reads half a record.
 // Whether the scenario's own plan puts `rank` on the device: only then does
 // the rank take a GPU (host placements run with more ranks than GPUs). The
 // device side of the rule depends on the config alone, so the runtime,
-// deciding from this machine's facts, agrees; where plan refuses the
-// deployment the runtime refuses it too, before any device is needed.
+// deciding from this machine's facts, agrees. Where plan refuses the
+// deployment no GPU is opened; a runtime that still decides a device
+// placement then fails naming the missing GPU.
 bool scenario_places_on_device(const Deployment& completed, int rank) {
   WarningSink ignored;  // the runtime emits plan's warnings itself
   auto plan = plan_deployment(completed, ignored);
@@ -38,6 +37,8 @@ bool scenario_places_on_device(const Deployment& completed, int rank) {
          is_device_placement(plan->ranks[static_cast<size_t>(rank)].placement);
 }
 
+// Written whole under a temporary name, then renamed: the launcher never
+// reads half a record.
 int write_record(const ScenarioRankFlags& flags, const ScenarioRankRecord& record) {
   const std::string line = format_rank_record(record) + "\n";
   if (flags.result_dir.empty()) {
