@@ -113,7 +113,11 @@ TEST(HostFdChannel, MemfdCrossesProcessesAndIsUsable) {
 
 // Connects to rank 0's socket, sends `token` in a well-formed hello, and
 // returns 0 when nothing at all comes back (EOF or reset).
-int stranger_gets_nothing(const std::string& path, const std::string& token) {
+// `connected_fd` (if >= 0) gets one byte once the stranger's hello is sent,
+// so the test starts the legitimate sender only after the stranger is queued
+// (accept order is connect order); without it a loaded machine can let the
+// legitimate fd arrive first and the receiver return before the stranger.
+int stranger_gets_nothing(const std::string& path, const std::string& token, int connected_fd = -1) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -123,6 +127,10 @@ int stranger_gets_nothing(const std::string& path, const std::string& token) {
       0x45464431, 1, 1, 0, static_cast<uint32_t>(token.size()), 0};
   if (::send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) < 0) return 12;
   ::send(fd, token.data(), token.size(), MSG_NOSIGNAL);
+  if (connected_fd >= 0) {
+    const char ready = 'c';
+    if (::write(connected_fd, &ready, 1) != 1) return 15;
+  }
   pollfd p{fd, POLLIN, 0};
   if (::poll(&p, 1, 5000) <= 0) return 13;  // never even closed
   char byte;
@@ -130,14 +138,26 @@ int stranger_gets_nothing(const std::string& path, const std::string& token) {
   return (n == 0 || (n < 0 && errno == ECONNRESET)) ? 0 : 14;
 }
 
+// Waits (bounded) for the stranger's "queued" byte.
+bool wait_connected(int read_fd) {
+  pollfd p{read_fd, POLLIN, 0};
+  char byte;
+  return ::poll(&p, 1, 10000) == 1 && ::read(read_fd, &byte, 1) == 1;
+}
+
 TEST(HostFdChannel, ConnectionWithoutTheTokenGetsNothingAndTheRankCarriesOn) {
   Scratch scratch;
   auto receiver = UnixFdChannel::open(options_for(0, scratch.dir));
   ASSERT_TRUE(receiver.is_ok());
   const std::string path = (*receiver)->socket_path();
+  int queued[2];
+  ASSERT_EQ(::pipe(queued), 0);
   const pid_t stranger = ::fork();
-  if (stranger == 0) ::_exit(stranger_gets_nothing(path, "not-the-job-token-at-all"));
-  const pid_t sender = spawn_sender(scratch.dir, 1, "legit", /*delay_ms=*/150);
+  if (stranger == 0) ::_exit(stranger_gets_nothing(path, "not-the-job-token-at-all", queued[1]));
+  ASSERT_TRUE(wait_connected(queued[0]));
+  ::close(queued[0]);
+  ::close(queued[1]);
+  const pid_t sender = spawn_sender(scratch.dir, 1, "legit", /*delay_ms=*/0);
   auto got = (*receiver)->recv_fd(1);
   EXPECT_EQ(wait_child(stranger), 0) << "the stranger must get EOF and no bytes";
   EXPECT_EQ(wait_child(sender), 0);
@@ -174,9 +194,14 @@ TEST(HostFdChannel, AnotherUidIsRefused) {
   EXPECT_EQ(wait_child(plain), 10) << "connect as nobody must fail with EACCES";
 
   // Nobody that can pass the directory, and even knows the token: SO_PEERCRED refuses it.
+  int queued[2];
+  ASSERT_EQ(::pipe(queued), 0);
   const pid_t sneaky = ::fork();
-  if (sneaky == 0) ::_exit(become_nobody(true) ? stranger_gets_nothing(path, kToken) : 20);
-  const pid_t sender = spawn_sender(scratch.dir, 1, "legit", /*delay_ms=*/150);
+  if (sneaky == 0) ::_exit(become_nobody(true) ? stranger_gets_nothing(path, kToken, queued[1]) : 20);
+  ASSERT_TRUE(wait_connected(queued[0])) << "the nobody child never connected";
+  ::close(queued[0]);
+  ::close(queued[1]);
+  const pid_t sender = spawn_sender(scratch.dir, 1, "legit", /*delay_ms=*/0);
   auto got = (*receiver)->recv_fd(1);
   EXPECT_EQ(wait_child(sneaky), 0) << "another uid must get EOF and no bytes";
   EXPECT_EQ(wait_child(sender), 0);
