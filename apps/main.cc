@@ -27,6 +27,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   engram::app::install_commands(app, exit_code);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; any other parse error (unknown flag,
+    // missing value) is bad input: exit 2, like our own validation.
+    const int cli_code = app.exit(e);
+    return cli_code == 0 ? 0 : 2;
+  }
   return exit_code;
 }
