@@ -101,6 +101,11 @@ TEST(PlanCommand, BadInputExitsTwo) {
   CommandRun tp = run_plan("--tp zero");
   EXPECT_EQ(tp.exit_code, 2);
   EXPECT_THAT(tp.err, HasSubstr("--tp"));
+  CommandRun unknown = run_plan(kDep4 + " --shm-sise 64MiB");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("--shm-sise"));
+  CommandRun help = run_plan("--help");
+  EXPECT_EQ(help.exit_code, 0);
 }
 
 TEST(PlanCommand, FileWithFlagOverrides) {
