@@ -10,6 +10,8 @@
 
 #include "backends/cuda/cuda_device_memory.h"
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/gpu_buffer.h"
+#include "backends/cuda/local_peer_shards.h"
 #include "backends/cuda/nccl_collectives.h"
 #include "core/bf16.h"
 #include "core/row_format.h"
@@ -24,184 +26,7 @@
 namespace engram::cuda {
 namespace {
 
-Status rt(cudaError_t error, const std::string& call, int gpu) {
-  if (error == cudaSuccess) return Status::ok();
-  return Status(error == cudaErrorMemoryAllocation ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
-                fmt::format("{} failed on GPU {}: {} ({})", call, gpu, cudaGetErrorName(error),
-                            cudaGetErrorString(error)),
-                ErrorContext{.rank = gpu, .step = "bench"});
-}
-
-// cudaMalloc'ed bytes on one GPU, freed there.
-class GpuBuffer {
- public:
-  GpuBuffer() = default;
-  static Result<GpuBuffer> allocate(int gpu, uint64_t bytes) {
-    GpuBuffer b;
-    b.gpu_ = gpu;
-    b.bytes_ = bytes;
-    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
-    ENGRAM_RETURN_IF_ERROR(rt(cudaMalloc(&b.ptr_, std::max<uint64_t>(bytes, 16)),
-                              fmt::format("cudaMalloc({})", format_bytes(bytes)), gpu));
-    return b;
-  }
-  ~GpuBuffer() {
-    if (ptr_ != nullptr) {
-      cudaSetDevice(gpu_);
-      cudaFree(ptr_);
-    }
-  }
-  GpuBuffer(GpuBuffer&& o) noexcept { *this = std::move(o); }
-  GpuBuffer& operator=(GpuBuffer&& o) noexcept {
-    std::swap(gpu_, o.gpu_);
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  void* get() const { return ptr_; }
-  uint64_t bytes() const { return bytes_; }
-
- private:
-  int gpu_ = -1;
-  void* ptr_ = nullptr;
-  uint64_t bytes_ = 0;
-};
-
-// The device_peer table of one process's GPUs: each GPU's shard in POSIX-fd
-// VMM memory, exported as an fd and imported + mapped by every other GPU in
-// process (as tests/gpu do), filled on device. Teardown: importers unmap and
-// release first, then the exporters.
-class PeerTable {
- public:
-  PeerTable(int gpus, int64_t rows, uint64_t row_bytes) : layout_(rows, gpus), row_bytes_(row_bytes), gpus_(gpus) {}
-  ~PeerTable() { teardown().ignore(); }
-  PeerTable(const PeerTable&) = delete;
-  PeerTable& operator=(const PeerTable&) = delete;
-
-  Status build(int dim, uint64_t seed) {
-    for (int g = 0; g < gpus_; ++g) {
-      ENGRAM_ASSIGN_OR_RETURN(auto memory, CudaDeviceMemory::open(g));
-      memory_.push_back(std::move(memory));
-    }
-    ENGRAM_ASSIGN_OR_RETURN(uint64_t granularity, memory_[0]->granularity(HandleType::kPosixFd));
-    allocation_bytes_ = round_up(static_cast<uint64_t>(layout_.max_shard_rows()) * row_bytes_, granularity);
-    mapped_.assign(static_cast<size_t>(gpus_), std::vector<Mapping>(static_cast<size_t>(gpus_)));
-    for (int g = 0; g < gpus_; ++g) {
-      ENGRAM_ASSIGN_OR_RETURN(AllocationHandle allocation, memory_[g]->create(allocation_bytes_, HandleType::kPosixFd));
-      owned_.push_back(allocation);
-      Mapping& own = mapped_[g][g];
-      ENGRAM_ASSIGN_OR_RETURN(own.address, memory_[g]->reserve(allocation_bytes_));
-      ENGRAM_RETURN_IF_ERROR(memory_[g]->map(own.address, allocation_bytes_, owned_[g]));
-      own.mapped = true;
-      ENGRAM_RETURN_IF_ERROR(memory_[g]->set_access(own.address, allocation_bytes_));
-      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-      kernels::ShardFillArgs fill;
-      fill.shard = reinterpret_cast<uint8_t*>(own.address);
-      fill.first_row = layout_.shard_begin(g);
-      fill.rows = layout_.shard_rows(g);
-      fill.row_bytes = row_bytes_;
-      fill.dim = dim;
-      fill.seed = seed;
-      ENGRAM_RETURN_IF_ERROR(kernels::fill_shard(fill, nullptr).with_context(g, -1, "fill"));
-    }
-    for (int g = 0; g < gpus_; ++g) {
-      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-      ENGRAM_RETURN_IF_ERROR(rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the shard fill", g));
-    }
-    for (int g = 0; g < gpus_; ++g) {
-      for (int peer = 0; peer < gpus_; ++peer) {
-        if (peer == g) continue;
-        ENGRAM_ASSIGN_OR_RETURN(auto can, can_access_peer(g, peer));
-        if (!can) {
-          return Status(ErrorCode::kFailedPrecondition,
-                        fmt::format("GPU {} cannot access GPU {}'s memory (no P2P): the peer path needs NVLink or "
-                                    "PCIe P2P between every GPU pair; see `engramlab doctor`", g, peer),
-                        ErrorContext{.rank = g, .peer = peer, .step = "access"});
-        }
-        ENGRAM_ASSIGN_OR_RETURN(ShareableHandle handle, memory_[peer]->export_handle(owned_[peer], HandleType::kPosixFd));
-        auto imported = memory_[g]->import_handle(handle);
-        ENGRAM_RETURN_IF_ERROR(memory_[g]->close_fd(handle.fd));
-        if (!imported.is_ok()) return std::move(imported).take_status().with_context(g, peer, "import");
-        Mapping& m = mapped_[g][peer];
-        m.imported = *imported;
-        m.has_import = true;
-        ENGRAM_ASSIGN_OR_RETURN(m.address, memory_[g]->reserve(allocation_bytes_));
-        ENGRAM_RETURN_IF_ERROR(memory_[g]->map(m.address, allocation_bytes_, m.imported).with_context(g, peer, "map"));
-        m.mapped = true;
-        ENGRAM_RETURN_IF_ERROR(memory_[g]->set_access(m.address, allocation_bytes_).with_context(g, peer, "access"));
-      }
-    }
-    const auto& starts = layout_.starts();
-    for (int g = 0; g < gpus_; ++g) {
-      std::vector<uint64_t> bases;
-      for (int s = 0; s < gpus_; ++s) bases.push_back(mapped_[g][s].address);
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_starts, GpuBuffer::allocate(g, starts.size() * sizeof(int64_t)));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_bases, GpuBuffer::allocate(g, bases.size() * sizeof(uint64_t)));
-      ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(d_starts.get(), starts.data(), d_starts.bytes(), cudaMemcpyHostToDevice),
-                                "cudaMemcpy shard starts", g));
-      ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(d_bases.get(), bases.data(), d_bases.bytes(), cudaMemcpyHostToDevice),
-                                "cudaMemcpy shard bases", g));
-      starts_.push_back(std::move(d_starts));
-      bases_.push_back(std::move(d_bases));
-    }
-    return Status::ok();
-  }
-
-  Status teardown() {
-    Status first;
-    auto keep = [&](Status s) { if (first.is_ok() && !s.is_ok()) first = std::move(s); };
-    for (int g = 0; g < static_cast<int>(memory_.size()); ++g) {
-      cudaSetDevice(g);
-      cudaDeviceSynchronize();
-    }
-    starts_.clear();
-    bases_.clear();
-    for (int pass = 0; pass < 2; ++pass) {  // pass 0: peers' imports; pass 1: own shards
-      for (size_t g = 0; g < mapped_.size(); ++g) {
-        for (size_t s = 0; s < mapped_[g].size(); ++s) {
-          if ((pass == 0) == (g == s)) continue;
-          Mapping& m = mapped_[g][s];
-          if (m.mapped) keep(memory_[g]->unmap(m.address, allocation_bytes_));
-          m.mapped = false;
-          if (m.has_import) keep(memory_[g]->release(m.imported));
-          m.has_import = false;
-          if (m.address != 0) keep(memory_[g]->free_reservation(m.address, allocation_bytes_));
-          m.address = 0;
-        }
-      }
-    }
-    for (size_t g = 0; g < owned_.size(); ++g) keep(memory_[g]->release(owned_[g]));
-    owned_.clear();
-    mapped_.clear();
-    return first;
-  }
-
-  const RowShardLayout& layout() const { return layout_; }
-  uint64_t allocation_bytes() const { return allocation_bytes_; }
-  const int64_t* device_starts(int g) const { return starts_[static_cast<size_t>(g)].as<int64_t>(); }
-  const void* const* device_bases(int g) const { return bases_[static_cast<size_t>(g)].as<const void* const>(); }
-  // GPU g's address of shard s.
-  const void* shard(int g, int s) const { return reinterpret_cast<const void*>(mapped_[g][s].address); }
-
- private:
-  struct Mapping {
-    DevicePtr address = 0;
-    AllocationHandle imported = 0;
-    bool has_import = false;
-    bool mapped = false;
-  };
-  RowShardLayout layout_;
-  uint64_t row_bytes_;
-  int gpus_;
-  uint64_t allocation_bytes_ = 0;
-  std::vector<std::unique_ptr<CudaDeviceMemory>> memory_;
-  std::vector<AllocationHandle> owned_;
-  std::vector<std::vector<Mapping>> mapped_;  // [gpu][shard]
-  std::vector<GpuBuffer> starts_;
-  std::vector<GpuBuffer> bases_;
-};
+Status rt(cudaError_t error, const std::string& call, int gpu) { return cuda_runtime_status(error, call, gpu, "bench"); }
 
 // Streams and timing events; graphs per GPU for one measurement.
 struct Streams {
@@ -385,8 +210,18 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
   say(fmt::format("bench: {} GPU(s), table of {} rows x {} B = {} ({} per GPU); filling on device",
                   gpus, table_rows, row_bytes, format_gib(static_cast<uint64_t>(table_rows) * row_bytes),
                   format_gib(static_cast<uint64_t>(rows_per_shard) * row_bytes)));
-  PeerTable table(gpus, table_rows, row_bytes);
-  ENGRAM_RETURN_IF_ERROR(table.build(o.dim, o.seed));
+  LocalPeerShards table(gpus, table_rows, row_bytes);
+  ENGRAM_RETURN_IF_ERROR(table.build([&](int g, DevicePtr shard) {
+    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+    kernels::ShardFillArgs fill;
+    fill.shard = reinterpret_cast<uint8_t*>(shard);
+    fill.first_row = table.layout().shard_begin(g);
+    fill.rows = table.layout().shard_rows(g);
+    fill.row_bytes = row_bytes;
+    fill.dim = o.dim;
+    fill.seed = o.seed;
+    return kernels::fill_shard(fill, nullptr).with_context(g, -1, "fill");
+  }));
   report.shard_bytes = table.allocation_bytes();
   say("bench: shards filled, exported as POSIX fds, imported and mapped by every GPU");
 
@@ -411,10 +246,10 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
     for (int g = 0; g < gpus; ++g) {
       cudaDeviceProp prop{};
       ENGRAM_RETURN_IF_ERROR(rt(cudaGetDeviceProperties(&prop, g), "cudaGetDeviceProperties", g));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer b, GpuBuffer::allocate(g, round_up(4ull * prop.l2CacheSize, 16)));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer b, GpuBuffer::allocate(g, round_up(4ull * prop.l2CacheSize, 16), "bench"));
       ENGRAM_RETURN_IF_ERROR(rt(cudaMemset(b.get(), 1, b.bytes()), "cudaMemset scrub buffer", g));
       scrub.push_back(std::move(b));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer sink, GpuBuffer::allocate(g, sizeof(uint64_t)));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer sink, GpuBuffer::allocate(g, sizeof(uint64_t), "bench"));
       sinks.push_back(std::move(sink));
     }
   }
@@ -497,21 +332,21 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
 
     std::vector<GpuBuffer> d_ids, d_all_ids, d_owned, d_result, d_peer_out, d_copy_out, d_variant_out;
     for (int g = 0; g < gpus; ++g) {
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer a, GpuBuffer::allocate(g, slots * sizeof(int64_t)));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer a, GpuBuffer::allocate(g, slots * sizeof(int64_t), "bench"));
       ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(a.get(), ids[g].data(), a.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy ids", g));
       d_ids.push_back(std::move(a));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer b, GpuBuffer::allocate(g, slots * gpus * sizeof(int64_t)));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer b, GpuBuffer::allocate(g, slots * gpus * sizeof(int64_t), "bench"));
       d_all_ids.push_back(std::move(b));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer c, GpuBuffer::allocate(g, point.write_bytes * gpus));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer c, GpuBuffer::allocate(g, point.write_bytes * gpus, "bench"));
       d_owned.push_back(std::move(c));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d, GpuBuffer::allocate(g, point.write_bytes));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d, GpuBuffer::allocate(g, point.write_bytes, "bench"));
       d_result.push_back(std::move(d));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer e, GpuBuffer::allocate(g, point.write_bytes));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer e, GpuBuffer::allocate(g, point.write_bytes, "bench"));
       d_peer_out.push_back(std::move(e));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer f, GpuBuffer::allocate(g, point.write_bytes));
+      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer f, GpuBuffer::allocate(g, point.write_bytes, "bench"));
       d_copy_out.push_back(std::move(f));
       if (o.sweep_variants) {
-        ENGRAM_ASSIGN_OR_RETURN(GpuBuffer v, GpuBuffer::allocate(g, point.write_bytes));
+        ENGRAM_ASSIGN_OR_RETURN(GpuBuffer v, GpuBuffer::allocate(g, point.write_bytes, "bench"));
         d_variant_out.push_back(std::move(v));
       }
     }
