@@ -4,58 +4,26 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "core/units.h"
+#include "core/yaml_fields.h"
 
 namespace engram {
 namespace {
 
-class Parser {
+// The deployment's own value forms on top of the shared field reading.
+class Parser : public YamlFields {
  public:
-  explicit Parser(std::string_view source) : source_(source) {}
-
-  Status error_at(const YAML::Mark& mark, std::string_view path, std::string_view problem) const {
-    if (mark.is_null()) return invalid_argument(fmt::format("{}: {}: {}", source_, path, problem));
-    return invalid_argument(
-        fmt::format("{}: line {}, column {}: {}: {}", source_, mark.line + 1, mark.column + 1, path, problem));
-  }
-  Status error(const YAML::Node& node, std::string_view path, std::string_view problem) const {
-    return error_at(node.Mark(), path, problem);
-  }
+  using YamlFields::YamlFields;
 
   Status expect_map(const YAML::Node& node, std::string_view path) const {
     if (node.IsMap()) return Status::ok();
     return error(node, path, fmt::format("expected a map of fields, found {}", describe(node)));
   }
 
-  // Unknown keys are errors at the key's own position.
-  Status check_keys(const YAML::Node& map, std::string_view path, std::span<const char* const> known,
-                    std::span<const std::string> ignored = {}) const {
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      const YAML::Node key = it->first;  // a copy: the iterator's pair is a temporary
-      if (!key.IsScalar()) return error(key, path, "field names must be plain words");
-      const std::string& name = key.Scalar();
-      bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return name == k; }) ||
-                std::any_of(ignored.begin(), ignored.end(), [&](const std::string& k) { return name == k; });
-      if (!ok) {
-        std::string list;
-        for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-        return error(key, join(path, name), fmt::format("unknown field '{}'; known fields here: {}", name, list));
-      }
-    }
-    return Status::ok();
-  }
-
-  Result<std::string> string_of(const YAML::Node& node, std::string_view path) const {
-    if (!node.IsScalar()) return error(node, path, fmt::format("expected a single value, found {}", describe(node)));
-    return node.Scalar();
-  }
-
   Result<int> int_of(const YAML::Node& node, std::string_view path, int min_value) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string text, string_of(node, path));
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, this->text(node, path));
     int value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || end != text.data() + text.size()) {
@@ -68,7 +36,7 @@ class Parser {
   }
 
   Result<bool> bool_of(const YAML::Node& node, std::string_view path) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string text, string_of(node, path));
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, this->text(node, path));
     std::string lower = text;
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
     if (lower == "true" || lower == "yes" || lower == "on") return true;
@@ -77,35 +45,16 @@ class Parser {
   }
 
   Result<uint64_t> size_of(const YAML::Node& node, std::string_view path) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string text, string_of(node, path));
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, this->text(node, path));
     auto bytes = parse_bytes(text, path);
     if (!bytes.is_ok()) {
       // parse_bytes already names the field, the value and the fix.
       const YAML::Mark m = node.Mark();
-      return invalid_argument(fmt::format("{}: line {}, column {}: {}", source_, m.line + 1, m.column + 1,
+      return invalid_argument(fmt::format("{}: line {}, column {}: {}", source(), m.line + 1, m.column + 1,
                                           bytes.status().message()));
     }
     return bytes.value();
   }
-
-  static std::string join(std::string_view path, std::string_view field) {
-    return path.empty() ? std::string(field) : fmt::format("{}.{}", path, field);
-  }
-
-  static std::string describe(const YAML::Node& node) {
-    switch (node.Type()) {
-      case YAML::NodeType::Null: return "nothing";
-      case YAML::NodeType::Scalar: return fmt::format("'{}'", node.Scalar());
-      case YAML::NodeType::Sequence: return "a list";
-      case YAML::NodeType::Map: return "a map";
-      default: return "an undefined node";
-    }
-  }
-
-  const std::string& source() const { return source_; }
-
- private:
-  std::string source_;
 };
 
 constexpr const char* kTopKeys[] = {"model", "hosts", "rank_hosts", "layout", "config"};
@@ -128,12 +77,12 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
     HostSpec host;
     host.tmpfs_bytes_total = kDockerDefaultShmBytes;
     if (!h["name"]) return p.error(h, path + ".name", "missing; give each host a name");
-    ENGRAM_ASSIGN_OR_RETURN(host.name, p.string_of(h["name"], path + ".name"));
+    ENGRAM_ASSIGN_OR_RETURN(host.name, p.text(h["name"], path + ".name"));
     if (host.name.empty()) return p.error(h["name"], path + ".name", "empty; give each host a name");
     if (!h["gpus"]) return p.error(h, path + ".gpus", "missing; give the number of GPUs, e.g. gpus: 8");
     ENGRAM_ASSIGN_OR_RETURN(host.gpu_count, p.int_of(h["gpus"], path + ".gpus", 1));
-    if (h["boot_id"]) { ENGRAM_ASSIGN_OR_RETURN(host.boot_id, p.string_of(h["boot_id"], path + ".boot_id")); }
-    if (h["gpu_model"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_model, p.string_of(h["gpu_model"], path + ".gpu_model")); }
+    if (h["boot_id"]) { ENGRAM_ASSIGN_OR_RETURN(host.boot_id, p.text(h["boot_id"], path + ".boot_id")); }
+    if (h["gpu_model"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_model, p.text(h["gpu_model"], path + ".gpu_model")); }
     if (h["gpu_memory"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_memory_bytes, p.size_of(h["gpu_memory"], path + ".gpu_memory")); }
     if (h["shm_size"]) {
       const YAML::Node& s = h["shm_size"];
@@ -144,7 +93,7 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
         ENGRAM_ASSIGN_OR_RETURN(host.tmpfs_bytes_total, p.size_of(s, path + ".shm_size"));
       }
     }
-    if (h["nvlink_domain"]) { ENGRAM_ASSIGN_OR_RETURN(host.nvlink_domain, p.string_of(h["nvlink_domain"], path + ".nvlink_domain")); }
+    if (h["nvlink_domain"]) { ENGRAM_ASSIGN_OR_RETURN(host.nvlink_domain, p.text(h["nvlink_domain"], path + ".nvlink_domain")); }
     if (h["imex_channel"]) { ENGRAM_ASSIGN_OR_RETURN(host.imex_channel, p.bool_of(h["imex_channel"], path + ".imex_channel")); }
     if (h["fabric_attribute"]) { ENGRAM_ASSIGN_OR_RETURN(host.fabric_attribute, p.bool_of(h["fabric_attribute"], path + ".fabric_attribute")); }
     if (h["visible_gpus_per_rank"]) {
@@ -178,7 +127,7 @@ Status parse_rank_hosts(const Parser& p, const YAML::Node& node, Deployment& d) 
   for (size_t r = 0; r < node.size(); ++r) {
     const YAML::Node& e = node[r];
     const std::string path = fmt::format("rank_hosts[{}]", r);
-    ENGRAM_ASSIGN_OR_RETURN(std::string text, p.string_of(e, path));
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, p.text(e, path));
     int index = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
     if (ec == std::errc() && end == text.data() + text.size()) {
@@ -230,7 +179,7 @@ Status parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c) {
     }
   }
   if (node["shard_group"]) {
-    ENGRAM_ASSIGN_OR_RETURN(std::string s, p.string_of(node["shard_group"], "config.shard_group"));
+    ENGRAM_ASSIGN_OR_RETURN(std::string s, p.text(node["shard_group"], "config.shard_group"));
     if (s == "world") c.shard_group = ShardGroup::kWorld;
     else if (s == "nvlink_domain") c.shard_group = ShardGroup::kNvlinkDomain;
     else if (s == "host") c.shard_group = ShardGroup::kHost;
@@ -256,7 +205,7 @@ Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view sou
   }
   ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "", kTopKeys, ignored_keys));
   Deployment d;
-  if (node["model"]) { ENGRAM_ASSIGN_OR_RETURN(d.model, p.string_of(node["model"], "model")); }
+  if (node["model"]) { ENGRAM_ASSIGN_OR_RETURN(d.model, p.text(node["model"], "model")); }
   if (!node["hosts"]) return p.error(node, "hosts", "missing; list the hosts, e.g. hosts: [{name: n0, gpus: 8}]");
   ENGRAM_RETURN_IF_ERROR(parse_hosts(p, node["hosts"], d.hosts));
   if (node["rank_hosts"]) ENGRAM_RETURN_IF_ERROR(parse_rank_hosts(p, node["rank_hosts"], d));
@@ -270,22 +219,13 @@ Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view sou
 }
 
 Result<Deployment> parse_deployment_text(std::string_view text, std::string_view source_name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    return invalid_argument(fmt::format("{}: line {}, column {}: not valid YAML: {}", source_name, e.mark.line + 1,
-                                        e.mark.column + 1, e.msg));
-  }
+  ENGRAM_ASSIGN_OR_RETURN(YAML::Node root, load_yaml_text(text, source_name));
   return parse_deployment(root, source_name);
 }
 
 Result<Deployment> load_deployment_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return invalid_argument(fmt::format("--file: cannot read '{}'; check the path", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_deployment_text(buffer.str(), path);
+  ENGRAM_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "--file"));
+  return parse_deployment_text(text, path);
 }
 
 }  // namespace engram

@@ -7,58 +7,22 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/deployment_yaml.h"
 #include "core/units.h"
+#include "core/yaml_fields.h"
 
 namespace engram {
 namespace {
 
-// Field-level reading with positions, in the style of core/deployment_yaml.cc.
-class Reader {
+// The scenario's own value forms on top of the shared field reading.
+class Reader : public YamlFields {
  public:
-  explicit Reader(std::string_view source) : source_(source) {}
-
-  Status error(const YAML::Node& node, std::string_view path, std::string_view problem) const {
-    const YAML::Mark m = node.Mark();
-    if (m.is_null()) return invalid_argument(fmt::format("{}: {}: {}", source_, path, problem));
-    return invalid_argument(fmt::format("{}: line {}, column {}: {}: {}", source_, m.line + 1, m.column + 1, path,
-                                        problem));
-  }
-
-  static std::string describe(const YAML::Node& node) {
-    switch (node.Type()) {
-      case YAML::NodeType::Null: return "nothing";
-      case YAML::NodeType::Scalar: return fmt::format("'{}'", node.Scalar());
-      case YAML::NodeType::Sequence: return "a list";
-      case YAML::NodeType::Map: return "a map";
-      default: return "an undefined node";
-    }
-  }
+  using YamlFields::YamlFields;
 
   Status expect_map(const YAML::Node& node, std::string_view path, std::string_view example) const {
     if (node.IsMap()) return Status::ok();
     return error(node, path, fmt::format("expected a map, found {}; write e.g. {}", describe(node), example));
-  }
-
-  Status check_keys(const YAML::Node& map, std::string_view path, std::span<const char* const> known) const {
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      const YAML::Node key = it->first;
-      const std::string name = key.IsScalar() ? key.Scalar() : std::string("?");
-      if (std::any_of(known.begin(), known.end(), [&](const char* k) { return name == k; })) continue;
-      std::string list;
-      for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      return error(key, path.empty() ? name : fmt::format("{}.{}", path, name),
-                   fmt::format("unknown field '{}'; known fields here: {}", name, list));
-    }
-    return Status::ok();
-  }
-
-  Result<std::string> text(const YAML::Node& node, std::string_view path) const {
-    if (!node.IsScalar()) return error(node, path, fmt::format("expected a single value, found {}", describe(node)));
-    return node.Scalar();
   }
 
   Result<int64_t> integer(const YAML::Node& node, std::string_view path, int64_t min_value, int64_t max_value) const {
@@ -141,9 +105,6 @@ class Reader {
         static_cast<uint64_t>(static_cast<double>(unit_bytes.value()) * 0.5 * std::pow(10.0, -decimals));
     return s;
   }
-
- private:
-  std::string source_;
 };
 
 constexpr const char* kDeploymentKeys[] = {"model", "hosts", "rank_hosts", "layout", "config"};
@@ -398,22 +359,13 @@ Result<Scenario> parse_scenario(const YAML::Node& root, std::string_view source_
 }
 
 Result<Scenario> parse_scenario_text(std::string_view text, std::string_view source_name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    return invalid_argument(fmt::format("{}: line {}, column {}: not valid YAML: {}", source_name, e.mark.line + 1,
-                                        e.mark.column + 1, e.msg));
-  }
+  ENGRAM_ASSIGN_OR_RETURN(YAML::Node root, load_yaml_text(text, source_name));
   return parse_scenario(root, source_name);
 }
 
 Result<Scenario> load_scenario_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return invalid_argument(fmt::format("scenario: cannot read '{}'; check the path", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_scenario_text(buffer.str(), path);
+  ENGRAM_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "scenario"));
+  return parse_scenario_text(text, path);
 }
 
 Result<std::vector<std::string>> scenario_files(const std::string& path) {
