@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/deployment_plan.h"
+#include "core/gather_facts.h"
 #include "core/group_agreement.h"
 #include "core/lookup_device_collective.h"
 #include "core/lookup_device_peer.h"
@@ -23,41 +24,24 @@
 namespace engram {
 namespace {
 
-// What every rank tells every other at start, fixed-size so one all_gather
-// carries it.
-struct WireFacts {
-  char hostname[64] = {};
-  char boot_id[48] = {};
-  char nvlink_domain[64] = {};
+// The runtime's own part of each rank's start facts (core/gather_facts
+// carries hostname, boot id, NVLink domain and IMEX around it). Explicit
+// padding: the bytes key the plan cache.
+struct RuntimeWireFacts {
   uint64_t tmpfs_bytes_total = 0;
   uint64_t gpu_memory_bytes = 0;
   uint8_t shm_mounted = 0;
-  uint8_t imex_channel = 0;
   uint8_t fabric_attribute = 0;
   uint8_t has_device = 0;
-  int32_t visible_gpu_count = 0;
+  uint8_t pad[5] = {};
 };
-
-// Long names keep a prefix plus a hash, so two different long names never
-// collapse into one host.
-void put_text(char* field, size_t capacity, const std::string& text) {
-  std::string value = text;
-  if (value.size() >= capacity) {
-    uint64_t hash = 0xcbf29ce484222325ull;
-    for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
-    value = text.substr(0, capacity - 18) + fmt::format("#{:016x}", hash);
-  }
-  ENGRAM_CHECK(value.size() < capacity);
-  std::memcpy(field, value.data(), value.size());
-}
-
-std::string get_text(const char* field, size_t capacity) { return std::string(field, strnlen(field, capacity)); }
+static_assert(sizeof(RuntimeWireFacts) == 24);
 
 // Every rank decides from the same gathered facts, so in one process (the
 // emulator runs every rank in one) the plan is computed once and shared.
 // Keyed by the exact facts and options; a handful of recent entries.
-std::shared_ptr<const Result<PlanResult>> plan_once(const Deployment& deployment, std::span<const WireFacts> facts) {
-  std::string key(reinterpret_cast<const char*>(facts.data()), facts.size_bytes());
+std::shared_ptr<const Result<PlanResult>> plan_once(const Deployment& deployment, const GatheredFacts& facts) {
+  std::string key = facts.key_bytes;
   const EngramConfig& c = deployment.config;
   const ParallelLayout& l = deployment.layout;
   key += fmt::format("|{}|{},{},{},{},{}|{},{},{},{},{}", deployment.model, l.tp, l.dp, l.ep, l.elastic_ep,
@@ -144,32 +128,23 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
   ENGRAM_RETURN_IF_ERROR(Status(validate(options.table_model)).with_context(me, -1, "start"));
 
   // 1. Facts, from every rank, before deciding anything.
-  WireFacts mine;
-  {
-    PlacementFacts placement = backend.probe->facts();
-    put_text(mine.hostname, sizeof(mine.hostname), placement.host.hostname);
-    put_text(mine.boot_id, sizeof(mine.boot_id), placement.host.boot_id);
-    put_text(mine.nvlink_domain, sizeof(mine.nvlink_domain), placement.nvlink_domain);
-    mine.imex_channel = placement.imex_channel;
-    mine.visible_gpu_count = placement.visible_gpu_count;
-    auto shm = backend.shm->info();
-    if (shm.is_ok()) {
-      mine.shm_mounted = shm->mounted;
-      mine.tmpfs_bytes_total = shm->tmpfs_bytes_total;  // the total, never the free space (rule 4)
-    }
-    if (backend.device != nullptr) {
-      auto info = backend.device->info();
-      if (info.is_ok()) {
-        mine.has_device = 1;
-        mine.fabric_attribute = info->fabric_attribute;
-        mine.gpu_memory_bytes = info->memory_bytes_total;
-      }
+  const PlacementFacts placement = backend.probe->facts();
+  RuntimeWireFacts mine;
+  auto shm = backend.shm->info();
+  if (shm.is_ok()) {
+    mine.shm_mounted = shm->mounted;
+    mine.tmpfs_bytes_total = shm->tmpfs_bytes_total;  // the total, never the free space (rule 4)
+  }
+  if (backend.device != nullptr) {
+    auto info = backend.device->info();
+    if (info.is_ok()) {
+      mine.has_device = 1;
+      mine.fabric_attribute = info->fabric_attribute;
+      mine.gpu_memory_bytes = info->memory_bytes_total;
     }
   }
-  std::vector<WireFacts> all(static_cast<size_t>(world.size()));
-  ENGRAM_RETURN_IF_ERROR(Status(world.all_gather(std::as_bytes(std::span<const WireFacts>(&mine, 1)),
-                                                 std::as_writable_bytes(std::span<WireFacts>(all))))
-                             .with_context(me, -1, "gather facts"));
+  auto all = gather_facts(world, placement, mine);
+  if (!all.is_ok()) return std::move(all).take_status().with_context(me, -1, "gather facts");
 
   // 2. The same decision `plan` makes, from the gathered facts: hosts by
   // identity (hostname + boot id) in rank order.
@@ -178,15 +153,17 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
   deployment.layout = options.layout;
   deployment.config = options.config;
   std::map<std::pair<std::string, std::string>, int> host_index;
-  for (const WireFacts& f : all) {
-    auto key = std::make_pair(get_text(f.hostname, sizeof(f.hostname)), get_text(f.boot_id, sizeof(f.boot_id)));
+  for (const RankFacts& rank_facts : all->ranks) {
+    const PlacementFacts& p = rank_facts.placement;
+    const RuntimeWireFacts f = rank_facts.extra_as<RuntimeWireFacts>();
+    auto key = std::make_pair(p.host.hostname, p.host.boot_id);
     auto [it, inserted] = host_index.emplace(key, static_cast<int>(deployment.hosts.size()));
     if (inserted) {
       HostSpec host;
       host.name = key.first;
       host.boot_id = key.second;
-      host.nvlink_domain = get_text(f.nvlink_domain, sizeof(f.nvlink_domain));
-      host.imex_channel = f.imex_channel;
+      host.nvlink_domain = p.nvlink_domain;
+      host.imex_channel = p.imex_channel;
       host.fabric_attribute = f.fabric_attribute;
       host.shm_mounted = f.shm_mounted;
       host.tmpfs_bytes_total = f.tmpfs_bytes_total;
@@ -196,7 +173,7 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
     ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
     deployment.rank_hosts.push_back(it->second);
   }
-  const std::shared_ptr<const Result<PlanResult>> planned = plan_once(deployment, all);
+  const std::shared_ptr<const Result<PlanResult>> planned = plan_once(deployment, *all);
   if (!planned->is_ok()) return Status(planned->status()).with_context(me, -1, "decide placement");
   const PlanResult* plan = &planned->value();
   for (const Warning& w : plan->warnings) sink.emit(w);

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/coverage_probe.h"
+#include "core/gather_facts.h"
 #include "core/handle_type_plan.h"
 #include "core/units.h"
 
@@ -104,87 +105,17 @@ PhaseResult agree(Collectives& group, const Status& mine, int progress, const st
 
 // ------------------------------------------------------------ placement facts
 
-struct FactsHeader {
+// The exchange's own part of each rank's facts (core/gather_facts carries
+// the placement facts around it).
+struct ExchangeFacts {
   int32_t world_rank = -1;
-  int32_t gpu_ordinal = -1;
-  int32_t visible_gpu_count = 0;
-  uint8_t imex_channel = 0;
   uint8_t fabric_probe_ok = 0;
   uint8_t ok = 1;
-  uint8_t pad = 0;
+  uint16_t pad = 0;
   uint64_t requested_bytes = 0;
   uint64_t granularity_bytes = 0;
-  uint32_t hostname_length = 0;
-  uint32_t boot_id_length = 0;
-  uint32_t domain_length = 0;
-  uint32_t pad2 = 0;
 };
-
-struct GatheredFacts {
-  FactsHeader header;
-  HandleFacts facts;
-};
-
-std::vector<std::byte> encode(const FactsHeader& header, const PlacementFacts& p) {
-  std::vector<std::byte> out(sizeof(FactsHeader) + p.host.hostname.size() + p.host.boot_id.size() +
-                             p.nvlink_domain.size());
-  std::memcpy(out.data(), &header, sizeof header);
-  size_t at = sizeof header;
-  for (const std::string* s : {&p.host.hostname, &p.host.boot_id, &p.nvlink_domain}) {
-    if (!s->empty()) std::memcpy(out.data() + at, s->data(), s->size());
-    at += s->size();
-  }
-  return out;
-}
-
-GatheredFacts decode(std::span<const std::byte> record) {
-  GatheredFacts g;
-  ENGRAM_CHECK(record.size() >= sizeof(FactsHeader));
-  std::memcpy(&g.header, record.data(), sizeof(FactsHeader));
-  const FactsHeader& h = g.header;
-  ENGRAM_CHECK(sizeof(FactsHeader) + h.hostname_length + h.boot_id_length + h.domain_length <= record.size());
-  const char* text = reinterpret_cast<const char*>(record.data()) + sizeof(FactsHeader);
-  g.facts.placement.host.hostname.assign(text, h.hostname_length);
-  g.facts.placement.host.boot_id.assign(text + h.hostname_length, h.boot_id_length);
-  g.facts.placement.nvlink_domain.assign(text + h.hostname_length + h.boot_id_length, h.domain_length);
-  g.facts.placement.imex_channel = h.imex_channel != 0;
-  g.facts.placement.gpu_ordinal = h.gpu_ordinal;
-  g.facts.placement.visible_gpu_count = h.visible_gpu_count;
-  g.facts.fabric_probe_ok = h.fabric_probe_ok != 0;
-  return g;
-}
-
-// One round of fixed-size records when every rank's strings fit (the usual
-// case); otherwise a second round padded to the longest record, whose length
-// every rank knows from the first round's headers. O(group size) per rank.
-constexpr size_t kFactsRecordBytes = 256;
-
-Result<std::vector<GatheredFacts>> gather_facts(Collectives& group, const std::vector<std::byte>& mine) {
-  const size_t n = static_cast<size_t>(group.size());
-  std::vector<std::byte> fixed(kFactsRecordBytes);
-  std::memcpy(fixed.data(), mine.data(), std::min(mine.size(), kFactsRecordBytes));
-  std::vector<std::byte> all(kFactsRecordBytes * n);
-  ENGRAM_RETURN_IF_ERROR(group.all_gather(fixed, all));
-  size_t longest = 0;
-  for (size_t r = 0; r < n; ++r) {
-    FactsHeader h;
-    std::memcpy(&h, all.data() + r * kFactsRecordBytes, sizeof h);
-    longest = std::max<size_t>(longest, sizeof h + h.hostname_length + h.boot_id_length + h.domain_length);
-  }
-  size_t stride = kFactsRecordBytes;
-  if (longest > kFactsRecordBytes) {
-    coverage_probe("exchange: long host facts took a second round");
-    stride = longest;
-    std::vector<std::byte> padded(stride);
-    std::memcpy(padded.data(), mine.data(), mine.size());
-    all.assign(stride * n, std::byte{0});
-    ENGRAM_RETURN_IF_ERROR(group.all_gather(padded, all));
-  }
-  std::vector<GatheredFacts> out;
-  out.reserve(n);
-  for (size_t r = 0; r < n; ++r) out.push_back(decode(std::span<const std::byte>(all).subspan(r * stride, stride)));
-  return out;
-}
+static_assert(sizeof(ExchangeFacts) == 24);
 
 // What travels with each POSIX fd, so a receiver can tell a stray fd from
 // the one it expects.
@@ -343,16 +274,10 @@ Result<SharedMapping> exchange_shareable_handles(RankBackend& backend, Collectiv
   ENGRAM_CHECK(me >= 0 && me < n);
 
   // Phase 0: facts from every rank, before anyone allocates.
-  FactsHeader header;
+  ExchangeFacts header;
   header.world_rank = me_world;
   header.requested_bytes = bytes_per_rank;
   const PlacementFacts placement = backend.probe->facts();
-  header.gpu_ordinal = placement.gpu_ordinal;
-  header.visible_gpu_count = placement.visible_gpu_count;
-  header.imex_channel = placement.imex_channel ? 1 : 0;
-  header.hostname_length = static_cast<uint32_t>(placement.host.hostname.size());
-  header.boot_id_length = static_cast<uint32_t>(placement.host.boot_id.size());
-  header.domain_length = static_cast<uint32_t>(placement.nvlink_domain.size());
   Status local;
   auto info = device.info();
   if (info.is_ok()) {
@@ -362,25 +287,29 @@ Result<SharedMapping> exchange_shareable_handles(RankBackend& backend, Collectiv
     local = Status(info.status()).with_context(me_world, -1, "facts");
     header.ok = 0;
   }
-  auto gathered = gather_facts(group, encode(header, placement));
+  auto gathered = gather_facts(group, placement, header);
   if (!gathered.is_ok()) return std::move(gathered).take_status().with_context(me_world, -1, "facts");
+  if (gathered->took_second_round) coverage_probe("exchange: long host facts took a second round");
   if (!local.is_ok()) return local;
   std::vector<int> world_ranks(static_cast<size_t>(n));
   std::vector<HandleFacts> facts(static_cast<size_t>(n));
+  std::vector<ExchangeFacts> headers(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    const GatheredFacts& g = (*gathered)[static_cast<size_t>(r)];
-    world_ranks[static_cast<size_t>(r)] = g.header.world_rank;
-    facts[static_cast<size_t>(r)] = g.facts;
-    if (!g.header.ok)
+    const RankFacts& g = gathered->ranks[static_cast<size_t>(r)];
+    const ExchangeFacts h = g.extra_as<ExchangeFacts>();
+    headers[static_cast<size_t>(r)] = h;
+    world_ranks[static_cast<size_t>(r)] = h.world_rank;
+    facts[static_cast<size_t>(r)].placement = g.placement;
+    facts[static_cast<size_t>(r)].fabric_probe_ok = h.fabric_probe_ok != 0;
+    if (!h.ok)
       return Status(ErrorCode::kUnavailable,
-                    fmt::format("handle exchange abandoned: rank {} could not read its device facts",
-                                g.header.world_rank),
-                    {me_world, g.header.world_rank, "facts"});
+                    fmt::format("handle exchange abandoned: rank {} could not read its device facts", h.world_rank),
+                    {me_world, h.world_rank, "facts"});
   }
   // Sizes and granularity must agree, or slots would not line up.
-  const FactsHeader& first = (*gathered)[0].header;
+  const ExchangeFacts& first = headers[0];
   for (int r = 0; r < n; ++r) {
-    const FactsHeader& h = (*gathered)[static_cast<size_t>(r)].header;
+    const ExchangeFacts& h = headers[static_cast<size_t>(r)];
     if (h.granularity_bytes != first.granularity_bytes || h.requested_bytes != first.requested_bytes)
       return Status(ErrorCode::kInvalidArgument,
                     fmt::format("handle exchange: rank {} asks for {} bytes at granularity {}, rank {} for {} bytes "
