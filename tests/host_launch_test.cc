@@ -10,34 +10,16 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/process_run.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-struct ProcessRun {
-  int exit_code = -1;
-  std::string output;
-  std::chrono::milliseconds took{0};
-};
-
-ProcessRun run(const std::string& command) {
-  ProcessRun r;
-  const auto start = std::chrono::steady_clock::now();
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  char buf[4096];
-  while (pipe != nullptr && std::fgets(buf, sizeof(buf), pipe) != nullptr) r.output += buf;
-  const int status = pipe != nullptr ? ::pclose(pipe) : -1;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-  return r;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using engram::testing::ProcessRun;
+using engram::testing::count;
+using engram::testing::run;
 
 class HostLaunch : public ::testing::Test {
  protected:

@@ -20,6 +20,7 @@
 
 #include "backends/shm/posix_shared_memory.h"
 #include "core/scenario_rank_record.h"
+#include "tests/process_run.h"
 
 namespace {
 
@@ -31,29 +32,9 @@ const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab
 const std::string kWorker = std::string(ENGRAM_BINARY_DIR) + "/tests/host_worker";
 const std::string kScenarios = std::string(ENGRAM_SOURCE_DIR) + "/scenarios";
 
-struct ProcessRun {
-  int exit_code = -1;
-  std::string output;
-  std::chrono::milliseconds took{0};
-};
-
-ProcessRun run(const std::string& command) {
-  ProcessRun r;
-  const auto start = std::chrono::steady_clock::now();
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  char buf[4096];
-  while (pipe != nullptr && std::fgets(buf, sizeof(buf), pipe) != nullptr) r.output += buf;
-  const int status = pipe != nullptr ? ::pclose(pipe) : -1;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-  return r;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using engram::testing::ProcessRun;
+using engram::testing::count;
+using engram::testing::run;
 
 // `script` runs in a new mount + UTS namespace with a tmpfs of `tmpfs_size`
 // on /dev/shm and `hostname` set. Empty optional: namespaces not permitted.
