@@ -22,16 +22,7 @@ nvidia-smi -L 2>&1
 nvidia-smi topo -m 2>&1 | head -4
 
 # NCCL: the toolkit's when it has one, else the Python wheel's (nvidia-nccl-cu13).
-nccl_args=()
-if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
-  wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null \
-          || python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
-  if [ -n "$wheel" ] && [ -f "$wheel/include/nccl.h" ]; then
-    lib=$(ls "$wheel"/lib/libnccl.so* | head -1)
-    nccl_args=(-DENGRAM_NCCL_INCLUDE_DIR="$wheel/include" -DENGRAM_NCCL_LIBRARY="$lib")
-    export LD_LIBRARY_PATH="$wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  fi
-fi
+. tools/lib/nccl_env.sh
 echo "gpu_bench: NCCL ${nccl_args[*]:-from the system}"
 
 if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" > "$build/configure.log" 2>&1; then

@@ -17,11 +17,9 @@ export ENGRAMLAB_OP_TIMEOUT_MS="${ENGRAMLAB_OP_TIMEOUT_MS:-15000}"
 # the runner's /tmp result directories are), not a runtime dir that a
 # container may name without providing.
 unset XDG_RUNTIME_DIR
-# NCCL from the Python wheel, as gpu_bench.sh found it (engramlab links it).
-if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ]; then
-  wheel=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
-  [ -n "$wheel" ] && [ -d "$wheel/lib" ] && export LD_LIBRARY_PATH="$wheel/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+# NCCL from the Python wheel, as gpu_bench.sh found it (engramlab links it):
+# its lib/ on LD_LIBRARY_PATH.
+. tools/lib/nccl_env.sh
 build="${BUILD:-build-gpu}"
 lab="$build/apps/engramlab"
 start=$(date +%s)
