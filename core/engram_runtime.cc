@@ -295,14 +295,17 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
     agreed = agree_on_status(host, opened, "shm table open", &gone);
   }
   if (!agreed.is_ok()) {
-    // Nothing outlives a failed start: unmap, and the writer unlinks. A dead
-    // writer cannot, and tmpfs keeps its files, so the survivors do (names
-    // are job-unique: whatever exists under them is this job's).
+    // Nothing outlives a failed start: unmap, and the writer unlinks what it
+    // created (never a name it found taken: that segment is someone else's,
+    // e.g. a live run's or a stale one the operator must look at). A dead
+    // writer cannot unlink, and tmpfs keeps its files, so the survivors do
+    // (names are job-unique: whatever exists under them is this job's).
     const bool writer_gone = gone >= 0 && (gone == writer_world_rank || writer_world_rank < 0);
     for (State::Table& t : st.tables) {
       const std::string name = segment_name(options_.job_id, t.spec->layer_id);
+      const bool created_here = st.is_host_writer && t.segment != nullptr;
       t.segment.reset();
-      if (st.is_host_writer || writer_gone) {
+      if (created_here || (!st.is_host_writer && writer_gone)) {
         Status unlinked = backend_.shm->unlink(name);
         if (!unlinked.is_ok() && unlinked.code() != ErrorCode::kNotFound) unlinked.ignore();
       }

@@ -182,6 +182,42 @@ TEST(EngramRuntime, ShmCreateFaultLeavesNothingAndNamesTheWriter) {
   EXPECT_EQ(out.run.faults.fired(sim::FaultSite::kShmCreate), 1u);
 }
 
+TEST(EngramRuntime, AWriterNeverUnlinksASegmentItFoundTaken) {
+  // A segment of the job's name already exists (a live run's, or a stale one
+  // the operator must look at): the start fails on every rank, and the
+  // segment is still there afterwards.
+  sim::WorldSpec spec;
+  spec.hosts = {host("gb200-0", 4, 190 * kGiB)};
+  spec.seed = 23;
+  RuntimeOptions options;
+  options.table_model = tiny();
+  options.layout = ParallelLayout{1, 4};
+  options.config.cpu_offload = true;
+  WarningSink sink;
+  const std::string taken = "engramlab-job-layer14";
+  auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
+    std::unique_ptr<ShmMapping> squatter;
+    if (backend.world_rank == 0) {
+      ENGRAM_ASSIGN_OR_RETURN(squatter, backend.shm->create(taken, 4096));
+    }
+    auto runtime = EngramRuntime::start(backend, options, sink);
+    if (runtime.is_ok()) return internal_error("start must fail: the segment name is taken");
+    if (backend.world_rank == 0) {
+      if (runtime.status().code() != ErrorCode::kAlreadyExists) return runtime.status();
+      auto still_there = backend.shm->open_read_only(taken, 4096);
+      if (!still_there.is_ok()) return internal_error("the taken segment was unlinked: " + still_there.status().to_string());
+      still_there.value().reset();
+      squatter.reset();
+      return backend.shm->unlink(taken);
+    }
+    if (runtime.status().context().peer != 0) return runtime.status();
+    return Status::ok();
+  });
+  ASSERT_TRUE(run.is_ok());
+  EXPECT_TRUE(run->all_ok()) << run->summary();
+  EXPECT_TRUE(run->leaks.empty()) << run->summary();
+}
+
 TEST(EngramRuntime, TwoHostsShareOneCopyEach) {
   ParallelLayout layout{1, 8};
   EngramConfig config;
