@@ -31,6 +31,7 @@ PlacementFacts ProcHostProbe::facts() {
     struct utsname uts{};
     if (::uname(&uts) == 0) facts.host.hostname = uts.nodename;
   }
+  facts.imex_channel = has_imex_channel(imex_channel_dir_);
   return facts;
 }
 

@@ -3,6 +3,10 @@
 // with different hostnames count as different hosts.
 #pragma once
 
+#include <string>
+#include <utility>
+
+#include "backends/ipc/imex_channels.h"
 #include "core/backend/host_probe.h"
 #include "core/status.h"
 
@@ -10,10 +14,17 @@ namespace engram::ipc {
 
 Result<HostIdentity> read_host_identity();
 
-// No GPU facts: this is the CPU-only host probe (the CUDA backend adds them).
+// Host identity and whether an IMEX channel exists under
+// `imex_channel_dir` (tests point it at a temp dir). No GPU facts: this is
+// the CPU-only host probe (the CUDA backend adds ordinal and NVLink domain).
 class ProcHostProbe final : public HostProbe {
  public:
+  explicit ProcHostProbe(std::string imex_channel_dir = kImexChannelDir)
+      : imex_channel_dir_(std::move(imex_channel_dir)) {}
   PlacementFacts facts() override;
+
+ private:
+  std::string imex_channel_dir_;
 };
 
 }  // namespace engram::ipc
