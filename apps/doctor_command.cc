@@ -8,24 +8,25 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "backends/ipc/imex_channels.h"
 #include "core/table_spec.h"
 #include "core/units.h"
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
 #include "backends/cuda/cuda_device_memory.h"
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/gpu_host_probe.h"
 #endif
 
 namespace engram::app {
 namespace {
 
-constexpr const char* kImexChannelDir = "/dev/nvidia-caps-imex-channels";
+using ipc::kImexChannelDir;
 
 struct GpuFacts {
   int ordinal = -1;
@@ -35,6 +36,8 @@ struct GpuFacts {
   bool fabric_attribute = false;
   bool fabric_works = false;
   std::string fabric_error;  // the probe's Status text when it failed
+  std::string nvlink_domain;         // NVML fabric clusterUuid/cliqueId; "" when none
+  std::string nvlink_domain_reason;  // why nvlink_domain is empty
 };
 
 struct Facts {
@@ -69,11 +72,7 @@ void probe_host(Facts& f) {
     f.shm_total_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
     f.shm_free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   }
-  std::error_code ec;
-  if (std::filesystem::is_directory(kImexChannelDir, ec)) {
-    for (const auto& entry : std::filesystem::directory_iterator(kImexChannelDir, ec))
-      f.imex_channels.push_back(entry.path().filename().string());
-  }
+  f.imex_channels = ipc::imex_channels();
 }
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
@@ -87,6 +86,9 @@ void probe_gpus(Facts& f) {
   for (int g = 0; g < presence.count; ++g) {
     GpuFacts gpu;
     gpu.ordinal = g;
+    const cuda::NvlinkDomain domain = cuda::nvlink_domain_of_gpu(g);
+    gpu.nvlink_domain = domain.domain;
+    gpu.nvlink_domain_reason = domain.reason;
     auto memory = cuda::CudaDeviceMemory::open(g);
     if (!memory.is_ok()) {
       gpu.line = fmt::format("GPU {}: cannot open: {}", g, memory.status().to_string());
@@ -142,7 +144,7 @@ void report(const Facts& f, const std::string& model_name, uint64_t tables_bytes
     fmt::print("/dev/shm: not mounted\n");
   }
   if (f.imex_channels.empty()) {
-    fmt::print("IMEX channels: none ({} absent or empty)\n", kImexChannelDir);
+    fmt::print("IMEX channels: none ({} absent or without channel* entries)\n", kImexChannelDir);
   } else {
     fmt::print("IMEX channels: {} in {}\n", fmt::join(f.imex_channels, ", "), kImexChannelDir);
   }
@@ -155,6 +157,8 @@ void report(const Facts& f, const std::string& model_name, uint64_t tables_bytes
     for (const auto& gpu : f.gpus) {
       fmt::print("  {}\n", gpu.line);
       fmt::print("    FABRIC probe (create + export): {}\n", gpu.fabric_works ? "works" : gpu.fabric_error);
+      fmt::print("    NVLink domain: {}\n",
+                 gpu.nvlink_domain.empty() ? "none (" + gpu.nvlink_domain_reason + ")" : gpu.nvlink_domain);
     }
     if (f.gpus.size() > 1) {
       fmt::print("P2P access:\n");
@@ -162,14 +166,32 @@ void report(const Facts& f, const std::string& model_name, uint64_t tables_bytes
     }
   }
 
+  // The same conditions as the handle exchange's choice (choose_handle_type):
+  // FABRIC needs the probe, an IMEX channel and one non-empty NVLink domain.
   bool all_fabric = have_gpus, all_posix = have_gpus, all_vmm = have_gpus;
   std::string fabric_why;
   for (const auto& gpu : f.gpus) {
     all_fabric = all_fabric && gpu.fabric_works;
     all_posix = all_posix && gpu.posix_fd;
     all_vmm = all_vmm && gpu.vmm;
-    if (!gpu.fabric_works && fabric_why.empty()) fabric_why = fmt::format("GPU {}: {}", gpu.ordinal, gpu.fabric_error);
+    if (!gpu.fabric_works && fabric_why.empty())
+      fabric_why = fmt::format("the FABRIC probe failed on GPU {}: {}", gpu.ordinal, gpu.fabric_error);
   }
+  if (fabric_why.empty() && have_gpus) {
+    for (const auto& gpu : f.gpus) {
+      if (gpu.nvlink_domain.empty()) {
+        fabric_why = fmt::format("GPU {} has no NVLink domain: {}", gpu.ordinal, gpu.nvlink_domain_reason);
+        break;
+      }
+      if (gpu.nvlink_domain != f.gpus.front().nvlink_domain) {
+        fabric_why = fmt::format("GPUs {} and {} are in different NVLink domains", f.gpus.front().ordinal, gpu.ordinal);
+        break;
+      }
+    }
+  }
+  if (fabric_why.empty() && have_gpus && f.imex_channels.empty())
+    fabric_why = fmt::format("no IMEX channel in {}", kImexChannelDir);
+  all_fabric = all_fabric && fabric_why.empty();
 
   fmt::print("\nplacements here (model {}, tables {}):\n", model_name, format_gib(tables_bytes));
   // device_peer
@@ -178,9 +200,11 @@ void report(const Facts& f, const std::string& model_name, uint64_t tables_bytes
   } else if (!all_vmm) {
     fmt::print("  device_peer: unavailable: a GPU lacks VMM support\n");
   } else if (all_fabric) {
-    fmt::print("  device_peer: FABRIC handles (probe works on every GPU): can span hosts of one NVLink/IMEX domain\n");
+    fmt::print("  device_peer: FABRIC handles (probe works, IMEX channel present, NVLink domain {}): can span hosts "
+               "of that domain\n",
+               f.gpus.front().nvlink_domain);
   } else if (all_posix) {
-    fmt::print("  device_peer: POSIX fds within this host only, since the FABRIC probe failed ({}){}\n", fabric_why,
+    fmt::print("  device_peer: POSIX fds within this host only, not FABRIC: {}{}\n", fabric_why,
                f.p2p_all ? "" : "; WARNING: some GPU pairs lack P2P access, their peer reads would fail");
   } else {
     fmt::print("  device_peer: unavailable: neither FABRIC nor POSIX-fd handles work here\n");

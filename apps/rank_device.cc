@@ -5,30 +5,10 @@
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
 #include "backends/cuda/cuda_device_memory.h"
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/gpu_host_probe.h"
 #endif
 
 namespace engram::app {
-namespace {
-
-// The host facts of the launcher's probe, plus what only the rank with its
-// GPU knows: which ordinal it uses and how many it sees.
-class GpuHostProbe final : public HostProbe {
- public:
-  GpuHostProbe(HostProbe& base, int ordinal, int visible) : base_(base), ordinal_(ordinal), visible_(visible) {}
-  PlacementFacts facts() override {
-    PlacementFacts f = base_.facts();
-    f.gpu_ordinal = ordinal_;
-    f.visible_gpu_count = visible_;
-    return f;
-  }
-
- private:
-  HostProbe& base_;
-  int ordinal_;
-  int visible_;
-};
-
-}  // namespace
 
 VisibleGpus visible_gpus() {
   VisibleGpus out;
@@ -68,7 +48,9 @@ Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted,
   auto memory = cuda::CudaDeviceMemory::open(local_rank);
   if (!memory.is_ok()) return std::move(memory).take_status().with_context(world_rank, -1, "open device");
   out.memory = std::move(memory).value();
-  out.probe = std::make_unique<GpuHostProbe>(base, local_rank, gpus.count);
+  // The probe adds the ordinal, the visible count and the GPU's NVLink
+  // domain (NVML), so the exchange can choose FABRIC within a rack.
+  out.probe = std::make_unique<cuda::GpuHostProbe>(base, local_rank, gpus.count);
   return out;
 #else
   ENGRAM_CHECK(false && "visible_gpus() reports none without the CUDA backend");

@@ -25,8 +25,9 @@ VisibleGpus visible_gpus();
 
 struct RankDevice {
   std::unique_ptr<DeviceMemory> memory;  // null: this rank has no device
-  // The backend's probe plus this rank's GPU ordinal and the visible count;
-  // null when there is no device (use the backend's probe as it is).
+  // The backend's probe plus this rank's GPU ordinal, the visible count and
+  // the GPU's NVLink domain (NVML fabric info; "" off a multi-node NVLink
+  // system); null when there is no device (use the backend's probe as it is).
   std::unique_ptr<HostProbe> probe;
   std::string none_reason;               // why memory is null
 };

@@ -47,6 +47,7 @@ Loaded load() {
   ENGRAM_CU_LOAD(device_total_mem, cuDeviceTotalMem);
   ENGRAM_CU_LOAD(device_get_attribute, cuDeviceGetAttribute);
   ENGRAM_CU_LOAD(device_can_access_peer, cuDeviceCanAccessPeer);
+  ENGRAM_CU_LOAD(device_get_pci_bus_id, cuDeviceGetPCIBusId);
   ENGRAM_CU_LOAD(primary_ctx_retain, cuDevicePrimaryCtxRetain);
   ENGRAM_CU_LOAD(primary_ctx_release, cuDevicePrimaryCtxRelease);
   ENGRAM_CU_LOAD(ctx_set_current, cuCtxSetCurrent);
@@ -174,6 +175,17 @@ GpuPresence gpu_presence() {
   presence.count = count;
   if (count == 0) presence.reason = "the CUDA driver reports 0 devices";
   return presence;
+}
+
+Result<std::string> pci_bus_id(int ordinal) {
+  ENGRAM_ASSIGN_OR_RETURN(const DriverApi* api, driver_api());
+  CUdevice device = 0;
+  CUresult result = api->device_get(&device, ordinal);
+  if (result != CUDA_SUCCESS) return cu_status(result, "cuDeviceGet", ordinal, "pci bus id");
+  char text[32] = {};  // "dddd:bb:dd.f" plus NUL; the driver documents 13 bytes as enough
+  result = api->device_get_pci_bus_id(text, static_cast<int>(sizeof text), device);
+  if (result != CUDA_SUCCESS) return cu_status(result, "cuDeviceGetPCIBusId", ordinal, "pci bus id");
+  return std::string(text);
 }
 
 Result<bool> can_access_peer(int from_ordinal, int to_ordinal) {

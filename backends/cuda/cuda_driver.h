@@ -23,6 +23,7 @@ struct DriverApi {
   decltype(&::cuDeviceTotalMem) device_total_mem = nullptr;
   decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
   decltype(&::cuDeviceCanAccessPeer) device_can_access_peer = nullptr;
+  decltype(&::cuDeviceGetPCIBusId) device_get_pci_bus_id = nullptr;
   decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
   decltype(&::cuDevicePrimaryCtxRelease) primary_ctx_release = nullptr;
   decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
@@ -66,6 +67,10 @@ struct GpuPresence {
   std::string reason;
 };
 GpuPresence gpu_presence();
+
+// cuDeviceGetPCIBusId: "0000:3b:00.0" for `ordinal` (CUDA_VISIBLE_DEVICES
+// applies), the key NVML and sysfs know the same GPU by.
+Result<std::string> pci_bus_id(int ordinal);
 
 // cuDeviceCanAccessPeer(from, to): can `from` map and access `to`'s memory.
 Result<bool> can_access_peer(int from_ordinal, int to_ordinal);

@@ -1,0 +1,33 @@
+#include "backends/cuda/gpu_host_probe.h"
+
+#include <fmt/format.h>
+
+#include "backends/cuda/cuda_driver.h"
+#include "core/status.h"
+
+namespace engram::cuda {
+
+NvlinkDomain nvlink_domain_of_gpu(int ordinal) {
+  ENGRAM_CHECK(ordinal >= 0);
+  auto bus_id = pci_bus_id(ordinal);
+  if (!bus_id.is_ok())
+    return {.domain = "", .reason = fmt::format("no PCI bus id for GPU {}: {}", ordinal, bus_id.status().to_string())};
+  return nvlink_domain_for_pci_bus_id(*bus_id);
+}
+
+GpuHostProbe::GpuHostProbe(HostProbe& base, int ordinal, int visible_gpu_count)
+    : base_(base), ordinal_(ordinal), visible_gpu_count_(visible_gpu_count), domain_(nvlink_domain_of_gpu(ordinal)) {
+  ENGRAM_CHECK(ordinal >= 0 && ordinal < visible_gpu_count);
+  // Exactly one of the two is set: a domain, or why there is none.
+  ENGRAM_CHECK(domain_.domain.empty() != domain_.reason.empty());
+}
+
+PlacementFacts GpuHostProbe::facts() {
+  PlacementFacts f = base_.facts();
+  f.gpu_ordinal = ordinal_;
+  f.visible_gpu_count = visible_gpu_count_;
+  f.nvlink_domain = domain_.domain;
+  return f;
+}
+
+}  // namespace engram::cuda
