@@ -29,6 +29,7 @@ struct ScenarioFlags {
   std::string seed;
   bool json = false;
   bool real = false;
+  bool details = false;
 };
 
 int run_scenarios(const ScenarioFlags& flags) {
@@ -104,6 +105,15 @@ int run_scenarios(const ScenarioFlags& flags) {
   for (const auto& o : outcomes)
     std::cout << fmt::format("{:<{}}  {:<{}}  {:>8}  {:<19}  {:<6}  {:>7.1f}\n", o.name, name_width, o.placement,
                              placement_width, o.warning_count, o.error_kind, o.passed ? "pass" : "FAIL", o.elapsed_ms);
+  if (flags.details) {
+    // What a user reads: each scenario's warnings and error in full.
+    for (const auto& o : outcomes) {
+      if (o.warning_texts.empty() && o.error_text.empty()) continue;
+      std::cout << fmt::format("\n{} ({}):\n", o.name, o.placement);
+      for (const auto& w : o.warning_texts) std::cout << "  warning: " << w << "\n";
+      if (!o.error_text.empty()) std::cout << "  error: " << o.error_text << "\n";
+    }
+  }
   for (const auto& o : outcomes) {
     if (o.passed) continue;
     std::cout << fmt::format("\nFAIL {} ({}):\n", o.name, o.source);
@@ -124,6 +134,7 @@ CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
   run->add_option("paths", flags->paths, "scenario files or directories")->required();
   run->add_option("--seed", flags->seed, "replace each scenario's seed");
   run->add_flag("--json", flags->json, "print a machine-readable JSON object");
+  run->add_flag("--details", flags->details, "after the table, print each scenario's warnings and error in full");
   run->add_flag("--real", flags->real,
                 "also run each scenario on real processes of this host (engramlab launch) and compare them with "
                 "the emulator rank by rank");

@@ -143,6 +143,7 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
 
   result.placement = placement_summary(out);
   result.warning_count = out.warnings.size();
+  for (const Warning& w : out.warnings) result.warning_texts.push_back(w.text);
   result.trace_hash = out.world.trace_hash;
   result.faults = out.world.faults;
   result.coverage = out.world.coverage;

@@ -62,6 +62,7 @@ struct ScenarioOutcome {
   std::vector<std::string> failures;  // what differed, one line each
   std::string placement;              // placement_summary
   size_t warning_count = 0;
+  std::vector<std::string> warning_texts;  // each warning once, as the user reads it
   std::string error_kind = "-";
   std::string error_text;             // the root-cause status, when any
   uint64_t trace_hash = 0;
