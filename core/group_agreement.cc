@@ -30,8 +30,14 @@ Status agree_on_status(Collectives& group, const Status& mine, std::string_view 
                                   std::as_writable_bytes(std::span<Record>(all)));
   if (!round.is_ok() && gone_rank != nullptr && round.code() == ErrorCode::kUnavailable)
     *gone_rank = round.context().peer;
+  if (!round.is_ok()) {
+    // A member is gone: that is the root cause, even where this rank failed
+    // too (perhaps because of it: a survivor cleaned up what it was reading).
+    Status gone = std::move(round).with_context(group.world_rank(), -1, std::string(what));
+    if (mine.is_ok()) return gone;
+    return Status(gone.code(), gone.message() + "; this rank had also failed: " + mine.to_string(), gone.context());
+  }
   if (!mine.is_ok()) return Status(mine).with_rank(group.world_rank());
-  if (!round.is_ok()) return std::move(round).with_context(group.world_rank(), -1, std::string(what));
   for (const Record& r : all) {
     if (r.ok) continue;
     return Status(ErrorCode::kUnavailable,

@@ -10,9 +10,12 @@
 
 namespace engram {
 
-// Collective over `group`. Returns `mine` when this rank failed; otherwise ok
-// when every rank succeeded, else kUnavailable naming the first failed rank
-// (world rank), its error code and step, and `what` this rank was doing.
+// Collective over `group`. When a member is gone (the round itself fails),
+// returns that (kUnavailable naming it), with this rank's own failure, if
+// any, appended: the dead peer is the root cause. Else returns `mine` when
+// this rank failed; otherwise ok when every rank succeeded, else kUnavailable
+// naming the first failed rank (world rank), its error code and step, and
+// `what` this rank was doing.
 // When the round itself fails because a member is gone (dead, or left
 // without answering), `gone_rank` (if given) receives that member's world
 // rank, so survivors can clean up what only it would have cleaned.
