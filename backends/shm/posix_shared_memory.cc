@@ -112,8 +112,8 @@ Status PosixSharedMemory::describe_existing(const std::string& name) const {
   }
   std::string message = "shm segment '" + name + "' already exists at " + path + " (" + creator + "): ";
   if (stale) {
-    message += "a stale segment left by a crashed run; it is not reused. Remove it with `rm " + path +
-               "` or engram::shm::remove_stale_segments(\"" + options_.root_dir + "\", <job prefix>)";
+    message += "a stale segment left by a crashed run; it is not reused. Remove it with `engramlab shm clean --dir " +
+               options_.root_dir + "` (only segments whose creator is gone) or `rm " + path + "`";
   } else {
     message += "another live process of this job id uses it; pick a different --job-id or stop that process";
   }

@@ -1,0 +1,71 @@
+// `engramlab shm list|clean` on a real tmpfs directory: a segment whose
+// creator was SIGKILLed is listed as stale and removed; one whose creator
+// (this test) still runs is listed as in use and kept.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "backends/shm/posix_shared_memory.h"
+
+namespace engram {
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string text;
+};
+
+Output run(const std::string& args) {
+  const std::string cmd = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab " + args + " 2>&1";
+  Output out;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out.text += buffer;
+  const int status = ::pclose(pipe);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST(ShmCommand, CleanRemovesOnlySegmentsWhoseCreatorIsGone) {
+  char templ[] = "/dev/shm/engramlab-shmcmd-XXXXXX";
+  const std::string dir = ::mkdtemp(templ);
+  shm::PosixSharedMemory memory({.root_dir = dir});
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto created = memory.create(shm::segment_name("cmdjob", "layer1"), 1 << 16);
+    if (created.is_ok()) ::raise(SIGKILL);  // dies holding it, as a crashed writer does
+    ::_exit(3);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  auto live = memory.create(shm::segment_name("cmdjob", "layer14"), 1 << 16);
+  ASSERT_TRUE(live.is_ok()) << live.status().to_string();
+
+  Output listed = run("shm list --job-id cmdjob --dir " + dir);
+  EXPECT_EQ(listed.exit_code, 0) << listed.text;
+  EXPECT_NE(listed.text.find("engramlab-cmdjob-layer1"), std::string::npos) << listed.text;
+  EXPECT_NE(listed.text.find("engramlab-cmdjob-layer14"), std::string::npos) << listed.text;
+
+  Output cleaned = run("shm clean --job-id cmdjob --dir " + dir);
+  EXPECT_EQ(cleaned.exit_code, 0) << cleaned.text;
+  EXPECT_NE(cleaned.text.find("1 stale segment(s) removed"), std::string::npos) << cleaned.text;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/engramlab-cmdjob-layer1"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/engramlab-cmdjob-layer14")) << "a live creator's segment stays";
+
+  live.value().reset();
+  memory.unlink(shm::segment_name("cmdjob", "layer14")).ignore();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ShmCommand, UnknownFlagIsBadInput) { EXPECT_EQ(run("shm clean --jobid x").exit_code, 2); }
+
+}  // namespace
+}  // namespace engram
