@@ -12,7 +12,12 @@ namespace engram {
 Status lookup_device_collective(Collectives& group, const LookupRequest& request, const RowShardLayout& layout,
                                 std::span<const std::byte> own_shard_bytes) {
   const int world_rank = group.world_rank();
-  ENGRAM_RETURN_IF_ERROR(check_request_shape(request, world_rank));
+  // A malformed request still takes its part in the group's collectives (all
+  // DEAD ids, nothing written) so its peers finish instead of waiting on it;
+  // only a request without a table or a slot cannot, since the buffer sizes
+  // come from them.
+  const Status shape = check_request_shape(request, world_rank);
+  if (!shape.is_ok() && (request.table == nullptr || request.tokens_per_rank_max <= 0)) return shape;
   const TableSpec& table = *request.table;
   if (layout.shard_count() != group.size() || layout.row_count() != table.row_count())
     return invalid_argument(fmt::format("device_collective: layout of {} rows in {} shards does not fit layer {} "
@@ -27,7 +32,8 @@ Status lookup_device_collective(Collectives& group, const LookupRequest& request
                                         table.row_bytes(), shard_bytes_expected))
         .with_context(world_rank, -1, "lookup");
 
-  const Status slot = check_slot(request.token_count(), request.tokens_per_rank_max, world_rank);
+  const Status slot =
+      shape.is_ok() ? check_slot(request.token_count(), request.tokens_per_rank_max, world_rank) : shape;
   const std::vector<int64_t> mine = pad_ids_to_slot(request, slot.is_ok());
 
   const size_t group_size = static_cast<size_t>(group.size());

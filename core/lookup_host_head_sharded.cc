@@ -94,7 +94,12 @@ HeadShardRows head_shard_rows(const TableSpec& table, int group_size, int shard)
 Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request,
                                 std::span<const std::byte> own_head_shard_bytes) {
   const int world_rank = group.world_rank();
-  ENGRAM_RETURN_IF_ERROR(check_request_shape(request, world_rank));
+  // A malformed request still takes its part in the group's collectives (all
+  // DEAD ids, nothing written) so its peers finish instead of waiting on it;
+  // only a request without a table or a slot cannot, since the buffer sizes
+  // come from them.
+  const Status shape = check_request_shape(request, world_rank);
+  if (!shape.is_ok() && (request.table == nullptr || request.tokens_per_rank_max <= 0)) return shape;
   const TableSpec& table = *request.table;
   const int group_size = group.size();
   const HeadRange my_heads = head_shard(table.head_count(), group_size, group.rank());
@@ -107,7 +112,8 @@ Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request
                                         my_rows.row_count, table.row_bytes(), expected, own_head_shard_bytes.size()))
         .with_context(world_rank, -1, "lookup");
 
-  const Status slot = check_slot(request.token_count(), request.tokens_per_rank_max, world_rank);
+  const Status slot =
+      shape.is_ok() ? check_slot(request.token_count(), request.tokens_per_rank_max, world_rank) : shape;
   const std::vector<int64_t> mine = pad_ids_to_slot(request, slot.is_ok());
   const size_t members = static_cast<size_t>(group_size);
   std::vector<int64_t> all_ids(mine.size() * members);

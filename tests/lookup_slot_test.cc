@@ -79,6 +79,27 @@ TEST(LookupSlot, OverrunningRankFailsAloneOnEveryPlacement) {
   }
 }
 
+TEST(LookupSlot, AMalformedRequestFailsAloneAndItsPeersFinish) {
+  // Rank 1's ids are not a whole number of tokens (4 heads, 5 ids): it must
+  // fail with invalid_argument, write nothing, and still take its part in the
+  // collectives so its peers finish (not "rank 1 never arrived").
+  const TableSpec table = tiny_table();
+  const auto bytes = testing::filled_table(table, 22);
+  std::vector<std::vector<int64_t>> ids = {{0, 300, 600, 900}, {1, 2, 3, 4, 5}, {2, 400, 700, 1100}};
+  for (auto placement : kAllPlacements) {
+    auto run = testing::run_placement(placement, table, bytes, ids, 4, 14);
+    ASSERT_EQ(run.statuses[1].code(), ErrorCode::kInvalidArgument) << name_of(placement) << ": "
+                                                                   << run.statuses[1].to_string();
+    EXPECT_EQ(run.statuses[1].context().rank, 1);
+    for (uint16_t v : run.output[1]) ASSERT_EQ(v, testing::kUnwritten) << name_of(placement);
+    for (size_t r : {size_t{0}, size_t{2}}) {
+      ASSERT_TRUE(run.statuses[r].is_ok()) << name_of(placement) << " rank " << r << ": " << run.statuses[r].to_string();
+      EXPECT_EQ(testing::first_difference(run.output[r], testing::direct_lookup(table, bytes, ids[r])), -1)
+          << name_of(placement) << " rank " << r;
+    }
+  }
+}
+
 TEST(LookupSlot, IdleReplicasAndAFullSlot) {
   const TableSpec table = tiny_table();
   const auto bytes = testing::filled_table(table, 22);
