@@ -73,6 +73,7 @@ struct EngramRuntime::State {
   std::unique_ptr<Collectives> placement_group;  // node-local group or shard group
   std::unique_ptr<Collectives> host_group;       // every rank of this host
   bool is_host_writer = false;                   // creates and unlinks the node's segments
+  int host_writer_world_rank = -1;               // the host's lowest world rank: host_group rank 0
   struct Table {
     const TableSpec* spec = nullptr;
     // device_collective: own shard in VMM memory, plus its host copy the CPU
@@ -198,6 +199,16 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
   ENGRAM_ASSIGN_OR_RETURN(state.placement_group, world.split(placement_color, placement_key));
   ENGRAM_ASSIGN_OR_RETURN(state.host_group, world.split(rank_plan.host, me));
   state.is_host_writer = state.host_group->rank() == 0;
+  // Every rank knows its host's writer from the plan (host_group orders by
+  // world rank), so survivors can tell when it is the writer that is gone.
+  for (const RankPlan& rp : plan->ranks) {
+    if (rp.host == rank_plan.host) {
+      state.host_writer_world_rank = rp.rank;
+      break;
+    }
+  }
+  ENGRAM_CHECK(state.host_writer_world_rank >= 0);
+  ENGRAM_CHECK(state.is_host_writer == (state.host_writer_world_rank == me));
 
   // 4. Tables. A host needs a /dev/shm copy when any of its ranks decided
   // host_shared; every rank of the host takes part in agreeing on it.
@@ -255,7 +266,10 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
   State& st = *state_;
   if (!host_needs_segment) return Status::ok();
   Collectives& host = *st.host_group;
-  // The writer creates and fills; the others wait for it, then map read-only.
+  // The writer creates, then fills in chunks with an agreement after each,
+  // so no reader waits on one collective for the whole fill (188.8 GiB at
+  // host fill speed takes minutes; a collective's deadline is shorter). The
+  // others then map read-only.
   Status created;
   if (st.is_host_writer) {
     for (State::Table& t : st.tables) {
@@ -265,19 +279,25 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
         break;
       }
       t.segment = std::move(segment).value();
-      fill_table_rows(*t.spec, options_.fill_seed, 0, t.segment->bytes());
       facts_.shared_host_bytes += t.spec->table_bytes();
     }
   }
-  // The writer's world rank, so survivors know whose segments they inherit.
-  int32_t writer_world_rank = st.is_host_writer ? host.world_rank() : -1;
+  const int writer_world_rank = st.host_writer_world_rank;
   int gone = -1;
   Status agreed = agree_on_status(host, created, "shm table create", &gone);
-  if (agreed.is_ok()) {
-    std::vector<int32_t> writers(static_cast<size_t>(host.size()));
-    agreed = host.all_gather(std::as_bytes(std::span<const int32_t>(&writer_world_rank, 1)),
-                             std::as_writable_bytes(std::span<int32_t>(writers)));
-    if (agreed.is_ok()) writer_world_rank = writers[0];
+  for (State::Table& t : st.tables) {
+    if (!agreed.is_ok()) break;
+    const uint64_t row_bytes = t.spec->row_bytes();
+    const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(options_.host_fill_chunk_bytes / row_bytes));
+    for (int64_t first = 0; first < t.spec->row_count() && agreed.is_ok(); first += rows_per_chunk) {
+      if (st.is_host_writer) {
+        const int64_t rows = std::min(rows_per_chunk, t.spec->row_count() - first);
+        fill_table_rows(*t.spec, options_.fill_seed, first,
+                        t.segment->bytes().subspan(static_cast<size_t>(first) * row_bytes,
+                                                   static_cast<size_t>(rows) * row_bytes));
+      }
+      agreed = agree_on_status(host, Status::ok(), "shm table fill", &gone);
+    }
   }
   if (agreed.is_ok()) {
     Status opened;
@@ -300,14 +320,19 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
     // e.g. a live run's or a stale one the operator must look at). A dead
     // writer cannot unlink, and tmpfs keeps its files, so the survivors do
     // (names are job-unique: whatever exists under them is this job's).
-    const bool writer_gone = gone >= 0 && (gone == writer_world_rank || writer_world_rank < 0);
+    const bool writer_gone = gone >= 0 && gone == writer_world_rank;
     for (State::Table& t : st.tables) {
       const std::string name = segment_name(options_.job_id, t.spec->layer_id);
       const bool created_here = st.is_host_writer && t.segment != nullptr;
       t.segment.reset();
       if (created_here || (!st.is_host_writer && writer_gone)) {
         Status unlinked = backend_.shm->unlink(name);
-        if (!unlinked.is_ok() && unlinked.code() != ErrorCode::kNotFound) unlinked.ignore();
+        if (!unlinked.is_ok() && unlinked.code() != ErrorCode::kNotFound) {
+          // Say so: a table-sized file may be left in /dev/shm.
+          agreed = Status(agreed.code(), agreed.message() + "; also could not remove " + name + ": " +
+                                             unlinked.to_string() + " (engramlab shm clean removes it)",
+                          agreed.context());
+        }
       }
     }
     facts_.shared_host_bytes = 0;

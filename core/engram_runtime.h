@@ -36,6 +36,10 @@ struct RuntimeOptions {
   EngramConfig config;
   std::string job_id = "job";  // names /dev/shm segments: engramlab-<job_id>-layer<id>
   uint64_t fill_seed = 1;      // core/table_fill.h: identical bytes on every rank
+  // The host writer fills a /dev/shm table in chunks of about this many bytes
+  // with an agreement after each, so readers never wait on one collective for
+  // the whole fill (minutes for 188.8 GiB; a collective's deadline is less).
+  uint64_t host_fill_chunk_bytes = 1ull << 30;
 };
 
 struct RuntimeFacts {

@@ -29,7 +29,7 @@ struct Outcome {
 
 // Runs start + one lookup of table 0 + stop on every rank.
 Outcome run_runtime(std::vector<HostSpec> hosts, ParallelLayout layout, EngramConfig config, uint64_t seed,
-                    sim::FaultPlan faults = {}) {
+                    sim::FaultPlan faults = {}, uint64_t host_fill_chunk_bytes = 1ull << 30) {
   sim::WorldSpec spec;
   spec.hosts = std::move(hosts);
   spec.seed = seed;
@@ -45,6 +45,7 @@ Outcome run_runtime(std::vector<HostSpec> hosts, ParallelLayout layout, EngramCo
   options.table_model = tiny();
   options.layout = layout;
   options.config = config;
+  options.host_fill_chunk_bytes = host_fill_chunk_bytes;
   auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
     const int r = backend.world_rank;
     ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(backend, options, sink));
@@ -212,6 +213,51 @@ TEST(EngramRuntime, AWriterNeverUnlinksASegmentItFoundTaken) {
     }
     if (runtime.status().context().peer != 0) return runtime.status();
     return Status::ok();
+  });
+  ASSERT_TRUE(run.is_ok());
+  EXPECT_TRUE(run->all_ok()) << run->summary();
+  EXPECT_TRUE(run->leaks.empty()) << run->summary();
+}
+
+TEST(EngramRuntime, AChunkedHostFillWritesEveryRow) {
+  // 1000-byte chunks (15 rows of 66 B, the last chunk short, many
+  // agreements): every rank reads every row of both tables and gets the
+  // direct lookup's bytes.
+  sim::WorldSpec spec;
+  spec.hosts = {host("gb200-0", 4, 190 * kGiB)};
+  spec.seed = 31;
+  RuntimeOptions options;
+  options.table_model = tiny();
+  options.layout = ParallelLayout{1, 4};
+  options.config.cpu_offload = true;
+  options.host_fill_chunk_bytes = 1000;
+  WarningSink sink;
+  auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
+    ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(backend, options, sink));
+    if (runtime->placement() != Placement::kHostShared) return internal_error("expected host_shared");
+    for (int t = 0; t < static_cast<int>(options.table_model.tables.size()); ++t) {
+      const TableSpec& table = options.table_model.tables[static_cast<size_t>(t)];
+      // Every row once, padded with DEAD to whole tokens.
+      std::vector<int64_t> ids;
+      for (int64_t row = 0; row < table.row_count(); ++row) ids.push_back(row);
+      while (ids.size() % static_cast<size_t>(table.head_count()) != 0) ids.push_back(kDeadId);
+      std::vector<uint16_t> out(ids.size() * static_cast<size_t>(table.dim));
+      ENGRAM_RETURN_IF_ERROR(
+          runtime->lookup(t, ids, static_cast<int64_t>(ids.size()) / table.head_count(), out));
+      std::vector<std::byte> whole(table.table_bytes());
+      fill_table_rows(table, options.fill_seed, 0, whole);
+      std::vector<uint16_t> want(static_cast<size_t>(table.dim));
+      for (int64_t row = 0; row < table.row_count(); ++row) {
+        dequantize_row(table.row_format, table.dim,
+                       std::span<const std::byte>(whole).subspan(static_cast<size_t>(row) * table.row_bytes(),
+                                                                 table.row_bytes()),
+                       want);
+        for (size_t k = 0; k < want.size(); ++k)
+          if (!bf16_same(bf16_lookup_canonical(want[k]), out[static_cast<size_t>(row) * want.size() + k]))
+            return internal_error("table " + std::to_string(t) + " row " + std::to_string(row) + " differs");
+      }
+    }
+    return runtime->stop();
   });
   ASSERT_TRUE(run.is_ok());
   EXPECT_TRUE(run->all_ok()) << run->summary();
