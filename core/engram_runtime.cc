@@ -98,7 +98,8 @@ EngramRuntime::EngramRuntime(RankBackend& backend, RuntimeOptions options)
 EngramRuntime::~EngramRuntime() {
   if (stopped_ || !state_) return;
   // Local clean-up only (a peer may be gone): unmap and free what this rank
-  // holds; the writer also unlinks its segments.
+  // holds; the writer also unlinks its segments. Users first, then unmap.
+  if (backend_.device != nullptr) backend_.device->synchronize().ignore();
   for (State::Table& t : state_->tables) {
     if (t.peer_table) t.peer_table.reset();  // SharedMapping's destructor undoes this rank's part
     if (t.shard_address) {
@@ -455,6 +456,7 @@ Status EngramRuntime::stop() {
   auto keep_first = [&first](Status s) {
     if (first.is_ok() && !s.is_ok()) first = std::move(s);
   };
+  if (backend_.device != nullptr) keep_first(backend_.device->synchronize());  // users first, then unmap
   for (State::Table& t : st.tables) {
     if (t.peer_table) {
       keep_first(t.peer_table->teardown());

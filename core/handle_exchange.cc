@@ -224,6 +224,9 @@ SharedMapping::~SharedMapping() {
 
 void SharedMapping::release_locally() {
   if (!valid()) return;
+  // Teardown order (DESIGN.md section 5): let this device's work that may
+  // still read peer memory finish before the mappings go.
+  device_->synchronize().ignore();
   unmap_and_release(*device_, mappings_, world_rank_).ignore();
   if (own_allocation_ != 0) device_->release(own_allocation_).ignore();
   own_allocation_ = 0;
