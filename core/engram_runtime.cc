@@ -453,8 +453,11 @@ Status EngramRuntime::stop() {
   stopped_ = true;
   State& st = *state_;
   Status first;
-  auto keep_first = [&first](Status s) {
-    if (first.is_ok() && !s.is_ok()) first = std::move(s);
+  const int me = backend_.world->world_rank();
+  // Keeps the first failure, naming this rank and the step where the
+  // backend's own error did not.
+  auto keep_first = [&first, me](Status s) {
+    if (first.is_ok() && !s.is_ok()) first = std::move(s).with_context(me, -1, "stop");
   };
   if (backend_.device != nullptr) keep_first(backend_.device->synchronize());  // users first, then unmap
   for (State::Table& t : st.tables) {
