@@ -17,6 +17,7 @@
 #include "core/lookup_rows.h"
 #include "core/shard_layout.h"
 #include "core/table_fill.h"
+#include "kernels/gather_reference.h"
 #include "sim/sim_collectives.h"
 
 namespace engram::testing {
@@ -43,11 +44,17 @@ inline std::vector<std::byte> filled_table(const TableSpec& table, uint64_t seed
   return bytes;
 }
 
-// The rule every placement must equal: whole table, this token's rows.
+// The rule every placement must equal: whole table, this token's rows. It
+// goes through the kernels' value-by-value reference (one shard holding the
+// whole table), not core's row loops, which host_shared and host_private
+// run themselves: a reference they share could not catch their mistakes.
 inline std::vector<uint16_t> direct_lookup(const TableSpec& table, std::span<const std::byte> table_bytes,
                                            std::span<const int64_t> row_ids) {
   std::vector<uint16_t> out(row_ids.size() * static_cast<size_t>(table.dim));
-  lookup_rows_whole_table(table, table_bytes, row_ids, out);
+  const RowShardLayout whole(table.row_count(), 1);
+  const std::span<const std::byte> only_shard = table_bytes;
+  kernels::gather_peer_reference(table, whole, std::span<const std::span<const std::byte>>(&only_shard, 1), row_ids,
+                                 out);
   return out;
 }
 
