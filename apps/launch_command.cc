@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -91,6 +92,30 @@ int launch(int ranks, std::string job_id, int grace_ms, const std::vector<std::s
 
   std::map<pid_t, int> rank_of;
   for (int rank = 0; rank < ranks; ++rank) {
+    // Everything the child needs is built here, in the parent: after fork
+    // the child only calls async-signal-safe functions (execvpe, write,
+    // _exit), whatever threads the parent may have.
+    const std::vector<std::pair<std::string, std::string>> ours = {
+        {"RANK", std::to_string(rank)},          {"WORLD_SIZE", std::to_string(ranks)},
+        {"LOCAL_RANK", std::to_string(rank)},    {"LOCAL_WORLD_SIZE", std::to_string(ranks)},
+        {"MASTER_ADDR", "127.0.0.1"},            {"MASTER_PORT", std::to_string(port)},
+        {"ENGRAMLAB_JOB_TOKEN", *token},         {"ENGRAMLAB_JOB_ID", job_id}};
+    // Slurm variables of an enclosing allocation would contradict ours.
+    const std::vector<std::string> dropped = {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"};
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const std::string name = entry.substr(0, entry.find('='));
+      bool replaced = std::find(dropped.begin(), dropped.end(), name) != dropped.end();
+      for (const auto& [key, value] : ours) replaced |= key == name;
+      if (!replaced) env_strings.push_back(entry);
+    }
+    for (const auto& [key, value] : ours) env_strings.push_back(key + "=" + value);
+    std::vector<char*> envp;
+    for (std::string& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const std::string exec_failed = "engramlab launch: rank " + std::to_string(rank) + ": cannot run " + argv[0] + "\n";
+
     const pid_t pid = ::fork();
     if (pid < 0) {
       std::fprintf(stderr, "engramlab launch: fork for rank %d failed: %s; stopping the others\n", rank, std::strerror(errno));
@@ -99,18 +124,9 @@ int launch(int ranks, std::string job_id, int grace_ms, const std::vector<std::s
       return 1;
     }
     if (pid == 0) {
-      ::setenv("RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(ranks).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(ranks).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      ::setenv("ENGRAMLAB_JOB_TOKEN", token->c_str(), 1);
-      ::setenv("ENGRAMLAB_JOB_ID", job_id.c_str(), 1);
-      // Slurm variables of an enclosing allocation would contradict ours.
-      for (const char* name : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}) ::unsetenv(name);
-      ::execvp(argv[0], argv.data());
-      std::fprintf(stderr, "engramlab launch: rank %d: cannot run %s: %s\n", rank, argv[0], std::strerror(errno));
+      ::execvpe(argv[0], argv.data(), envp.data());
+      const ssize_t ignored = ::write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
+      (void)ignored;
       ::_exit(127);
     }
     rank_of[pid] = rank;
