@@ -145,37 +145,43 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
       mine.gpu_memory_bytes = info->memory_bytes_total;
     }
   }
-  auto all = gather_facts(world, placement, mine);
-  if (!all.is_ok()) return std::move(all).take_status().with_context(me, -1, "gather facts");
-
-  // 2. The same decision `plan` makes, from the gathered facts: hosts by
-  // identity (hostname + boot id) in rank order.
+  // The gathered facts are dropped as soon as the plan exists, before the
+  // next collective: in the emulator every rank parks there, so facts kept
+  // alive would cost ranks x ranks x record bytes (800 MiB at 1,152 ranks).
   Deployment deployment;
-  deployment.model = options.placement_model;
-  deployment.layout = options.layout;
-  deployment.config = options.config;
-  std::map<std::pair<std::string, std::string>, int> host_index;
-  for (const RankFacts& rank_facts : all->ranks) {
-    const PlacementFacts& p = rank_facts.placement;
-    const RuntimeWireFacts f = rank_facts.extra_as<RuntimeWireFacts>();
-    auto key = std::make_pair(p.host.hostname, p.host.boot_id);
-    auto [it, inserted] = host_index.emplace(key, static_cast<int>(deployment.hosts.size()));
-    if (inserted) {
-      HostSpec host;
-      host.name = key.first;
-      host.boot_id = key.second;
-      host.nvlink_domain = p.nvlink_domain;
-      host.imex_channel = p.imex_channel;
-      host.fabric_attribute = f.fabric_attribute;
-      host.shm_mounted = f.shm_mounted;
-      host.tmpfs_bytes_total = f.tmpfs_bytes_total;
-      host.gpu_memory_bytes = f.gpu_memory_bytes;
-      deployment.hosts.push_back(std::move(host));
+  std::shared_ptr<const Result<PlanResult>> planned;
+  {
+    auto all = gather_facts(world, placement, mine);
+    if (!all.is_ok()) return std::move(all).take_status().with_context(me, -1, "gather facts");
+
+    // 2. The same decision `plan` makes, from the gathered facts: hosts by
+    // identity (hostname + boot id) in rank order.
+    deployment.model = options.placement_model;
+    deployment.layout = options.layout;
+    deployment.config = options.config;
+    std::map<std::pair<std::string, std::string>, int> host_index;
+    for (const RankFacts& rank_facts : all->ranks) {
+      const PlacementFacts& p = rank_facts.placement;
+      const RuntimeWireFacts f = rank_facts.extra_as<RuntimeWireFacts>();
+      auto key = std::make_pair(p.host.hostname, p.host.boot_id);
+      auto [it, inserted] = host_index.emplace(key, static_cast<int>(deployment.hosts.size()));
+      if (inserted) {
+        HostSpec host;
+        host.name = key.first;
+        host.boot_id = key.second;
+        host.nvlink_domain = p.nvlink_domain;
+        host.imex_channel = p.imex_channel;
+        host.fabric_attribute = f.fabric_attribute;
+        host.shm_mounted = f.shm_mounted;
+        host.tmpfs_bytes_total = f.tmpfs_bytes_total;
+        host.gpu_memory_bytes = f.gpu_memory_bytes;
+        deployment.hosts.push_back(std::move(host));
+      }
+      ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
+      deployment.rank_hosts.push_back(it->second);
     }
-    ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
-    deployment.rank_hosts.push_back(it->second);
+    planned = plan_once(deployment, *all);
   }
-  const std::shared_ptr<const Result<PlanResult>> planned = plan_once(deployment, *all);
   if (!planned->is_ok()) return Status(planned->status()).with_context(me, -1, "decide placement");
   const PlanResult* plan = &planned->value();
   for (const Warning& w : plan->warnings) sink.emit(w);
