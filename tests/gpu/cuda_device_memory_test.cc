@@ -1,6 +1,6 @@
 // The VMM backend on real GPUs: attributes, the FABRIC probe, errors mapped
-// to our codes, POSIX-fd export/import across two GPUs, HBM accounting and a
-// teardown that gives every byte back.
+// to our codes, POSIX-fd export/import across every visible GPU (N >= 2),
+// HBM accounting and a teardown that gives every byte back.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -85,22 +85,27 @@ TEST(CudaDeviceMemory, ErrorsCarryCodeStepAndCudaName) {
   EXPECT_EQ(huge.status().code(), ErrorCode::kResourceExhausted) << huge.status().to_string();
 }
 
-TEST(CudaDeviceMemory, ShardsCostHalfTheTableEachAndTeardownGivesItBack) {
+// Over every visible GPU (N >= 2): each GPU's HBM pays for its own shard
+// (1/N of the table) only, every GPU reads every peer's shard bytes through
+// its mapping, and teardown gives every byte back.
+TEST(CudaDeviceMemory, ShardsCostTheirShareOfTheTableAndTeardownGivesItBack) {
   ENGRAM_SKIP_WITHOUT_GPUS(2);
+  const int n = cuda::gpu_presence().count;
   const int dim = 256;
   const int64_t rows = 200'003;  // odd: uneven shards
   const uint64_t row_bytes = row_bytes_of(RowFormat::kFp8E4M3Ue8m0, dim);
   auto table = make_table(RowFormat::kFp8E4M3Ue8m0, dim, rows, 11);
+  std::printf("CudaDeviceMemory: shards over N=%d GPUs\n", n);
   // Runtime contexts first, so their own memory is outside the deltas.
-  for (int g = 0; g < 2; ++g) {
+  for (int g = 0; g < n; ++g) {
     ENGRAM_CUDA_OK(cudaSetDevice(g));
     ENGRAM_CUDA_OK(cudaFree(nullptr));
     DeviceBuffer warm(g, 64);  // the driver's small-allocation pool, kept after free
   }
-  std::vector<uint64_t> free_before(2);
+  std::vector<uint64_t> free_before(static_cast<size_t>(n));
   {
     std::vector<std::unique_ptr<cuda::CudaDeviceMemory>> probes;
-    for (int g = 0; g < 2; ++g) {
+    for (int g = 0; g < n; ++g) {
       auto m = cuda::CudaDeviceMemory::open(g);
       ASSERT_TRUE(m.is_ok());
       auto info = (*m)->memory_info();
@@ -109,41 +114,44 @@ TEST(CudaDeviceMemory, ShardsCostHalfTheTableEachAndTeardownGivesItBack) {
     }
   }
   {
-    PeerShards shards(2, rows, row_bytes);
+    PeerShards shards(n, rows, row_bytes);
     ENGRAM_STATUS_OK(shards.build(table));
     const uint64_t gran = shards.granularity_bytes();
-    const uint64_t half_table = (static_cast<uint64_t>(rows) * row_bytes + 1) / 2;
+    const uint64_t table_bytes = static_cast<uint64_t>(rows) * row_bytes;
+    const uint64_t share = (table_bytes + static_cast<uint64_t>(n) - 1) / static_cast<uint64_t>(n);
     EXPECT_EQ(shards.allocation_bytes(), round_up(static_cast<uint64_t>(shards.layout().max_shard_rows()) * row_bytes, gran));
-    EXPECT_GE(shards.allocation_bytes(), half_table);
-    EXPECT_LT(shards.allocation_bytes(), half_table + gran + row_bytes);
-    for (int g = 0; g < 2; ++g) {
+    EXPECT_GE(shards.allocation_bytes(), share);
+    EXPECT_LT(shards.allocation_bytes(), share + gran + row_bytes);
+    for (int g = 0; g < n; ++g) {
       auto info = shards.memory(g).memory_info();
       ASSERT_TRUE(info.is_ok());
       const uint64_t used = free_before[g] - info->first;
-      std::printf("GPU %d: shard allocation %s, cuMemGetInfo delta %s (own shard + mapping of the peer's)\n", g,
-                  format_bytes(shards.allocation_bytes()).c_str(), format_bytes(used).c_str());
-      // The imported peer shard costs no HBM here: only the own shard, plus
+      std::printf("GPU %d of %d: shard allocation %s, cuMemGetInfo delta %s (own shard + mappings of %d peers')\n", g,
+                  n, format_bytes(shards.allocation_bytes()).c_str(), format_bytes(used).c_str(), n - 1);
+      // The imported peer shards cost no HBM here: only the own shard, plus
       // at most a granule of driver bookkeeping.
       EXPECT_GE(used, shards.allocation_bytes());
       EXPECT_LE(used, shards.allocation_bytes() + gran);
     }
-    // The mapped bytes are the table's: read back both shards through the
+    // The mapped bytes are the table's: read back every shard through every
     // other GPU's mapping.
-    for (int g = 0; g < 2; ++g) {
-      const int peer = 1 - g;
-      const uint64_t bytes = static_cast<uint64_t>(shards.layout().shard_rows(peer)) * row_bytes;
-      std::vector<std::byte> back(bytes);
-      // Peer mapping address on GPU g = device_bases(g)[peer]; copy it down.
-      std::vector<const void*> bases(2);
-      ENGRAM_CUDA_OK(cudaMemcpy(bases.data(), shards.device_bases(g), 2 * sizeof(void*), cudaMemcpyDeviceToHost));
-      ENGRAM_STATUS_OK(shards.memory(g).copy_from_device(back, reinterpret_cast<DevicePtr>(bases[peer])));
-      const auto* expect = reinterpret_cast<const std::byte*>(table.data()) +
-                           static_cast<uint64_t>(shards.layout().shard_begin(peer)) * row_bytes;
-      EXPECT_EQ(0, std::memcmp(back.data(), expect, bytes)) << "GPU " << g << " reading shard " << peer;
+    for (int g = 0; g < n; ++g) {
+      // Peer mapping address on GPU g = device_bases(g)[peer]; copy them down.
+      std::vector<const void*> bases(static_cast<size_t>(n));
+      ENGRAM_CUDA_OK(cudaMemcpy(bases.data(), shards.device_bases(g), n * sizeof(void*), cudaMemcpyDeviceToHost));
+      for (int peer = 0; peer < n; ++peer) {
+        if (peer == g) continue;
+        const uint64_t bytes = static_cast<uint64_t>(shards.layout().shard_rows(peer)) * row_bytes;
+        std::vector<std::byte> back(bytes);
+        ENGRAM_STATUS_OK(shards.memory(g).copy_from_device(back, reinterpret_cast<DevicePtr>(bases[peer])));
+        const auto* expect = reinterpret_cast<const std::byte*>(table.data()) +
+                             static_cast<uint64_t>(shards.layout().shard_begin(peer)) * row_bytes;
+        EXPECT_EQ(0, std::memcmp(back.data(), expect, bytes)) << "GPU " << g << " reading shard " << peer;
+      }
     }
     ENGRAM_STATUS_OK(shards.teardown());
   }
-  for (int g = 0; g < 2; ++g) {
+  for (int g = 0; g < n; ++g) {
     auto m = cuda::CudaDeviceMemory::open(g);
     ASSERT_TRUE(m.is_ok());
     auto info = (*m)->memory_info();

@@ -1,13 +1,19 @@
 // The lookup kernels on real GPUs against the CPU rule, bit for bit (NaN as
 // one value): every (FP8, scale) pair; every kernel variant; the peer path
-// over two GPUs' VMM shards, eager and as a replayed CUDA graph; and the
-// collective path (all-gather ids, gather_owned, NCCL reduce-scatter) equal
-// to the peer path.
+// over every visible GPU's VMM shard (N >= 2), eager and as a replayed CUDA
+// graph; and the collective path (all-gather ids, gather_owned, NCCL
+// reduce-scatter over DP=N) equal to the peer path. ENGRAMLAB_GPU_TEST_SHARD_GIB
+// makes the multi-GPU table that many GiB per GPU, filled on device.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "backends/cuda/nccl_collectives.h"
+#include "core/units.h"
+#include "kernels/bench_kernels.h"
 #include "kernels/gather_kernels.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/gpu/peer_shards.h"
@@ -159,31 +165,70 @@ TEST(GatherKernels, RejectsBadArguments) {
   EXPECT_TRUE(kernels::gather_peer(args, nullptr).is_ok());  // nothing to do, nothing launched
 }
 
-// Two GPUs, one shard each in POSIX-fd VMM memory mapped by both.
-class TwoGpuLookup : public ::testing::Test {
+// ENGRAMLAB_GPU_TEST_SHARD_GIB: GiB of table shard per GPU for MultiGpuLookup
+// (filled on device, checked against kernels::fill_word + the CPU rule);
+// unset or empty: the small host-filled table. Anything else is an error, so
+// a mistyped value cannot quietly run the small table.
+Result<double> shard_gib_from_env() {
+  const char* text = std::getenv("ENGRAMLAB_GPU_TEST_SHARD_GIB");
+  if (text == nullptr || *text == '\0') return 0.0;
+  char* end = nullptr;
+  const double gib = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(gib > 0) || gib > 1024) {
+    return invalid_argument(fmt::format("ENGRAMLAB_GPU_TEST_SHARD_GIB='{}': want GiB of shard per GPU, a number in "
+                                        "(0, 1024], e.g. 8; unset it for the small table", text));
+  }
+  return gib;
+}
+
+// Every visible GPU (N >= 2), one shard each in POSIX-fd VMM memory mapped by
+// all N; the collective path runs over DP=N.
+class MultiGpuLookup : public ::testing::Test {
  protected:
   static constexpr int kDim = 256;
   static constexpr int kHeads = 24;
-  static constexpr int64_t kRows = 50'021;
+  static constexpr int64_t kSmallRows = 50'021;
+  static constexpr uint64_t kTableSeed = 2024;
 
   void SetUp() override {
     const auto presence = cuda::gpu_presence();
     if (presence.count < 2) {
       GTEST_SKIP() << (presence.count == 0 ? "no GPU: " + presence.reason
-                                           : fmt::format("needs 2 GPUs; this machine has {}", presence.count));
+                                           : fmt::format("needs 2 or more GPUs; this machine has {}", presence.count));
     }
+    gpus_ = presence.count;
+    auto gib = shard_gib_from_env();
+    ASSERT_TRUE(gib.is_ok()) << gib.status().to_string();
     layout_ = layout_of(RowFormat::kFp8E4M3Ue8m0, kDim);
-    table_ = make_table(layout_.format, kDim, kRows, 2024);
-    shards_ = std::make_unique<PeerShards>(2, kRows, layout_.row_bytes);
-    Status built = shards_->build(table_);
+    filled_on_device_ = *gib > 0;
+    if (filled_on_device_) {
+      // One row more than N equal shards: the first shard is one row longer.
+      const auto rows_per_gpu = static_cast<int64_t>(*gib * static_cast<double>(1ull << 30) /
+                                                     static_cast<double>(layout_.row_bytes));
+      ASSERT_GT(rows_per_gpu, 0);
+      rows_ = rows_per_gpu * gpus_ + 1;
+    } else {
+      rows_ = kSmallRows;
+      table_ = make_table(layout_.format, kDim, rows_, kTableSeed);
+    }
+    shards_ = std::make_unique<PeerShards>(gpus_, rows_, layout_.row_bytes);
+    Status built = filled_on_device_ ? shards_->build_filled_on_device(kTableSeed, kDim) : shards_->build(table_);
     ASSERT_TRUE(built.is_ok()) << built.to_string();
-    for (int g = 0; g < 2; ++g) {
+    std::printf("MultiGpuLookup: N=%d GPUs (DP=%d), %lld rows x %llu B, shard %s per GPU, %s\n", gpus_, gpus_,
+                static_cast<long long>(rows_), static_cast<unsigned long long>(layout_.row_bytes),
+                format_gib(shards_->allocation_bytes()).c_str(),
+                filled_on_device_ ? "filled on device (ENGRAMLAB_GPU_TEST_SHARD_GIB), rows checked via fill_word"
+                                  : "filled from a host copy");
+    RecordProperty("gpus", gpus_);
+    RecordProperty("shard_bytes", std::to_string(shards_->allocation_bytes()));
+    streams_.assign(static_cast<size_t>(gpus_), nullptr);
+    for (int g = 0; g < gpus_; ++g) {
       ASSERT_EQ(cudaSetDevice(g), cudaSuccess);
       ASSERT_EQ(cudaStreamCreateWithFlags(&streams_[g], cudaStreamNonBlocking), cudaSuccess);
     }
   }
   void TearDown() override {
-    for (int g = 0; g < 2; ++g) {
+    for (int g = 0; g < static_cast<int>(streams_.size()); ++g) {
       if (streams_[g] != nullptr) {
         cudaSetDevice(g);
         cudaStreamSynchronize(streams_[g]);
@@ -202,43 +247,64 @@ class TwoGpuLookup : public ::testing::Test {
     args.heads = kHeads;
     args.shard_starts = shards_->device_starts(g);
     args.shard_bases = shards_->device_bases(g);
-    args.shard_count = 2;
+    args.shard_count = gpus_;
     args.layout = layout_;
     args.out = out.as<uint16_t>();
     return args;
   }
 
   std::vector<int64_t> ids_for(int64_t tokens, Rng& rng) {
-    return make_ids(static_cast<size_t>(tokens * kHeads), kRows, shards_->layout().starts(), rng);
+    return make_ids(static_cast<size_t>(tokens * kHeads), rows_, shards_->layout().starts(), rng);
   }
 
+  // The CPU rule for every slot: from the host table, or (big tables) from
+  // each looked-up row rebuilt word by word with the fill kernel's host twin.
+  std::vector<uint16_t> expected(std::span<const int64_t> ids) const {
+    if (!filled_on_device_) return reference_lookup(layout_.format, kDim, table_, rows_, ids);
+    std::vector<uint16_t> out(ids.size() * static_cast<size_t>(kDim), 0);
+    std::vector<uint8_t> row(layout_.row_bytes);
+    for (size_t s = 0; s < ids.size(); ++s) {
+      if (ids[s] < 0 || ids[s] >= rows_) continue;
+      for (uint64_t w = 0; w < layout_.row_bytes / 8; ++w) {
+        const uint64_t word = kernels::fill_word(kTableSeed, ids[s], w, layout_.row_bytes, kDim);
+        std::memcpy(row.data() + 8 * w, &word, 8);
+      }
+      reference_row(layout_.format, kDim, row.data(), &out[s * static_cast<size_t>(kDim)]);
+    }
+    return out;
+  }
+
+  int gpus_ = 0;
+  int64_t rows_ = 0;
+  bool filled_on_device_ = false;
   RowLayout layout_;
-  std::vector<uint8_t> table_;
+  std::vector<uint8_t> table_;  // empty when filled on device
   std::unique_ptr<PeerShards> shards_;
-  cudaStream_t streams_[2] = {nullptr, nullptr};
+  std::vector<cudaStream_t> streams_;
 };
 
-TEST_F(TwoGpuLookup, PeerPathEagerMatchesTheCpuRule) {
+TEST_F(MultiGpuLookup, PeerPathEagerMatchesTheCpuRule) {
   Rng rng(1);
   for (int64_t tokens : {1, 37, 1024}) {
-    for (int g = 0; g < 2; ++g) {
-      SCOPED_TRACE(fmt::format("GPU {} tokens {}", g, tokens));
+    for (int g = 0; g < gpus_; ++g) {
+      SCOPED_TRACE(fmt::format("GPU {} of N={} tokens {}", g, gpus_, tokens));
       auto ids = ids_for(tokens, rng);
       DeviceBuffer d_ids = upload(g, ids);
       DeviceBuffer d_out(g, ids.size() * kDim * 2);
       ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));
       ENGRAM_STATUS_OK(kernels::gather_peer(peer_args(g, d_ids, tokens, d_out), streams_[g]));
       ENGRAM_CUDA_OK(cudaStreamSynchronize(streams_[g]));
-      EXPECT_TRUE(same_bf16(reference_lookup(layout_.format, kDim, table_, kRows, ids), download(d_out), kDim));
+      EXPECT_TRUE(same_bf16(expected(ids), download(d_out), kDim));
     }
   }
+  std::printf("MultiGpuLookup: peer path eager == CPU rule on each of N=%d GPUs\n", gpus_);
 }
 
-TEST_F(TwoGpuLookup, PeerPathReplaysAsACudaGraph) {
+TEST_F(MultiGpuLookup, PeerPathReplaysAsACudaGraph) {
   Rng rng(2);
   const int64_t tokens = 64;
-  for (int g = 0; g < 2; ++g) {
-    SCOPED_TRACE(fmt::format("GPU {}", g));
+  for (int g = 0; g < gpus_; ++g) {
+    SCOPED_TRACE(fmt::format("GPU {} of N={}", g, gpus_));
     ENGRAM_CUDA_OK(cudaSetDevice(g));
     DeviceBuffer d_ids(g, static_cast<size_t>(tokens * kHeads) * sizeof(int64_t));
     DeviceBuffer d_out(g, static_cast<size_t>(tokens * kHeads) * kDim * 2);
@@ -255,23 +321,24 @@ TEST_F(TwoGpuLookup, PeerPathReplaysAsACudaGraph) {
       ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes()));
       ENGRAM_CUDA_OK(cudaGraphLaunch(exec, streams_[g]));
       ENGRAM_CUDA_OK(cudaStreamSynchronize(streams_[g]));
-      EXPECT_TRUE(same_bf16(reference_lookup(layout_.format, kDim, table_, kRows, ids), download(d_out), kDim))
-          << "replay " << replay;
+      EXPECT_TRUE(same_bf16(expected(ids), download(d_out), kDim)) << "replay " << replay;
     }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   }
+  std::printf("MultiGpuLookup: peer path graph replays == CPU rule on each of N=%d GPUs\n", gpus_);
 }
 
-// Collective path: communicators bootstrapped through a core Collectives
-// (two threads), then driven from this thread in NCCL groups.
-TEST_F(TwoGpuLookup, CollectivePathEqualsThePeerPath) {
-  ThreadCollectivesHub hub(2);
-  std::vector<std::unique_ptr<cuda::NcclCommunicator>> comms(2);
-  std::vector<Status> made(2);
+// Collective path over DP=N: communicators bootstrapped through a core
+// Collectives (N threads), then driven from this thread in NCCL groups.
+TEST_F(MultiGpuLookup, CollectivePathEqualsThePeerPath) {
+  const int n = gpus_;
+  ThreadCollectivesHub hub(n);
+  std::vector<std::unique_ptr<cuda::NcclCommunicator>> comms(static_cast<size_t>(n));
+  std::vector<Status> made(static_cast<size_t>(n));
   {
     std::vector<std::thread> threads;
-    for (int g = 0; g < 2; ++g) {
+    for (int g = 0; g < n; ++g) {
       threads.emplace_back([&, g] {
         ThreadCollectives bootstrap(hub, g);
         auto comm = cuda::NcclCommunicator::create(bootstrap, g);
@@ -280,39 +347,40 @@ TEST_F(TwoGpuLookup, CollectivePathEqualsThePeerPath) {
     }
     for (auto& t : threads) t.join();
   }
-  for (int g = 0; g < 2; ++g) {
+  for (int g = 0; g < n; ++g) {
     if (made[g].message().find("built without NCCL") != std::string::npos) GTEST_SKIP() << made[g].message();
     ASSERT_TRUE(made[g].is_ok()) << made[g].to_string();
   }
 
   Rng rng(3);
   for (int64_t tokens : {1, 100, 512}) {
-    SCOPED_TRACE(fmt::format("tokens per rank {}", tokens));
+    SCOPED_TRACE(fmt::format("N={} GPUs, tokens per rank {}", n, tokens));
     const size_t slots = static_cast<size_t>(tokens * kHeads);
-    std::vector<std::vector<int64_t>> ids(2);
+    const size_t group_slots = static_cast<size_t>(n) * slots;
+    std::vector<std::vector<int64_t>> ids(static_cast<size_t>(n));
     std::vector<DeviceBuffer> d_ids, d_all_ids, d_owned, d_result, d_peer_out;
-    for (int g = 0; g < 2; ++g) {
+    for (int g = 0; g < n; ++g) {
       ids[g] = ids_for(tokens, rng);
       d_ids.push_back(upload(g, ids[g]));
-      d_all_ids.emplace_back(g, 2 * slots * sizeof(int64_t));
-      d_owned.emplace_back(g, 2 * slots * kDim * 2);
+      d_all_ids.emplace_back(g, group_slots * sizeof(int64_t));
+      d_owned.emplace_back(g, group_slots * kDim * 2);
       d_result.emplace_back(g, slots * kDim * 2);
       d_peer_out.emplace_back(g, slots * kDim * 2);
       ENGRAM_CUDA_OK(cudaMemset(d_result[g].get(), 0xab, d_result[g].bytes()));
     }
     {
       cuda::NcclGroup group;
-      for (int g = 0; g < 2; ++g) {
+      for (int g = 0; g < n; ++g) {
         ENGRAM_STATUS_OK(comms[g]->all_gather_ids(d_ids[g].as<int64_t>(), d_all_ids[g].as<int64_t>(), slots, streams_[g]));
       }
       ENGRAM_STATUS_OK(group.end());
     }
-    for (int g = 0; g < 2; ++g) {
+    for (int g = 0; g < n; ++g) {
       ENGRAM_CUDA_OK(cudaSetDevice(g));
-      ENGRAM_STATUS_OK(kernels::zero_fill(d_owned[g].as<uint16_t>(), 2 * slots * kDim, streams_[g]));
+      ENGRAM_STATUS_OK(kernels::zero_fill(d_owned[g].as<uint16_t>(), group_slots * kDim, streams_[g]));
       GatherOwnedArgs owned;
       owned.ids = d_all_ids[g].as<int64_t>();
-      owned.tokens = 2 * tokens;
+      owned.tokens = n * tokens;
       owned.heads = kHeads;
       owned.shard_begin = shards_->layout().shard_begin(g);
       owned.shard_end = shards_->layout().shard_end(g);
@@ -323,23 +391,24 @@ TEST_F(TwoGpuLookup, CollectivePathEqualsThePeerPath) {
     }
     {
       cuda::NcclGroup group;
-      for (int g = 0; g < 2; ++g) {
+      for (int g = 0; g < n; ++g) {
         ENGRAM_STATUS_OK(comms[g]->reduce_scatter_sum_bf16(d_owned[g].as<uint16_t>(), d_result[g].as<uint16_t>(),
                                                            slots * kDim, streams_[g]));
       }
       ENGRAM_STATUS_OK(group.end());
     }
-    for (int g = 0; g < 2; ++g) {
+    for (int g = 0; g < n; ++g) {
       ENGRAM_CUDA_OK(cudaSetDevice(g));
       ENGRAM_STATUS_OK(kernels::gather_peer(peer_args(g, d_ids[g], tokens, d_peer_out[g]), streams_[g]));
       ENGRAM_CUDA_OK(cudaStreamSynchronize(streams_[g]));
       const auto collective = download(d_result[g]);
       EXPECT_TRUE(same_bf16(download(d_peer_out[g]), collective, kDim)) << "GPU " << g << ": collective vs peer";
-      EXPECT_TRUE(same_bf16(reference_lookup(layout_.format, kDim, table_, kRows, ids[g]), collective, kDim))
-          << "GPU " << g << ": collective vs CPU";
+      EXPECT_TRUE(same_bf16(expected(ids[g]), collective, kDim)) << "GPU " << g << ": collective vs CPU";
     }
   }
   comms.clear();
+  std::printf("MultiGpuLookup: collective path (all-gather ids, gather, reduce-scatter over DP=%d) == peer path == "
+              "CPU rule\n", n);
 }
 
 }  // namespace

@@ -1,13 +1,18 @@
 // The GPU tests' row-sharded peer table: backends/cuda's LocalPeerShards
 // (shards of this process's GPUs mapped into each other), each shard filled
-// from a host copy of the whole table.
+// either from a host copy of the whole table (small tables) or on its own GPU
+// by the bench's fill kernel (tables too big for a host copy; the expected
+// rows then come from kernels::fill_word on the CPU).
 #pragma once
+
+#include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <span>
 #include <vector>
 
 #include "backends/cuda/local_peer_shards.h"
+#include "kernels/bench_kernels.h"
 
 namespace engram::gpu_test {
 
@@ -23,6 +28,27 @@ class PeerShards : public cuda::LocalPeerShards {
       const uint64_t begin = static_cast<uint64_t>(layout().shard_begin(g)) * row_bytes();
       const uint64_t bytes = static_cast<uint64_t>(layout().shard_rows(g)) * row_bytes();
       return memory(g).copy_to_device(shard, std::span(reinterpret_cast<const std::byte*>(table.data()) + begin, bytes));
+    });
+  }
+
+  // Same, each shard filled on its GPU with kernels::fill_shard(seed, dim):
+  // row r word w is kernels::fill_word(seed, r, w, row_bytes(), dim).
+  Status build_filled_on_device(uint64_t seed, int dim) {
+    ENGRAM_CHECK(row_bytes() % 8 == 0 && dim > 0);
+    return cuda::LocalPeerShards::build([&](int g, DevicePtr shard) -> Status {
+      const cudaError_t set = cudaSetDevice(g);
+      if (set != cudaSuccess) {
+        return Status(ErrorCode::kInternal, std::string("cudaSetDevice: ") + cudaGetErrorName(set),
+                      ErrorContext{.rank = g, .peer = -1, .step = "fill"});
+      }
+      kernels::ShardFillArgs fill;
+      fill.shard = reinterpret_cast<uint8_t*>(shard);
+      fill.first_row = layout().shard_begin(g);
+      fill.rows = layout().shard_rows(g);
+      fill.row_bytes = row_bytes();
+      fill.dim = dim;
+      fill.seed = seed;
+      return kernels::fill_shard(fill, nullptr).with_context(g, -1, "fill");
     });
   }
 };
