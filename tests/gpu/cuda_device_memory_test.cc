@@ -126,7 +126,7 @@ TEST(CudaDeviceMemory, ShardsCostTheirShareOfTheTableAndTeardownGivesItBack) {
       auto info = shards.memory(g).memory_info();
       ASSERT_TRUE(info.is_ok());
       const uint64_t used = free_before[g] - info->first;
-      std::printf("GPU %d of %d: shard allocation %s, cuMemGetInfo delta %s (own shard + mappings of %d peers')\n", g,
+      std::printf("GPU %d of %d: shard allocation %s, cuMemGetInfo delta %s (own shard + %d peer mapping(s))\n", g,
                   n, format_bytes(shards.allocation_bytes()).c_str(), format_bytes(used).c_str(), n - 1);
       // The imported peer shards cost no HBM here: only the own shard, plus
       // at most a granule of driver bookkeeping.
