@@ -34,7 +34,7 @@ tests_rc=127
 if [ -x "$tests_bin" ]; then
   timeout 300 "$tests_bin" --gtest_output=xml:"$out/gpu_tests.xml" > "$out/gpu_tests.log" 2>&1
   tests_rc=$?
-  grep -E "^\[  (FAILED|SKIPPED) |Failure|Expected|Which is|differ|GPU [0-9]:|FABRIC probe|delta|Skipped|^no GPU" \
+  grep -E "^\[  (FAILED|SKIPPED) |Failure|Expected|Which is|differ|GPU [0-9]+( of [0-9]+)?:|MultiGpuLookup:|FABRIC probe|delta|Skipped|^no GPU" \
     "$out/gpu_tests.log" | head -60
 fi
 t2=$(date +%s)
