@@ -24,18 +24,8 @@ nvidia-smi topo -m > "$out/topo.txt" 2>&1
 gpus=$(grep -c '^GPU ' "$out/gpus.txt")
 echo "gpu_multi: $gpus GPU(s) visible, test shard ${ENGRAMLAB_GPU_TEST_SHARD_GIB} GiB per GPU"
 
-# NCCL: the toolkit's when it has one, else the Python wheel's (nvidia-nccl-cu13).
-. tools/lib/nccl_env.sh
-echo "gpu_multi: NCCL ${nccl_args[*]:-from the system}"
-
-if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" > "$build/configure.log" 2>&1; then
-  tail -40 "$build/configure.log"; echo "gpu_multi: configure FAILED"; exit 1
-fi
-grep -E "engramlab: CUDA parts" "$build/configure.log"
-cmake --build "$build" -j"$jobs" --target engram_gpu_tests engramlab -- -k > "$build/build.log" 2>&1
-build_rc=$?
-echo "gpu_multi: build rc $build_rc at $(elapsed) s"
-[ $build_rc -ne 0 ] && grep -E "error" "$build/build.log" | head -30
+. tools/lib/gpu_build.sh
+gpu_build gpu_multi || exit 1
 
 tests_bin="$build/tests/gpu/engram_gpu_tests"
 tests_rc=127
