@@ -110,13 +110,15 @@ int run_bench(const BenchFlags& f) {
                p.floor_us, p.peer.p50_us / p.floor_us);
   }
   fmt::print("\nmedians above; p10 / p50 / p90 and the copies behind the floor:\n");
-  fmt::print("| tokens | collective us | peer us | local copy us | peer copy us | remote / local / DEAD slots |\n");
-  fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  fmt::print("| tokens | collective us | peer us | plain kernel us | local copy us | peer copy us | remote / local / DEAD "
+             "slots |\n");
+  fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   auto three = [](const LatencyPercentiles& l) { return fmt::format("{:.1f} / {:.1f} / {:.1f}", l.p10_us, l.p50_us, l.p90_us); };
   for (const auto& p : r.points) {
-    fmt::print("| {} | {}{} | {} | {} | {} | {:.3f} / {:.3f} / {:.3f} |\n", p.tokens_per_rank,
+    fmt::print("| {} | {}{} | {} | {} | {} | {} | {:.3f} / {:.3f} / {:.3f} |\n", p.tokens_per_rank,
                p.collective_ran ? three(p.collective) : "n/a",
-               p.collective_ran && !p.collective_as_graph ? " (eager)" : "", three(p.peer), three(p.local_copy),
+               p.collective_ran && !p.collective_as_graph ? " (eager)" : "", three(p.peer), three(p.plain),
+               three(p.local_copy),
                three(p.peer_copy), p.remote_fraction, p.local_fraction, std::max(0.0, 1.0 - p.remote_fraction - p.local_fraction));
   }
   fmt::print("\ncopy floor: R = tokens x heads x {} B read, W = tokens x heads x {} B written; the copies stream R "
@@ -131,8 +133,11 @@ int run_bench(const BenchFlags& f) {
   }
   for (const auto& note : r.notes) fmt::print("note: {}\n", note);
 
-  fmt::print("\nfixed cost of the method (graphs timed like the lookups), p10 / p50 / p90 us: empty graph {}; one "
-             "empty-kernel node {}\n", r.empty_graph_ran ? three(r.empty_graph) : "n/a", three(r.empty_kernel_graph));
+  fmt::print("plain kernel: a warp per row, raw bytes widened, no dequantisation (the reference the targets name), "
+             "over the same ids and shards.\n");
+  fmt::print("\nfixed cost of the method (timed like the lookups), p10 / p50 / p90 us: the two events alone {}; empty "
+             "graph {}; one empty-kernel node {}\n", three(r.events_only),
+             r.empty_graph_ran ? three(r.empty_graph) : "n/a", three(r.empty_kernel_graph));
   fmt::print("peer kernel variant per size:");
   for (const auto& p : r.points) fmt::print(" {}: {};", p.tokens_per_rank, p.peer_variant);
   fmt::print("\n");
@@ -195,6 +200,20 @@ int run_bench(const BenchFlags& f) {
     fmt::print("  peer within 1.15x of the copy floor at 8192 tokens: not measured\n");
   }
 
+  // The same targets for the plain reference kernel, timed in this run: what
+  // the method allows on this machine without dequantisation.
+  {
+    std::string ratios;
+    for (const auto& p : r.points) {
+      if (p.tokens_per_rank > 1024 || !p.collective_ran) continue;
+      ratios += fmt::format(" {}: {:.1f}x;", p.tokens_per_rank, p.collective.p50_us / p.plain.p50_us);
+    }
+    fmt::print("  for reference, the plain kernel in this run: vs collective{}", ratios.empty() ? " n/a;" : ratios);
+    if (const auto* p = at(64)) fmt::print(" {:.1f} us at 64 tokens;", p->plain.p50_us);
+    if (const auto* p = at(8192)) fmt::print(" {:.2f}x the floor at 8192 tokens", p->plain.p50_us / p->floor_us);
+    fmt::print("\n");
+  }
+
   LogLogPlot plot;
   plot.title = fmt::format("Engram lookup latency, {} x {}, DP={}", r.gpus, r.device_name, r.gpus);
   plot.x_label = "tokens per rank";
@@ -202,14 +221,17 @@ int run_bench(const BenchFlags& f) {
   PlotSeries collective{"collective (NCCL)", "#d62728", false, {}};
   PlotSeries peer{"peer gather", "#1f77b4", false, {}};
   PlotSeries floor{"copy floor", "#555555", true, {}};
+  PlotSeries plain{"plain kernel, no dequant (reference)", "#2ca02c", true, {}};
   for (const auto& p : r.points) {
     const double x = static_cast<double>(p.tokens_per_rank);
     if (p.collective_ran) collective.points.emplace_back(x, p.collective.p50_us);
     peer.points.emplace_back(x, p.peer.p50_us);
+    plain.points.emplace_back(x, p.plain.p50_us);
     floor.points.emplace_back(x, p.floor_us);
   }
   if (!collective.points.empty()) plot.series.push_back(collective);
   plot.series.push_back(peer);
+  plot.series.push_back(plain);
   plot.series.push_back(floor);
   auto svg = render_log_log_svg(plot);
   Status wrote = svg.is_ok() ? write_file(f.svg, *svg, "SVG plot") : svg.status();
@@ -222,15 +244,15 @@ int run_bench(const BenchFlags& f) {
     std::string csv =
         "tokens_per_rank,collective_us_p10,collective_us_p50,collective_us_p90,peer_us_p10,peer_us_p50,peer_us_p90,"
         "local_copy_us_p50,peer_copy_us_p50,copy_floor_us,speedup,peer_over_floor,read_bytes,write_bytes,"
-        "remote_fraction,local_fraction,collective_as_graph\n";
+        "remote_fraction,local_fraction,collective_as_graph,plain_us_p50\n";
     for (const auto& p : r.points) {
       csv += fmt::format("{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f},{},{},{:.5f},"
-                         "{:.5f},{}\n",
+                         "{:.5f},{},{:.3f}\n",
                          p.tokens_per_rank, p.collective.p10_us, p.collective.p50_us, p.collective.p90_us,
                          p.peer.p10_us, p.peer.p50_us, p.peer.p90_us, p.local_copy.p50_us, p.peer_copy.p50_us,
                          p.floor_us, p.collective_ran ? p.collective.p50_us / p.peer.p50_us : 0.0,
                          p.peer.p50_us / p.floor_us, p.read_bytes, p.write_bytes, p.remote_fraction, p.local_fraction,
-                         p.collective_as_graph ? 1 : 0);
+                         p.collective_as_graph ? 1 : 0, p.plain.p50_us);
     }
     Status csv_written = write_file(f.csv, csv, "CSV");
     if (!csv_written.is_ok()) {

@@ -60,6 +60,24 @@ __global__ void stream_copy_kernel(const uint4* __restrict__ src, uint64_t read_
   }
 }
 
+__global__ void plain_gather_kernel(PlainGatherArgs a) {
+  const int64_t slot = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (slot >= a.slots) return;
+  const int64_t id = a.ids[slot];
+  uint4* dst = static_cast<uint4*>(a.out) + slot * 32 + lane;
+  if (id < 0 || id >= a.starts[a.shard_count]) {
+    *dst = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  int owner = 0;
+  while (owner + 1 < a.shard_count && a.starts[owner + 1] <= id) ++owner;
+  const uint8_t* row = static_cast<const uint8_t*>(a.bases[owner]) + (id - a.starts[owner]) * a.row_bytes;
+  const uint2 data = reinterpret_cast<const uint2*>(row)[lane];
+  const uint2 last = reinterpret_cast<const uint2*>(row)[a.row_bytes / 8 - 1];
+  *dst = make_uint4(data.x, data.y, last.x, last.y);
+}
+
 __global__ void empty_kernel_body() {}
 
 __global__ void spin_kernel(uint64_t nanoseconds) {
@@ -128,6 +146,21 @@ Status stream_copy(const void* src, uint64_t read_bytes, void* dst, uint64_t wri
   stream_copy_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(static_cast<const uint4*>(src), read_chunks,
                                                                          static_cast<uint4*>(dst), write_bytes / 16);
   return launched("stream_copy");
+}
+
+Status plain_gather(const PlainGatherArgs& a, cudaStream_t stream) {
+  if (a.slots < 0 || a.shard_count < 1 || a.row_bytes < 264 || a.row_bytes % 8 != 0) {
+    return invalid_argument(fmt::format("plain_gather: slots {} must be >= 0, shard_count {} >= 1 and row_bytes {} a "
+                                        "multiple of 8 of at least 264", a.slots, a.shard_count, a.row_bytes));
+  }
+  if (a.slots == 0) return Status::ok();
+  if (a.ids == nullptr || a.starts == nullptr || a.bases == nullptr || a.out == nullptr || !aligned16(a.out)) {
+    return invalid_argument("plain_gather: ids, starts, bases and out must be device pointers, out 16-byte aligned");
+  }
+  const int64_t blocks = (a.slots + 7) / 8;
+  if (blocks > 0x7fffffff) return invalid_argument(fmt::format("plain_gather: {} rows exceed one grid", a.slots));
+  plain_gather_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(a);
+  return launched("plain_gather");
 }
 
 Status empty_kernel(cudaStream_t stream) {

@@ -267,13 +267,9 @@ __device__ __forceinline__ void store_values(uint4* dst, uint2 data, uint2 scale
   const int block = lane >> 2;  // 4 lanes share a 32-value scale block
   const uint32_t scale_word = block < 4 ? scales.x : scales.y;
   const float scale = device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu);
-  uint32_t v[8];
-#pragma unroll
-  for (int b = 0; b < 4; ++b) {
-    v[b] = device::dequant_fp8((data.x >> (8 * b)) & 0xffu, scale);
-    v[b + 4] = device::dequant_fp8((data.y >> (8 * b)) & 0xffu, scale);
-  }
-  const uint4 value = make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
+  const uint2 low = device::dequant_fp8x4(data.x, scale);
+  const uint2 high = device::dequant_fp8x4(data.y, scale);
+  const uint4 value = make_uint4(low.x, low.y, high.x, high.y);
   if constexpr (kStream) {
     __stcs(dst, value);
   } else {
@@ -292,12 +288,15 @@ __device__ __forceinline__ void store_zero(uint4* dst) {
 
 // One warp, kRows consecutive slots; every row's loads are issued before
 // any row is stored. 8-byte loads (kWide false): lane l reads data word l of
-// each row and the row's scale word. 16-byte loads (kWide true): rows go in
-// pairs, a half-warp each; a row start is 16-byte aligned or 8 past it, so
-// half-lane h reads the aligned 16 bytes at 16h (even start; scales in an
-// 8-byte load at 256) or at 8 + 16h (odd start: the last chunk ends with the
-// scales; data word 0 in an 8-byte load): 17 loads cover the row's 264 bytes
-// exactly, never past them. Shuffles then hand lane l its data word.
+// each row and every lane the row's scale word: two load instructions per
+// row, and the scale word's 128-byte line is asked for twice. 16-byte loads
+// (kWide true): one load instruction per row, lanes 0..16 each reading one
+// aligned 16-byte chunk of the row's 272-byte window (a row starts 16-byte
+// aligned or 8 past it, so the window is the row plus 8 bytes before or
+// after it, never outside the shard's 16-byte-rounded extent); shuffles then
+// hand lane l its data word and the scale word. Over NVLink each request
+// costs beside its bytes, so one request per 128-byte line is the cheapest
+// way to move a 264-byte row.
 template <int kRows, bool kWide, bool kStream, class Source>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     gather_fp8_256(const int64_t* __restrict__ ids, int64_t row_slots, const Source source,
@@ -313,9 +312,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 #pragma unroll
   for (int k = 0; k < kRows; ++k) rows[k] = source.find(table, __shfl_sync(kFullMask, lane_id, k), lane);
 
+  uint2 data[kRows];
+  uint2 scales[kRows];
   if constexpr (!kWide) {
-    uint2 data[kRows];
-    uint2 scales[kRows];
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       data[k] = make_uint2(0, 0);
@@ -325,64 +324,43 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         scales[k] = __ldg(reinterpret_cast<const uint2*>(rows[k] + kFastDim));
       }
     }
-#pragma unroll
-    for (int k = 0; k < kRows; ++k) {
-      if (first + k >= row_slots) break;
-      uint4* dst = reinterpret_cast<uint4*>(out + (first + k) * kFastDim) + lane;
-      if (rows[k] == nullptr) {
-        if constexpr (Source::kZeroMissing) store_zero<kStream>(dst);
-        continue;
-      }
-      store_values<kStream>(dst, data[k], scales[k], lane);
-    }
   } else {
-    constexpr int kPairs = (kRows + 1) / 2;
-    const int half = lane >> 4;
-    const int h = lane & 15;
-    uint4 chunk[kPairs];
-    uint2 extra[kPairs];
+    uint4 chunk[kRows];
 #pragma unroll
-    for (int p = 0; p < kPairs; ++p) {
-      const uint8_t* row = rows[2 * p];
-      if (2 * p + 1 < kRows) {
-        row = half == 0 ? row : rows[2 * p + 1];
-      } else {
-        row = half == 0 ? row : nullptr;
-      }
-      chunk[p] = make_uint4(0, 0, 0, 0);
-      extra[p] = make_uint2(0, 0);
-      if (row != nullptr) {
-        const bool odd = (reinterpret_cast<uintptr_t>(row) & 8) != 0;
-        chunk[p] = __ldg(reinterpret_cast<const uint4*>(row + (odd ? 8 : 0)) + h);
-        extra[p] = __ldg(reinterpret_cast<const uint2*>(odd ? row : row + kFastDim));
+    for (int k = 0; k < kRows; ++k) {
+      chunk[k] = make_uint4(0, 0, 0, 0);
+      if (rows[k] != nullptr && lane < 17) {
+        const uintptr_t window = reinterpret_cast<uintptr_t>(rows[k]) & ~uintptr_t{15};
+        chunk[k] = __ldg(reinterpret_cast<const uint4*>(window) + lane);
       }
     }
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
-      if (first + k >= row_slots) break;
-      uint4* dst = reinterpret_cast<uint4*>(out + (first + k) * kFastDim) + lane;
-      if (rows[k] == nullptr) {
-        if constexpr (Source::kZeroMissing) store_zero<kStream>(dst);
-        continue;
-      }
-      const int p = k / 2;
-      const int from = (k & 1) * 16;  // the half-warp that loaded row k
-      const bool odd = (reinterpret_cast<uintptr_t>(rows[k]) & 8) != 0;
-      const int word = odd ? lane - 1 : lane;  // data word lane of row k, counted from the first 16-byte chunk
-      const int src = from + (word < 0 ? 0 : word >> 1);
-      const uint32_t cx = __shfl_sync(kFullMask, chunk[p].x, src);
-      const uint32_t cy = __shfl_sync(kFullMask, chunk[p].y, src);
-      const uint32_t cz = __shfl_sync(kFullMask, chunk[p].z, src);
-      const uint32_t cw = __shfl_sync(kFullMask, chunk[p].w, src);
-      const uint32_t ex = __shfl_sync(kFullMask, extra[p].x, from);
-      const uint32_t ey = __shfl_sync(kFullMask, extra[p].y, from);
-      const uint32_t tz = __shfl_sync(kFullMask, chunk[p].z, from + 15);
-      const uint32_t tw = __shfl_sync(kFullMask, chunk[p].w, from + 15);
-      uint2 data = (word & 1) == 0 ? make_uint2(cx, cy) : make_uint2(cz, cw);
-      if (word < 0) data = make_uint2(ex, ey);
-      const uint2 scales = odd ? make_uint2(tz, tw) : make_uint2(ex, ey);
-      store_values<kStream>(dst, data, scales, lane);
+      // Word w of the window is bytes 8w..8w+7; the row starts at word
+      // `odd`, so lane l's data word is window word l + odd and the scale
+      // word is window word 32 + odd (chunk 16).
+      const int odd = static_cast<int>((reinterpret_cast<uintptr_t>(rows[k]) >> 3) & 1);
+      const int word = lane + odd;
+      const int src = word >> 1;
+      const uint32_t x = __shfl_sync(kFullMask, chunk[k].x, src);
+      const uint32_t y = __shfl_sync(kFullMask, chunk[k].y, src);
+      const uint32_t z = __shfl_sync(kFullMask, chunk[k].z, src);
+      const uint32_t w = __shfl_sync(kFullMask, chunk[k].w, src);
+      data[k] = (word & 1) == 0 ? make_uint2(x, y) : make_uint2(z, w);
+      const uint32_t sx = __shfl_sync(kFullMask, odd ? chunk[k].z : chunk[k].x, 16);
+      const uint32_t sy = __shfl_sync(kFullMask, odd ? chunk[k].w : chunk[k].y, 16);
+      scales[k] = make_uint2(sx, sy);
     }
+  }
+#pragma unroll
+  for (int k = 0; k < kRows; ++k) {
+    if (first + k >= row_slots) break;
+    uint4* dst = reinterpret_cast<uint4*>(out + (first + k) * kFastDim) + lane;
+    if (rows[k] == nullptr) {
+      if constexpr (Source::kZeroMissing) store_zero<kStream>(dst);
+      continue;
+    }
+    store_values<kStream>(dst, data[k], scales[k], lane);
   }
 }
 
@@ -433,12 +411,13 @@ Status launch_owned_fp8_256(const int64_t* ids, int64_t row_slots, const Source&
 // fastest of a sweep over rows per warp (1, 2, 4, 8), 8/16-byte loads,
 // streaming stores, an L2::256B prefetch hint and a by-value shard table on
 // 2 x H200 (`engramlab bench --variants`); the others never won and were cut.
+// (benchmarks/peer_gather_probe.cu times the pieces of a row read apart.)
 struct PeerShape {
   int rows;
   bool wide;
   bool stream;
 };
-constexpr PeerShape kPeerShapes[] = {{1, false, false}, {1, true, true}};
+constexpr PeerShape kPeerShapes[] = {{1, false, false}, {1, true, false}, {1, true, true}};
 constexpr int kPeerShapeCount = static_cast<int>(sizeof(kPeerShapes) / sizeof(kPeerShapes[0]));
 
 bool same_shape(const PeerShape& s, const PeerVariant& v) {

@@ -29,7 +29,10 @@ struct GatherPeerArgs {
   int64_t tokens = 0;
   int heads = 0;
   const int64_t* shard_starts = nullptr;  // shard_count + 1 entries; the last is row_count
-  const void* const* shard_bases = nullptr;  // shard_count mapped shard addresses (own and peers')
+  // shard_count mapped shard addresses (own and peers'), each 16-byte aligned
+  // and readable to its 16-byte-rounded end (VMM mappings are): the V4.1
+  // fast path reads a row as aligned 16-byte chunks.
+  const void* const* shard_bases = nullptr;
   int shard_count = 0;
   RowLayout layout;
   uint16_t* out = nullptr;                // [tokens x heads x dim] bf16

@@ -17,7 +17,7 @@ namespace engram::kernels {
 
 struct PeerVariant {
   int rows_per_warp = 1;          // rows one warp loads before it stores any
-  bool wide_loads = false;        // 16-byte loads, a half-warp per row; else 8-byte loads, a warp per row
+  bool wide_loads = false;        // one 16-byte load per lane 0..16 per row; else 8-byte data + scale loads
   bool streaming_stores = false;  // st.global.cs: the output does not evict the table's lines from L2
   bool operator==(const PeerVariant& o) const {
     return rows_per_warp == o.rows_per_warp && wide_loads == o.wide_loads && streaming_stores == o.streaming_stores;

@@ -283,6 +283,8 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       ENGRAM_ASSIGN_OR_RETURN(auto us, timer.time([&] { return launch_graphs(streams, graphs); }));
       return latency_percentiles(us);
     };
+    ENGRAM_ASSIGN_OR_RETURN(auto events_only_us, timer.time([] { return Status::ok(); }));
+    ENGRAM_ASSIGN_OR_RETURN(report.events_only, latency_percentiles(events_only_us));
     auto empty = time_graph([] { return Status::ok(); });
     if (empty.is_ok()) {
       report.empty_graph = *empty;
@@ -447,6 +449,22 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       return Status::ok();
     };
 
+    auto enqueue_plain = [&]() -> Status {
+      for (int g = 0; g < gpus; ++g) {
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+        kernels::PlainGatherArgs plain;
+        plain.ids = d_ids[g].as<int64_t>();
+        plain.slots = static_cast<int64_t>(slots);
+        plain.starts = table.device_starts(g);
+        plain.bases = table.device_bases(g);
+        plain.shard_count = gpus;
+        plain.row_bytes = row_bytes;
+        plain.out = d_copy_out[g].get();
+        ENGRAM_RETURN_IF_ERROR(kernels::plain_gather(plain, streams.streams[g]).with_context(g, -1, "plain_gather"));
+      }
+      return Status::ok();
+    };
+
     if (!comms.empty()) {
       ENGRAM_RETURN_IF_ERROR(measure("collective", enqueue_collective, &point.collective_as_graph, point.collective));
       point.collective_ran = true;
@@ -454,6 +472,7 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
     ENGRAM_RETURN_IF_ERROR(measure("peer", enqueue_peer, nullptr, point.peer));
     ENGRAM_RETURN_IF_ERROR(measure("local copy", enqueue_copy(false), nullptr, point.local_copy));
     ENGRAM_RETURN_IF_ERROR(measure("peer copy", enqueue_copy(true), nullptr, point.peer_copy));
+    ENGRAM_RETURN_IF_ERROR(measure("plain kernel", enqueue_plain, nullptr, point.plain));
 
     CopyFloorInputs floor;
     floor.read_bytes = point.read_bytes;

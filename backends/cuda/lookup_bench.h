@@ -48,6 +48,9 @@ struct LookupBenchPoint {
   LatencyPercentiles peer;
   LatencyPercentiles local_copy;
   LatencyPercentiles peer_copy;
+  // The reference: a plain warp-per-row kernel over the same ids and
+  // shards, raw bytes, no dequantisation (kernels::plain_gather).
+  LatencyPercentiles plain;
   uint64_t read_bytes = 0;     // slots x row_bytes
   uint64_t write_bytes = 0;    // slots x dim x 2
   double remote_fraction = 0;  // of GPU 0's slots
@@ -68,8 +71,9 @@ struct LookupBenchReport {
   uint64_t shard_bytes = 0;        // per GPU, as allocated (granularity-rounded)
   std::vector<LookupBenchPoint> points;
   // The method's fixed cost, timed like the lookups (a graph per GPU, all
-  // launched together, event-timed on GPU 0): a graph with no node, and a
-  // graph of one empty kernel.
+  // launched together, event-timed on GPU 0): the two events with nothing
+  // between, a graph with no node, and a graph of one empty kernel.
+  LatencyPercentiles events_only;
   LatencyPercentiles empty_graph;
   bool empty_graph_ran = false;
   LatencyPercentiles empty_kernel_graph;

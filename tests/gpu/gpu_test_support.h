@@ -51,9 +51,12 @@ namespace engram::gpu_test {
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
+  // The allocation is rounded up to 16 bytes: the fast gather path reads a
+  // shard's 16-byte-rounded extent (kernels/gather_kernels.h), which every
+  // VMM shard has; memcheck holds tests to exactly that much.
   DeviceBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
     cudaSetDevice(device);
-    if (cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes) != cudaSuccess) ptr_ = nullptr;
+    if (cudaMalloc(&ptr_, bytes == 0 ? 16 : (bytes + 15) / 16 * 16) != cudaSuccess) ptr_ = nullptr;
   }
   ~DeviceBuffer() {
     if (ptr_ != nullptr) {
