@@ -40,7 +40,7 @@ struct BenchFlags {
   bool variants = false;
 };
 
-Result<std::vector<int64_t>> parse_tokens(const std::string& text) {
+[[maybe_unused]] Result<std::vector<int64_t>> parse_tokens(const std::string& text) {
   std::vector<int64_t> out;
   size_t at = 0;
   while (at <= text.size()) {
@@ -58,7 +58,7 @@ Result<std::vector<int64_t>> parse_tokens(const std::string& text) {
   return out;
 }
 
-Status write_file(const std::string& path, const std::string& text, const char* what) {
+[[maybe_unused]] Status write_file(const std::string& path, const std::string& text, const char* what) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();

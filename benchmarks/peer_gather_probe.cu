@@ -369,7 +369,7 @@ int main(int argc, char** argv) {
     const int64_t slots = 8192 * kHeads;
     size_t found = 0;
     CK(cudaDeviceGetLimit(&found, cudaLimitMaxL2FetchGranularity));
-    for (int pass = 0; pass < 1; ++pass) {
+    for (int pass = 0; pass < 2; ++pass) {
       if (pass == 1) {
         for (int g = 0; g < 2; ++g) {
           CK(cudaSetDevice(g));

@@ -417,7 +417,7 @@ struct PeerShape {
   bool wide;
   bool stream;
 };
-constexpr PeerShape kPeerShapes[] = {{1, false, false}, {1, true, false}, {1, true, true}};
+constexpr PeerShape kPeerShapes[] = {{1, false, false}, {1, true, true}};
 constexpr int kPeerShapeCount = static_cast<int>(sizeof(kPeerShapes) / sizeof(kPeerShapes[0]));
 
 bool same_shape(const PeerShape& s, const PeerVariant& v) {
@@ -479,12 +479,11 @@ const std::vector<PeerVariant>& peer_variants() {
 }
 
 // One row per warp at every size: more rows per warp cost 1-3 us at 1..1024
-// tokens (fewer warps, serial stores) and gained nothing at 8192. Past one
-// wave of warps the 16-byte loads with streaming stores are 0.5-1% faster.
-PeerVariant peer_variant_for(int64_t row_slots) {
-  if (row_slots <= warps_per_wave()) return PeerVariant{1, false, false};
-  return PeerVariant{1, true, true};
-}
+// tokens (fewer warps, serial stores) and gained nothing at 8192. The
+// one-load-per-row 16-byte path ties the 8-byte one at 1 and 16 tokens and is
+// 0.5-5% faster from 64 up (fewer NVLink requests per row); streaming stores
+// tie. r1-w8 stays compiled in as the sweep's point of comparison.
+PeerVariant peer_variant_for(int64_t) { return PeerVariant{1, true, true}; }
 
 Status gather_peer_variant(const GatherPeerArgs& args, const PeerVariant& variant, cudaStream_t stream) {
   ENGRAM_RETURN_IF_ERROR(check_peer_args(args));

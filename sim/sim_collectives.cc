@@ -194,7 +194,7 @@ Result<std::unique_ptr<Collectives>> SimCollectives::split(int color, int key) {
     return Status::ok();
   });
   if (!status.is_ok()) return status;
-  return std::move(result);
+  return result;
 }
 
 RanksRun run_ranks(int rank_count, uint64_t seed, const std::function<Status(int, Collectives&)>& body) {
