@@ -427,14 +427,37 @@ Status EngramRuntime::lookup(int table_index, std::span<const int64_t> row_ids, 
   State& st = *state_;
   const int me = backend_.world->world_rank();
   if (stopped_) return Status(ErrorCode::kFailedPrecondition, "lookup after stop()", {me, -1, "lookup"});
-  if (table_index < 0 || table_index >= static_cast<int>(st.tables.size()))
-    return Status(ErrorCode::kInvalidArgument,
-                  fmt::format("table index {} is out of range: the model has {} Engram tables", table_index,
-                              st.tables.size()),
-                  {me, -1, "lookup"});
-  State::Table& t = st.tables[static_cast<size_t>(table_index)];
+  const bool known = table_index >= 0 && table_index < static_cast<int>(st.tables.size());
+  const Status unknown = known ? Status::ok()
+                               : Status(ErrorCode::kInvalidArgument,
+                                        fmt::format("table index {} is out of range: the model has {} Engram tables "
+                                                    "(0..{})", table_index, st.tables.size(),
+                                                    static_cast<int>(st.tables.size()) - 1),
+                                        {me, -1, "lookup"});
+  // The collective placements still take their part in the step with an
+  // unknown table (sized by table 0), so the group fails it on every rank
+  // rather than waiting on this one; the others have no collective to join.
+  const bool joins_group =
+      facts_.placement == Placement::kDeviceCollective || facts_.placement == Placement::kHostHeadSharded;
+  if (!known && (!joins_group || st.tables.empty())) return unknown;
+  State::Table& t = st.tables[known ? static_cast<size_t>(table_index) : 0];
   LookupRequest request{t.spec, row_ids, tokens_per_rank_max, output};
+  request.table_unknown = !known;
+  if (!known) {
+    // Shapes must not fail the step early: the ids and output are the
+    // caller's for a table we do not know, so contribute nothing.
+    request.row_ids = {};
+    request.output = {};
+  }
   Collectives& group = *st.placement_group;
+  if (!known) {
+    const Status joined = facts_.placement == Placement::kDeviceCollective
+                              ? lookup_device_collective(group, request, *t.layout, t.shard_host)
+                              : lookup_host_head_sharded(group, request, t.private_bytes);
+    // The group's verdict is about the others; this rank's error is its index.
+    if (joined.code() != ErrorCode::kOk && joined.code() != ErrorCode::kFailedPrecondition) return joined;
+    return unknown;
+  }
   switch (facts_.placement) {
     case Placement::kDeviceCollective:
       return lookup_device_collective(group, request, *t.layout, t.shard_host);

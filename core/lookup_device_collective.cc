@@ -34,11 +34,15 @@ Status lookup_device_collective(Collectives& group, const LookupRequest& request
 
   const Status slot =
       shape.is_ok() ? check_slot(request.token_count(), request.tokens_per_rank_max, world_rank) : shape;
-  const std::vector<int64_t> mine = pad_ids_to_slot(request, slot.is_ok());
+  const std::vector<int64_t> mine = header_and_slot(request, slot.is_ok(), world_rank);
 
   const size_t group_size = static_cast<size_t>(group.size());
-  std::vector<int64_t> all_ids(mine.size() * group_size);
-  ENGRAM_RETURN_IF_ERROR(group.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all_ids))));
+  std::vector<int64_t> gathered(mine.size() * group_size);
+  ENGRAM_RETURN_IF_ERROR(group.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(gathered))));
+  // A group that did not ask for one table still finishes the step's
+  // collectives, then fails on every rank.
+  const Status agreed = check_group_headers(gathered, mine.size(), request, world_rank);
+  const std::vector<int64_t> all_ids = ids_without_headers(gathered, mine.size());
 
   const size_t slot_values = static_cast<size_t>(request.tokens_per_rank_max) *
                              static_cast<size_t>(request.values_per_token());
@@ -47,11 +51,13 @@ Status lookup_device_collective(Collectives& group, const LookupRequest& request
 
   if (slot.is_ok() && request.output.size() == slot_values) {
     // A full slot: sum straight into the output (the step's largest buffer saved).
-    return group.reduce_scatter_sum_bf16(owned, request.output);
+    ENGRAM_RETURN_IF_ERROR(group.reduce_scatter_sum_bf16(owned, request.output));
+    return agreed;
   }
   std::vector<uint16_t> summed(slot_values);
   ENGRAM_RETURN_IF_ERROR(group.reduce_scatter_sum_bf16(owned, summed));
   ENGRAM_RETURN_IF_ERROR(slot);
+  ENGRAM_RETURN_IF_ERROR(agreed);
   std::copy_n(summed.begin(), request.output.size(), request.output.begin());
   return Status::ok();
 }

@@ -114,10 +114,14 @@ Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request
 
   const Status slot =
       shape.is_ok() ? check_slot(request.token_count(), request.tokens_per_rank_max, world_rank) : shape;
-  const std::vector<int64_t> mine = pad_ids_to_slot(request, slot.is_ok());
+  const std::vector<int64_t> mine = header_and_slot(request, slot.is_ok(), world_rank);
   const size_t members = static_cast<size_t>(group_size);
-  std::vector<int64_t> all_ids(mine.size() * members);
-  ENGRAM_RETURN_IF_ERROR(group.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all_ids))));
+  std::vector<int64_t> gathered(mine.size() * members);
+  ENGRAM_RETURN_IF_ERROR(group.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(gathered))));
+  // A group that did not ask for one table still finishes the step's
+  // collectives (the exchange and the strays below), then fails on every rank.
+  const Status agreed = check_group_headers(gathered, mine.size(), request, world_rank);
+  const std::vector<int64_t> all_ids = ids_without_headers(gathered, mine.size());
 
   // This rank's heads for every token of every member: [member][slot token][my heads][dim].
   const size_t slot_tokens = static_cast<size_t>(request.tokens_per_rank_max);
@@ -160,6 +164,10 @@ Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request
                   width * dim,
                   assembled.begin() + static_cast<std::ptrdiff_t>((t * heads + static_cast<size_t>(theirs.begin)) * dim));
   }
+  // Whether there are strays depends on the table, so a group that did not
+  // agree on one skips that exchange; the check above fails on every rank
+  // of such a group (each sees a header unlike its own), so all skip it.
+  if (!agreed.is_ok()) return slot.is_ok() ? agreed : slot;
   ENGRAM_RETURN_IF_ERROR(serve_strays(group, table, my_rows, own_head_shard_bytes, all_ids, slot_tokens, assembled));
   return slot;
 }

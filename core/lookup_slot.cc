@@ -56,4 +56,49 @@ std::vector<int64_t> pad_ids_to_slot(const LookupRequest& request, bool contribu
   return padded;
 }
 
+std::vector<int64_t> header_and_slot(const LookupRequest& request, bool contribute, int world_rank) {
+  const std::vector<int64_t> slot = pad_ids_to_slot(request, contribute);
+  std::vector<int64_t> words;
+  words.reserve(kGroupHeaderWords + slot.size());
+  words.push_back(request.table_unknown ? kUnknownTableTag : request.table->layer_id);
+  words.push_back(world_rank);
+  words.insert(words.end(), slot.begin(), slot.end());
+  return words;
+}
+
+Status check_group_headers(std::span<const int64_t> gathered, size_t stride, const LookupRequest& request,
+                           int world_rank) {
+  ENGRAM_CHECK(stride >= kGroupHeaderWords && gathered.size() % stride == 0);
+  const int64_t mine = request.table_unknown ? kUnknownTableTag : request.table->layer_id;
+  auto describe = [](int64_t tag) {
+    return tag == kUnknownTableTag ? std::string("a table index it does not have")
+                                   : fmt::format("the table of layer {}", tag);
+  };
+  for (size_t at = 0; at < gathered.size(); at += stride) {
+    const int64_t theirs = gathered[at];
+    const int peer = static_cast<int>(gathered[at + 1]);
+    if (theirs == mine && theirs != kUnknownTableTag) continue;
+    if (peer == world_rank && theirs == mine) continue;  // this rank's own unknown table: its caller reports it
+    const std::string culprit = theirs == kUnknownTableTag ? fmt::format("the table index rank {} passed", peer)
+                                : mine == kUnknownTableTag   ? fmt::format("the table index rank {} passed", world_rank)
+                                                             : std::string("the table indexes both ranks passed");
+    return failed_precondition(
+               fmt::format("lookup: rank {} asked for {} while rank {} asked for {}; every rank of a group must look "
+                           "up the same table in the same step, so this step's rows are void on every rank; check {}",
+                           peer, describe(theirs), world_rank, describe(mine), culprit))
+        .with_context(world_rank, peer, "lookup");
+  }
+  return Status::ok();
+}
+
+std::vector<int64_t> ids_without_headers(std::span<const int64_t> gathered, size_t stride) {
+  ENGRAM_CHECK(stride >= kGroupHeaderWords && gathered.size() % stride == 0);
+  std::vector<int64_t> ids;
+  ids.reserve(gathered.size() / stride * (stride - kGroupHeaderWords));
+  for (size_t at = 0; at < gathered.size(); at += stride)
+    ids.insert(ids.end(), gathered.begin() + static_cast<std::ptrdiff_t>(at + kGroupHeaderWords),
+               gathered.begin() + static_cast<std::ptrdiff_t>(at + stride));
+  return ids;
+}
+
 }  // namespace engram

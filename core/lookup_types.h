@@ -30,6 +30,11 @@ struct LookupRequest {
   std::span<const int64_t> row_ids;  // this rank's tokens x heads, [token][head] (TableHasher output)
   int64_t tokens_per_rank_max = 0;   // the DP slot: the most tokens any rank of the group may bring
   std::span<uint16_t> output;        // tokens x heads x dim bf16, [token][head][dim]
+  // Set by a caller asked for a table it does not have: `table` is then any
+  // of its tables, used only to size the collectives, so that the rank still
+  // takes its part and every rank of the group fails the step instead of
+  // waiting on it or reading the wrong table's rows.
+  bool table_unknown = false;
 
   int heads() const { return table->head_count(); }
   int64_t token_count() const { return static_cast<int64_t>(row_ids.size()) / table->head_count(); }
@@ -51,6 +56,26 @@ Status check_request(const LookupRequest& request, int world_rank);
 // `ids` ([tokens][heads]) copied into a slot of tokens_per_rank_max tokens,
 // the rest DEAD. An overrunning or malformed request contributes all DEAD.
 std::vector<int64_t> pad_ids_to_slot(const LookupRequest& request, bool contribute);
+
+// The collective paths put two words before each rank's ids in their
+// all-gather: the layer it looks up (kUnknownTableTag for a table it does
+// not have) and its world rank. Ranks of one group must look up the same
+// table in the same step; the header lets every rank see when they did not.
+constexpr size_t kGroupHeaderWords = 2;
+constexpr int64_t kUnknownTableTag = -1;
+
+// [layer or kUnknownTableTag, world_rank, pad_ids_to_slot(request, contribute)...]
+std::vector<int64_t> header_and_slot(const LookupRequest& request, bool contribute, int world_rank);
+
+// Over the gathered [member][header, slot ids] words (`stride` words per
+// member): ok when every member asked for this rank's layer; else, for the
+// first member that did not, failed_precondition naming both ranks, both
+// tables and the fix, with peer = that member's world rank.
+Status check_group_headers(std::span<const int64_t> gathered, size_t stride, const LookupRequest& request,
+                           int world_rank);
+
+// The gathered words without their headers: [member][slot ids].
+std::vector<int64_t> ids_without_headers(std::span<const int64_t> gathered, size_t stride);
 
 inline bool row_in_table(int64_t row_count, int64_t row) { return row >= 0 && row < row_count; }
 

@@ -3,7 +3,10 @@
 // leaves nothing in the ledger.
 #include "core/engram_runtime.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <functional>
 
 #include "core/bf16.h"
 #include "core/deployment_plan.h"
@@ -29,7 +32,8 @@ struct Outcome {
 
 // Runs start + one lookup of table 0 + stop on every rank.
 Outcome run_runtime(std::vector<HostSpec> hosts, ParallelLayout layout, EngramConfig config, uint64_t seed,
-                    sim::FaultPlan faults = {}, uint64_t host_fill_chunk_bytes = 1ull << 30) {
+                    sim::FaultPlan faults = {}, uint64_t host_fill_chunk_bytes = 1ull << 30,
+                    std::function<int(int rank)> table_index_of = [](int) { return 0; }) {
   sim::WorldSpec spec;
   spec.hosts = std::move(hosts);
   spec.seed = seed;
@@ -59,7 +63,7 @@ Outcome run_runtime(std::vector<HostSpec> hosts, ParallelLayout layout, EngramCo
         ids.push_back(h == 0 && t == 1 ? kDeadId : (h == 1 ? table.row_count() + 5 : (r * 7919 + t * 31 + h * 101) % table.row_count()));
     auto& output = out.outputs[static_cast<size_t>(r)];
     output.assign(ids.size() * static_cast<size_t>(table.dim), 0xdead);
-    Status looked = runtime->lookup(0, ids, 4, output);
+    Status looked = runtime->lookup(table_index_of(r), ids, 4, output);
     Status stopped = runtime->stop();
     ENGRAM_RETURN_IF_ERROR(looked);
     return stopped;
@@ -166,6 +170,55 @@ TEST(EngramRuntime, EveryPlacementReturnsTheDirectLookupBytes) {
     for (Placement p : out.placements) EXPECT_EQ(p, c.want);
     EXPECT_TRUE(out.run.leaks.empty());
     expect_direct_lookup_equal(out);
+  }
+}
+
+// One rank asks for a table the model does not have, or for another table
+// than its group: nobody waits forever. That rank gets its bad index; in the
+// placements whose lookup is a group collective every other rank of the
+// group fails the step too, naming it (their rows would have come from the
+// wrong table); elsewhere the others are untouched.
+TEST(EngramRuntime, ARankAskingForAnotherTableFailsTheStepOnItsGroupInsteadOfHanging) {
+  struct Case { const char* name; bool offload; bool peer; std::optional<bool> shared; uint64_t tmpfs; bool collective; };
+  const Case cases[] = {
+      {"device_collective", false, false, std::nullopt, 190 * kGiB, true},
+      {"device_peer", false, true, std::nullopt, 190 * kGiB, false},
+      {"host_shared", true, false, std::nullopt, 190 * kGiB, false},
+      {"host_head_sharded", true, false, std::nullopt, 64 * kMiB, true},
+      {"host_private", true, false, false, 190 * kGiB, false},
+  };
+  ASSERT_GE(tiny().tables.size(), 2u);
+  for (const Case& c : cases) {
+    for (const int odd_index : {99, -1, 1}) {
+      SCOPED_TRACE(fmt::format("{}, rank 2 asks for table {}", c.name, odd_index));
+      EngramConfig config;
+      config.cpu_offload = c.offload;
+      config.peer_shards = c.peer;
+      config.dp_shared_memory = c.shared;
+      auto out = run_runtime({host("b300-0", 6, c.tmpfs)}, ParallelLayout{1, 6}, config, 23, {}, 1ull << 30,
+                             [&](int r) { return r == 2 ? odd_index : 0; });
+      ASSERT_EQ(out.run.statuses.size(), 6u);
+      EXPECT_TRUE(out.run.leaks.empty());
+      const bool valid = odd_index == 1;
+      for (int r = 0; r < 6; ++r) {
+        const Status& s = out.run.statuses[static_cast<size_t>(r)];
+        if (r == 2 && !valid) {
+          EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+          EXPECT_NE(s.message().find(fmt::format("table index {} is out of range", odd_index)), std::string::npos)
+              << s.to_string();
+          EXPECT_EQ(s.context().rank, 2);
+        } else if (c.collective && (r != 2 || valid)) {
+          EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition) << "rank " << r << ": " << s.to_string();
+          EXPECT_NE(s.message().find("must look up the same table"), std::string::npos) << s.to_string();
+          EXPECT_EQ(s.context().rank, r);
+          if (r != 2) {
+            EXPECT_EQ(s.context().peer, 2) << s.to_string();
+          }
+        } else {
+          EXPECT_TRUE(s.is_ok()) << "rank " << r << ": " << s.to_string();
+        }
+      }
+    }
   }
 }
 
