@@ -117,7 +117,8 @@ int run_bench(const BenchFlags& f) {
   for (const auto& p : r.points) {
     fmt::print("| {} | {}{} | {} | {} | {} | {} | {:.3f} / {:.3f} / {:.3f} |\n", p.tokens_per_rank,
                p.collective_ran ? three(p.collective) : "n/a",
-               p.collective_ran && !p.collective_as_graph ? " (eager)" : "", three(p.peer), three(p.plain),
+               p.collective_ran && !p.collective_as_graph ? " (eager)" : "", three(p.peer),
+               p.plain_ran ? three(p.plain) : "n/a",
                three(p.local_copy),
                three(p.peer_copy), p.remote_fraction, p.local_fraction, std::max(0.0, 1.0 - p.remote_fraction - p.local_fraction));
   }
@@ -133,7 +134,8 @@ int run_bench(const BenchFlags& f) {
   }
   for (const auto& note : r.notes) fmt::print("note: {}\n", note);
 
-  fmt::print("plain kernel: a warp per row, raw bytes widened, no dequantisation (the reference the targets name), "
+  fmt::print("plain kernel: a warp per row, shard table by value, raw bytes widened, no dequantisation (the "
+             "reference the targets name), "
              "over the same ids and shards.\n");
   fmt::print("\nfixed cost of the method (timed like the lookups), p10 / p50 / p90 us: the two events alone {}; empty "
              "graph {}; one empty-kernel node {}\n", three(r.events_only),
@@ -205,12 +207,14 @@ int run_bench(const BenchFlags& f) {
   {
     std::string ratios;
     for (const auto& p : r.points) {
-      if (p.tokens_per_rank > 1024 || !p.collective_ran) continue;
+      if (p.tokens_per_rank > 1024 || !p.collective_ran || !p.plain_ran) continue;
       ratios += fmt::format(" {}: {:.1f}x;", p.tokens_per_rank, p.collective.p50_us / p.plain.p50_us);
     }
     fmt::print("  for reference, the plain kernel in this run: vs collective{}", ratios.empty() ? " n/a;" : ratios);
-    if (const auto* p = at(64)) fmt::print(" {:.1f} us at 64 tokens;", p->plain.p50_us);
-    if (const auto* p = at(8192)) fmt::print(" {:.2f}x the floor at 8192 tokens", p->plain.p50_us / p->floor_us);
+    if (const auto* p = at(64); p && p->plain_ran) fmt::print(" {:.1f} us at 64 tokens;", p->plain.p50_us);
+    if (const auto* p = at(8192); p && p->plain_ran) {
+      fmt::print(" {:.2f}x the floor at 8192 tokens", p->plain.p50_us / p->floor_us);
+    }
     fmt::print("\n");
   }
 
@@ -226,12 +230,12 @@ int run_bench(const BenchFlags& f) {
     const double x = static_cast<double>(p.tokens_per_rank);
     if (p.collective_ran) collective.points.emplace_back(x, p.collective.p50_us);
     peer.points.emplace_back(x, p.peer.p50_us);
-    plain.points.emplace_back(x, p.plain.p50_us);
+    if (p.plain_ran) plain.points.emplace_back(x, p.plain.p50_us);
     floor.points.emplace_back(x, p.floor_us);
   }
   if (!collective.points.empty()) plot.series.push_back(collective);
   plot.series.push_back(peer);
-  plot.series.push_back(plain);
+  if (!plain.points.empty()) plot.series.push_back(plain);
   plot.series.push_back(floor);
   auto svg = render_log_log_svg(plot);
   Status wrote = svg.is_ok() ? write_file(f.svg, *svg, "SVG plot") : svg.status();

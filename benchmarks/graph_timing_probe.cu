@@ -1,8 +1,8 @@
-// What the bench's timing method costs by itself, and what a plain peer
-// gather costs on plain cudaMalloc memory, on the GPUs of this machine: a
-// table of median microseconds. Standalone on purpose (CUDA runtime only):
-// it answers "how much of a lookup's time is the method" without any of
-// engramlab's code in the way.
+// What the bench's timing method costs by itself (events, an empty graph, a
+// one-empty-kernel graph), and a plain gather and gather_peer on cudaMalloc
+// memory vs VMM memory (several reserve alignments, a peer shard imported
+// from an fd), GPU 0 timed with GPU 1 idle: a table of median microseconds.
+// `graph_timing_probe [replays]`.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -11,27 +11,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "kernels/bench_kernels.h"
+#include "benchmarks/probe_support.cuh"
 #include "kernels/gather_kernels.h"
 
+namespace engram {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "graph_timing_probe: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
-
-void check_status(const engram::Status& s, const char* what) {
-  if (!s.is_ok()) {
-    std::fprintf(stderr, "graph_timing_probe: %s: %s\n", what, s.to_string().c_str());
-    std::exit(1);
-  }
-}
+using probe::capture;
+using probe::check;
 
 void check_cu(CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) {
@@ -95,95 +87,33 @@ uint8_t* import_on(int gpu, CUmemGenericAllocationHandle h, uint64_t size) {
 
 __global__ void empty_body() {}
 
-__global__ void spin_body(uint64_t ns) {
-  uint64_t start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); while (now - start < ns);
-}
-
-// The plain kernel DESIGN.md's anchors name: a warp per 264 B row, lane l
-// reads data word l (8 B) and the scale word; owner by a linear scan of two
-// starts; values written as widened bytes (no dequant: the probe times bytes).
-__global__ void plain_gather(const int64_t* ids, int64_t slots, const uint8_t* base0, const uint8_t* base1,
-                             int64_t rows0, uint4* out) {
-  const int64_t slot = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (slot >= slots) return;
-  const int64_t id = ids[slot];
-  const uint8_t* row = id < rows0 ? base0 + id * 264 : base1 + (id - rows0) * 264;
-  const uint2 d = *reinterpret_cast<const uint2*>(row + 8 * lane);
-  const uint2 s = *reinterpret_cast<const uint2*>(row + 256);
-  out[slot * 32 + lane] = make_uint4(d.x ^ s.x, d.y ^ s.y, d.x, d.y);
-}
-
 struct Timing {
   std::string name;
   double p50_us;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// GPU 0's stream; `others` launches the same replay on the other GPUs.
-double time_replays(cudaStream_t s0, const std::vector<cudaStream_t>& all, int replays,
-                    const std::function<void(int gpu)>& launch) {
-  std::vector<cudaEvent_t> a(replays), b(replays);
-  check(cudaSetDevice(0), "set");
-  for (int i = 0; i < replays; ++i) {
-    check(cudaEventCreate(&a[i]), "event");
-    check(cudaEventCreate(&b[i]), "event");
-  }
-  for (int i = 0; i < 20; ++i)
-    for (size_t g = 0; g < all.size(); ++g) { check(cudaSetDevice((int)g), "set"); launch((int)g); }
-  for (size_t g = 0; g < all.size(); ++g) { check(cudaSetDevice((int)g), "set"); check(cudaStreamSynchronize(all[g]), "sync"); }
-  for (int first = 0; first < replays; first += 20) {
-    for (size_t g = 0; g < all.size(); ++g) {
-      check(cudaSetDevice((int)g), "set");
-      spin_body<<<1, 1, 0, all[g]>>>(2000000);
-    }
-    for (int i = first; i < std::min(replays, first + 20); ++i) {
-      check(cudaSetDevice(0), "set");
-      check(cudaEventRecord(a[i], s0), "record");
-      for (size_t g = 0; g < all.size(); ++g) { check(cudaSetDevice((int)g), "set"); launch((int)g); }
-      check(cudaSetDevice(0), "set");
-      check(cudaEventRecord(b[i], s0), "record");
-    }
-    for (size_t g = 0; g < all.size(); ++g) { check(cudaSetDevice((int)g), "set"); check(cudaStreamSynchronize(all[g]), "sync"); }
-  }
-  check(cudaGetLastError(), "launch");
-  std::vector<double> us;
-  for (int i = 0; i < replays; ++i) {
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a[i], b[i]), "elapsed");
-    us.push_back(ms * 1000.0);
-    cudaEventDestroy(a[i]);
-    cudaEventDestroy(b[i]);
-  }
-  return median(us);
-}
-
-cudaGraphExec_t capture(cudaStream_t s, const std::function<void(cudaStream_t)>& body) {
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t e = nullptr;
-  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), "capture");
-  body(s);
-  check(cudaStreamEndCapture(s, &g), "end capture");
-  check(cudaGraphInstantiate(&e, g, 0), "instantiate");
-  check(cudaGraphDestroy(g), "graph destroy");
-  return e;
+// Median us of `replays` replays of launch(g) on GPU g's stream, for every
+// stream given (GPU 0's first and timed).
+double p50(const std::vector<cudaStream_t>& streams, int replays, const std::function<void(int)>& launch) {
+  std::vector<int> devices(streams.size());
+  std::iota(devices.begin(), devices.end(), 0);
+  return probe::median(
+      probe::time_replays(devices, streams, replays, [&](size_t g) { launch(static_cast<int>(g)); }));
 }
 
 }  // namespace
+}  // namespace engram
+
+using namespace engram;
 
 int main(int argc, char** argv) {
+  probe::probe_name() = "graph_timing_probe";
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("graph_timing_probe: no GPU; nothing measured\n");
     return 0;
   }
-  const int replays = argc > 1 ? std::atoi(argv[1]) : 200;
+  const int replays = probe::replays_from_args(argc, argv, 200);
   const int gpus = std::min(count, 2);
   std::vector<cudaStream_t> streams(gpus);
   for (int g = 0; g < gpus; ++g) {
@@ -193,8 +123,8 @@ int main(int argc, char** argv) {
   std::vector<cudaStream_t> only0{streams[0]};
   std::vector<Timing> rows;
 
-  rows.push_back({"two events, nothing between", time_replays(streams[0], only0, replays, [](int) {})});
-  rows.push_back({"empty kernel, stream launch", time_replays(streams[0], only0, replays, [&](int) {
+  rows.push_back({"two events, nothing between", p50(only0, replays, [](int) {})});
+  rows.push_back({"empty kernel, stream launch", p50(only0, replays, [&](int) {
                     empty_body<<<1, 32, 0, streams[0]>>>();
                   })});
   std::vector<cudaGraphExec_t> empty(gpus), one(gpus), inner(gpus);
@@ -203,14 +133,14 @@ int main(int argc, char** argv) {
     empty[g] = capture(streams[g], [](cudaStream_t) {});
     one[g] = capture(streams[g], [](cudaStream_t s) { empty_body<<<1, 32, 0, s>>>(); });
   }
-  rows.push_back({"empty graph", time_replays(streams[0], only0, replays, [&](int g) {
+  rows.push_back({"empty graph", p50(only0, replays, [&](int g) {
                     check(cudaGraphLaunch(empty[g], streams[g]), "graph launch");
                   })});
-  rows.push_back({"one-empty-kernel graph, GPU 0 only", time_replays(streams[0], only0, replays, [&](int g) {
+  rows.push_back({"one-empty-kernel graph, GPU 0 only", p50(only0, replays, [&](int g) {
                     check(cudaGraphLaunch(one[g], streams[g]), "graph launch");
                   })});
   if (gpus > 1) {
-    rows.push_back({"one-empty-kernel graph, both GPUs", time_replays(streams[0], streams, replays, [&](int g) {
+    rows.push_back({"one-empty-kernel graph, both GPUs", p50(streams, replays, [&](int g) {
                       check(cudaGraphLaunch(one[g], streams[g]), "graph launch");
                     })});
   }
@@ -233,7 +163,8 @@ int main(int argc, char** argv) {
       check(cudaEventElapsedTime(&ms, a, b), "elapsed");
       if (i >= 20) us.push_back(ms * 1000.0);
     }
-    rows.push_back({"events inside the graph around one empty kernel", median(us)});
+    std::sort(us.begin(), us.end());
+    rows.push_back({"events inside the graph around one empty kernel", probe::median(us)});
     cudaGraphExecDestroy(e);
   }
 
@@ -289,7 +220,7 @@ int main(int argc, char** argv) {
         fill.row_bytes = 264;
         fill.dim = 256;
         fill.seed = 7;
-        check_status(engram::kernels::fill_shard(fill, nullptr), "fill");
+        check(engram::kernels::fill_shard(fill, nullptr), "fill");
         check(cudaDeviceSynchronize(), "fill sync");
       }
     }
@@ -314,11 +245,21 @@ int main(int argc, char** argv) {
       check(cudaMalloc(&d_ids, slots * 8), "malloc ids");
       check(cudaMalloc(&d_out, slots * 512), "malloc out");
       check(cudaMemcpy(d_ids, ids.data(), slots * 8, cudaMemcpyHostToDevice), "ids");
-      const unsigned blocks = (unsigned)((slots + 7) / 8);
       for (Memory& m : kinds) {
         check(cudaMemcpy(d_bases, m.shard, 2 * sizeof(void*), cudaMemcpyHostToDevice), "bases");
+        // The bench's plain reference kernel (no dequantisation).
+        engram::kernels::PlainGatherArgs plain_args;
+        plain_args.ids = d_ids;
+        plain_args.slots = slots;
+        plain_args.shard_count = 2;
+        plain_args.starts[1] = rows_per;
+        plain_args.starts[2] = 2 * rows_per;
+        plain_args.bases[0] = m.shard[0];
+        plain_args.bases[1] = m.shard[1];
+        plain_args.row_bytes = 264;
+        plain_args.out = d_out;
         cudaGraphExec_t plain = capture(streams[0], [&](cudaStream_t s) {
-          plain_gather<<<blocks, 256, 0, s>>>(d_ids, slots, m.shard[0], m.shard[1], rows_per, d_out);
+          check(engram::kernels::plain_gather(plain_args, s), "plain_gather");
         });
         engram::kernels::GatherPeerArgs args;
         args.ids = d_ids;
@@ -332,13 +273,13 @@ int main(int argc, char** argv) {
         args.layout.row_bytes = 264;
         args.out = reinterpret_cast<uint16_t*>(d_out);
         cudaGraphExec_t ours = capture(streams[0], [&](cudaStream_t s) {
-          check_status(engram::kernels::gather_peer(args, s), "gather_peer");
+          check(engram::kernels::gather_peer(args, s), "gather_peer");
         });
         const std::string at = ", " + m.name + ", " + std::to_string(tokens) + " tokens";
-        rows.push_back({"plain gather" + at, time_replays(streams[0], only0, replays, [&](int) {
+        rows.push_back({"plain gather" + at, p50(only0, replays, [&](int) {
                           check(cudaGraphLaunch(plain, streams[0]), "graph launch");
                         })});
-        rows.push_back({"gather_peer" + at, time_replays(streams[0], only0, replays, [&](int) {
+        rows.push_back({"gather_peer" + at, p50(only0, replays, [&](int) {
                           check(cudaGraphLaunch(ours, streams[0]), "graph launch");
                         })});
         cudaGraphExecDestroy(plain);

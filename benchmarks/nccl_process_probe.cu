@@ -15,28 +15,24 @@
 #include <functional>
 #include <vector>
 
+#include "benchmarks/probe_support.cuh"
 #include "kernels/bench_kernels.h"
 #include "kernels/gather_kernels.h"
 
 namespace {
 
-constexpr int kReplays = 200;
+int replays = 200;  // set from the command line before any child is forked
 constexpr int kHeads = 24;
 constexpr uint64_t kShardBytes = 8ull << 30;
 constexpr int64_t kRowsPerShard = static_cast<int64_t>(kShardBytes / 264);
 const int64_t kTokens[] = {1, 16, 64, 256, 1024, 8192};
 
-#define CK(x) check_cuda((x), #x)
+#define CK(x) engram::probe::check((x), #x)
 #define NK(x) check_nccl((x), #x)
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) { std::fprintf(stderr, "nccl_process_probe: %s: %s\n", what, cudaGetErrorString(e)); std::exit(1); }
-}
 void check_nccl(ncclResult_t e, const char* what) {
   if (e != ncclSuccess) { std::fprintf(stderr, "nccl_process_probe: %s: %s\n", what, ncclGetErrorString(e)); std::exit(1); }
 }
-void check_status(const engram::Status& s, const char* what) {
-  if (!s.is_ok()) { std::fprintf(stderr, "nccl_process_probe: %s: %s\n", what, s.to_string().c_str()); std::exit(1); }
-}
+void check_status(const engram::Status& s, const char* what) { engram::probe::check(s, what); }
 
 // One GPU's buffers and its part of the lookup.
 struct Rank {
@@ -114,19 +110,21 @@ void enqueue(std::vector<Rank*>& ranks, int64_t tokens) {
   NK(ncclGroupEnd());
 }
 
-__global__ void spin_body(uint64_t ns) {
-  uint64_t start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); while (now - start < ns);
-}
-
-// Captures one lookup per rank of this process, times kReplays replays on
+// Captures one lookup per rank of this process, times `replays` replays on
 // ranks[0]'s GPU (if it is GPU 0, prints), for every size.
 void run(std::vector<Rank*>& ranks, const char* mode) {
+  std::vector<int> devices;
+  std::vector<cudaStream_t> streams;
+  for (Rank* r : ranks) {
+    devices.push_back(r->gpu);
+    streams.push_back(r->stream);
+  }
   for (int64_t tokens : kTokens) {
     for (Rank* r : ranks) r->set_ids(tokens);
     std::vector<cudaGraph_t> graphs(ranks.size());
     std::vector<cudaGraphExec_t> execs(ranks.size());
+    // All captures open together, so the NCCL groups spanning this process's
+    // GPUs are captured too.
     for (Rank* r : ranks) { CK(cudaSetDevice(r->gpu)); CK(cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeRelaxed)); }
     enqueue(ranks, tokens);
     for (size_t i = 0; i < ranks.size(); ++i) {
@@ -134,39 +132,9 @@ void run(std::vector<Rank*>& ranks, const char* mode) {
       CK(cudaStreamEndCapture(ranks[i]->stream, &graphs[i]));
       CK(cudaGraphInstantiate(&execs[i], graphs[i], 0));
     }
-    auto launch = [&] {
-      for (size_t i = 0; i < ranks.size(); ++i) {
-        CK(cudaSetDevice(ranks[i]->gpu));
-        CK(cudaGraphLaunch(execs[i], ranks[i]->stream));
-      }
-    };
-    Rank* timed = ranks[0];
-    CK(cudaSetDevice(timed->gpu));
-    std::vector<cudaEvent_t> a(kReplays), b(kReplays);
-    for (int i = 0; i < kReplays; ++i) { CK(cudaEventCreate(&a[i])); CK(cudaEventCreate(&b[i])); }
-    for (int i = 0; i < 20; ++i) launch();
-    for (Rank* r : ranks) { CK(cudaSetDevice(r->gpu)); CK(cudaStreamSynchronize(r->stream)); }
-    for (int first = 0; first < kReplays; first += 20) {
-      for (Rank* r : ranks) { CK(cudaSetDevice(r->gpu)); spin_body<<<1, 1, 0, r->stream>>>(2000000); }
-      for (int i = first; i < first + 20; ++i) {
-        CK(cudaSetDevice(timed->gpu));
-        CK(cudaEventRecord(a[i], timed->stream));
-        launch();
-        CK(cudaSetDevice(timed->gpu));
-        CK(cudaEventRecord(b[i], timed->stream));
-      }
-      for (Rank* r : ranks) { CK(cudaSetDevice(r->gpu)); CK(cudaStreamSynchronize(r->stream)); }
-    }
-    std::vector<double> us;
-    for (int i = 0; i < kReplays; ++i) {
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, a[i], b[i]));
-      us.push_back(ms * 1000.0);
-      cudaEventDestroy(a[i]);
-      cudaEventDestroy(b[i]);
-    }
-    std::sort(us.begin(), us.end());
-    if (timed->gpu == 0) {
+    const std::vector<double> us = engram::probe::time_replays(
+        devices, streams, replays, [&](size_t i) { CK(cudaGraphLaunch(execs[i], streams[i])); });
+    if (ranks[0]->gpu == 0) {
       std::printf("| %s | %lld | %.1f / %.1f / %.1f |\n", mode, static_cast<long long>(tokens), us[us.size() / 10],
                   us[us.size() / 2], us[us.size() * 9 / 10]);
       std::fflush(stdout);
@@ -227,7 +195,9 @@ int wait_all(const std::vector<pid_t>& pids) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  engram::probe::probe_name() = "nccl_process_probe";
+  replays = engram::probe::replays_from_args(argc, argv, 200);
   // No CUDA in this process: every measurement runs in children.
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   std::printf("| mode | tokens | collective p10 / p50 / p90 us |\n| --- | ---: | ---: |\n");

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/probe_support.cuh"
 #include "kernels/bench_kernels.h"
 #include "kernels/gather_kernels.h"
 #include "kernels/row_dequant.cuh"
@@ -27,13 +28,8 @@ constexpr uint64_t kShardBytes = 8ull << 30;
 constexpr int64_t kRowsPerShard = static_cast<int64_t>(kShardBytes / 264);
 constexpr unsigned kFull = 0xffffffffu;
 
-#define CK(x) check_cuda((x), #x)
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) { std::fprintf(stderr, "peer_gather_probe: %s: %s\n", what, cudaGetErrorString(e)); std::exit(1); }
-}
-void check_status(const engram::Status& s, const char* what) {
-  if (!s.is_ok()) { std::fprintf(stderr, "peer_gather_probe: %s: %s\n", what, s.to_string().c_str()); std::exit(1); }
-}
+#define CK(x) engram::probe::check((x), #x)
+void check_status(const engram::Status& s, const char* what) { engram::probe::check(s, what); }
 
 struct Shards {
   const int64_t* starts;      // device, 3 entries
@@ -47,24 +43,6 @@ struct Shards {
 // gather_peer; else the raw bytes widened. kOneLoad: lanes 0..16 each read
 // one aligned 16 B chunk of the row's 272 B window (one load instruction per
 // row); else lane l reads data word l and every lane the scale word.
-// FP8 E4M3 -> bf16 through the hardware conversions: 4 bytes of `x` (scale
-// `scale`) -> 4 bf16 in two words, with the CPU rule's NaN (sign | 0x7fc0,
-// the FP8 byte's sign) and -0 -> +0.
-__device__ __forceinline__ uint32_t pair_to_bf16(uint32_t two_bytes, uint32_t sign, float scale) {
-  uint32_t h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(two_bytes)));
-  float lo, hi;
-  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }" : "=f"(lo), "=f"(hi) : "r"(h2));
-  float plo, phi;
-  asm("mul.rn.f32 %0, %1, %2;" : "=f"(plo) : "f"(lo), "f"(scale));
-  asm("mul.rn.f32 %0, %1, %2;" : "=f"(phi) : "f"(hi), "f"(scale));
-  uint32_t o;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(o) : "f"(phi), "f"(plo));
-  const uint32_t nan = __vcmpgtu2(o & 0x7fff7fffu, 0x7f807f80u);
-  o = (o & ~nan) | (nan & (sign | 0x7fc07fc0u));
-  return o & ~__vcmpeq2(o, 0x80008000u);
-}
-
 template <bool kTable, bool kDequant, bool kOneLoad, bool kStream, bool kHw = false>
 __global__ void __launch_bounds__(256) probe_gather(const int64_t* __restrict__ ids, int64_t slots, Shards s,
                                                     uint4* __restrict__ out) {
@@ -113,10 +91,9 @@ __global__ void __launch_bounds__(256) probe_gather(const int64_t* __restrict__ 
     const int block = lane >> 2;
     const uint32_t scale_word = block < 4 ? scales.x : scales.y;
     const float scale = engram::kernels::device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu);
-    value.x = pair_to_bf16(data.x & 0xffffu, __byte_perm(data.x, 0, 0x1404) & 0x80008000u, scale);
-    value.y = pair_to_bf16(data.x >> 16, __byte_perm(data.x, 0, 0x3424) & 0x80008000u, scale);
-    value.z = pair_to_bf16(data.y & 0xffffu, __byte_perm(data.y, 0, 0x1404) & 0x80008000u, scale);
-    value.w = pair_to_bf16(data.y >> 16, __byte_perm(data.y, 0, 0x3424) & 0x80008000u, scale);
+    const uint2 low = engram::kernels::device::dequant_fp8x4(data.x, scale);
+    const uint2 high = engram::kernels::device::dequant_fp8x4(data.y, scale);
+    value = make_uint4(low.x, low.y, high.x, high.y);
   } else if constexpr (kDequant) {
     const int block = lane >> 2;
     const uint32_t scale_word = block < 4 ? scales.x : scales.y;
@@ -158,12 +135,6 @@ __global__ void __launch_bounds__(256) window_read(const int64_t* __restrict__ i
   if (lane == 0) out[slot] = x;
 }
 
-__global__ void spin_body(uint64_t ns) {
-  uint64_t start = 0, now = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); while (now - start < ns);
-}
-
 struct Gpu {
   cudaStream_t stream = nullptr;
   uint8_t* shard = nullptr;
@@ -177,56 +148,22 @@ struct Gpu {
 // One graph per GPU of what `enqueue(g, stream)` enqueues; both launched per
 // replay; GPU 0's events; median us.
 double time_both(std::vector<Gpu>& gpus, int replays, const std::function<void(int, cudaStream_t)>& enqueue) {
-  std::vector<cudaGraphExec_t> execs(gpus.size());
+  std::vector<int> devices;
+  std::vector<cudaStream_t> streams;
+  std::vector<cudaGraphExec_t> execs;
   for (size_t g = 0; g < gpus.size(); ++g) {
     CK(cudaSetDevice(static_cast<int>(g)));
-    cudaGraph_t graph = nullptr;
-    CK(cudaStreamBeginCapture(gpus[g].stream, cudaStreamCaptureModeRelaxed));
-    enqueue(static_cast<int>(g), gpus[g].stream);
-    CK(cudaStreamEndCapture(gpus[g].stream, &graph));
-    CK(cudaGraphInstantiate(&execs[g], graph, 0));
-    CK(cudaGraphDestroy(graph));
+    devices.push_back(static_cast<int>(g));
+    streams.push_back(gpus[g].stream);
+    execs.push_back(engram::probe::capture(gpus[g].stream, [&](cudaStream_t s) { enqueue(static_cast<int>(g), s); }));
   }
-  auto launch = [&] {
-    for (size_t g = 0; g < gpus.size(); ++g) {
-      CK(cudaSetDevice(static_cast<int>(g)));
-      CK(cudaGraphLaunch(execs[g], gpus[g].stream));
-    }
-  };
-  CK(cudaSetDevice(0));
-  std::vector<cudaEvent_t> a(replays), b(replays);
-  for (int i = 0; i < replays; ++i) { CK(cudaEventCreate(&a[i])); CK(cudaEventCreate(&b[i])); }
-  for (int i = 0; i < 20; ++i) launch();
-  for (size_t g = 0; g < gpus.size(); ++g) { CK(cudaSetDevice(static_cast<int>(g))); CK(cudaStreamSynchronize(gpus[g].stream)); }
-  for (int first = 0; first < replays; first += 20) {
-    for (size_t g = 0; g < gpus.size(); ++g) {
-      CK(cudaSetDevice(static_cast<int>(g)));
-      spin_body<<<1, 1, 0, gpus[g].stream>>>(2000000);
-    }
-    for (int i = first; i < std::min(replays, first + 20); ++i) {
-      CK(cudaSetDevice(0));
-      CK(cudaEventRecord(a[i], gpus[0].stream));
-      launch();
-      CK(cudaSetDevice(0));
-      CK(cudaEventRecord(b[i], gpus[0].stream));
-    }
-    for (size_t g = 0; g < gpus.size(); ++g) { CK(cudaSetDevice(static_cast<int>(g))); CK(cudaStreamSynchronize(gpus[g].stream)); }
-  }
-  CK(cudaGetLastError());
-  std::vector<double> us;
-  for (int i = 0; i < replays; ++i) {
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a[i], b[i]));
-    us.push_back(ms * 1000.0);
-    cudaEventDestroy(a[i]);
-    cudaEventDestroy(b[i]);
-  }
+  const std::vector<double> us = engram::probe::time_replays(
+      devices, streams, replays, [&](size_t g) { CK(cudaGraphLaunch(execs[g], streams[g])); });
   for (size_t g = 0; g < gpus.size(); ++g) {
     CK(cudaSetDevice(static_cast<int>(g)));
     cudaGraphExecDestroy(execs[g]);
   }
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return engram::probe::median(us);
 }
 
 template <bool kTable, bool kDequant, bool kOneLoad, bool kStream, bool kHw = false>
@@ -240,12 +177,13 @@ std::function<void(int, cudaStream_t)> variant(std::vector<Gpu>& gpus, int64_t s
 }  // namespace
 
 int main(int argc, char** argv) {
+  engram::probe::probe_name() = "peer_gather_probe";
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) {
     std::printf("peer_gather_probe: needs 2 GPUs; nothing measured\n");
     return 0;
   }
-  const int replays = argc > 1 ? std::atoi(argv[1]) : 200;
+  const int replays = engram::probe::replays_from_args(argc, argv, 200);
   std::vector<Gpu> gpus(2);
   for (int g = 0; g < 2; ++g) {
     CK(cudaSetDevice(g));

@@ -442,15 +442,13 @@ Status EngramRuntime::lookup(int table_index, std::span<const int64_t> row_ids, 
   if (!known && (!joins_group || st.tables.empty())) return unknown;
   State::Table& t = st.tables[known ? static_cast<size_t>(table_index) : 0];
   LookupRequest request{t.spec, row_ids, tokens_per_rank_max, output};
-  request.table_unknown = !known;
-  if (!known) {
-    // Shapes must not fail the step early: the ids and output are the
-    // caller's for a table we do not know, so contribute nothing.
-    request.row_ids = {};
-    request.output = {};
-  }
   Collectives& group = *st.placement_group;
   if (!known) {
+    // The ids and output are the caller's for a table we do not know:
+    // contribute nothing, so no shape check fails the step early.
+    request.table_unknown = true;
+    request.row_ids = {};
+    request.output = {};
     const Status joined = facts_.placement == Placement::kDeviceCollective
                               ? lookup_device_collective(group, request, *t.layout, t.shard_host)
                               : lookup_host_head_sharded(group, request, t.private_bytes);

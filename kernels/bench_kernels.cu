@@ -60,7 +60,7 @@ __global__ void stream_copy_kernel(const uint4* __restrict__ src, uint64_t read_
   }
 }
 
-__global__ void plain_gather_kernel(PlainGatherArgs a) {
+__global__ void plain_gather_kernel(const PlainGatherArgs a) {
   const int64_t slot = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (slot >= a.slots) return;
@@ -149,13 +149,22 @@ Status stream_copy(const void* src, uint64_t read_bytes, void* dst, uint64_t wri
 }
 
 Status plain_gather(const PlainGatherArgs& a, cudaStream_t stream) {
-  if (a.slots < 0 || a.shard_count < 1 || a.row_bytes < 264 || a.row_bytes % 8 != 0) {
-    return invalid_argument(fmt::format("plain_gather: slots {} must be >= 0, shard_count {} >= 1 and row_bytes {} a "
-                                        "multiple of 8 of at least 264", a.slots, a.shard_count, a.row_bytes));
+  if (a.slots < 0 || a.shard_count < 1 || a.shard_count > PlainGatherArgs::kMaxShards || a.row_bytes < 264 ||
+      a.row_bytes % 8 != 0) {
+    return invalid_argument(fmt::format("plain_gather: slots {} must be >= 0, shard_count {} in 1..{} and row_bytes {} "
+                                        "a multiple of 8 of at least 264", a.slots, a.shard_count,
+                                        PlainGatherArgs::kMaxShards, a.row_bytes));
   }
   if (a.slots == 0) return Status::ok();
-  if (a.ids == nullptr || a.starts == nullptr || a.bases == nullptr || a.out == nullptr || !aligned16(a.out)) {
-    return invalid_argument("plain_gather: ids, starts, bases and out must be device pointers, out 16-byte aligned");
+  if (a.ids == nullptr || a.out == nullptr || !aligned16(a.out)) {
+    return invalid_argument("plain_gather: ids and out must be device pointers, out 16-byte aligned");
+  }
+  for (int s = 0; s < a.shard_count; ++s) {
+    if (a.bases[s] == nullptr || a.starts[s + 1] < a.starts[s]) {
+      return invalid_argument(fmt::format("plain_gather: shard {} has base {} and rows [{}, {}); give every shard a "
+                                          "mapped base and non-decreasing starts", s, a.bases[s], a.starts[s],
+                                          a.starts[s + 1]));
+    }
   }
   const int64_t blocks = (a.slots + 7) / 8;
   if (blocks > 0x7fffffff) return invalid_argument(fmt::format("plain_gather: {} rows exceed one grid", a.slots));

@@ -38,18 +38,20 @@ uint64_t fill_word(uint64_t seed, int64_t row, uint64_t word, uint64_t row_bytes
 Status stream_copy(const void* src, uint64_t read_bytes, void* dst, uint64_t write_bytes, cudaStream_t stream);
 
 // The reference the targets are stated against: a plain
-// warp-per-row gather of `slots` rows of `row_bytes` (8-byte multiple) from
-// shards split at `starts` (shard_count + 1 device entries; owner by a scan)
-// mapped at `bases`, lane l reading data word l and every lane the last
-// word, the bytes written widened to 16 bits with no dequantisation (512 B
-// per row; `out` 16-byte aligned). DEAD and out-of-range ids give zero rows.
+// warp-per-row gather of `slots` rows of `row_bytes` (8-byte multiple, at
+// least 264) from shards split at `starts` and mapped at `bases`, both passed
+// by value (kernel parameters, so no load stands between the id and its
+// row); lane l reads data word l and every lane the last word, the bytes
+// written widened to 16 bits with no dequantisation (512 B per row; `out`
+// 16-byte aligned). DEAD and out-of-range ids give zero rows.
 struct PlainGatherArgs {
+  static constexpr int kMaxShards = 8;
   const int64_t* ids = nullptr;
   int64_t slots = 0;
-  const int64_t* starts = nullptr;
-  const void* const* bases = nullptr;
-  int shard_count = 0;
-  uint64_t row_bytes = 0;  // 264 for V4.1 rows: 33 words, the 33rd read by every lane
+  int shard_count = 0;                       // 1..kMaxShards
+  int64_t starts[kMaxShards + 1] = {};       // shard s holds rows [starts[s], starts[s + 1])
+  const void* bases[kMaxShards] = {};
+  uint64_t row_bytes = 0;
   void* out = nullptr;
 };
 Status plain_gather(const PlainGatherArgs& args, cudaStream_t stream);

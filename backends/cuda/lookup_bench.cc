@@ -455,9 +455,12 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
         kernels::PlainGatherArgs plain;
         plain.ids = d_ids[g].as<int64_t>();
         plain.slots = static_cast<int64_t>(slots);
-        plain.starts = table.device_starts(g);
-        plain.bases = table.device_bases(g);
         plain.shard_count = gpus;
+        for (int shard = 0; shard < gpus; ++shard) {
+          plain.starts[shard] = shards.shard_begin(shard);
+          plain.bases[shard] = table.shard(g, shard);
+        }
+        plain.starts[gpus] = shards.shard_end(gpus - 1);
         plain.row_bytes = row_bytes;
         plain.out = d_copy_out[g].get();
         ENGRAM_RETURN_IF_ERROR(kernels::plain_gather(plain, streams.streams[g]).with_context(g, -1, "plain_gather"));
@@ -472,7 +475,10 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
     ENGRAM_RETURN_IF_ERROR(measure("peer", enqueue_peer, nullptr, point.peer));
     ENGRAM_RETURN_IF_ERROR(measure("local copy", enqueue_copy(false), nullptr, point.local_copy));
     ENGRAM_RETURN_IF_ERROR(measure("peer copy", enqueue_copy(true), nullptr, point.peer_copy));
-    ENGRAM_RETURN_IF_ERROR(measure("plain kernel", enqueue_plain, nullptr, point.plain));
+    if (gpus <= kernels::PlainGatherArgs::kMaxShards) {
+      ENGRAM_RETURN_IF_ERROR(measure("plain kernel", enqueue_plain, nullptr, point.plain));
+      point.plain_ran = true;
+    }
 
     CopyFloorInputs floor;
     floor.read_bytes = point.read_bytes;

@@ -51,6 +51,7 @@ struct LookupBenchPoint {
   // The reference: a plain warp-per-row kernel over the same ids and
   // shards, raw bytes, no dequantisation (kernels::plain_gather).
   LatencyPercentiles plain;
+  bool plain_ran = false;      // false past kernels::PlainGatherArgs::kMaxShards GPUs
   uint64_t read_bytes = 0;     // slots x row_bytes
   uint64_t write_bytes = 0;    // slots x dim x 2
   double remote_fraction = 0;  // of GPU 0's slots
