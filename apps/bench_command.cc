@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "apps/command_registry.h"
-#include "core/latency_svg.h"
-#include "core/units.h"
+#include "core/report/latency_svg.h"
+#include "core/base/units.h"
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
 #include "backends/cuda/lookup_bench.h"

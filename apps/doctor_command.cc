@@ -14,8 +14,8 @@
 
 #include "apps/command_registry.h"
 #include "backends/ipc/imex_channels.h"
-#include "core/table_spec.h"
-#include "core/units.h"
+#include "core/model/table_spec.h"
+#include "core/base/units.h"
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
 #include "backends/cuda/cuda_device_memory.h"

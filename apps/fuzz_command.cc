@@ -1,5 +1,5 @@
 // `engramlab fuzz --seeds N [--seed S] [--check-determinism] [--verbose]`:
-// swarm mode (sim/swarm.h). Each seed draws a job and checks the invariants;
+// swarm mode (harness/swarm.h). Each seed draws a job and checks the invariants;
 // the end shows which fault sites fired, the coverage probes and the
 // outcomes. Exit codes: 0 every seed held and (for a sweep of 200 seeds or
 // more) every fault site fired; 1 otherwise; 2 bad flags.
@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "apps/command_registry.h"
-#include "sim/swarm.h"
+#include "harness/swarm.h"
 
 namespace engram::app {
 namespace {

@@ -12,11 +12,11 @@
 #include <string>
 
 #include "apps/command_registry.h"
-#include "core/deployment_plan.h"
-#include "core/deployment_yaml.h"
-#include "core/json_writer.h"
-#include "core/plan_report.h"
-#include "core/units.h"
+#include "core/plan/deployment_plan.h"
+#include "core/deployment/deployment_yaml.h"
+#include "core/base/json_writer.h"
+#include "core/report/plan_report.h"
+#include "core/base/units.h"
 
 namespace engram::app {
 namespace {

@@ -1,8 +1,8 @@
 // `engramlab scenario run FILE|DIR... [--seed S] [--json] [--real]`: runs
 // scenario files (DESIGN.md section 7) on the emulator and prints a
 // pass/fail table; --real runs them on real processes of this host and
-// compares with the emulator (apps/scenario_real.h). `scenario rank FILE` is
-// the internal per-process entry of a real run (apps/scenario_rank.h).
+// compares with the emulator (harness/real_scenario.h). `scenario rank FILE` is
+// the internal per-process entry of a real run (harness/real_rank_process.h).
 // Exit codes: 0 every scenario passed; 1 one failed (why, and the line that
 // reproduces it, follow the table); 2 a file could not be read or parsed.
 #include <fmt/format.h>
@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "apps/command_registry.h"
-#include "apps/scenario_rank.h"
-#include "apps/scenario_real.h"
-#include "core/json_writer.h"
-#include "core/scenario.h"
-#include "sim/scenario_runner.h"
+#include "harness/real_rank_process.h"
+#include "harness/real_scenario.h"
+#include "core/base/json_writer.h"
+#include "harness/scenario.h"
+#include "harness/emulated_scenario.h"
 
 namespace engram::app {
 namespace {

@@ -10,13 +10,13 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/bf16.h"
-#include "core/engram_runtime.h"
-#include "core/handle_exchange.h"
-#include "core/row_format.h"
-#include "core/table_fill.h"
-#include "core/shard_layout.h"
-#include "core/table_spec.h"
+#include "core/base/bf16.h"
+#include "core/runtime/engram_runtime.h"
+#include "core/exchange/handle_exchange.h"
+#include "core/model/row_format.h"
+#include "core/model/table_fill.h"
+#include "core/lookup/shard_layout.h"
+#include "core/model/table_spec.h"
 #include "sim/seed.h"
 #include "sim/world.h"
 

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "core/backend/collectives.h"
-#include "core/hashing.h"
-#include "core/lookup_device_collective.h"
-#include "core/lookup_device_peer.h"
-#include "core/lookup_host_head_sharded.h"
-#include "core/lookup_host_private.h"
-#include "core/lookup_host_shared.h"
-#include "core/splitmix64.h"
-#include "core/table_fill.h"
+#include "core/model/hashing.h"
+#include "core/lookup/lookup_device_collective.h"
+#include "core/lookup/lookup_device_peer.h"
+#include "core/lookup/lookup_host_head_sharded.h"
+#include "core/lookup/lookup_host_private.h"
+#include "core/lookup/lookup_host_shared.h"
+#include "core/base/splitmix64.h"
+#include "core/model/table_fill.h"
 
 namespace engram {
 namespace {

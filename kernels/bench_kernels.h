@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram::kernels {
 

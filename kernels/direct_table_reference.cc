@@ -5,9 +5,9 @@
 #include <mutex>
 #include <utility>
 
-#include "core/shard_layout.h"
-#include "core/status.h"
-#include "core/table_fill.h"
+#include "core/lookup/shard_layout.h"
+#include "core/base/status.h"
+#include "core/model/table_fill.h"
 #include "kernels/gather_reference.h"
 
 namespace engram::kernels {

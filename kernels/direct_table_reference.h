@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/hashing.h"
-#include "core/table_spec.h"
+#include "core/model/hashing.h"
+#include "core/model/table_spec.h"
 
 namespace engram::kernels {
 

@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
-#include "core/status.h"
-#include "core/table_spec.h"
+#include "core/base/status.h"
+#include "core/model/table_spec.h"
 
 namespace engram::kernels {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "core/base/status.h"
 #include "kernels/gather_kernels.h"
 
 namespace engram::kernels {

@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "core/bf16.h"
-#include "core/row_format.h"
-#include "core/status.h"
+#include "core/base/bf16.h"
+#include "core/model/row_format.h"
+#include "core/base/status.h"
 
 namespace engram::kernels {
 namespace {

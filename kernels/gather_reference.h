@@ -1,19 +1,19 @@
 // CPU references the GPU gather kernels are checked against, written value by
-// value the way a kernel thread computes them (core/row_format.h's
+// value the way a kernel thread computes them (core/model/row_format.h's
 // dequantize_fp8_e4m3_to_bf16, then -0 -> +0). Independent of the core
 // lookups' row loops, so each checks the other.
 //
 // Layouts: row_ids [token][head] int64; out [token][head][dim] bf16.
 // An id in [0, row_count) reads its row; DEAD, other negative and
-// past-the-table ids give a zero row (core/lookup_types.h).
+// past-the-table ids give a zero row (core/lookup/lookup_types.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
-#include "core/shard_layout.h"
-#include "core/table_spec.h"
+#include "core/lookup/shard_layout.h"
+#include "core/model/table_spec.h"
 
 namespace engram::kernels {
 

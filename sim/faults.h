@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/coverage_probe.h"
-#include "core/status.h"
+#include "core/base/coverage_probe.h"
+#include "core/base/status.h"
 #include "sim/seed.h"
 
 namespace engram::sim {

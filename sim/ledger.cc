@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram::sim {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cassert>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram::sim {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/deployment.h"
-#include "core/status.h"
+#include "core/deployment/deployment.h"
+#include "core/base/status.h"
 #include "sim/faults.h"
 #include "sim/ledger.h"
 #include "sim/scheduler.h"

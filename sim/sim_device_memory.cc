@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/gpu_models.h"
-#include "core/units.h"
+#include "core/model/gpu_models.h"
+#include "core/base/units.h"
 
 namespace engram::sim {
 

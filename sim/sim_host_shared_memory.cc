@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
-#include "core/units.h"
+#include "core/base/units.h"
 
 namespace engram::sim {
 

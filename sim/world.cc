@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "core/coverage_probe.h"
-#include "core/gpu_models.h"
+#include "core/base/coverage_probe.h"
+#include "core/model/gpu_models.h"
 #include "sim/scheduler.h"
 #include "sim/sim_collectives.h"
 #include "sim/sim_device_memory.h"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/backend/rank_backend.h"
-#include "core/deployment.h"
-#include "core/status.h"
+#include "core/deployment/deployment.h"
+#include "core/base/status.h"
 #include "sim/faults.h"
 #include "sim/ledger.h"
 #include "sim/sim_context.h"

@@ -7,8 +7,8 @@
 #include <limits>
 #include <string>
 
-#include "core/bench_stats.h"
-#include "core/latency_svg.h"
+#include "core/report/bench_stats.h"
+#include "core/report/latency_svg.h"
 
 namespace engram {
 namespace {

@@ -1,11 +1,11 @@
-#include "core/config_resolution.h"
+#include "core/plan/config_resolution.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "core/units.h"
+#include "core/base/units.h"
 #include "tests/deployment_fixtures.h"
 
 namespace engram {

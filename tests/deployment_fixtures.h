@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/deployment.h"
-#include "core/units.h"
+#include "core/deployment/deployment.h"
+#include "core/base/units.h"
 
 namespace engram::testing {
 

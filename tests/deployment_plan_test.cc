@@ -1,11 +1,11 @@
-#include "core/deployment_plan.h"
+#include "core/plan/deployment_plan.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-#include "core/units.h"
+#include "core/base/units.h"
 #include "tests/deployment_fixtures.h"
 
 namespace engram {

@@ -1,12 +1,12 @@
-#include "core/deployment_yaml.h"
+#include "core/deployment/deployment_yaml.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "core/deployment_plan.h"
-#include "core/units.h"
+#include "core/plan/deployment_plan.h"
+#include "core/base/units.h"
 
 namespace engram {
 namespace {

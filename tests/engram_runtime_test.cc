@@ -1,20 +1,20 @@
 // The runtime on the emulator: the placement each topology gets at run time
 // matches `plan`, every placement returns the same bytes, and a failed start
 // leaves nothing in the ledger.
-#include "core/engram_runtime.h"
+#include "core/runtime/engram_runtime.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
 
-#include "core/bf16.h"
-#include "core/deployment_plan.h"
-#include "core/hashing.h"
-#include "core/units.h"
+#include "core/base/bf16.h"
+#include "core/plan/deployment_plan.h"
+#include "core/model/hashing.h"
+#include "core/base/units.h"
 #include "kernels/gather_reference.h"
-#include "core/row_format.h"
-#include "core/table_fill.h"
+#include "core/model/row_format.h"
+#include "core/model/table_fill.h"
 #include "sim/world.h"
 
 namespace engram {

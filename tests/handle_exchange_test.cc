@@ -1,7 +1,7 @@
 // The handle exchange on the emulator: handle-type choice from real facts,
 // data through peer pointers, and for every fault site a correct error on
 // every rank (rank, peer, step) with nothing left in the ledger.
-#include "core/handle_exchange.h"
+#include "core/exchange/handle_exchange.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <set>
 
-#include "core/units.h"
+#include "core/base/units.h"
 #include "sim/world.h"
 
 namespace engram {
@@ -282,7 +282,7 @@ TEST(HandleExchange, RandomFaultsNeverLeakOrHang) {
 }  // namespace engram
 
 // The second consumer of the same exchange.
-#include "core/shared_device_buffer.h"
+#include "core/exchange/shared_device_buffer.h"
 
 namespace engram {
 namespace {

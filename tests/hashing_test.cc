@@ -1,10 +1,10 @@
-#include "core/hashing.h"
+#include "core/model/hashing.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 
-#include "core/splitmix64.h"
+#include "core/base/splitmix64.h"
 
 namespace engram {
 namespace {

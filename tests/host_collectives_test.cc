@@ -15,7 +15,7 @@
 
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/tcp_collectives.h"
-#include "core/bf16.h"
+#include "core/base/bf16.h"
 
 namespace engram::ipc {
 namespace {

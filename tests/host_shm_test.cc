@@ -16,7 +16,7 @@
 #include "backends/shm/posix_shared_memory.h"
 #include "backends/shm/segment_header.h"
 #include "backends/shm/stale_segments.h"
-#include "core/units.h"
+#include "core/base/units.h"
 
 namespace engram::shm {
 namespace {

@@ -24,7 +24,7 @@
 #include "backends/shm/posix_shared_memory.h"
 #include "backends/shm/stale_segments.h"
 #include "core/backend/collectives.h"
-#include "core/bf16.h"
+#include "core/base/bf16.h"
 
 namespace {
 

@@ -2,8 +2,8 @@
 // section 4), against the direct whole-table lookup, over emulated groups.
 #include <gtest/gtest.h>
 
-#include "core/hashing.h"
-#include "core/splitmix64.h"
+#include "core/model/hashing.h"
+#include "core/base/splitmix64.h"
 #include "kernels/gather_reference.h"
 #include "tests/lookup_test_support.h"
 

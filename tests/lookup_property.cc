@@ -7,7 +7,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
-#include "core/hashing.h"
+#include "core/model/hashing.h"
 #include "kernels/gather_reference.h"
 #include "tests/lookup_test_support.h"
 

@@ -4,7 +4,7 @@
 // the rank's peers.
 #include <gtest/gtest.h>
 
-#include "core/lookup_types.h"
+#include "core/lookup/lookup_types.h"
 #include "tests/lookup_test_support.h"
 
 namespace engram {

@@ -1,4 +1,4 @@
-#include "core/table_fill.h"
+#include "core/model/table_fill.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/row_format.h"
+#include "core/model/row_format.h"
 
 namespace engram {
 namespace {

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "core/bf16.h"
-#include "core/lookup_device_collective.h"
-#include "core/lookup_device_peer.h"
-#include "core/lookup_host_head_sharded.h"
-#include "core/lookup_host_private.h"
-#include "core/lookup_host_shared.h"
-#include "core/lookup_rows.h"
-#include "core/shard_layout.h"
-#include "core/table_fill.h"
+#include "core/base/bf16.h"
+#include "core/lookup/lookup_device_collective.h"
+#include "core/lookup/lookup_device_peer.h"
+#include "core/lookup/lookup_host_head_sharded.h"
+#include "core/lookup/lookup_host_private.h"
+#include "core/lookup/lookup_host_shared.h"
+#include "core/lookup/lookup_rows.h"
+#include "core/lookup/shard_layout.h"
+#include "core/model/table_fill.h"
 #include "kernels/gather_reference.h"
 #include "sim/sim_collectives.h"
 

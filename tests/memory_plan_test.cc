@@ -1,12 +1,12 @@
-#include "core/memory_plan.h"
+#include "core/plan/memory_plan.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "core/gpu_models.h"
-#include "core/table_spec.h"
-#include "core/units.h"
+#include "core/model/gpu_models.h"
+#include "core/model/table_spec.h"
+#include "core/base/units.h"
 #include "tests/deployment_fixtures.h"
 
 namespace engram {

@@ -1,4 +1,4 @@
-#include "core/node_local_group.h"
+#include "core/deployment/node_local_group.h"
 
 #include <gtest/gtest.h>
 

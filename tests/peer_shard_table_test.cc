@@ -1,15 +1,15 @@
 // The device_peer table on the emulator: shards filled from a filler, every
 // row read through its owner's peer pointer equals the filler's bytes, DEAD
 // and out-of-table ids give zero rows, and a failed fill leaves nothing.
-#include "core/peer_shard_table.h"
+#include "core/exchange/peer_shard_table.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "core/table_spec.h"
-#include "core/units.h"
+#include "core/model/table_spec.h"
+#include "core/base/units.h"
 #include "sim/world.h"
 
 namespace engram {

@@ -1,9 +1,9 @@
-#include "core/placement.h"
+#include "core/plan/placement.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/units.h"
+#include "core/base/units.h"
 #include "tests/deployment_fixtures.h"
 
 namespace engram {

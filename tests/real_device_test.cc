@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "core/scenario_rank_record.h"
+#include "harness/scenario_rank_record.h"
 
 namespace {
 

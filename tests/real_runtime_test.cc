@@ -19,7 +19,7 @@
 #include <string>
 
 #include "backends/shm/posix_shared_memory.h"
-#include "core/scenario_rank_record.h"
+#include "harness/scenario_rank_record.h"
 #include "tests/process_run.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "core/row_format.h"
+#include "core/model/row_format.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/bf16.h"
+#include "core/base/bf16.h"
 
 namespace engram {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <set>
 
-#include "core/scenario.h"
-#include "sim/scenario_runner.h"
+#include "harness/scenario.h"
+#include "harness/emulated_scenario.h"
 
 namespace engram {
 namespace {

@@ -2,8 +2,8 @@
 // refused with the line, the column, the field and the fix.
 #include <gtest/gtest.h>
 
-#include "core/scenario.h"
-#include "core/units.h"
+#include "harness/scenario.h"
+#include "core/base/units.h"
 #include "sim/faults.h"
 
 namespace engram {

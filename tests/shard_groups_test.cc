@@ -1,13 +1,13 @@
-#include "core/shard_groups.h"
+#include "core/deployment/shard_groups.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "core/json_writer.h"
-#include "core/size_text.h"
-#include "core/text_list.h"
-#include "core/units.h"
+#include "core/base/json_writer.h"
+#include "core/base/size_text.h"
+#include "core/base/text_list.h"
+#include "core/base/units.h"
 
 namespace engram {
 namespace {

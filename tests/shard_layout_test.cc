@@ -1,4 +1,4 @@
-#include "core/shard_layout.h"
+#include "core/lookup/shard_layout.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "core/bf16.h"
+#include "core/base/bf16.h"
 
 namespace engram::sim {
 namespace {

@@ -9,7 +9,7 @@
 #include <array>
 #include <cstring>
 
-#include "core/units.h"
+#include "core/base/units.h"
 #include "sim/world.h"
 
 namespace engram::sim {

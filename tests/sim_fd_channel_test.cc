@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/units.h"
+#include "core/base/units.h"
 #include "sim/world.h"
 
 namespace engram::sim {

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "core/units.h"
+#include "core/base/units.h"
 #include "sim/world.h"
 
 namespace engram::sim {

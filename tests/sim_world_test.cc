@@ -6,8 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/handle_exchange.h"
-#include "core/units.h"
+#include "core/exchange/handle_exchange.h"
+#include "core/base/units.h"
 
 namespace engram::sim {
 namespace {

@@ -1,7 +1,7 @@
 // Swarm mode: a fixed-seed sweep holds every invariant, runs each seed twice
 // with the same trace, and makes every fault site fire; draws depend on the
 // seed alone.
-#include "sim/swarm.h"
+#include "harness/swarm.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-#include "core/table_spec.h"
+#include "core/model/table_spec.h"
 
 #include <gtest/gtest.h>
 
-#include "core/units.h"
+#include "core/base/units.h"
 
 namespace engram {
 namespace {

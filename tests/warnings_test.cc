@@ -1,4 +1,4 @@
-#include "core/warnings.h"
+#include "core/base/warnings.h"
 
 #include <gtest/gtest.h>
 

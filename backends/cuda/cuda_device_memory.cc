@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/units.h"
+#include "core/base/units.h"
 
 namespace engram::cuda {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "core/units.h"
+#include "core/base/units.h"
 
 namespace engram::cuda {
 

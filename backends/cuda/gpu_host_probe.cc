@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_driver.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram::cuda {
 

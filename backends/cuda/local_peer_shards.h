@@ -15,7 +15,7 @@
 
 #include "backends/cuda/cuda_device_memory.h"
 #include "backends/cuda/gpu_buffer.h"
-#include "core/shard_layout.h"
+#include "core/lookup/shard_layout.h"
 
 namespace engram::cuda {
 

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/bench_stats.h"
-#include "core/status.h"
+#include "core/report/bench_stats.h"
+#include "core/base/status.h"
 
 namespace engram::cuda {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/backend/collectives.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 struct ncclComm;
 

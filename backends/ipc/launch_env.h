@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram::ipc {
 

@@ -8,7 +8,7 @@
 
 #include "backends/ipc/imex_channels.h"
 #include "core/backend/host_probe.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram::ipc {
 

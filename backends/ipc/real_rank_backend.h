@@ -23,8 +23,8 @@
 #include "backends/shm/posix_shared_memory.h"
 #include "backends/shm/stale_segments.h"
 #include "core/backend/rank_backend.h"
-#include "core/status.h"
-#include "core/warnings.h"
+#include "core/base/status.h"
+#include "core/base/warnings.h"
 
 namespace engram::ipc {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/backend/host_shared_memory.h"
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram::shm {
 

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "backends/shm/segment_header.h"
-#include "core/units.h"
+#include "core/base/units.h"
 
 namespace engram::shm {
 namespace bip = boost::interprocess;

@@ -1,6 +1,6 @@
 #include "core/backend/collectives.h"
 
-#include "core/bf16.h"
+#include "core/base/bf16.h"
 
 namespace engram {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <span>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram {
 

@@ -10,7 +10,7 @@
 #include <span>
 #include <string>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram {
 

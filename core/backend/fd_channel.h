@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "core/status.h"
+#include "core/base/status.h"
 
 namespace engram {
 

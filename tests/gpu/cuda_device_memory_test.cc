@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "backends/cuda/cuda_device_memory.h"
-#include "core/units.h"
+#include "core/base/units.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/gpu/peer_shards.h"
 

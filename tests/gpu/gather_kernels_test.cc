@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "backends/cuda/nccl_collectives.h"
-#include "core/units.h"
+#include "core/base/units.h"
 #include "kernels/bench_kernels.h"
 #include "kernels/gather_kernels.h"
 #include "tests/gpu/gpu_test_support.h"

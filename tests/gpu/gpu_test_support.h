@@ -16,11 +16,11 @@
 
 #include "backends/cuda/cuda_driver.h"
 #include "core/backend/collectives.h"
-#include "core/bf16.h"
-#include "core/table_spec.h"
+#include "core/base/bf16.h"
+#include "core/model/table_spec.h"
 
-#if __has_include("core/row_format.h")
-#include "core/row_format.h"
+#if __has_include("core/model/row_format.h")
+#include "core/model/row_format.h"
 #define ENGRAM_TEST_HAVE_ROW_FORMAT 1
 #endif
 

@@ -1,0 +1,65 @@
+#include "core/base/units.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+namespace engram {
+
+Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
+  auto bad = [&](std::string_view why) {
+    return invalid_argument(fmt::format(
+        "{}: '{}' is not a size ({}); write a byte count or a number with a unit, e.g. 64MiB, 190GiB",
+        field, text, why));
+  };
+  size_t i = 0;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  if (i < text.size() && text[i] == '-') return bad("sizes cannot be negative");
+  size_t start = i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == start) return bad("no number");
+  std::string number(text.substr(start, i - start));
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  std::string unit;
+  for (; i < text.size(); ++i) {
+    if (std::isspace(static_cast<unsigned char>(text[i]))) break;
+    unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+  }
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  if (i != text.size()) return bad("trailing text");
+
+  long double multiplier = 0;
+  if (unit.empty() || unit == "b") multiplier = 1;
+  else if (unit == "k" || unit == "kib") multiplier = kKiB;
+  else if (unit == "m" || unit == "mib") multiplier = kMiB;
+  else if (unit == "g" || unit == "gib") multiplier = kGiB;
+  else if (unit == "t" || unit == "tib") multiplier = static_cast<long double>(kGiB) * 1024;
+  else if (unit == "kb") multiplier = 1e3;
+  else if (unit == "mb") multiplier = 1e6;
+  else if (unit == "gb") multiplier = 1e9;
+  else if (unit == "tb") multiplier = 1e12;
+  else return bad("unknown unit '" + unit + "'");
+
+  char* end = nullptr;
+  long double value = std::strtold(number.c_str(), &end);
+  if (end != number.c_str() + number.size()) return bad("malformed number");
+  long double bytes = value * multiplier;
+  if (bytes > static_cast<long double>(std::numeric_limits<uint64_t>::max())) return bad("too large");
+  if (std::floor(bytes) != bytes) return bad("not a whole number of bytes");
+  return static_cast<uint64_t>(bytes);
+}
+
+std::string format_gib(uint64_t bytes) {
+  return fmt::format("{:.3f} GiB", static_cast<double>(bytes) / static_cast<double>(kGiB));
+}
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes >= kGiB) return format_gib(bytes);
+  if (bytes >= kMiB) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / kMiB);
+  if (bytes >= kKiB) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / kKiB);
+  return fmt::format("{} B", bytes);
+}
+
+}  // namespace engram

@@ -1,0 +1,29 @@
+// Byte sizes as users write them ("64MiB", "190GiB", "8G") and as we print them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/base/status.h"
+
+namespace engram {
+
+inline constexpr uint64_t kKiB = 1024ull;
+inline constexpr uint64_t kMiB = 1024ull * kKiB;
+inline constexpr uint64_t kGiB = 1024ull * kMiB;
+
+// Accepts a plain byte count or a number with a unit: B, KiB, MiB, GiB, TiB
+// (binary) and KB, MB, GB, TB (decimal); K/M/G/T alone mean binary, as in
+// `docker --shm-size`. `field` names the setting in the error.
+Result<uint64_t> parse_bytes(std::string_view text, std::string_view field);
+
+// "94.415 GiB" (three decimals), or "512 MiB" under 1 GiB.
+std::string format_gib(uint64_t bytes);
+std::string format_bytes(uint64_t bytes);
+
+inline uint64_t round_up(uint64_t value, uint64_t multiple) {
+  return multiple == 0 ? value : (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace engram

@@ -1,0 +1,231 @@
+#include "core/deployment/deployment_yaml.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <vector>
+
+#include "core/base/units.h"
+#include "core/base/yaml_fields.h"
+
+namespace engram {
+namespace {
+
+// The deployment's own value forms on top of the shared field reading.
+class Parser : public YamlFields {
+ public:
+  using YamlFields::YamlFields;
+
+  Status expect_map(const YAML::Node& node, std::string_view path) const {
+    if (node.IsMap()) return Status::ok();
+    return error(node, path, fmt::format("expected a map of fields, found {}", describe(node)));
+  }
+
+  Result<int> int_of(const YAML::Node& node, std::string_view path, int min_value) const {
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, this->text(node, path));
+    int value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      return error(node, path, fmt::format("'{}' is not a whole number; write e.g. {}", text, std::max(min_value, 1)));
+    }
+    if (value < min_value) {
+      return error(node, path, fmt::format("{} is out of range; it must be at least {}", value, min_value));
+    }
+    return value;
+  }
+
+  Result<bool> bool_of(const YAML::Node& node, std::string_view path) const {
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, this->text(node, path));
+    std::string lower = text;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (lower == "true" || lower == "yes" || lower == "on") return true;
+    if (lower == "false" || lower == "no" || lower == "off") return false;
+    return error(node, path, fmt::format("'{}' is not a boolean; write true or false", text));
+  }
+
+  Result<uint64_t> size_of(const YAML::Node& node, std::string_view path) const {
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, this->text(node, path));
+    auto bytes = parse_bytes(text, path);
+    if (!bytes.is_ok()) {
+      // parse_bytes already names the field, the value and the fix.
+      const YAML::Mark m = node.Mark();
+      return invalid_argument(fmt::format("{}: line {}, column {}: {}", source(), m.line + 1, m.column + 1,
+                                          bytes.status().message()));
+    }
+    return bytes.value();
+  }
+};
+
+constexpr const char* kTopKeys[] = {"model", "hosts", "rank_hosts", "layout", "config"};
+constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gpu_memory", "shm_size",
+                                     "nvlink_domain", "imex_channel", "fabric_attribute",
+                                     "visible_gpus_per_rank", "count"};
+constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
+constexpr const char* kConfigKeys[] = {"cpu_offload", "peer_shards", "dp_shared_memory", "shard_group",
+                                       "tokens_per_rank_max"};
+
+Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec>& hosts) {
+  if (!node.IsSequence()) {
+    return p.error(node, "hosts", fmt::format("expected a list of hosts, found {}", Parser::describe(node)));
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node& h = node[i];
+    const std::string path = fmt::format("hosts[{}]", i);
+    ENGRAM_RETURN_IF_ERROR(p.expect_map(h, path));
+    ENGRAM_RETURN_IF_ERROR(p.check_keys(h, path, kHostKeys));
+    HostSpec host;
+    host.tmpfs_bytes_total = kDockerDefaultShmBytes;
+    if (!h["name"]) return p.error(h, path + ".name", "missing; give each host a name");
+    ENGRAM_ASSIGN_OR_RETURN(host.name, p.text(h["name"], path + ".name"));
+    if (host.name.empty()) return p.error(h["name"], path + ".name", "empty; give each host a name");
+    if (!h["gpus"]) return p.error(h, path + ".gpus", "missing; give the number of GPUs, e.g. gpus: 8");
+    ENGRAM_ASSIGN_OR_RETURN(host.gpu_count, p.int_of(h["gpus"], path + ".gpus", 1));
+    if (h["boot_id"]) { ENGRAM_ASSIGN_OR_RETURN(host.boot_id, p.text(h["boot_id"], path + ".boot_id")); }
+    if (h["gpu_model"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_model, p.text(h["gpu_model"], path + ".gpu_model")); }
+    if (h["gpu_memory"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_memory_bytes, p.size_of(h["gpu_memory"], path + ".gpu_memory")); }
+    if (h["shm_size"]) {
+      const YAML::Node& s = h["shm_size"];
+      if (s.IsScalar() && s.Scalar() == "none") {
+        host.shm_mounted = false;
+        host.tmpfs_bytes_total = 0;
+      } else {
+        ENGRAM_ASSIGN_OR_RETURN(host.tmpfs_bytes_total, p.size_of(s, path + ".shm_size"));
+      }
+    }
+    if (h["nvlink_domain"]) { ENGRAM_ASSIGN_OR_RETURN(host.nvlink_domain, p.text(h["nvlink_domain"], path + ".nvlink_domain")); }
+    if (h["imex_channel"]) { ENGRAM_ASSIGN_OR_RETURN(host.imex_channel, p.bool_of(h["imex_channel"], path + ".imex_channel")); }
+    if (h["fabric_attribute"]) { ENGRAM_ASSIGN_OR_RETURN(host.fabric_attribute, p.bool_of(h["fabric_attribute"], path + ".fabric_attribute")); }
+    if (h["visible_gpus_per_rank"]) {
+      ENGRAM_ASSIGN_OR_RETURN(host.visible_gpus_per_rank,
+                              p.int_of(h["visible_gpus_per_rank"], path + ".visible_gpus_per_rank", 0));
+    }
+    int count = 1;
+    if (h["count"]) {
+      ENGRAM_ASSIGN_OR_RETURN(count, p.int_of(h["count"], path + ".count", 1));
+      if (count > 100000) return p.error(h["count"], path + ".count", fmt::format("{} is too many hosts", count));
+    }
+    if (!h["count"]) {
+      hosts.push_back(host);
+      continue;
+    }
+    for (int c = 0; c < count; ++c) {
+      HostSpec copy = host;
+      copy.name = fmt::format("{}-{}", host.name, c);
+      if (!host.boot_id.empty()) copy.boot_id = fmt::format("{}-{}", host.boot_id, c);
+      hosts.push_back(std::move(copy));
+    }
+  }
+  return Status::ok();
+}
+
+Status parse_rank_hosts(const Parser& p, const YAML::Node& node, Deployment& d) {
+  if (!node.IsSequence()) {
+    return p.error(node, "rank_hosts", fmt::format("expected a list of host indices or names, found {}",
+                                                   Parser::describe(node)));
+  }
+  for (size_t r = 0; r < node.size(); ++r) {
+    const YAML::Node& e = node[r];
+    const std::string path = fmt::format("rank_hosts[{}]", r);
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, p.text(e, path));
+    int index = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
+    if (ec == std::errc() && end == text.data() + text.size()) {
+      if (index < 0 || index >= static_cast<int>(d.hosts.size())) {
+        return p.error(e, path, fmt::format("host index {} is out of range; hosts are 0..{}", index,
+                                            static_cast<int>(d.hosts.size()) - 1));
+      }
+    } else {
+      auto matches = std::count_if(d.hosts.begin(), d.hosts.end(), [&](const HostSpec& h) { return h.name == text; });
+      if (matches != 1) {
+        return p.error(e, path, fmt::format("'{}' names {} hosts; use a host index or a unique host name",
+                                            text, matches == 0 ? "no" : "several"));
+      }
+      index = static_cast<int>(std::find_if(d.hosts.begin(), d.hosts.end(),
+                                            [&](const HostSpec& h) { return h.name == text; }) - d.hosts.begin());
+    }
+    d.rank_hosts.push_back(index);
+  }
+  return Status::ok();
+}
+
+Status parse_layout(const Parser& p, const YAML::Node& node, ParallelLayout& l) {
+  ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "layout"));
+  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "layout", kLayoutKeys));
+  if (node["tp"]) { ENGRAM_ASSIGN_OR_RETURN(l.tp, p.int_of(node["tp"], "layout.tp", 1)); }
+  if (node["dp"]) { ENGRAM_ASSIGN_OR_RETURN(l.dp, p.int_of(node["dp"], "layout.dp", 1)); }
+  if (node["ep"]) { ENGRAM_ASSIGN_OR_RETURN(l.ep, p.int_of(node["ep"], "layout.ep", 1)); }
+  if (node["prefill_cp"]) { ENGRAM_ASSIGN_OR_RETURN(l.prefill_cp, p.int_of(node["prefill_cp"], "layout.prefill_cp", 1)); }
+  if (node["elastic_ep"]) { ENGRAM_ASSIGN_OR_RETURN(l.elastic_ep, p.bool_of(node["elastic_ep"], "layout.elastic_ep")); }
+  return Status::ok();
+}
+
+Status parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c) {
+  ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "config"));
+  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "config", kConfigKeys));
+  if (node["cpu_offload"]) { ENGRAM_ASSIGN_OR_RETURN(c.cpu_offload, p.bool_of(node["cpu_offload"], "config.cpu_offload")); }
+  if (node["peer_shards"]) { ENGRAM_ASSIGN_OR_RETURN(c.peer_shards, p.bool_of(node["peer_shards"], "config.peer_shards")); }
+  if (node["dp_shared_memory"]) {
+    const YAML::Node& n = node["dp_shared_memory"];
+    if (n.IsNull() || (n.IsScalar() && (n.Scalar() == "unset" || n.Scalar() == "~"))) {
+      c.dp_shared_memory.reset();
+    } else {
+      auto value = p.bool_of(n, "config.dp_shared_memory");
+      if (!value.is_ok()) {
+        return p.error(n, "config.dp_shared_memory",
+                       fmt::format("{} is not allowed; write true, false or unset", Parser::describe(n)));
+      }
+      c.dp_shared_memory = value.value();
+    }
+  }
+  if (node["shard_group"]) {
+    ENGRAM_ASSIGN_OR_RETURN(std::string s, p.text(node["shard_group"], "config.shard_group"));
+    if (s == "world") c.shard_group = ShardGroup::kWorld;
+    else if (s == "nvlink_domain") c.shard_group = ShardGroup::kNvlinkDomain;
+    else if (s == "host") c.shard_group = ShardGroup::kHost;
+    else
+      return p.error(node["shard_group"], "config.shard_group",
+                     fmt::format("'{}' is not a shard group; write world, nvlink_domain or host", s));
+  }
+  if (node["tokens_per_rank_max"]) {
+    ENGRAM_ASSIGN_OR_RETURN(c.tokens_per_rank_max,
+                            p.int_of(node["tokens_per_rank_max"], "config.tokens_per_rank_max", 1));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view source_name,
+                                    std::span<const std::string> ignored_keys) {
+  Parser p(source_name);
+  if (!node.IsMap()) {
+    return p.error(node, "(top level)", fmt::format("expected a map with model, hosts, layout and config, found {}",
+                                                    Parser::describe(node)));
+  }
+  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "", kTopKeys, ignored_keys));
+  Deployment d;
+  if (node["model"]) { ENGRAM_ASSIGN_OR_RETURN(d.model, p.text(node["model"], "model")); }
+  if (!node["hosts"]) return p.error(node, "hosts", "missing; list the hosts, e.g. hosts: [{name: n0, gpus: 8}]");
+  ENGRAM_RETURN_IF_ERROR(parse_hosts(p, node["hosts"], d.hosts));
+  if (node["rank_hosts"]) ENGRAM_RETURN_IF_ERROR(parse_rank_hosts(p, node["rank_hosts"], d));
+  if (node["layout"]) ENGRAM_RETURN_IF_ERROR(parse_layout(p, node["layout"], d.layout));
+  if (node["config"]) ENGRAM_RETURN_IF_ERROR(parse_config(p, node["config"], d.config));
+  return d;
+}
+
+Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view source_name) {
+  return parse_deployment(node, source_name, std::span<const std::string>{});
+}
+
+Result<Deployment> parse_deployment_text(std::string_view text, std::string_view source_name) {
+  ENGRAM_ASSIGN_OR_RETURN(YAML::Node root, load_yaml_text(text, source_name));
+  return parse_deployment(root, source_name);
+}
+
+Result<Deployment> load_deployment_file(const std::string& path) {
+  ENGRAM_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "--file"));
+  return parse_deployment_text(text, path);
+}
+
+}  // namespace engram

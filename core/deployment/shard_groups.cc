@@ -1,0 +1,61 @@
+#include "core/deployment/shard_groups.h"
+
+#include <map>
+#include <string>
+
+#include "core/base/status.h"
+
+namespace engram {
+
+const char* shard_group_name(ShardGroup kind) {
+  switch (kind) {
+    case ShardGroup::kWorld: return "world";
+    case ShardGroup::kNvlinkDomain: return "nvlink_domain";
+    case ShardGroup::kHost: return "host";
+  }
+  return "?";
+}
+
+ShardGroups compute_shard_groups(ShardGroup kind, std::span<const int> rank_hosts,
+                                 std::span<const HostSpec> hosts) {
+  ENGRAM_CHECK(!hosts.empty());
+  // Key per host: the group its ranks join. '\n' cannot occur in names from
+  // YAML scalars we accept as keys here, so it separates the parts safely.
+  std::vector<std::string> host_key(hosts.size());
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    const HostSpec& host = hosts[h];
+    switch (kind) {
+      case ShardGroup::kWorld: host_key[h] = "world"; break;
+      case ShardGroup::kNvlinkDomain:
+        host_key[h] = host.nvlink_domain.empty() ? "host\n" + host.name + "\n" + host.boot_id
+                                                 : "domain\n" + host.nvlink_domain;
+        break;
+      case ShardGroup::kHost: host_key[h] = "host\n" + host.name + "\n" + host.boot_id; break;
+    }
+  }
+  std::map<std::string, int> group_of_key;
+  std::vector<int> host_group(hosts.size(), -1);
+  ShardGroups out;
+  std::vector<int> sizes;
+  out.group_by_rank.resize(rank_hosts.size());
+  out.index_by_rank.resize(rank_hosts.size());
+  out.size_by_rank.resize(rank_hosts.size());
+  for (size_t r = 0; r < rank_hosts.size(); ++r) {
+    const int h = rank_hosts[r];
+    ENGRAM_CHECK(h >= 0 && static_cast<size_t>(h) < hosts.size());
+    int& g = host_group[static_cast<size_t>(h)];
+    if (g < 0) {
+      auto [it, inserted] = group_of_key.emplace(host_key[static_cast<size_t>(h)], static_cast<int>(sizes.size()));
+      if (inserted) sizes.push_back(0);
+      g = it->second;
+    }
+    out.group_by_rank[r] = g;
+    out.index_by_rank[r] = sizes[static_cast<size_t>(g)]++;
+  }
+  for (size_t r = 0; r < rank_hosts.size(); ++r)
+    out.size_by_rank[r] = sizes[static_cast<size_t>(out.group_by_rank[r])];
+  out.group_count = static_cast<int>(sizes.size());
+  return out;
+}
+
+}  // namespace engram

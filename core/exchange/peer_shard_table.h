@@ -1,0 +1,62 @@
+// The device_peer table (DESIGN.md section 2): each rank of a group holds one
+// contiguous row shard in exportable VMM memory, every rank maps every
+// peer's shard, and a lookup reads a row straight from its owner's shard
+// (owner = binary search over shard starts). Built on the shared handle
+// exchange; the gather kernel takes shard_pointers() and shard_starts().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/exchange/handle_exchange.h"
+#include "core/lookup/shard_layout.h"
+
+namespace engram {
+
+// Writes rows [first_row, first_row + rows.size() / row_bytes) of the table.
+using ShardFiller = std::function<Status(int64_t first_row, std::span<std::byte> rows)>;
+
+struct PeerShardTableOptions {
+  uint64_t fill_chunk_bytes = 8ull << 20;  // host staging per copy: bounded whatever the shard size
+};
+
+class PeerShardTable {
+ public:
+  // Collective over `group` (which must outlive the table): shard the rows
+  // over the group, exchange allocations of max_shard_rows * row_bytes
+  // (rounded to the granularity), fill this rank's shard from `fill`, and
+  // agree that every rank filled before returning.
+  static Result<PeerShardTable> build(RankBackend& backend, Collectives& group, int64_t row_count,
+                                      uint64_t row_bytes, const ShardFiller& fill, PeerShardTableOptions options = {});
+
+  const RowShardLayout& layout() const { return layout_; }
+  // group size + 1 entries (the last is row_count): what the kernel copies.
+  std::span<const int64_t> shard_starts() const { return layout_.starts(); }
+  // Per owner (group rank): this process's address of that owner's shard,
+  // whose first row is shard_starts()[owner].
+  std::span<const DevicePtr> shard_pointers() const { return shard_pointers_; }
+  uint64_t row_bytes() const { return row_bytes_; }
+  uint64_t shard_allocation_bytes() const { return mapping_.bytes_per_rank(); }
+  HandleType handle_type() const { return mapping_.handle_type(); }
+
+  // The CPU lookup: copies `row` from its owner's shard into `out`
+  // (row_bytes long). DEAD (-1) and rows outside the table give a zero row
+  // and read nothing, as on every path.
+  Status read_row(int64_t row, std::span<std::byte> out) const;
+
+  // Collective: see SharedMapping::teardown.
+  Status teardown() { return mapping_.teardown(); }
+
+ private:
+  PeerShardTable(RankBackend& backend, SharedMapping mapping, RowShardLayout layout, uint64_t row_bytes);
+
+  RankBackend* backend_;
+  SharedMapping mapping_;
+  RowShardLayout layout_;
+  uint64_t row_bytes_;
+  std::vector<DevicePtr> shard_pointers_;
+};
+
+}  // namespace engram

@@ -1,0 +1,175 @@
+#include "core/lookup/lookup_host_head_sharded.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/lookup/lookup_rows.h"
+#include "core/model/row_format.h"
+#include "core/lookup/shard_layout.h"
+
+namespace engram {
+namespace {
+
+size_t heads_times_dim(const TableSpec& table) {
+  return static_cast<size_t>(table.head_count()) * static_cast<size_t>(table.dim);
+}
+
+// Strays: in-table ids at a head position whose rank does not hold the row
+// (an id from another head's bucket; hashing never makes one, but the lookup
+// rule says any in-table id reads its row). Every rank sees the same gathered
+// ids, so every rank finds the same strays and agrees, with no extra
+// collective, whether this second exchange runs at all. The holder sends each
+// stray row to the token's rank; entries go in (slot token, head) order, which
+// sender and receiver both derive from the ids.
+Status serve_strays(Collectives& group, const TableSpec& table, HeadShardRows my_rows,
+                    std::span<const std::byte> own_head_shard_bytes, std::span<const int64_t> all_ids,
+                    size_t slot_tokens, std::span<uint16_t> assembled) {
+  const int group_size = group.size();
+  const size_t members = static_cast<size_t>(group_size);
+  const int heads = table.head_count();
+  const size_t dim = static_cast<size_t>(table.dim);
+  std::vector<int64_t> bounds(static_cast<size_t>(heads) + 1, 0);
+  for (int h = 0; h < heads; ++h) bounds[static_cast<size_t>(h) + 1] = table.head_offset(h + 1);
+  auto holder_of_row = [&](int64_t row) {
+    const auto it = std::upper_bound(bounds.begin(), bounds.end(), row);
+    return head_owner(heads, group_size, static_cast<int>(it - bounds.begin()) - 1);
+  };
+  // strays[holder * members + member]: indexes (slot token * heads + head) into member's ids.
+  std::vector<std::vector<size_t>> strays(members * members);
+  size_t widest = 0;
+  for (size_t member = 0; member < members; ++member) {
+    for (size_t i = 0; i < slot_tokens * static_cast<size_t>(heads); ++i) {
+      const int64_t row = all_ids[member * slot_tokens * static_cast<size_t>(heads) + i];
+      if (!row_in_table(table.row_count(), row)) continue;
+      const int holder = holder_of_row(row);
+      if (holder == head_owner(heads, group_size, static_cast<int>(i % static_cast<size_t>(heads)))) continue;
+      auto& list = strays[static_cast<size_t>(holder) * members + member];
+      list.push_back(i);
+      widest = std::max(widest, list.size());
+    }
+  }
+  if (widest == 0) return Status::ok();
+
+  const size_t me = static_cast<size_t>(group.rank());
+  const size_t chunk_values = widest * dim;
+  std::vector<uint16_t> send(members * chunk_values, 0);
+  for (size_t member = 0; member < members; ++member) {
+    const auto& list = strays[me * members + member];
+    for (size_t k = 0; k < list.size(); ++k) {
+      const int64_t row = all_ids[member * slot_tokens * static_cast<size_t>(heads) + list[k]];
+      ENGRAM_CHECK(row >= my_rows.first_row && row < my_rows.first_row + my_rows.row_count);
+      const uint64_t row_bytes = table.row_bytes();
+      dequantize_row(table.row_format, table.dim,
+                     own_head_shard_bytes.subspan(static_cast<size_t>(row - my_rows.first_row) * row_bytes, row_bytes),
+                     std::span(send).subspan(member * chunk_values + k * dim, dim));
+    }
+  }
+  std::vector<uint16_t> received(members * chunk_values);
+  ENGRAM_RETURN_IF_ERROR(group.all_to_all(std::as_bytes(std::span(send)), std::as_writable_bytes(std::span(received))));
+  const size_t own_tokens = assembled.size() / heads_times_dim(table);
+  for (size_t holder = 0; holder < members; ++holder) {
+    const auto& list = strays[holder * members + me];
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (list[k] / static_cast<size_t>(heads) >= own_tokens) continue;  // padding is DEAD; never a stray
+      std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(holder * chunk_values + k * dim), dim,
+                  assembled.begin() + static_cast<std::ptrdiff_t>(list[k] * dim));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+HeadShardRows head_shard_rows(const TableSpec& table, int group_size, int shard) {
+  const HeadRange heads = head_shard(table.head_count(), group_size, shard);
+  HeadShardRows rows;
+  rows.first_row = table.head_offset(heads.begin);
+  rows.row_count = table.head_offset(heads.end) - rows.first_row;
+  ENGRAM_CHECK(rows.first_row >= 0 && rows.row_count >= 0);
+  return rows;
+}
+
+Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request,
+                                std::span<const std::byte> own_head_shard_bytes) {
+  const int world_rank = group.world_rank();
+  // A malformed request still takes its part in the group's collectives (all
+  // DEAD ids, nothing written) so its peers finish instead of waiting on it;
+  // only a request without a table or a slot cannot, since the buffer sizes
+  // come from them.
+  const Status shape = check_request_shape(request, world_rank);
+  if (!shape.is_ok() && (request.table == nullptr || request.tokens_per_rank_max <= 0)) return shape;
+  const TableSpec& table = *request.table;
+  const int group_size = group.size();
+  const HeadRange my_heads = head_shard(table.head_count(), group_size, group.rank());
+  const HeadShardRows my_rows = head_shard_rows(table, group_size, group.rank());
+  const uint64_t expected = static_cast<uint64_t>(my_rows.row_count) * table.row_bytes();
+  if (own_head_shard_bytes.size() != expected)
+    return invalid_argument(fmt::format("host_head_sharded: rank {} of {} holds heads [{}, {}) of layer {}: {} rows "
+                                        "of {} B = {} bytes, but its shard holds {} bytes",
+                                        group.rank(), group_size, my_heads.begin, my_heads.end, table.layer_id,
+                                        my_rows.row_count, table.row_bytes(), expected, own_head_shard_bytes.size()))
+        .with_context(world_rank, -1, "lookup");
+
+  const Status slot =
+      shape.is_ok() ? check_slot(request.token_count(), request.tokens_per_rank_max, world_rank) : shape;
+  const std::vector<int64_t> mine = header_and_slot(request, slot.is_ok(), world_rank);
+  const size_t members = static_cast<size_t>(group_size);
+  std::vector<int64_t> gathered(mine.size() * members);
+  ENGRAM_RETURN_IF_ERROR(group.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(gathered))));
+  // A group that did not ask for one table still finishes the step's
+  // collectives (the exchange and the strays below), then fails on every rank.
+  const Status agreed = check_group_headers(gathered, mine.size(), request, world_rank);
+  const std::vector<int64_t> all_ids = ids_without_headers(gathered, mine.size());
+
+  // This rank's heads for every token of every member: [member][slot token][my heads][dim].
+  const size_t slot_tokens = static_cast<size_t>(request.tokens_per_rank_max);
+  const size_t dim = static_cast<size_t>(table.dim);
+  const size_t my_width = static_cast<size_t>(my_heads.size());
+  std::vector<uint16_t> my_rows_out(members * slot_tokens * my_width * dim);
+  lookup_rows_head_shard(table, my_heads, my_rows.first_row, own_head_shard_bytes, all_ids, my_rows_out);
+
+  // all_to_all needs equal chunks: pad every member's part to the widest head
+  // shard (the first; the last may be short or empty).
+  const size_t widest = static_cast<size_t>(head_shard(table.head_count(), group_size, 0).size());
+  const size_t chunk_values = slot_tokens * widest * dim;
+  std::vector<uint16_t> send;
+  if (my_width == widest) {
+    send = std::move(my_rows_out);  // already in the exchange's layout
+  } else {
+    send.assign(members * chunk_values, 0);
+    for (size_t member = 0; member < members; ++member)
+      for (size_t t = 0; t < slot_tokens; ++t)
+        std::copy_n(my_rows_out.begin() + static_cast<std::ptrdiff_t>((member * slot_tokens + t) * my_width * dim),
+                    my_width * dim,
+                    send.begin() + static_cast<std::ptrdiff_t>(member * chunk_values + t * widest * dim));
+  }
+  std::vector<uint16_t> received(members * chunk_values);
+  ENGRAM_RETURN_IF_ERROR(group.all_to_all(std::as_bytes(std::span(send)), std::as_writable_bytes(std::span(received))));
+  // An overrunning rank contributed only DEAD ids: it assembles nothing but
+  // still takes part in the stray exchange below.
+  // Rows are assembled straight into the output (after a collective error
+  // its contents are unspecified; after a slot error it is untouched).
+  const size_t tokens = slot.is_ok() ? static_cast<size_t>(request.token_count()) : 0;
+  const std::span<uint16_t> assembled = request.output.first(tokens * heads_times_dim(table));
+
+  // Chunk from member m holds m's heads for this rank's tokens.
+  const size_t heads = static_cast<size_t>(table.head_count());
+  for (size_t member = 0; member < members; ++member) {
+    const HeadRange theirs = head_shard(table.head_count(), group_size, static_cast<int>(member));
+    const size_t width = static_cast<size_t>(theirs.size());
+    for (size_t t = 0; t < tokens; ++t)
+      std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(member * chunk_values + t * widest * dim),
+                  width * dim,
+                  assembled.begin() + static_cast<std::ptrdiff_t>((t * heads + static_cast<size_t>(theirs.begin)) * dim));
+  }
+  // Whether there are strays depends on the table, so a group that did not
+  // agree on one skips that exchange; the check above fails on every rank
+  // of such a group (each sees a header unlike its own), so all skip it.
+  if (!agreed.is_ok()) return slot.is_ok() ? agreed : slot;
+  ENGRAM_RETURN_IF_ERROR(serve_strays(group, table, my_rows, own_head_shard_bytes, all_ids, slot_tokens, assembled));
+  return slot;
+}
+
+}  // namespace engram

@@ -1,0 +1,54 @@
+// The per-token row reads every placement is built from: given row ids
+// [token][head] and wherever the rows live, write [token][head][dim] bf16 by
+// the lookup rule (core/model/row_format.h; ids outside the table give zero rows,
+// core/lookup/lookup_types.h). Pure functions over byte spans: host backends
+// pass /dev/shm mappings, the emulator its own buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "core/lookup/shard_layout.h"
+#include "core/model/table_spec.h"
+
+namespace engram {
+
+// Every row readable in one span (host_shared, host_private, the direct
+// reference). table_bytes holds row_count rows.
+void lookup_rows_whole_table(const TableSpec& table, std::span<const std::byte> table_bytes,
+                             std::span<const int64_t> row_ids, std::span<uint16_t> out);
+
+// Rows in contiguous row shards, every shard readable (device_peer): the
+// owner of a row is found by binary search over the shard starts.
+// shards_by_owner[s] holds layout.shard_rows(s) rows.
+void lookup_rows_from_shards(const TableSpec& table, const RowShardLayout& layout,
+                             std::span<const std::span<const std::byte>> shards_by_owner,
+                             std::span<const int64_t> row_ids, std::span<uint16_t> out);
+
+// Rows fetched one at a time by `read_row` (device_peer on a backend whose
+// shards the CPU cannot address directly: each in-table row is copied from
+// its owner's mapping, as the peer kernel reads it). `read_row` fills
+// table.row_bytes() bytes; its first error is returned.
+using RowReader = std::function<bool(int64_t row, std::span<std::byte> row_bytes)>;
+bool lookup_rows_by_reader(const TableSpec& table, const RowReader& read_row, std::span<const int64_t> row_ids,
+                           std::span<uint16_t> out);
+
+// Only the rows shard `shard` owns (device_collective): `out` is zero-filled
+// first, then owned rows are written; every other row stays zero.
+void lookup_rows_owned(const TableSpec& table, const RowShardLayout& layout, int shard,
+                       std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
+                       std::span<uint16_t> out);
+
+// Head positions [heads.begin, heads.end) of every token (host_head_sharded).
+// shard_bytes holds rows [shard_first_row, shard_first_row + shard_row_count)
+// (this rank's heads' buckets). An id outside the table gives a zero row; an
+// in-table id outside this shard also gives zero here and is served by the
+// shard that holds it (lookup_host_head_sharded). row_ids are
+// [token][all heads]; out is [token][heads.size()][dim].
+void lookup_rows_head_shard(const TableSpec& table, HeadRange heads, int64_t shard_first_row,
+                            std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
+                            std::span<uint16_t> out);
+
+}  // namespace engram

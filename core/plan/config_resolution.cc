@@ -1,0 +1,83 @@
+#include "core/plan/config_resolution.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <vector>
+
+#include <map>
+
+#include "core/base/size_text.h"
+#include "core/base/text_list.h"
+
+namespace engram {
+
+DpSharedMemoryResolution resolve_dp_shared_memory(const EngramConfig& config, const ParallelLayout& layout) {
+  DpSharedMemoryResolution out;
+  if (config.dp_shared_memory.has_value()) {
+    out.enabled = *config.dp_shared_memory;
+    out.is_explicit = true;
+    out.reason = out.enabled ? "dp_shared_memory: true as written (strict: every requirement must hold, rule 2)"
+                             : "dp_shared_memory: false as written";
+    return out;
+  }
+  out.enabled = config.cpu_offload && layout.dp > 1 && !layout.elastic_ep;
+  out.reason = fmt::format(
+      "dp_shared_memory unset resolves to {}: cpu_offload {}, dp = {}{}, elastic EP {} "
+      "(rule 1: enabled exactly when cpu_offload is on, dp > 1 and elastic EP is off)",
+      out.enabled ? "enabled" : "disabled", config.cpu_offload ? "on" : "off", layout.dp,
+      layout.dp > 1 ? " > 1" : "", layout.elastic_ep ? "on" : "off");
+  return out;
+}
+
+Status validate_dp_shared_memory_strict(const EngramConfig& config, const ParallelLayout& layout,
+                                        std::span<const HostShmFacts> hosts, uint64_t table_bytes_total) {
+  std::vector<std::string> unmet;
+  if (!config.cpu_offload) {
+    unmet.push_back("cpu_offload is off: shared host tables only exist with CPU offload; set cpu_offload: true "
+                    "or unset dp_shared_memory");
+  }
+  if (layout.dp <= 1) {
+    unmet.push_back(fmt::format("dp = {}: there is no second DP replica to share with; use dp > 1 or unset "
+                                "dp_shared_memory", layout.dp));
+  }
+  if (layout.elastic_ep) {
+    unmet.push_back("elastic EP is on: replicas come and go, so a node's shared table has no stable owners; "
+                    "turn elastic_ep off or unset dp_shared_memory");
+  }
+  std::vector<std::string> alone, missing;
+  for (const HostShmFacts& h : hosts) {
+    if (h.min_node_local_group_size <= 1 && layout.dp > 1) alone.push_back(h.host_name);
+    if (!h.shm_mounted) missing.push_back(h.host_name);
+  }
+  if (!alone.empty()) {
+    unmet.push_back(fmt::format(
+        "replicas not co-located: the node-local Engram DP group has size 1 on host(s) {} (a replica "
+        "straddles hosts, or no other replica of the same TP rank is on the host); place whole replicas per "
+        "node, and run containers with --ipc=host so they do not look like separate nodes",
+        join_limited(alone)));
+  }
+  if (!missing.empty()) {
+    unmet.push_back(fmt::format("/dev/shm missing on host(s) {}: {} needed; mount it (docker --shm-size) or "
+                                "share the host's with --ipc=host",
+                                join_limited(missing), format_size_short(table_bytes_total)));
+  }
+  // Hosts grouped by their tmpfs total, so a thousand alike hosts make one line.
+  std::map<uint64_t, std::vector<std::string>> small_by_total;
+  for (const HostShmFacts& h : hosts)
+    if (h.shm_mounted && h.tmpfs_bytes_total < table_bytes_total) small_by_total[h.tmpfs_bytes_total].push_back(h.host_name);
+  for (const auto& [total, names] : small_by_total) {
+    unmet.push_back(fmt::format(
+        "/dev/shm too small on host(s) {}: {} needed, {} available (tmpfs total); start the container with "
+        "--shm-size={}g or more, or --ipc=host",
+        join_limited(names), format_size_short(table_bytes_total), format_size_short(total),
+        (table_bytes_total + (1ull << 30) - 1) >> 30));
+  }
+  if (unmet.empty()) return Status::ok();
+  std::string message = fmt::format("dp_shared_memory: true cannot work ({} unmet requirement{}): ",
+                                    unmet.size(), unmet.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < unmet.size(); ++i) message += fmt::format("{}({}) {}", i ? "; " : "", i + 1, unmet[i]);
+  return failed_precondition(std::move(message));
+}
+
+}  // namespace engram

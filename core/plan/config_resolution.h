@@ -1,0 +1,39 @@
+// Resolving `dp_shared_memory` (DESIGN.md section 3, rules 1 and 2):
+// unset -> enabled exactly when cpu_offload && dp > 1 && !elastic_ep; an
+// explicit true is validated strictly, every unmet requirement named in one
+// failed_precondition error.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "core/deployment/deployment.h"
+#include "core/base/status.h"
+
+namespace engram {
+
+struct DpSharedMemoryResolution {
+  bool enabled = false;
+  bool is_explicit = false;  // the user wrote true or false
+  std::string reason;        // why, in words, citing the rule
+};
+
+DpSharedMemoryResolution resolve_dp_shared_memory(const EngramConfig& config, const ParallelLayout& layout);
+
+// What strict validation needs to know about one host that holds ranks.
+struct HostShmFacts {
+  std::string host_name;
+  bool shm_mounted = true;
+  uint64_t tmpfs_bytes_total = 0;
+  int min_node_local_group_size = 1;  // smallest node-local group among its ranks
+};
+
+// For an explicit `dp_shared_memory: true`: ok, or one failed_precondition
+// error listing every unmet requirement (no cpu_offload; dp = 1; elastic EP;
+// replicas not co-located; /dev/shm missing; /dev/shm smaller than the
+// tables, sizes in GiB, with the fix). Reads tmpfs totals, never free space.
+Status validate_dp_shared_memory_strict(const EngramConfig& config, const ParallelLayout& layout,
+                                        std::span<const HostShmFacts> hosts, uint64_t table_bytes_total);
+
+}  // namespace engram

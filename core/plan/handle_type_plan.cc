@@ -1,0 +1,54 @@
+#include "core/plan/handle_type_plan.h"
+
+#include <fmt/format.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/base/text_list.h"
+
+namespace engram {
+
+Result<HandleType> choose_handle_type(std::span<const HandleFacts> facts_by_rank) {
+  if (facts_by_rank.empty()) return invalid_argument("choose_handle_type: no ranks given; pass one fact per rank");
+  const std::string& domain0 = facts_by_rank[0].placement.nvlink_domain;
+  bool all_fabric = true, all_imex = true, one_domain = !domain0.empty(), one_host = true;
+  std::set<std::string> hosts, domains, no_imex, no_fabric, no_domain;
+  for (const HandleFacts& f : facts_by_rank) {
+    const PlacementFacts& p = f.placement;
+    const std::string host = p.host.to_string();
+    hosts.insert(host);
+    domains.insert(p.nvlink_domain.empty() ? "(none)" : p.nvlink_domain);
+    all_fabric &= f.fabric_probe_ok;
+    all_imex &= p.imex_channel;
+    one_domain &= p.nvlink_domain == domain0;
+    one_host &= p.host == facts_by_rank[0].placement.host;
+    if (!p.imex_channel) no_imex.insert(host);
+    if (!f.fabric_probe_ok) no_fabric.insert(host);
+    if (p.nvlink_domain.empty()) no_domain.insert(host);
+  }
+  if (all_fabric && all_imex && one_domain) return HandleType::kFabric;
+  if (one_host) return HandleType::kPosixFd;
+
+  auto list = [](const std::set<std::string>& s) {
+    std::vector<std::string> v(s.begin(), s.end());
+    return join_limited(v);
+  };
+  std::vector<std::string> missing;
+  if (!no_imex.empty()) missing.push_back(fmt::format("IMEX channel missing on {}", list(no_imex)));
+  if (!no_fabric.empty())
+    missing.push_back(fmt::format("fabric support (FABRIC create/export probe) failing on {}", list(no_fabric)));
+  if (!no_domain.empty()) missing.push_back(fmt::format("NVLink domain missing on {}", list(no_domain)));
+  if (no_domain.empty() && !one_domain)
+    missing.push_back(fmt::format("NVLink domain: the ranks span {} domains", domains.size()));
+  std::string text;
+  for (size_t i = 0; i < missing.size(); ++i) text += (i ? "; " : "") + missing[i];
+  return failed_precondition(fmt::format(
+      "no shareable handle type works for this group: it spans {} hosts ({}) so POSIX fds cannot reach, and "
+      "FABRIC needs every rank in one NVLink/IMEX domain with an IMEX channel; domains: {}; missing: {}. Fix: "
+      "create IMEX channels on every host of one NVLink domain, or shard within a host (shard_group: host)",
+      hosts.size(), list(hosts), list(domains), text));
+}
+
+}  // namespace engram

@@ -1,0 +1,142 @@
+#include "core/plan/placement.h"
+
+#include <fmt/format.h>
+
+#include "core/base/size_text.h"
+#include "core/base/text_list.h"
+
+namespace engram {
+
+const char* placement_name(Placement placement) {
+  switch (placement) {
+    case Placement::kDeviceCollective: return "device_collective";
+    case Placement::kDevicePeer: return "device_peer";
+    case Placement::kHostShared: return "host_shared";
+    case Placement::kHostHeadSharded: return "host_head_sharded";
+    case Placement::kHostPrivate: return "host_private";
+  }
+  return "?";
+}
+
+Result<Placement> parse_placement(std::string_view name) {
+  for (Placement p : {Placement::kDeviceCollective, Placement::kDevicePeer, Placement::kHostShared,
+                      Placement::kHostHeadSharded, Placement::kHostPrivate}) {
+    if (name == placement_name(p)) return p;
+  }
+  return invalid_argument(fmt::format("placement: unknown placement '{}'; known: device_collective, device_peer, "
+                                      "host_shared, host_head_sharded, host_private", name));
+}
+
+bool is_device_placement(Placement placement) {
+  return placement == Placement::kDeviceCollective || placement == Placement::kDevicePeer;
+}
+
+const char* fallback_cause_name(FallbackCause cause) {
+  switch (cause) {
+    case FallbackCause::kGroupSizeOne: return "group_size_1";
+    case FallbackCause::kShmMissing: return "shm_missing";
+    case FallbackCause::kShmTooSmall: return "shm_too_small";
+  }
+  return "?";
+}
+
+PlacementDecision decide_rank_placement(const EngramConfig& config, const DpSharedMemoryResolution& shared,
+                                        const RankHostFacts& facts, uint64_t table_bytes_total) {
+  PlacementDecision d;
+  const bool host_table_asked = config.cpu_offload || (shared.is_explicit && shared.enabled);
+  if (config.peer_shards) {
+    d.placement = Placement::kDevicePeer;
+    d.peer_precedence = host_table_asked;
+    d.reason = host_table_asked
+                   ? "peer_shards on: device_peer takes precedence over the host table asked for by "
+                     "cpu_offload/dp_shared_memory (rule 6)"
+                   : "peer_shards on, cpu_offload off: device_peer";
+    return d;
+  }
+  if (!config.cpu_offload && !(shared.is_explicit && shared.enabled)) {
+    d.placement = Placement::kDeviceCollective;
+    d.reason = "cpu_offload off, peer_shards off: device_collective (TP row shard per GPU)";
+    return d;
+  }
+  if (!shared.enabled) {
+    d.placement = Placement::kHostPrivate;
+    d.reason = fmt::format("cpu_offload on, dp_shared_memory {}: host_private (one host copy per rank)",
+                           shared.is_explicit ? "false as written" : "resolved disabled");
+    return d;
+  }
+  if (facts.node_local_group_size <= 1) d.fallback_causes.push_back(FallbackCause::kGroupSizeOne);
+  if (!facts.shm_mounted) d.fallback_causes.push_back(FallbackCause::kShmMissing);
+  else if (facts.tmpfs_bytes_total < table_bytes_total) d.fallback_causes.push_back(FallbackCause::kShmTooSmall);
+  if (shared.is_explicit) {
+    // Strict validation rejected every such case before we got here.
+    ENGRAM_CHECK(config.cpu_offload);
+    ENGRAM_CHECK(d.fallback_causes.empty());
+  }
+  if (d.fallback_causes.empty()) {
+    d.placement = Placement::kHostShared;
+    d.reason = fmt::format(
+        "dp_shared_memory enabled, node-local group of {}, /dev/shm tmpfs total {} >= tables {}: host_shared "
+        "(one copy per node)",
+        facts.node_local_group_size, format_size_short(facts.tmpfs_bytes_total),
+        format_size_short(table_bytes_total));
+    return d;
+  }
+  d.placement = Placement::kHostHeadSharded;
+  std::string causes;
+  for (FallbackCause c : d.fallback_causes) {
+    if (!causes.empty()) causes += ", ";
+    switch (c) {
+      case FallbackCause::kGroupSizeOne: causes += "node-local group size 1"; break;
+      case FallbackCause::kShmMissing: causes += "/dev/shm missing"; break;
+      case FallbackCause::kShmTooSmall:
+        causes += fmt::format("/dev/shm tmpfs total {} < tables {}", format_size_short(facts.tmpfs_bytes_total),
+                              format_size_short(table_bytes_total));
+        break;
+    }
+  }
+  d.reason = fmt::format("dp_shared_memory resolved enabled but cannot work ({}): fallback host_head_sharded "
+                         "(rule 3)", causes);
+  return d;
+}
+
+Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
+                         uint64_t tmpfs_bytes_total) {
+  const std::string where = join_limited(hosts);
+  const std::string needed = format_size_short(table_bytes_total);
+  Warning w;
+  w.key = std::string("dp_shared_memory.fallback.") + fallback_cause_name(cause);
+  switch (cause) {
+    case FallbackCause::kGroupSizeOne:
+      w.text = fmt::format(
+          "dp_shared_memory resolved to enabled, but the node-local Engram DP group has size 1 on host(s) {}; "
+          "falling back to host_head_sharded. The DP replicas must be co-located: each node must hold whole "
+          "replicas, with more than one replica per TP rank. Containers that do not share the host's IPC "
+          "namespace look like separate nodes: run them with --ipc=host (and a /dev/shm of at least {}, "
+          "--shm-size).",
+          where, needed);
+      break;
+    case FallbackCause::kShmMissing:
+      w.text = fmt::format(
+          "dp_shared_memory resolved to enabled, but /dev/shm is missing on host(s) {}; falling back to "
+          "host_head_sharded. Mount a /dev/shm of at least {} (--shm-size) or share the host's with --ipc=host.",
+          where, needed);
+      break;
+    case FallbackCause::kShmTooSmall:
+      w.text = fmt::format(
+          "dp_shared_memory resolved to enabled, but /dev/shm on host(s) {} is {} (tmpfs total), smaller than "
+          "the tables' {}; falling back to host_head_sharded. Start the container with --shm-size={}g or more, "
+          "or --ipc=host to use the host's /dev/shm.",
+          where, format_size_short(tmpfs_bytes_total), needed, (table_bytes_total + (1ull << 30) - 1) >> 30);
+      break;
+  }
+  return w;
+}
+
+Warning peer_precedence_warning() {
+  return Warning{"peer_shards.precedence",
+                 "peer_shards and a host table (cpu_offload / dp_shared_memory) are both asked for: peer_shards "
+                 "takes precedence, the tables live in GPU memory as device_peer shards and no host table is "
+                 "built. Turn cpu_offload off to silence this, or peer_shards off to keep the host table."};
+}
+
+}  // namespace engram

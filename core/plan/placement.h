@@ -1,0 +1,60 @@
+// Where one rank's Engram rows live (DESIGN.md sections 2 and 3). The rule is
+// per rank and needs no collective: every input is the same on every rank of
+// a node (the node-local group size, /dev/shm presence and tmpfs *total*), so
+// a node's ranks decide alike.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/plan/config_resolution.h"
+#include "core/deployment/deployment.h"
+#include "core/base/status.h"
+#include "core/base/warnings.h"
+
+namespace engram {
+
+enum class Placement : uint8_t {
+  kDeviceCollective,  // TP row shard per GPU; all-gather ids, reduce-scatter rows
+  kDevicePeer,        // row shard in exportable VMM memory, peers map each other
+  kHostShared,        // one copy per node in /dev/shm
+  kHostHeadSharded,   // one table per node-local group, heads split over its members
+  kHostPrivate,       // one host copy per rank
+};
+const char* placement_name(Placement placement);  // "device_collective", ...
+Result<Placement> parse_placement(std::string_view name);
+bool is_device_placement(Placement placement);
+
+// Why a resolved-enabled dp_shared_memory cannot work (rule 3).
+enum class FallbackCause : uint8_t { kGroupSizeOne, kShmMissing, kShmTooSmall };
+const char* fallback_cause_name(FallbackCause cause);  // "group_size_1", "shm_missing", "shm_too_small"
+
+// What one rank knows locally.
+struct RankHostFacts {
+  int node_local_group_size = 1;
+  bool shm_mounted = true;
+  uint64_t tmpfs_bytes_total = 0;  // the total, never the free space (rule 4)
+};
+
+struct PlacementDecision {
+  Placement placement = Placement::kDeviceCollective;
+  std::vector<FallbackCause> fallback_causes;  // set only when falling back to host_head_sharded
+  bool peer_precedence = false;                // peer_shards overrode a host table (rule 6)
+  std::string reason;
+};
+
+// The rule for one rank. An explicit `dp_shared_memory: true` must have passed
+// validate_dp_shared_memory_strict first (checked: an unmet requirement here
+// is a broken contract).
+PlacementDecision decide_rank_placement(const EngramConfig& config, const DpSharedMemoryResolution& shared,
+                                        const RankHostFacts& facts, uint64_t table_bytes_total);
+
+// The once-per-process warnings (rule 3 and rule 6). `hosts` names where the
+// cause holds; `tmpfs_bytes_total` is the size found (kShmTooSmall only).
+Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
+                         uint64_t tmpfs_bytes_total);
+Warning peer_precedence_warning();
+
+}  // namespace engram

@@ -1,0 +1,96 @@
+// One rank's Engram tables at run time: gather the facts every rank needs
+// (host identity, /dev/shm total), decide the placement with the same rules
+// `plan` uses, build the tables on the backend (VMM shards, /dev/shm segments,
+// private copies), answer lookups, and tear everything down.
+//
+// The same code runs in the emulator (sim/world.h) and on real processes
+// (backends/shm + backends/ipc), so a scenario gives the same placement,
+// warnings and lookup bytes on both.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/backend/rank_backend.h"
+#include "core/deployment/deployment.h"
+#include "core/plan/placement.h"
+#include "core/base/status.h"
+#include "core/model/table_spec.h"
+#include "core/base/warnings.h"
+
+namespace engram {
+
+struct RuntimeOptions {
+  // The model preset whose sizes decide the placement (the /dev/shm rule
+  // compares the tmpfs total with its tables), exactly as `plan` decides.
+  std::string placement_model = "deepseek-v4.1-flash";
+  // Tables that are really built, filled and looked up. Tests and the
+  // emulator use a small model of the same structure; a real run uses the
+  // placement model itself.
+  ModelSpec table_model;
+  ParallelLayout layout;
+  EngramConfig config;
+  std::string job_id = "job";  // names /dev/shm segments: engramlab-<job_id>-layer<id>
+  uint64_t fill_seed = 1;      // core/model/table_fill.h: identical bytes on every rank
+  // The host writer fills a /dev/shm table in chunks of about this many bytes
+  // with an agreement after each, so readers never wait on one collective for
+  // the whole fill (minutes for 188.8 GiB; a collective's deadline is less).
+  uint64_t host_fill_chunk_bytes = 1ull << 30;
+};
+
+struct RuntimeFacts {
+  Placement placement = Placement::kDeviceCollective;
+  std::string reason;
+  int node_local_group_size = 1;
+  int host_index = -1;               // dense, by host identity in rank order
+  int host_count = 0;
+  std::optional<HandleType> handle_type;  // device_peer
+  uint64_t device_bytes = 0;         // this rank's VMM allocations
+  uint64_t host_bytes = 0;           // this rank's private host memory (shared segments not counted)
+  uint64_t shared_host_bytes = 0;    // /dev/shm segments this rank created (its node's copy)
+};
+
+class EngramRuntime {
+ public:
+  // Collective over backend.world. Errors: invalid_argument (options),
+  // failed_precondition (explicit dp_shared_memory: true that cannot work:
+  // every rank returns the same error), and whatever a step on the backend
+  // returns, with rank and step. Warnings go to `sink` (once per process).
+  static Result<std::unique_ptr<EngramRuntime>> start(RankBackend& backend, const RuntimeOptions& options,
+                                                      WarningSink& sink);
+  ~EngramRuntime();  // local clean-up if stop() was not called
+  EngramRuntime(const EngramRuntime&) = delete;
+  EngramRuntime& operator=(const EngramRuntime&) = delete;
+
+  const RuntimeFacts& facts() const { return facts_; }
+  Placement placement() const { return facts_.placement; }
+
+  // Collective over the placement's group (every rank calls it, also with no
+  // tokens). row_ids: [tokens][heads] of table `table_index`; output:
+  // tokens x heads x dim bf16.
+  Status lookup(int table_index, std::span<const int64_t> row_ids, int64_t tokens_per_rank_max,
+                std::span<uint16_t> output);
+
+  // Collective: releases every segment, mapping and allocation.
+  Status stop();
+
+  struct State;  // per-placement tables; defined in the .cc
+
+ private:
+  EngramRuntime(RankBackend& backend, RuntimeOptions options);
+  Status build_tables(bool host_needs_segment);
+  Status build_host_segments(bool host_needs_segment);
+  Status build_device_collective_shards();
+  Status build_device_peer_tables();
+  RankBackend& backend_;
+  RuntimeOptions options_;
+  RuntimeFacts facts_;
+  std::unique_ptr<State> state_;
+  bool stopped_ = false;
+};
+
+}  // namespace engram

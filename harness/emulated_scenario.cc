@@ -1,0 +1,237 @@
+#include "harness/emulated_scenario.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "core/base/bf16.h"
+#include "core/deployment/deployment_validate.h"
+#include "core/runtime/engram_runtime.h"
+#include "core/model/hashing.h"
+#include "harness/scenario_check.h"
+#include "harness/scenario_rank.h"
+#include "core/lookup/shard_layout.h"
+#include "core/base/splitmix64.h"
+#include "core/model/table_fill.h"
+#include "core/model/table_spec.h"
+#include "core/base/units.h"
+#include "kernels/direct_table_reference.h"
+
+namespace engram::sim {
+namespace {
+
+// The rank of the first injected fault that fired ("rank R ..."), or -1.
+int first_fault_rank(const FaultReport& faults) {
+  for (const std::string& event : faults.fired_events) {
+    int rank = -1;
+    if (std::sscanf(event.c_str(), "rank %d", &rank) == 1) return rank;
+    break;
+  }
+  return -1;
+}
+
+}  // namespace
+
+EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
+  EmulatedOutcome out;
+  out.deployment = job.deployment;
+  WarningSink plan_sink;
+  out.plan = plan_deployment(job.deployment, plan_sink);
+  if (out.plan.is_ok()) {
+    out.deployment = out.plan->deployment;
+    for (const Warning& w : out.plan->warnings) append_unique(out.warnings, w);
+  } else {
+    auto completed = validate_and_complete(job.deployment);
+    if (!completed.is_ok()) {
+      // Nothing to run: the deployment itself is malformed.
+      out.error = out.plan.status();
+      out.emulator_refused = true;
+      return out;
+    }
+    out.deployment = std::move(completed).value();
+  }
+  const Deployment& d = out.deployment;
+
+  auto model = model_preset(job.lookup.model);
+  if (!model.is_ok()) {
+    out.error = model.status();
+    out.emulator_refused = true;
+    return out;
+  }
+  const kernels::DirectTables& direct = kernels::direct_tables(job.lookup.model, model.value(), kScenarioFillSeed);
+
+  WorldSpec spec;
+  spec.hosts = d.hosts;
+  std::vector<int> next_gpu(d.hosts.size(), 0);
+  for (int host : d.rank_hosts) spec.ranks.push_back({host, next_gpu[static_cast<size_t>(host)]++});
+  spec.seed = job.seed;
+  spec.faults = job.faults;
+  spec.reproduction = job.reproduction;
+  spec.keep_trace_text = job.keep_trace_text;
+
+  const int world_size = static_cast<int>(spec.ranks.size());
+  out.ranks.assign(static_cast<size_t>(world_size), RankOutcome{});
+  ScenarioRankInputs inputs;
+  inputs.options = scenario_runtime_options(d, model.value(), "scenario");
+  inputs.lookup = job.lookup;
+  inputs.seed = job.seed;
+  inputs.hashers = &direct.hashers;
+  inputs.reference = [&direct](int table, std::span<const int64_t> ids, std::span<uint16_t> out) {
+    direct.lookup(table, ids, out);
+  };
+  WarningSink world_sink;
+
+  auto run = run_world(spec, [&](RankBackend& backend) -> Status {
+    return run_scenario_rank(backend, inputs, world_sink, out.ranks[static_cast<size_t>(backend.world_rank)]);
+  });
+  if (!run.is_ok()) {
+    out.error = run.status();
+    out.emulator_refused = true;
+    return out;
+  }
+  out.world = std::move(run).value();
+  for (const Warning& w : world_sink.warnings()) append_unique(out.warnings, w);
+  out.error = scenario_root_cause(out.world.statuses, first_fault_rank(out.world.faults));
+  return out;
+}
+
+std::string placement_summary(const EmulatedOutcome& outcome) {
+  return scenario_placement_summary(outcome.plan, outcome.ranks);
+}
+
+Result<FaultPlan> fault_plan_of(const Scenario& scenario) {
+  FaultPlan plan;
+  for (const ScenarioFault& f : scenario.planned_faults) {
+    ENGRAM_ASSIGN_OR_RETURN(FaultSite site, parse_fault_site(f.site));
+    plan.plan(site, f.rank, f.occurrence, f.at);
+  }
+  for (const ScenarioFaultRate& r : scenario.fault_rates) {
+    ENGRAM_ASSIGN_OR_RETURN(FaultSite site, parse_fault_site(r.site));
+    plan.with_rate(site, r.probability);
+  }
+  return plan;
+}
+
+ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> seed_override) {
+  const auto started = std::chrono::steady_clock::now();
+  ScenarioOutcome result;
+  result.name = scenario.name;
+  result.source = scenario.source;
+  result.seed = seed_override.value_or(scenario.seed);
+  result.reproduction = fmt::format("engramlab scenario run {} --seed {}", scenario.source, result.seed);
+  std::vector<std::string>& fail = result.failures;
+
+  auto faults = fault_plan_of(scenario);
+  if (!faults.is_ok()) {
+    fail.push_back(faults.status().to_string());
+    return result;
+  }
+  EmulatedJob job;
+  job.deployment = scenario.deployment;
+  job.seed = result.seed;
+  job.faults = std::move(faults).value();
+  job.lookup = scenario.lookup;
+  job.reproduction = result.reproduction;
+  EmulatedOutcome out = run_emulated_job(job);
+  const ScenarioExpect& x = scenario.expect;
+  const int world_size = static_cast<int>(out.ranks.size());
+
+  result.placement = placement_summary(out);
+  result.warning_count = out.warnings.size();
+  for (const Warning& w : out.warnings) result.warning_texts.push_back(w.text);
+  result.trace_hash = out.world.trace_hash;
+  result.faults = out.world.faults;
+  result.coverage = out.world.coverage;
+  if (out.error) {
+    result.error_kind = error_code_name(out.error->code());
+    result.error_text = out.error->to_string();
+  }
+
+  // Nothing may outlive a run, whatever its outcome.
+  if (!out.world.leaks.empty()) fail.push_back("leaks after the run: " + Ledger::format(out.world.leaks, 5));
+
+  check_scenario_error(x, out.error, fail);
+  if (out.emulator_refused) {
+    result.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+    result.passed = fail.empty();
+    return result;
+  }
+
+  check_scenario_decisions(x, out.plan, out.error, out.ranks, out.warnings, fail);
+
+  // Memory, as plan shows it.
+  if (x.hbm_per_gpu || x.host_per_node) {
+    if (!out.plan.is_ok()) {
+      fail.push_back("expect.memory: plan refused the deployment, so it shows no memory: " +
+                     out.plan.status().to_string());
+    } else {
+      uint64_t hbm = 0, host = 0;
+      for (const HostMemory& h : out.plan->hosts) {
+        hbm = std::max(hbm, h.hbm_bytes_per_gpu_max);
+        host = std::max(host, h.host_table_bytes);
+      }
+      if (x.hbm_per_gpu && !x.hbm_per_gpu->matches(hbm))
+        fail.push_back(fmt::format("memory: hbm_per_gpu expected {}, plan shows {} ({} bytes)", x.hbm_per_gpu->text,
+                                   format_gib(hbm), hbm));
+      if (x.host_per_node && !x.host_per_node->matches(host))
+        fail.push_back(fmt::format("memory: host_per_node expected {}, plan shows {} ({} bytes)",
+                                   x.host_per_node->text, format_gib(host), host));
+    }
+  }
+
+  // Handle type: what the runtime agreed on; plan's prediction when no rank
+  // got that far.
+  if (x.handle_type) {
+    std::optional<HandleType> actual;
+    std::string from;
+    for (int r = 0; r < world_size && !actual; ++r)
+      if (out.ranks[static_cast<size_t>(r)].handle_type) {
+        actual = out.ranks[static_cast<size_t>(r)].handle_type;
+        from = fmt::format("the runtime (rank {})", r);
+      }
+    for (int r = 0; r < world_size; ++r) {
+      const auto& h = out.ranks[static_cast<size_t>(r)].handle_type;
+      if (h && actual && *h != *actual)
+        fail.push_back(fmt::format("ranks disagree on the handle type: {} vs {} at rank {}", handle_type_name(*actual),
+                                   handle_type_name(*h), r));
+    }
+    if (!actual && out.plan.is_ok())
+      for (const PlacementGroupSummary& g : out.plan->groups)
+        if (g.handle_type) {
+          actual = g.handle_type;
+          from = "plan";
+          break;
+        }
+    if (!actual)
+      fail.push_back(fmt::format("handle type: expected {}, but no device_peer group chose one",
+                                 handle_type_name(*x.handle_type)));
+    else if (*actual != *x.handle_type)
+      fail.push_back(fmt::format("handle type: expected {}, {} chose {}", handle_type_name(*x.handle_type), from,
+                                 handle_type_name(*actual)));
+  }
+
+  check_scenario_lookups(x, out.ranks, fail);
+
+  // Faults.
+  for (const std::string& name : x.faults_fired) {
+    auto site = parse_fault_site(name);
+    if (site.is_ok() && out.world.faults.fired(site.value()) == 0)
+      fail.push_back(fmt::format("fault site {} never fired (reached {} times)", name,
+                                 out.world.faults.reached(site.value())));
+  }
+  for (const PlannedFault& f : out.world.faults.never_fired)
+    fail.push_back(fmt::format("planned fault {} on rank {} (occurrence {}{}) never fired: the scenario tested "
+                               "nothing there",
+                               fault_site_name(f.site), f.rank, f.occurrence, f.at.empty() ? "" : ", at " + f.at));
+
+  result.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  result.passed = fail.empty();
+  return result;
+}
+
+}  // namespace engram::sim

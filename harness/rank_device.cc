@@ -1,0 +1,61 @@
+#include "harness/rank_device.h"
+
+#include <fmt/format.h>
+
+#ifdef ENGRAM_HAVE_CUDA_BACKEND
+#include "backends/cuda/cuda_device_memory.h"
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/gpu_host_probe.h"
+#endif
+
+namespace engram::app {
+
+VisibleGpus visible_gpus() {
+  VisibleGpus out;
+#ifdef ENGRAM_HAVE_CUDA_BACKEND
+  const cuda::GpuPresence presence = cuda::gpu_presence();
+  out.count = presence.count;
+  out.reason = presence.reason;
+#else
+  out.reason = "this engramlab is built without the CUDA backend (no nvcc at configure time, or ENGRAM_WITH_CUDA=OFF)";
+#endif
+  return out;
+}
+
+Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted, HostProbe& base) {
+  ENGRAM_CHECK(local_rank >= 0 && world_rank >= 0);
+  RankDevice out;
+  if (!wanted) {
+    out.none_reason = "the scenario places this rank on the host";
+    return out;
+  }
+  const VisibleGpus gpus = visible_gpus();
+  if (gpus.count == 0) {
+    // The runtime refuses a device placement without a device, naming it.
+    out.none_reason = gpus.reason;
+    return out;
+  }
+  if (local_rank >= gpus.count)
+    return Status(ErrorCode::kFailedPrecondition,
+                  fmt::format("LOCAL_RANK {} has no GPU of its own: this process sees {} GPU(s) (ordinals 0..{}); "
+                              "start at most {} ranks per host for a device placement, or check "
+                              "CUDA_VISIBLE_DEVICES",
+                              local_rank, gpus.count, gpus.count - 1, gpus.count),
+                  {world_rank, -1, "open device"});
+#ifdef ENGRAM_HAVE_CUDA_BACKEND
+  // open() retains this GPU's primary context in this process; every call
+  // makes it current first, so the runtime's thread needs nothing else.
+  auto memory = cuda::CudaDeviceMemory::open(local_rank);
+  if (!memory.is_ok()) return std::move(memory).take_status().with_context(world_rank, -1, "open device");
+  out.memory = std::move(memory).value();
+  // The probe adds the ordinal, the visible count and the GPU's NVLink
+  // domain (NVML), so the exchange can choose FABRIC within a rack.
+  out.probe = std::make_unique<cuda::GpuHostProbe>(base, local_rank, gpus.count);
+  return out;
+#else
+  ENGRAM_CHECK(false && "visible_gpus() reports none without the CUDA backend");
+  return out;
+#endif
+}
+
+}  // namespace engram::app

@@ -1,0 +1,335 @@
+#include "harness/real_scenario.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "harness/rank_device.h"
+#include "harness/real_rank_process.h"
+#include "backends/ipc/proc_host_probe.h"
+#include "backends/ipc/real_rank_backend.h"
+#include "backends/shm/posix_shared_memory.h"
+#include "core/plan/deployment_plan.h"
+#include "core/deployment/deployment_validate.h"
+#include "harness/scenario_check.h"
+#include "harness/scenario_rank_record.h"
+#include "core/base/size_text.h"
+#include "harness/emulated_scenario.h"
+
+namespace engram::app {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kJobDeadline = std::chrono::seconds(120);
+
+struct LaunchRun {
+  int exit_code = -1;
+  std::string log;
+  bool timed_out = false;
+};
+
+std::string self_path() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("engramlab") : p.string();
+}
+
+// engramlab launch -n N --job-id J -- engramlab scenario rank FILE --result-dir D,
+// in its own process group so a stuck job can be ended whole.
+LaunchRun launch_ranks(const std::string& file, int ranks, const std::string& job_id, const std::string& dir) {
+  LaunchRun run;
+  const std::string self = self_path();
+  const std::string log_path = dir + "/launch.log";
+  std::vector<std::string> args = {self,         "launch", "-n",       std::to_string(ranks), "--job-id", job_id,
+                                   "--grace-ms", "3000",   "--",       self,                  "scenario", "rank",
+                                   file,         "--result-dir",       dir};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    run.log = fmt::format("fork failed: {}", std::strerror(errno));
+    return run;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  const auto deadline = Clock::now() + kJobDeadline;
+  int status = 0;
+  for (;;) {
+    const pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    if (got < 0 && errno != EINTR) break;
+    if (Clock::now() > deadline) {
+      run.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  std::ifstream in(log_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  run.log = text.str();
+  return run;
+}
+
+std::string placement_or_dash(const ScenarioRankResult& r) { return r.started ? placement_name(r.placement) : "-"; }
+
+std::string hashes_text(const std::vector<uint64_t>& hashes) {
+  std::string text;
+  for (uint64_t h : hashes) text += fmt::format("{}{:016x}", text.empty() ? "" : ",", h);
+  return text.empty() ? "-" : text;
+}
+
+struct RealOutcome {
+  std::string name, source, placement = "-", error_kind = "-";
+  std::string result;  // "pass", "FAIL", "skipped: ..."
+  size_t warning_count = 0;
+};
+
+RealOutcome run_one(const Scenario& scenario, int index) {
+  RealOutcome o;
+  o.name = scenario.name;
+  o.source = scenario.source;
+  std::vector<std::string> fail;
+  std::cout << fmt::format("== {} ({})\n", scenario.name, scenario.source);
+
+  const Deployment& d = scenario.deployment;
+  WarningSink plan_sink;
+  Result<PlanResult> plan = plan_deployment(d, plan_sink);
+  auto completed = plan.is_ok() ? Result<Deployment>(plan->deployment) : validate_and_complete(d);
+  if (!completed.is_ok()) {
+    o.result = "FAIL";
+    std::cout << "  the scenario's deployment is malformed: " << completed.status().to_string() << "\n";
+    return o;
+  }
+  const int world = completed->layout.world_size();
+  if (completed->hosts.size() > 1) {
+    o.result = "refused: multi-host";
+    std::cout << fmt::format("  refused: the topology has {} hosts; `--real` runs one host's ranks only. Multi-host "
+                             "scenarios need the cluster's launcher: run `engramlab scenario rank {}` on every rank "
+                             "with torchrun or srun\n\n",
+                             completed->hosts.size(), scenario.source);
+    return o;
+  }
+  if (world > kMaxRealRanks) {
+    o.result = "refused: too many ranks";
+    std::cout << fmt::format("  refused: {} ranks is more than {} real processes on one host; use the emulator "
+                             "(`engramlab scenario run {}`) or the cluster's launcher\n\n",
+                             world, kMaxRealRanks, scenario.source);
+    return o;
+  }
+  if (!scenario.planned_faults.empty() || !scenario.fault_rates.empty()) {
+    o.result = "skipped: fault plan (emulator only)";
+    std::cout << "  skipped: its fault plan names emulator fault sites; real processes crash for real in "
+                 "tests/real_runtime_test.cc\n\n";
+    return o;
+  }
+  // Device placements run when every rank has a GPU of its own here (rank r
+  // opens GPU LOCAL_RANK = r); otherwise they are skipped, visibly.
+  std::optional<Placement> device_placement;
+  if (plan.is_ok())
+    for (const RankPlan& rp : plan->ranks)
+      if (is_device_placement(rp.placement)) device_placement = rp.placement;
+  std::optional<VisibleGpus> gpus;
+  if (device_placement) {
+    gpus = visible_gpus();
+    if (gpus->count < world) {
+      o.result = "skipped: needs GPUs";
+      std::cout << fmt::format("  skipped: needs GPUs (plan places {} on the device for {} ranks; {})\n\n",
+                               placement_name(*device_placement), world,
+                               gpus->count == 0 ? "this host has none: " + gpus->reason
+                                                : fmt::format("this host has {} GPU(s)", gpus->count));
+      return o;
+    }
+  }
+
+  // The facts the real ranks will see, beside the scenario's.
+  auto shm_options = ipc::real_backend_options(ipc::process_env());
+  const std::string shm_dir = shm_options.is_ok() ? shm_options->shm_dir : "/dev/shm";
+  shm::PosixSharedMemory shm_probe({.root_dir = shm_dir});
+  auto shm_info = shm_probe.info();
+  auto identity = ipc::read_host_identity();
+  const HostSpec& host = completed->hosts[0];
+  std::cout << fmt::format("  facts: this host {}, {} {}; the scenario's host {}, /dev/shm {}\n",
+                           identity.is_ok() ? identity->hostname : "?", shm_dir,
+                           shm_info.is_ok() && shm_info->mounted ? format_size_short(shm_info->tmpfs_bytes_total)
+                                                                 : "not mounted",
+                           host.name, host.shm_mounted ? format_size_short(host.tmpfs_bytes_total) : "not mounted");
+
+  if (gpus)
+    std::cout << fmt::format("  gpus: this host {} visible, ranks 0..{} on GPUs 0..{}; the scenario's host {} x {}\n",
+                             gpus->count, world - 1, world - 1, host.gpu_count, host.gpu_model);
+
+  // Real ranks.
+  char templ[] = "/tmp/engramlab-real-XXXXXX";
+  const char* dir = ::mkdtemp(templ);
+  if (dir == nullptr) {
+    o.result = "FAIL";
+    std::cout << "  cannot create a result directory under /tmp: " << std::strerror(errno) << "\n";
+    return o;
+  }
+  const std::string job_id = fmt::format("real-{}-{}", ::getpid(), index);
+  const LaunchRun launched = launch_ranks(scenario.source, world, job_id, dir);
+  std::vector<ScenarioRankResult> ranks(static_cast<size_t>(world));
+  std::vector<Status> statuses(static_cast<size_t>(world));
+  std::vector<Warning> warnings;
+  for (int r = 0; r < world; ++r) {
+    const std::string path = rank_result_path(dir, r);
+    std::ifstream in(path);
+    std::string line;
+    if (!in || !std::getline(in, line)) {
+      statuses[static_cast<size_t>(r)] =
+          Status(ErrorCode::kUnavailable, "rank left no result (it died or was killed; see the launcher log)",
+                 {r, -1, "result"});
+      continue;
+    }
+    auto record = parse_rank_record(line, path);
+    if (!record.is_ok()) {
+      statuses[static_cast<size_t>(r)] = record.status();
+      continue;
+    }
+    ranks[static_cast<size_t>(r)] = record->result;
+    statuses[static_cast<size_t>(r)] = record->status;
+    for (const Warning& w : record->warnings) append_unique(warnings, w);
+  }
+  // Removing a crashed run's segments is this machine's business, not the
+  // scenario's: shown, but neither checked nor compared.
+  std::vector<Warning> stale;
+  std::erase_if(warnings, [&stale](const Warning& w) {
+    if (w.key.rfind("shm.stale_segment_removed", 0) != 0) return false;
+    stale.push_back(w);
+    return true;
+  });
+  for (const Warning& w : stale) std::cout << "  note: " << w.text << "\n";
+  const std::optional<Status> error = scenario_root_cause(statuses);
+  if (launched.timed_out) fail.push_back(fmt::format("the real job did not end within {} s", kJobDeadline.count()));
+
+  // Expectations, checked as on the emulator.
+  check_scenario_error(scenario.expect, error, fail);
+  check_scenario_decisions(scenario.expect, plan, error, ranks, warnings, fail);
+  check_scenario_lookups(scenario.expect, ranks, fail);
+
+  // The emulator on the same file.
+  sim::EmulatedJob job;
+  job.deployment = scenario.deployment;
+  job.seed = scenario.seed;
+  job.lookup = scenario.lookup;
+  job.reproduction = fmt::format("engramlab scenario run {}", scenario.source);
+  const sim::EmulatedOutcome emu = sim::run_emulated_job(job);
+
+  std::cout << fmt::format("  {:<4}  {:<17}  {:<17}  {:<35}  {}\n", "rank", "real", "emulator", "lookup hashes (real)",
+                           "same");
+  for (int r = 0; r < world; ++r) {
+    const ScenarioRankResult& real = ranks[static_cast<size_t>(r)];
+    const ScenarioRankResult* em = r < static_cast<int>(emu.ranks.size()) ? &emu.ranks[static_cast<size_t>(r)] : nullptr;
+    std::vector<std::string> diffs;
+    if (em == nullptr) diffs.push_back("the emulator has no such rank");
+    else {
+      if (placement_or_dash(real) != placement_or_dash(*em))
+        diffs.push_back(fmt::format("placement {} vs {}", placement_or_dash(real), placement_or_dash(*em)));
+      if (real.lookup_hashes != em->lookup_hashes)
+        diffs.push_back(fmt::format("lookup hashes {} vs {}", hashes_text(real.lookup_hashes),
+                                    hashes_text(em->lookup_hashes)));
+    }
+    std::cout << fmt::format("  {:<4}  {:<17}  {:<17}  {:<35}  {}\n", r, placement_or_dash(real),
+                             em ? placement_or_dash(*em) : "-", hashes_text(real.lookup_hashes),
+                             diffs.empty() ? "yes" : "NO");
+    for (const std::string& diff : diffs) fail.push_back(fmt::format("rank {}: real vs emulator: {}", r, diff));
+  }
+  // Warnings: the same keys with the same text (texts name the host, so the
+  // real hostname must be the scenario's).
+  auto warning_lines = [](const std::vector<Warning>& list) {
+    std::string text;
+    for (const Warning& w : list) text += fmt::format("\n    [{}] {}", w.key, w.text);
+    return text.empty() ? std::string(" none") : text;
+  };
+  std::vector<Warning> real_sorted = warnings, emu_sorted = emu.warnings;
+  auto by_key = [](const Warning& a, const Warning& b) { return a.key < b.key; };
+  std::sort(real_sorted.begin(), real_sorted.end(), by_key);
+  std::sort(emu_sorted.begin(), emu_sorted.end(), by_key);
+  const bool warnings_same = real_sorted == emu_sorted;
+  std::cout << fmt::format("  warnings: real {}, emulator {}: {}\n", warnings.size(), emu.warnings.size(),
+                           warnings_same ? "same" : "DIFFERENT");
+  if (!warnings_same)
+    fail.push_back(fmt::format("warnings differ: real:{}\n  emulator:{}", warning_lines(warnings),
+                               warning_lines(emu.warnings)));
+  const std::string real_kind = error ? error_code_name(error->code()) : "-";
+  const std::string emu_kind = emu.error ? error_code_name(emu.error->code()) : "-";
+  std::cout << fmt::format("  error: real {}, emulator {}: {}\n", real_kind, emu_kind,
+                           real_kind == emu_kind ? "same" : "DIFFERENT");
+  if (error) std::cout << "    real: " << error->to_string() << "\n";
+  if (real_kind != emu_kind)
+    fail.push_back(fmt::format("error kind differs: real {}, emulator {}{}", real_kind, emu_kind,
+                               emu.error ? ": " + emu.error->to_string() : ""));
+
+  o.placement = scenario_placement_summary(plan, ranks);
+  o.warning_count = warnings.size();
+  o.error_kind = real_kind;
+  o.result = fail.empty() ? "pass" : "FAIL";
+  for (const std::string& f : fail) std::cout << "  - " << f << "\n";
+  if (!fail.empty()) {
+    std::cout << fmt::format("  launcher exit {}; its log ({}):\n", launched.exit_code, dir + std::string("/launch.log"));
+    std::istringstream lines(launched.log);
+    for (std::string line; std::getline(lines, line);) std::cout << "    | " << line << "\n";
+  } else {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::cout << "  => " << o.result << "\n\n";
+  return o;
+}
+
+}  // namespace
+
+int run_scenarios_real(const std::vector<Scenario>& scenarios) {
+  std::vector<RealOutcome> outcomes;
+  for (size_t i = 0; i < scenarios.size(); ++i) outcomes.push_back(run_one(scenarios[i], static_cast<int>(i)));
+  size_t name_width = 8, placement_width = 9;
+  for (const auto& o : outcomes) {
+    name_width = std::max(name_width, o.name.size());
+    placement_width = std::max(placement_width, o.placement.size());
+  }
+  std::cout << fmt::format("{:<{}}  {:<{}}  {:>8}  {:<19}  {}\n", "scenario", name_width, "placement", placement_width,
+                           "warnings", "error", "result (real processes vs emulator)");
+  int passed = 0, skipped = 0, failed = 0;
+  for (const auto& o : outcomes) {
+    std::cout << fmt::format("{:<{}}  {:<{}}  {:>8}  {:<19}  {}\n", o.name, name_width, o.placement, placement_width,
+                             o.warning_count, o.error_kind, o.result);
+    if (o.result == "pass") ++passed;
+    else if (o.result.rfind("skipped", 0) == 0) ++skipped;
+    else ++failed;
+  }
+  std::cout << fmt::format("\n{} passed, {} skipped, {} failed of {} scenarios on real processes\n", passed, skipped,
+                           failed, outcomes.size());
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace engram::app

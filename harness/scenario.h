@@ -1,0 +1,126 @@
+// A scenario file (DESIGN.md section 7): a deployment (topology, layout,
+// config), a seed, a fault plan, the lookup check and the expectations a run
+// must meet. This is the data model and its YAML parser; running one lives in
+// harness/emulated_scenario.h (core never includes sim).
+//
+//   name: dep4-docker-default-shm          # optional; default: the file name
+//   description: ...                       # optional
+//   model: deepseek-v4.1-flash             # the deployment fields, top level,
+//   hosts: [...]                           # exactly as in core/deployment/deployment_yaml.h
+//   rank_hosts: [...]
+//   layout: {tp: 1, dp: 4}
+//   config: {cpu_offload: true}
+//   seed: 7
+//   faults:
+//     planned: [{site: import, rank: 2, occurrence: 1}, {site: rank_death, rank: 1, at: collective}]
+//     rates: {send: 0.1}
+//   lookup: {model: tiny, tokens: 8, run: true}
+//   expect:
+//     placement: host_head_sharded         # or [{ranks: 0-3, placement: ...}, ...]
+//     warnings: ["188.8 GiB", "--shm-size"] # [] = no warning allowed; absent = not checked
+//     error: {kind: failed_precondition, contains: [IMEX], rank: 0, step: import}
+//     memory: {hbm_per_gpu: 47.2GiB, host_per_node: 188.8GiB}
+//     handle_type: fabric
+//     lookup_equal: true
+//     faults_fired: [import]
+//     no_leaks: true                       # always checked; false is refused
+//
+// Every error is invalid_argument "<source>: line L, column C: <field>:
+// <problem and fix>".
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/backend/device_memory.h"
+#include "core/deployment/deployment.h"
+#include "core/plan/placement.h"
+#include "core/base/status.h"
+
+namespace engram {
+
+// The emulator's fault sites by name (sim/faults.h spells the same names;
+// tests/scenario_parse_test.cc checks the two lists agree).
+inline constexpr const char* kScenarioFaultSites[] = {"export",     "send",      "import",    "map",
+                                                      "access",     "shm_create", "shm_write", "rank_death"};
+
+struct ScenarioFault {
+  std::string site;    // one of kScenarioFaultSites
+  int rank = 0;
+  int occurrence = 1;  // 1 = the rank's first visit of the site
+  std::string at;      // rank_death only: the checkpoint ("import", "collective", ...); "" = any
+};
+
+struct ScenarioFaultRate {
+  std::string site;
+  double probability = 0.0;
+};
+
+struct ScenarioLookup {
+  bool run = true;
+  std::string model = "tiny";  // the table model really built and looked up
+  int tokens = 4;              // per rank (every fourth rank brings none: an idle replica)
+};
+
+struct ExpectedPlacement {
+  int first_rank = 0;
+  int last_rank = -1;  // inclusive; -1 = through the last rank
+  Placement placement = Placement::kDeviceCollective;
+};
+
+struct ExpectedError {
+  ErrorCode kind = ErrorCode::kInternal;
+  std::vector<std::string> contains;  // each must appear in the message
+  std::optional<int> rank;
+  std::optional<std::string> step;
+};
+
+// A size as written ("47.2GiB"): it matches an actual size that rounds to it,
+// i.e. within half a unit of its last written digit.
+struct ExpectedSize {
+  std::string text;
+  uint64_t bytes = 0;
+  uint64_t tolerance_bytes = 0;
+  bool matches(uint64_t actual) const;
+};
+
+struct ScenarioExpect {
+  std::vector<ExpectedPlacement> placements;       // empty: not checked
+  std::optional<std::vector<std::string>> warnings;  // absent: not checked; empty: none allowed
+  std::optional<ExpectedError> error;               // absent: every rank must succeed
+  std::optional<ExpectedSize> hbm_per_gpu;          // plan: tables + buffer on the busiest GPU
+  std::optional<ExpectedSize> host_per_node;        // plan: Engram table bytes in the busiest host's memory
+  std::optional<HandleType> handle_type;
+  bool lookup_equal = false;                        // lookups must run, succeed and equal the direct lookup
+  std::vector<std::string> faults_fired;            // each site must have fired at least once
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  std::string source;  // file path (or the name given to parse_scenario_text)
+  Deployment deployment;
+  uint64_t seed = 1;
+  std::vector<ScenarioFault> planned_faults;
+  std::vector<ScenarioFaultRate> fault_rates;
+  ScenarioLookup lookup;
+  ScenarioExpect expect;
+};
+
+Result<Scenario> parse_scenario(const YAML::Node& root, std::string_view source_name);
+Result<Scenario> parse_scenario_text(std::string_view text, std::string_view source_name);
+Result<Scenario> load_scenario_file(const std::string& path);
+
+// Files named *.yaml / *.yml directly in `path` (a directory, sorted), or
+// `path` itself when it is a file.
+Result<std::vector<std::string>> scenario_files(const std::string& path);
+
+// "0-3" or "5" -> [first, last]; errors name the text.
+Result<std::pair<int, int>> parse_rank_range(std::string_view text);
+
+}  // namespace engram

@@ -1,0 +1,149 @@
+#include "harness/scenario_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace engram {
+
+std::optional<Status> scenario_root_cause(const std::vector<Status>& statuses, int first_fault_rank) {
+  if (first_fault_rank >= 0 && first_fault_rank < static_cast<int>(statuses.size()) &&
+      !statuses[static_cast<size_t>(first_fault_rank)].is_ok())
+    return statuses[static_cast<size_t>(first_fault_rank)];
+  int at = -1;
+  for (size_t r = 0; r < statuses.size(); ++r)
+    if (!statuses[r].is_ok()) { at = static_cast<int>(r); break; }
+  if (at < 0) return std::nullopt;
+  std::vector<bool> seen(statuses.size(), false);
+  for (;;) {
+    seen[static_cast<size_t>(at)] = true;
+    const Status& s = statuses[static_cast<size_t>(at)];
+    const int peer = s.context().peer;
+    if (s.code() != ErrorCode::kUnavailable || peer < 0 || peer >= static_cast<int>(statuses.size()) ||
+        seen[static_cast<size_t>(peer)] || statuses[static_cast<size_t>(peer)].is_ok())
+      return s;
+    at = peer;
+  }
+}
+
+std::string scenario_placement_summary(const Result<PlanResult>& plan, const std::vector<ScenarioRankResult>& ranks) {
+  std::vector<std::pair<Placement, int>> counts;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    std::optional<Placement> p;
+    if (ranks[r].started) p = ranks[r].placement;
+    else if (plan.is_ok() && r < plan->ranks.size()) p = plan->ranks[r].placement;
+    if (!p) continue;
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == *p; });
+    if (it == counts.end()) counts.push_back({*p, 1});
+    else ++it->second;
+  }
+  if (counts.empty()) return "-";
+  if (counts.size() == 1) return placement_name(counts[0].first);
+  std::string text;
+  for (const auto& [p, n] : counts) text += fmt::format("{}{} x{}", text.empty() ? "" : ", ", placement_name(p), n);
+  return text;
+}
+
+void check_scenario_error(const ScenarioExpect& x, const std::optional<Status>& error, std::vector<std::string>& fail) {
+  if (x.error) {
+    if (!error) {
+      fail.push_back(fmt::format("expected a {} error, but every rank succeeded", error_code_name(x.error->kind)));
+      return;
+    }
+    const Status& e = *error;
+    if (e.code() != x.error->kind)
+      fail.push_back(fmt::format("error kind: expected {}, got {}: {}", error_code_name(x.error->kind),
+                                 error_code_name(e.code()), e.to_string()));
+    for (const std::string& word : x.error->contains)
+      if (e.message().find(word) == std::string::npos)
+        fail.push_back(fmt::format("error message lacks '{}': {}", word, e.to_string()));
+    if (x.error->rank && e.context().rank != *x.error->rank)
+      fail.push_back(fmt::format("error rank: expected {}, got {}: {}", *x.error->rank, e.context().rank, e.to_string()));
+    if (x.error->step && e.context().step != *x.error->step)
+      fail.push_back(fmt::format("error step: expected '{}', got '{}': {}", *x.error->step, e.context().step,
+                                 e.to_string()));
+  } else if (error) {
+    fail.push_back("expected success, got: " + error->to_string());
+  }
+}
+
+void check_scenario_decisions(const ScenarioExpect& x, const Result<PlanResult>& plan,
+                              const std::optional<Status>& error, const std::vector<ScenarioRankResult>& ranks,
+                              const std::vector<Warning>& warnings, std::vector<std::string>& fail) {
+  const int world_size = static_cast<int>(ranks.size());
+  // Plan and runtime decide alike: a plan refusal fails every rank with the
+  // same kind; otherwise every started rank placed as plan did.
+  if (!plan.is_ok()) {
+    for (int r = 0; r < world_size; ++r)
+      if (ranks[static_cast<size_t>(r)].started) {
+        fail.push_back(
+            fmt::format("plan refused the deployment ({}), but rank {} started", plan.status().to_string(), r));
+        break;
+      }
+    if (error && error->code() != plan.status().code())
+      fail.push_back(fmt::format("plan refused with {}, the runtime failed with {}", plan.status().to_string(),
+                                 error->to_string()));
+  } else {
+    for (int r = 0; r < world_size && r < static_cast<int>(plan->ranks.size()); ++r) {
+      const ScenarioRankResult& o = ranks[static_cast<size_t>(r)];
+      if (o.started && o.placement != plan->ranks[static_cast<size_t>(r)].placement)
+        fail.push_back(fmt::format("rank {}: the runtime placed {}, plan placed {}", r, placement_name(o.placement),
+                                   placement_name(plan->ranks[static_cast<size_t>(r)].placement)));
+    }
+  }
+
+  for (const ExpectedPlacement& p : x.placements) {
+    const int last = p.last_rank < 0 ? world_size - 1 : p.last_rank;
+    if (last >= world_size) {
+      fail.push_back(fmt::format("expect.placement names ranks {}-{}, but the job has {} ranks", p.first_rank, last,
+                                 world_size));
+      continue;
+    }
+    for (int r = p.first_rank; r <= last; ++r) {
+      const ScenarioRankResult& o = ranks[static_cast<size_t>(r)];
+      std::optional<Placement> actual;
+      if (o.started) actual = o.placement;
+      else if (plan.is_ok()) actual = plan->ranks[static_cast<size_t>(r)].placement;
+      if (!actual) {
+        fail.push_back(fmt::format("placement: expected {} for rank {}, but none was decided ({})",
+                                   placement_name(p.placement), r, plan.status().to_string()));
+        break;
+      }
+      if (*actual != p.placement) {
+        fail.push_back(fmt::format("placement: expected {} for rank {}, got {}", placement_name(p.placement), r,
+                                   placement_name(*actual)));
+        break;
+      }
+    }
+  }
+
+  if (x.warnings) {
+    std::string seen;
+    for (const Warning& w : warnings) seen += fmt::format("\n    [{}] {}", w.key, w.text);
+    if (x.warnings->empty() && !warnings.empty())
+      fail.push_back(fmt::format("expected no warnings, got {}:{}", warnings.size(), seen));
+    for (const std::string& word : *x.warnings) {
+      bool found = std::any_of(warnings.begin(), warnings.end(),
+                               [&](const Warning& w) { return w.text.find(word) != std::string::npos; });
+      if (!found)
+        fail.push_back(fmt::format("no warning contains '{}'; warnings:{}", word, seen.empty() ? " none" : seen));
+    }
+  }
+}
+
+void check_scenario_lookups(const ScenarioExpect& x, const std::vector<ScenarioRankResult>& ranks,
+                            std::vector<std::string>& fail) {
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const ScenarioRankResult& o = ranks[r];
+    if (!o.lookup_mismatch.empty())
+      fail.push_back(fmt::format("rank {} ({}): lookup differs from the direct lookup: {}", r,
+                                 placement_name(o.placement), o.lookup_mismatch));
+    if (x.lookup_equal && !o.looked_up) {
+      fail.push_back(fmt::format("lookup_equal: rank {} did not complete its lookups", r));
+      break;
+    }
+  }
+}
+
+}  // namespace engram

@@ -1,0 +1,43 @@
+// Checking a scenario's expectations against what a run's ranks reported,
+// the same way wherever the ranks ran (the emulator, real processes): the
+// root-cause error, plan and runtime agreeing, placements, warnings and
+// lookups. Each check appends one line per difference to `failures`.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/plan/deployment_plan.h"
+#include "harness/scenario.h"
+#include "harness/scenario_rank.h"
+#include "core/base/status.h"
+#include "core/base/warnings.h"
+
+namespace engram {
+
+// The root cause among failed ranks: `first_fault_rank` when it failed (the
+// rank where an injected fault fired first; -1 for none); otherwise start at
+// the lowest failed rank and follow "rank P failed" (unavailable naming a
+// failed peer) to it. Absent when every rank succeeded.
+std::optional<Status> scenario_root_cause(const std::vector<Status>& statuses, int first_fault_rank = -1);
+
+// "host_shared" when all ranks agree, else "device_peer x4, host_private x4";
+// "-" when no placement was decided. Per rank: what the runtime decided, else
+// what plan decided.
+std::string scenario_placement_summary(const Result<PlanResult>& plan, const std::vector<ScenarioRankResult>& ranks);
+
+// expect.error against the root cause (or success).
+void check_scenario_error(const ScenarioExpect& expect, const std::optional<Status>& error,
+                          std::vector<std::string>& failures);
+
+// Plan and runtime decided alike; expect.placement; expect.warnings.
+void check_scenario_decisions(const ScenarioExpect& expect, const Result<PlanResult>& plan,
+                              const std::optional<Status>& error, const std::vector<ScenarioRankResult>& ranks,
+                              const std::vector<Warning>& warnings, std::vector<std::string>& failures);
+
+// Any lookup mismatch fails; expect.lookup_equal also demands every rank looked up.
+void check_scenario_lookups(const ScenarioExpect& expect, const std::vector<ScenarioRankResult>& ranks,
+                            std::vector<std::string>& failures);
+
+}  // namespace engram

@@ -1,0 +1,66 @@
+// What one rank of a scenario does, on the emulator and on real processes
+// alike (one implementation, so the two can be compared byte for byte):
+// EngramRuntime::start with options from the scenario's deployment, a lookup
+// of its own tokens in every table (deterministic token ids, a few DEAD, one
+// id past the table), each output checked against a reference lookup and
+// hashed, then stop.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/backend/rank_backend.h"
+#include "core/deployment/deployment.h"
+#include "core/runtime/engram_runtime.h"
+#include "core/model/hashing.h"
+#include "core/plan/placement.h"
+#include "harness/scenario.h"
+#include "core/base/status.h"
+#include "core/model/table_spec.h"
+#include "core/base/warnings.h"
+
+namespace engram {
+
+inline constexpr uint64_t kScenarioFillSeed = 1;  // RuntimeOptions' default: the reference fills the same bytes
+
+struct ScenarioRankResult {
+  bool started = false;
+  Placement placement = Placement::kDeviceCollective;
+  std::optional<HandleType> handle_type;
+  bool looked_up = false;                // every table of the lookup model
+  std::string lookup_mismatch;           // empty: bitwise equal to the reference lookup
+  std::vector<uint64_t> lookup_hashes;   // fnv1a64 of each table's output bytes, by table index
+};
+
+// ids: [tokens][heads] of table `table`; out: ids.size() * dim bf16.
+using ReferenceLookup = std::function<void(int table, std::span<const int64_t> ids, std::span<uint16_t> out)>;
+
+struct ScenarioRankInputs {
+  RuntimeOptions options;            // scenario_runtime_options()
+  ScenarioLookup lookup;
+  uint64_t seed = 1;                 // the scenario's: decides the token ids
+  const std::vector<TableHasher>* hashers = nullptr;  // one per table of options.table_model
+  ReferenceLookup reference;         // required when lookup.run
+};
+
+// The deployment must be completed (plan's or validate_and_complete's output).
+RuntimeOptions scenario_runtime_options(const Deployment& completed, const ModelSpec& table_model, std::string job_id);
+
+// Rank r's tokens: every fourth rank is an idle replica (no tokens); every
+// fifth token is DEAD (an image token); ids from the seed and the rank.
+std::vector<int64_t> scenario_tokens(const ModelSpec& model, uint64_t seed, int rank, int tokens);
+
+// FNV-1a, 64 bit.
+uint64_t fnv1a64(std::span<const std::byte> bytes);
+
+// Collective over backend.world. Fills `out` as far as the rank got; returns
+// the first failure (start, lookup or stop).
+Status run_scenario_rank(RankBackend& backend, const ScenarioRankInputs& inputs, WarningSink& sink,
+                         ScenarioRankResult& out);
+
+}  // namespace engram

@@ -1,0 +1,74 @@
+// Swarm mode (DESIGN.md section 6): each seed draws a whole job (topology,
+// layout, config, faults, lookup) and runs it on the emulator the way a
+// scenario runs (harness/emulated_scenario.h), then checks invariants that must
+// hold whatever was drawn:
+//   - nothing in the ledger after any outcome;
+//   - the ranks of one host that took a host placement decided alike;
+//   - every failed rank's error names a rank and a step;
+//   - wherever the run succeeded, every lookup equals the direct lookup;
+//   - the runtime placed every rank as `plan` did (and a plan refusal fails
+//     every rank with the same kind), and warned only as plan warned;
+//   - with check_determinism, a second run gives the same trace hash and
+//     the same per-rank outcomes.
+// A failing seed carries one line that reproduces it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/faults.h"
+#include "harness/emulated_scenario.h"
+
+namespace engram::sim {
+
+struct SwarmCase {
+  EmulatedJob job;
+  std::string description;  // one line: hosts, layout, config, faults
+};
+
+// Deterministic in `seed` alone.
+SwarmCase draw_swarm_case(uint64_t seed);
+
+struct SwarmSeedResult {
+  uint64_t seed = 0;
+  bool passed = true;
+  std::vector<std::string> violations;
+  std::string description;
+  std::string outcome;       // "ok host_shared", "error unavailable (step import)", ...
+  std::string reproduction;  // engramlab fuzz --seed S --seeds 1 [--check-determinism]
+  uint64_t trace_hash = 0;
+  FaultReport faults;
+  std::map<std::string, uint64_t, std::less<>> coverage;
+};
+
+SwarmSeedResult run_swarm_seed(uint64_t seed, bool check_determinism);
+
+// A sweep of at least this many seeds must make every fault site fire.
+inline constexpr int kEverySiteSweepSeeds = 200;
+
+struct SwarmReport {
+  uint64_t first_seed = 0;
+  int seed_count = 0;
+  bool check_determinism = false;
+  std::vector<SwarmSeedResult> failures;
+  std::array<uint64_t, kFaultSiteCount> fired{};        // fault firings, summed over seeds
+  std::array<uint64_t, kFaultSiteCount> reached{};
+  std::array<int, kFaultSiteCount> seeds_fired{};       // seeds in which the site fired
+  std::map<std::string, std::pair<uint64_t, int>, std::less<>> coverage;  // probe -> (hits, seeds)
+  std::map<std::string, int, std::less<>> outcomes;     // outcome -> seeds
+  double elapsed_ms = 0;
+
+  std::vector<FaultSite> sites_never_fired() const;
+  // No failing seed, and (for a sweep of kEverySiteSweepSeeds or more) every site fired.
+  bool passed() const;
+  std::string fault_site_table() const;
+  std::string coverage_table() const;
+  std::string outcome_table() const;
+};
+
+SwarmReport run_swarm(uint64_t first_seed, int seed_count, bool check_determinism);
+
+}  // namespace engram::sim
