@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "core/base/json_output.h"
 #include "core/report/latency_svg.h"
 #include "core/base/units.h"
 
@@ -38,6 +39,7 @@ struct BenchFlags {
   uint64_t seed = 2024;
   int gpus = 0;
   bool variants = false;
+  bool json = false;
 };
 
 [[maybe_unused]] Result<std::vector<int64_t>> parse_tokens(const std::string& text) {
@@ -66,17 +68,65 @@ struct BenchFlags {
   return Status::ok();
 }
 
+// Exit 2 for bad input (and a build without CUDA), 1 for a failed run; under
+// --json the error is a document on stdout as well as a line on stderr.
+int fail(const BenchFlags& f, const Status& status, int exit_code = 0) {
+  fmt::print(stderr, "engramlab bench: {}\n", status.to_string());
+  if (f.json) std::fputs((dump_json(error_document("bench", status)) + "\n").c_str(), stdout);
+  if (exit_code != 0) return exit_code;
+  return status.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+}
+
+#ifdef ENGRAM_HAVE_CUDA_BACKEND
+Json percentiles_json(const LatencyPercentiles& l) { return {{"p10", l.p10_us}, {"p50", l.p50_us}, {"p90", l.p90_us}}; }
+
+Json bench_json(const BenchFlags& f, const cuda::LookupBenchReport& r) {
+  Json j = json_document("bench");
+  j["gpus"] = r.gpus;
+  j["device_name"] = r.device_name;
+  j["table_rows"] = r.table_rows;
+  j["row_bytes"] = r.row_bytes;
+  j["shard_bytes"] = r.shard_bytes;
+  j["replays"] = f.replays;
+  j["warmup_replays"] = f.warmup;
+  j["cold_l2"] = f.cold_l2;
+  j["points"] = Json::array();
+  for (const auto& p : r.points) {
+    Json point = Json::object();
+    point["tokens_per_rank"] = p.tokens_per_rank;
+    point["collective_us"] = p.collective_ran ? percentiles_json(p.collective) : Json(nullptr);
+    point["collective_as_graph"] = p.collective_ran ? Json(p.collective_as_graph) : Json(nullptr);
+    point["peer_us"] = percentiles_json(p.peer);
+    point["plain_us"] = p.plain_ran ? percentiles_json(p.plain) : Json(nullptr);
+    point["local_copy_us"] = percentiles_json(p.local_copy);
+    point["peer_copy_us"] = percentiles_json(p.peer_copy);
+    point["copy_floor_us"] = p.floor_us;
+    point["read_bytes"] = p.read_bytes;
+    point["write_bytes"] = p.write_bytes;
+    point["remote_fraction"] = p.remote_fraction;
+    point["local_fraction"] = p.local_fraction;
+    point["peer_variant"] = p.peer_variant;
+    point["slots_checked_against_cpu"] = p.slots_checked_against_cpu;
+    j["points"].push_back(std::move(point));
+  }
+  j["notes"] = r.notes;
+  j["svg"] = f.svg;
+  j["csv"] = f.csv.empty() ? Json(nullptr) : Json(f.csv);
+  j["warnings"] = Json::array();
+  j["error"] = nullptr;
+  return j;
+}
+#endif
+
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
 int run_bench(const BenchFlags& f) {
+  // Under --json the table goes to stderr and stdout holds the document alone.
+  FILE* out = f.json ? stderr : stdout;
   auto tokens = parse_tokens(f.tokens);
-  if (!tokens.is_ok()) {
-    fmt::print(stderr, "engramlab bench: {}\n", tokens.status().to_string());
-    return 2;
-  }
+  if (!tokens.is_ok()) return fail(f, tokens.status());
   if (!(f.shard_gib > 0) || f.replays < 1 || f.warmup < 0 || f.gpus < 0) {
-    fmt::print(stderr, "engramlab bench: --shard-gib {} must be > 0, --replays {} >= 1, --warmup {} >= 0, --gpus {} "
-               ">= 0\n", f.shard_gib, f.replays, f.warmup, f.gpus);
-    return 2;
+    return fail(f, invalid_argument(fmt::format("--shard-gib {} must be > 0, --replays {} >= 1, --warmup {} >= 0, "
+                                                "--gpus {} >= 0", f.shard_gib, f.replays, f.warmup, f.gpus)));
   }
   cuda::LookupBenchOptions options;
   options.shard_bytes = static_cast<uint64_t>(f.shard_gib * static_cast<double>(kGiB));
@@ -91,64 +141,61 @@ int run_bench(const BenchFlags& f) {
     fmt::print(stderr, "{}\n", line);
     std::fflush(stderr);
   });
-  if (!result.is_ok()) {
-    fmt::print(stderr, "engramlab bench: {}\n", result.status().to_string());
-    return result.status().code() == ErrorCode::kInvalidArgument ? 2 : 1;
-  }
+  if (!result.is_ok()) return fail(f, result.status());
   const cuda::LookupBenchReport& r = *result;
 
-  fmt::print("engramlab bench: {} x {}, DP = {}, one table of {} rows x {} B ({} per GPU), {} heads per token\n",
+  fmt::print(out, "engramlab bench: {} x {}, DP = {}, one table of {} rows x {} B ({} per GPU), {} heads per token\n",
              r.gpus, r.device_name, r.gpus, r.table_rows, r.row_bytes, format_gib(r.shard_bytes), options.heads);
-  fmt::print("one lookup per captured CUDA graph, launched on every GPU together, timed on GPU 0: {} replays after {} "
+  fmt::print(out, "one lookup per captured CUDA graph, launched on every GPU together, timed on GPU 0: {} replays after {} "
              "warm-up, L2 {}\n\n", f.replays, f.warmup, f.cold_l2 ? "scrubbed before each replay" : "warm (same ids)");
-  fmt::print("| tokens | collective us | peer us | speedup | copy-floor us | peer/floor |\n");
-  fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  fmt::print(out, "| tokens | collective us | peer us | speedup | copy-floor us | peer/floor |\n");
+  fmt::print(out, "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const auto& p : r.points) {
     const std::string collective = p.collective_ran ? fmt::format("{:.1f}", p.collective.p50_us) : "n/a";
     const std::string speedup = p.collective_ran ? fmt::format("{:.1f}x", p.collective.p50_us / p.peer.p50_us) : "n/a";
-    fmt::print("| {} | {} | {:.1f} | {} | {:.1f} | {:.2f} |\n", p.tokens_per_rank, collective, p.peer.p50_us, speedup,
+    fmt::print(out, "| {} | {} | {:.1f} | {} | {:.1f} | {:.2f} |\n", p.tokens_per_rank, collective, p.peer.p50_us, speedup,
                p.floor_us, p.peer.p50_us / p.floor_us);
   }
-  fmt::print("\nmedians above; p10 / p50 / p90 and the copies behind the floor:\n");
-  fmt::print("| tokens | collective us | peer us | plain kernel us | local copy us | peer copy us | remote / local / DEAD "
+  fmt::print(out, "\nmedians above; p10 / p50 / p90 and the copies behind the floor:\n");
+  fmt::print(out, "| tokens | collective us | peer us | plain kernel us | local copy us | peer copy us | remote / local / DEAD "
              "slots |\n");
-  fmt::print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  fmt::print(out, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   auto three = [](const LatencyPercentiles& l) { return fmt::format("{:.1f} / {:.1f} / {:.1f}", l.p10_us, l.p50_us, l.p90_us); };
   for (const auto& p : r.points) {
-    fmt::print("| {} | {}{} | {} | {} | {} | {} | {:.3f} / {:.3f} / {:.3f} |\n", p.tokens_per_rank,
+    fmt::print(out, "| {} | {}{} | {} | {} | {} | {} | {:.3f} / {:.3f} / {:.3f} |\n", p.tokens_per_rank,
                p.collective_ran ? three(p.collective) : "n/a",
                p.collective_ran && !p.collective_as_graph ? " (eager)" : "", three(p.peer),
                p.plain_ran ? three(p.plain) : "n/a",
                three(p.local_copy),
                three(p.peer_copy), p.remote_fraction, p.local_fraction, std::max(0.0, 1.0 - p.remote_fraction - p.local_fraction));
   }
-  fmt::print("\ncopy floor: R = tokens x heads x {} B read, W = tokens x heads x {} B written; the copies stream R "
+  fmt::print(out, "\ncopy floor: R = tokens x heads x {} B read, W = tokens x heads x {} B written; the copies stream R "
              "(from this GPU's shard, or the next GPU's over NVLink) and write W;\n"
              "  floor = max(remote_fraction x peer_copy_us, (local_fraction x R + W) / (R + W) x local_copy_us)\n"
              "  i.e. the remote rows at the peer copy's NVLink rate and, concurrently, the local rows and all writes "
              "at the local copy's HBM rate.\n",
              r.row_bytes, options.dim * 2);
   for (const auto& p : r.points) {
-    fmt::print("checked: {} tokens: peer == collective bitwise on GPU 0{}; {} sampled slots equal the CPU rule\n",
+    fmt::print(out, "checked: {} tokens: peer == collective bitwise on GPU 0{}; {} sampled slots equal the CPU rule\n",
                p.tokens_per_rank, p.collective_ran ? "" : " (collective not run)", p.slots_checked_against_cpu);
   }
-  for (const auto& note : r.notes) fmt::print("note: {}\n", note);
+  for (const auto& note : r.notes) fmt::print(out, "note: {}\n", note);
 
-  fmt::print("plain kernel: a warp per row, shard table by value, raw bytes widened, no dequantisation (the "
+  fmt::print(out, "plain kernel: a warp per row, shard table by value, raw bytes widened, no dequantisation (the "
              "reference the targets name), "
              "over the same ids and shards.\n");
-  fmt::print("\nfixed cost of the method (timed like the lookups), p10 / p50 / p90 us: the two events alone {}; empty "
+  fmt::print(out, "\nfixed cost of the method (timed like the lookups), p10 / p50 / p90 us: the two events alone {}; empty "
              "graph {}; one empty-kernel node {}\n", three(r.events_only),
              r.empty_graph_ran ? three(r.empty_graph) : "n/a", three(r.empty_kernel_graph));
-  fmt::print("peer kernel variant per size:");
-  for (const auto& p : r.points) fmt::print(" {}: {};", p.tokens_per_rank, p.peer_variant);
-  fmt::print("\n");
+  fmt::print(out, "peer kernel variant per size:");
+  for (const auto& p : r.points) fmt::print(out, " {}: {};", p.tokens_per_rank, p.peer_variant);
+  fmt::print(out, "\n");
   if (f.variants && !r.points.empty() && !r.points.front().variants.empty()) {
-    fmt::print("\nvariant sweep (p50 us, each output == gather_peer bitwise; * best per size):\n| variant |");
-    for (const auto& p : r.points) fmt::print(" {} |", p.tokens_per_rank);
-    fmt::print("\n| --- |");
-    for (size_t i = 0; i < r.points.size(); ++i) fmt::print(" ---: |");
-    fmt::print("\n");
+    fmt::print(out, "\nvariant sweep (p50 us, each output == gather_peer bitwise; * best per size):\n| variant |");
+    for (const auto& p : r.points) fmt::print(out, " {} |", p.tokens_per_rank);
+    fmt::print(out, "\n| --- |");
+    for (size_t i = 0; i < r.points.size(); ++i) fmt::print(out, " ---: |");
+    fmt::print(out, "\n");
     std::vector<size_t> best(r.points.size(), 0);
     for (size_t i = 0; i < r.points.size(); ++i) {
       for (size_t v = 0; v < r.points[i].variants.size(); ++v) {
@@ -156,22 +203,22 @@ int run_bench(const BenchFlags& f) {
       }
     }
     for (size_t v = 0; v < r.points.front().variants.size(); ++v) {
-      fmt::print("| {} |", r.points.front().variants[v].name);
+      fmt::print(out, "| {} |", r.points.front().variants[v].name);
       for (size_t i = 0; i < r.points.size(); ++i) {
-        fmt::print(" {:.2f}{} |", r.points[i].variants[v].latency.p50_us, best[i] == v ? "*" : "");
+        fmt::print(out, " {:.2f}{} |", r.points[i].variants[v].latency.p50_us, best[i] == v ? "*" : "");
       }
-      fmt::print("\n");
+      fmt::print(out, "\n");
     }
-    fmt::print("best per size:");
+    fmt::print(out, "best per size:");
     for (size_t i = 0; i < r.points.size(); ++i) {
-      fmt::print(" {}: {} {:.2f} us;", r.points[i].tokens_per_rank, r.points[i].variants[best[i]].name,
+      fmt::print(out, " {}: {} {:.2f} us;", r.points[i].tokens_per_rank, r.points[i].variants[best[i]].name,
                  r.points[i].variants[best[i]].latency.p50_us);
     }
-    fmt::print("\n");
+    fmt::print(out, "\n");
   }
 
   // The acceptance targets, as measured here.
-  fmt::print("\ntargets (2 x H200 acceptance):\n");
+  fmt::print(out, "\ntargets (2 x H200 acceptance):\n");
   bool any_small = false, small_ok = true;
   std::string worst;
   for (const auto& p : r.points) {
@@ -183,23 +230,23 @@ int run_bench(const BenchFlags& f) {
       worst += fmt::format(" {} tokens: {:.1f}x;", p.tokens_per_rank, s);
     }
   }
-  fmt::print("  peer >= 5x faster than collective, 1..1024 tokens: {}\n",
+  fmt::print(out, "  peer >= 5x faster than collective, 1..1024 tokens: {}\n",
              !any_small ? "not measured" : small_ok ? "MET" : "NOT MET (" + worst + ")");
   auto at = [&](int64_t t) -> const cuda::LookupBenchPoint* {
     for (const auto& p : r.points) if (p.tokens_per_rank == t) return &p;
     return nullptr;
   };
   if (const auto* p = at(64)) {
-    fmt::print("  peer <= 6 us at 64 tokens: {} ({:.1f} us)\n", p->peer.p50_us <= 6.0 ? "MET" : "NOT MET", p->peer.p50_us);
+    fmt::print(out, "  peer <= 6 us at 64 tokens: {} ({:.1f} us)\n", p->peer.p50_us <= 6.0 ? "MET" : "NOT MET", p->peer.p50_us);
   } else {
-    fmt::print("  peer <= 6 us at 64 tokens: not measured\n");
+    fmt::print(out, "  peer <= 6 us at 64 tokens: not measured\n");
   }
   if (const auto* p = at(8192)) {
     const double ratio = p->peer.p50_us / p->floor_us;
-    fmt::print("  peer within 1.15x of the copy floor at 8192 tokens: {} ({:.2f}x)\n", ratio <= 1.15 ? "MET" : "NOT MET",
+    fmt::print(out, "  peer within 1.15x of the copy floor at 8192 tokens: {} ({:.2f}x)\n", ratio <= 1.15 ? "MET" : "NOT MET",
                ratio);
   } else {
-    fmt::print("  peer within 1.15x of the copy floor at 8192 tokens: not measured\n");
+    fmt::print(out, "  peer within 1.15x of the copy floor at 8192 tokens: not measured\n");
   }
 
   // The same targets for the plain reference kernel, timed in this run: what
@@ -210,12 +257,12 @@ int run_bench(const BenchFlags& f) {
       if (p.tokens_per_rank > 1024 || !p.collective_ran || !p.plain_ran) continue;
       ratios += fmt::format(" {}: {:.1f}x;", p.tokens_per_rank, p.collective.p50_us / p.plain.p50_us);
     }
-    fmt::print("  for reference, the plain kernel in this run: vs collective{}", ratios.empty() ? " n/a;" : ratios);
-    if (const auto* p = at(64); p && p->plain_ran) fmt::print(" {:.1f} us at 64 tokens;", p->plain.p50_us);
+    fmt::print(out, "  for reference, the plain kernel in this run: vs collective{}", ratios.empty() ? " n/a;" : ratios);
+    if (const auto* p = at(64); p && p->plain_ran) fmt::print(out, " {:.1f} us at 64 tokens;", p->plain.p50_us);
     if (const auto* p = at(8192); p && p->plain_ran) {
-      fmt::print(" {:.2f}x the floor at 8192 tokens", p->plain.p50_us / p->floor_us);
+      fmt::print(out, " {:.2f}x the floor at 8192 tokens", p->plain.p50_us / p->floor_us);
     }
-    fmt::print("\n");
+    fmt::print(out, "\n");
   }
 
   LogLogPlot plot;
@@ -239,11 +286,8 @@ int run_bench(const BenchFlags& f) {
   plot.series.push_back(floor);
   auto svg = render_log_log_svg(plot);
   Status wrote = svg.is_ok() ? write_file(f.svg, *svg, "SVG plot") : svg.status();
-  if (!wrote.is_ok()) {
-    fmt::print(stderr, "engramlab bench: {}\n", wrote.to_string());
-    return 1;
-  }
-  fmt::print("\nplot: {}\n", f.svg);
+  if (!wrote.is_ok()) return fail(f, wrote);
+  fmt::print(out, "\nplot: {}\n", f.svg);
   if (!f.csv.empty()) {
     std::string csv =
         "tokens_per_rank,collective_us_p10,collective_us_p50,collective_us_p90,peer_us_p10,peer_us_p50,peer_us_p90,"
@@ -259,19 +303,17 @@ int run_bench(const BenchFlags& f) {
                          p.collective_as_graph ? 1 : 0, p.plain.p50_us);
     }
     Status csv_written = write_file(f.csv, csv, "CSV");
-    if (!csv_written.is_ok()) {
-      fmt::print(stderr, "engramlab bench: {}\n", csv_written.to_string());
-      return 1;
-    }
-    fmt::print("csv: {}\n", f.csv);
+    if (!csv_written.is_ok()) return fail(f, csv_written);
+    fmt::print(out, "csv: {}\n", f.csv);
   }
+  if (f.json) std::fputs((dump_json(bench_json(f, r)) + "\n").c_str(), stdout);
   return 0;
 }
 #else
-int run_bench(const BenchFlags&) {
-  fmt::print(stderr, "engramlab bench: CUDA support was not built into this engramlab (nvcc was not found at build "
-                     "time); build on a machine with the CUDA toolkit to benchmark the device lookup\n");
-  return 2;
+int run_bench(const BenchFlags& f) {
+  return fail(f, failed_precondition("CUDA support was not built into this engramlab (nvcc was not found at build "
+                                     "time); build on a machine with the CUDA toolkit to benchmark the device lookup"),
+              2);
 }
 #endif
 
@@ -288,6 +330,7 @@ CommandRegistration reg("55-bench", [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--cold-l2", f->cold_l2, "read a 4 x L2 buffer on every GPU before each replay (untimed)");
   cmd->add_option("--seed", f->seed, "seed of the row ids and the table fill")->capture_default_str();
   cmd->add_option("--gpus", f->gpus, "GPUs to use (0: all)")->capture_default_str();
+  cmd->add_flag("--json", f->json, "print a machine-readable JSON document (the table goes to stderr)");
   // Hidden: for tuning the peer kernel, not for users.
   cmd->add_flag("--variants", f->variants, "also time every compiled peer kernel variant")->group("");
   cmd->callback([f, &exit_code] { exit_code = run_bench(*f); });

@@ -14,7 +14,10 @@
 
 #include "apps/command_registry.h"
 #include "backends/ipc/imex_channels.h"
+#include "backends/ipc/runtime_environment_probe.h"
+#include "core/base/json_output.h"
 #include "core/model/table_spec.h"
+#include "core/plan/shm_fix.h"
 #include "core/base/units.h"
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
@@ -52,6 +55,7 @@ struct Facts {
   std::vector<GpuFacts> gpus;
   std::vector<std::string> p2p_lines;
   bool p2p_all = true;
+  RuntimeEnvironment environment = RuntimeEnvironment::kBareMetal;
 };
 
 std::string read_first_line(const char* path) {
@@ -73,6 +77,7 @@ void probe_host(Facts& f) {
     f.shm_free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   }
   f.imex_channels = ipc::imex_channels();
+  f.environment = ipc::detect_runtime_environment();
 }
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
@@ -135,37 +140,16 @@ void probe_gpus(Facts& f) {
 }
 #endif
 
-void report(const Facts& f, const std::string& model_name, uint64_t tables_bytes) {
-  fmt::print("engramlab doctor\n\n");
-  fmt::print("host: {} (boot id {})\n", f.hostname, f.boot_id);
-  if (f.shm_mounted) {
-    fmt::print("/dev/shm: {} total, {} free\n", format_gib(f.shm_total_bytes), format_gib(f.shm_free_bytes));
-  } else {
-    fmt::print("/dev/shm: not mounted\n");
-  }
-  if (f.imex_channels.empty()) {
-    fmt::print("IMEX channels: none ({} absent or without channel* entries)\n", kImexChannelDir);
-  } else {
-    fmt::print("IMEX channels: {} in {}\n", fmt::join(f.imex_channels, ", "), kImexChannelDir);
-  }
+// What each placement would do on this machine: {placement, verdict}.
+struct PlacementVerdict {
+  std::string placement;
+  std::string verdict;
+};
 
+std::vector<PlacementVerdict> judge_placements(const Facts& f, uint64_t tables_bytes) {
+  std::vector<PlacementVerdict> out;
+  auto add = [&](const char* placement, std::string verdict) { out.push_back({placement, std::move(verdict)}); };
   const bool have_gpus = !f.gpus.empty();
-  if (!have_gpus) {
-    fmt::print("GPUs: no GPU: {}\n", f.no_gpu_reason);
-  } else {
-    fmt::print("GPUs: {}\n", f.gpus.size());
-    for (const auto& gpu : f.gpus) {
-      fmt::print("  {}\n", gpu.line);
-      fmt::print("    FABRIC probe (create + export): {}\n", gpu.fabric_works ? "works" : gpu.fabric_error);
-      fmt::print("    NVLink domain: {}\n",
-                 gpu.nvlink_domain.empty() ? "none (" + gpu.nvlink_domain_reason + ")" : gpu.nvlink_domain);
-    }
-    if (f.gpus.size() > 1) {
-      fmt::print("P2P access:\n");
-      for (const auto& line : f.p2p_lines) fmt::print("  {}\n", line);
-    }
-  }
-
   // The same conditions as the handle exchange's choice (choose_handle_type):
   // FABRIC needs the probe, an IMEX channel and one non-empty NVLink domain.
   bool all_fabric = have_gpus, all_posix = have_gpus, all_vmm = have_gpus;
@@ -193,61 +177,136 @@ void report(const Facts& f, const std::string& model_name, uint64_t tables_bytes
     fabric_why = fmt::format("no IMEX channel in {}", kImexChannelDir);
   all_fabric = all_fabric && fabric_why.empty();
 
-  fmt::print("\nplacements here (model {}, tables {}):\n", model_name, format_gib(tables_bytes));
-  // device_peer
   if (!have_gpus) {
-    fmt::print("  device_peer: unavailable: no GPU\n");
+    add("device_peer", "unavailable: no GPU");
   } else if (!all_vmm) {
-    fmt::print("  device_peer: unavailable: a GPU lacks VMM support\n");
+    add("device_peer", "unavailable: a GPU lacks VMM support");
   } else if (all_fabric) {
-    fmt::print("  device_peer: FABRIC handles (probe works, IMEX channel present, NVLink domain {}): can span hosts "
-               "of that domain\n",
-               f.gpus.front().nvlink_domain);
+    add("device_peer", fmt::format("FABRIC handles (probe works, IMEX channel present, NVLink domain {}): can span "
+                                   "hosts of that domain",
+                                   f.gpus.front().nvlink_domain));
   } else if (all_posix) {
-    fmt::print("  device_peer: POSIX fds within this host only, not FABRIC: {}{}\n", fabric_why,
-               f.p2p_all ? "" : "; WARNING: some GPU pairs lack P2P access, their peer reads would fail");
+    add("device_peer", fmt::format("POSIX fds within this host only, not FABRIC: {}{}", fabric_why,
+                                   f.p2p_all ? "" : "; WARNING: some GPU pairs lack P2P access, their peer reads "
+                                                    "would fail"));
   } else {
-    fmt::print("  device_peer: unavailable: neither FABRIC nor POSIX-fd handles work here\n");
+    add("device_peer", "unavailable: neither FABRIC nor POSIX-fd handles work here");
   }
-  // device_collective
   if (!have_gpus) {
-    fmt::print("  device_collective: unavailable: no GPU\n");
+    add("device_collective", "unavailable: no GPU");
   } else {
-    fmt::print("  device_collective: NCCL all-gather + reduce-scatter over the TP group; table/tp HBM per GPU\n");
+    add("device_collective", "NCCL all-gather + reduce-scatter over the TP group; table/tp HBM per GPU");
   }
-  // host_shared
   if (!f.shm_mounted) {
-    fmt::print("  host_shared: falls back to host_head_sharded: /dev/shm is not mounted\n");
+    add("host_shared", fmt::format("falls back to host_head_sharded: /dev/shm is not mounted; {}",
+                                   shm_fix_text(tables_bytes, f.environment)));
   } else if (f.shm_total_bytes < tables_bytes) {
-    fmt::print("  host_shared: falls back to host_head_sharded: /dev/shm total {} < tables {} "
-               "(raise it with --shm-size or use --ipc=host)\n",
-               format_gib(f.shm_total_bytes), format_gib(tables_bytes));
+    add("host_shared", fmt::format("falls back to host_head_sharded: /dev/shm total {} < tables {}; {}",
+                                   format_gib(f.shm_total_bytes), format_gib(tables_bytes),
+                                   shm_fix_text(tables_bytes, f.environment)));
   } else {
-    fmt::print("  host_shared: one copy per node fits: /dev/shm total {} >= tables {}{}\n", format_gib(f.shm_total_bytes),
-               format_gib(tables_bytes),
-               f.shm_free_bytes < tables_bytes ? fmt::format(" (but only {} free now)", format_gib(f.shm_free_bytes))
-                                               : std::string());
+    add("host_shared",
+        fmt::format("one copy per node fits: /dev/shm total {} >= tables {}{}", format_gib(f.shm_total_bytes),
+                    format_gib(tables_bytes),
+                    f.shm_free_bytes < tables_bytes ? fmt::format(" (but only {} free now)", format_gib(f.shm_free_bytes))
+                                                    : std::string()));
   }
-  fmt::print("  host_head_sharded: available: host memory, 1/dp of the heads per DP rank, collectives per step\n");
-  fmt::print("  host_private: available: {} of host memory per rank\n", format_gib(tables_bytes));
+  add("host_head_sharded", "available: host memory, 1/dp of the heads per DP rank, collectives per step");
+  add("host_private", fmt::format("available: {} of host memory per rank", format_gib(tables_bytes)));
+  return out;
+}
+
+void report(const Facts& f, const std::string& model_name, uint64_t tables_bytes) {
+  fmt::print("engramlab doctor\n\n");
+  fmt::print("host: {} (boot id {}; {})\n", f.hostname, f.boot_id, runtime_environment_name(f.environment));
+  if (f.shm_mounted) {
+    fmt::print("/dev/shm: {} total, {} free\n", format_gib(f.shm_total_bytes), format_gib(f.shm_free_bytes));
+  } else {
+    fmt::print("/dev/shm: not mounted\n");
+  }
+  if (f.imex_channels.empty()) {
+    fmt::print("IMEX channels: none ({} absent or without channel* entries)\n", kImexChannelDir);
+  } else {
+    fmt::print("IMEX channels: {} in {}\n", fmt::join(f.imex_channels, ", "), kImexChannelDir);
+  }
+  if (f.gpus.empty()) {
+    fmt::print("GPUs: no GPU: {}\n", f.no_gpu_reason);
+  } else {
+    fmt::print("GPUs: {}\n", f.gpus.size());
+    for (const auto& gpu : f.gpus) {
+      fmt::print("  {}\n", gpu.line);
+      fmt::print("    FABRIC probe (create + export): {}\n", gpu.fabric_works ? "works" : gpu.fabric_error);
+      fmt::print("    NVLink domain: {}\n",
+                 gpu.nvlink_domain.empty() ? "none (" + gpu.nvlink_domain_reason + ")" : gpu.nvlink_domain);
+    }
+    if (f.gpus.size() > 1) {
+      fmt::print("P2P access:\n");
+      for (const auto& line : f.p2p_lines) fmt::print("  {}\n", line);
+    }
+  }
+  fmt::print("\nplacements here (model {}, tables {}):\n", model_name, format_gib(tables_bytes));
+  for (const PlacementVerdict& v : judge_placements(f, tables_bytes)) fmt::print("  {}: {}\n", v.placement, v.verdict);
+}
+
+Json doctor_json(const Facts& f, const std::string& model_name, uint64_t tables_bytes) {
+  Json j = json_document("doctor");
+  j["host"] = {{"hostname", f.hostname}, {"boot_id", f.boot_id},
+               {"environment", runtime_environment_name(f.environment)}};
+  j["shm"] = {{"mounted", f.shm_mounted},
+              {"total_bytes", f.shm_mounted ? Json(f.shm_total_bytes) : Json(nullptr)},
+              {"free_bytes", f.shm_mounted ? Json(f.shm_free_bytes) : Json(nullptr)}};
+  j["imex_channels"] = f.imex_channels;
+  j["cuda_built"] = f.cuda_built;
+  j["no_gpu_reason"] = f.gpus.empty() ? Json(f.no_gpu_reason) : Json(nullptr);
+  j["gpus"] = Json::array();
+  for (const auto& gpu : f.gpus) {
+    j["gpus"].push_back({{"ordinal", gpu.ordinal},
+                         {"summary", gpu.line},
+                         {"vmm", gpu.vmm},
+                         {"posix_fd", gpu.posix_fd},
+                         {"fabric_attribute", gpu.fabric_attribute},
+                         {"fabric_works", gpu.fabric_works},
+                         {"fabric_error", gpu.fabric_works ? Json(nullptr) : Json(gpu.fabric_error)},
+                         {"nvlink_domain", gpu.nvlink_domain.empty() ? Json(nullptr) : Json(gpu.nvlink_domain)},
+                         {"nvlink_domain_reason",
+                          gpu.nvlink_domain.empty() ? Json(gpu.nvlink_domain_reason) : Json(nullptr)}});
+  }
+  j["p2p"] = f.p2p_lines;
+  j["model"] = {{"name", model_name}, {"table_bytes_total", tables_bytes}};
+  j["placements"] = Json::array();
+  for (const PlacementVerdict& v : judge_placements(f, tables_bytes))
+    j["placements"].push_back({{"placement", v.placement}, {"verdict", v.verdict}});
+  j["warnings"] = Json::array();
+  j["error"] = nullptr;
+  return j;
 }
 
 CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
-  auto model = std::make_shared<std::string>("deepseek-v4.1-flash");
+  struct Flags {
+    std::string model = "deepseek-v4.1-flash";
+    bool json = false;
+  };
+  auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("doctor", "Preflight: GPUs, VMM handle types, FABRIC probe, IMEX, P2P, /dev/shm, "
                                                "and what each placement would do here");
-  cmd->add_option("--model", *model, "model preset whose tables size the host placements")->capture_default_str();
-  cmd->callback([model, &exit_code] {
-    auto spec = model_preset(*model);
+  cmd->add_option("--model", flags->model, "model preset whose tables size the host placements")->capture_default_str();
+  cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");
+  cmd->callback([flags, &exit_code] {
+    auto spec = model_preset(flags->model);
     if (!spec.is_ok()) {
       fmt::print(stderr, "engramlab doctor: {}\n", spec.status().to_string());
+      if (flags->json) fmt::print("{}\n", dump_json(error_document("doctor", spec.status())));
       exit_code = 2;
       return;
     }
     Facts facts;
     probe_host(facts);
     probe_gpus(facts);
-    report(facts, *model, spec->table_bytes_total());
+    if (flags->json) {
+      fmt::print("{}\n", dump_json(doctor_json(facts, flags->model, spec->table_bytes_total())));
+    } else {
+      report(facts, flags->model, spec->table_bytes_total());
+    }
     exit_code = 0;
   });
 });

@@ -9,6 +9,8 @@
 #include <memory>
 
 #include "apps/command_registry.h"
+#include "core/base/json_output.h"
+#include "core/base/progress.h"
 #include "harness/swarm.h"
 
 namespace engram::app {
@@ -19,21 +21,77 @@ struct FuzzFlags {
   uint64_t seed = 1;
   bool check_determinism = false;
   bool verbose = false;  // one line per seed
+  bool json = false;
+  bool progress = false;
 };
+
+Json seed_json(const sim::SwarmSeedResult& r) {
+  return {{"seed", r.seed},
+          {"passed", r.passed},
+          {"outcome", r.outcome},
+          {"job", r.description},
+          {"trace_hash", fmt::format("{:016x}", r.trace_hash)},
+          {"violations", r.violations},
+          {"reproduce", r.reproduction}};
+}
+
+Json fuzz_json(const FuzzFlags& flags, const sim::SwarmReport& report) {
+  Json j = json_document("fuzz");
+  j["first_seed"] = flags.seed;
+  j["seeds"] = flags.seeds;
+  j["check_determinism"] = flags.check_determinism;
+  j["passed"] = report.passed();
+  j["failed_seeds"] = report.failures.size();
+  j["fault_sites"] = Json::array();
+  for (int s = 0; s < sim::kFaultSiteCount; ++s) {
+    const auto i = static_cast<size_t>(s);
+    j["fault_sites"].push_back({{"site", sim::fault_site_name(static_cast<sim::FaultSite>(s))},
+                                {"reached", report.reached[i]},
+                                {"fired", report.fired[i]},
+                                {"seeds_fired", report.seeds_fired[i]}});
+  }
+  j["coverage"] = Json::array();
+  for (const auto& [probe, hits] : report.coverage)
+    j["coverage"].push_back({{"probe", probe}, {"hits", hits.first}, {"seeds", hits.second}});
+  j["outcomes"] = Json::array();
+  for (const auto& [outcome, seeds] : report.outcomes) j["outcomes"].push_back({{"outcome", outcome}, {"seeds", seeds}});
+  j["failures"] = Json::array();
+  for (const auto& f : report.failures) j["failures"].push_back(seed_json(f));
+  j["sites_never_fired"] = Json::array();
+  for (sim::FaultSite site : report.sites_never_fired()) j["sites_never_fired"].push_back(sim::fault_site_name(site));
+  j["seconds"] = report.elapsed_ms / 1000.0;
+  j["warnings"] = Json::array();
+  j["error"] = nullptr;
+  return j;
+}
 
 int run_fuzz(const FuzzFlags& flags) {
   if (flags.seeds < 1) {
-    std::cerr << fmt::format("error: --seeds: {} is not a positive count; write e.g. --seeds 2000\n", flags.seeds);
+    const Status bad =
+        invalid_argument(fmt::format("--seeds: {} is not a positive count; write e.g. --seeds 2000", flags.seeds));
+    std::cerr << "error: " << bad.message() << "\n";
+    if (flags.json) std::cout << dump_json(error_document("fuzz", bad)) << "\n";
     return 2;
   }
-  if (flags.verbose) {
+  if (flags.verbose && !flags.json) {
     for (int i = 0; i < flags.seeds; ++i) {
       auto r = sim::run_swarm_seed(flags.seed + static_cast<uint64_t>(i), flags.check_determinism);
       std::cout << fmt::format("seed {}: {} {:016x} {}\n  {}\n", r.seed, r.passed ? "pass" : "FAIL", r.trace_hash,
                                r.outcome, r.description);
     }
   }
-  sim::SwarmReport report = sim::run_swarm(flags.seed, flags.seeds, flags.check_determinism);
+  sim::SwarmReport report;
+  {
+    Progress progress("fuzz", "seeds", static_cast<uint64_t>(flags.seeds),
+                      flags.progress ? ProgressMode::kAlways : ProgressMode::kAuto);
+    report = sim::run_swarm(flags.seed, flags.seeds, flags.check_determinism,
+                            [&](int done) { progress.update(static_cast<uint64_t>(done)); });
+  }
+  const auto never = report.sites_never_fired();
+  if (flags.json) {
+    std::cout << dump_json(fuzz_json(flags, report)) << "\n";
+    return report.passed() ? 0 : 1;
+  }
 
   std::cout << report.fault_site_table() << "\n" << report.coverage_table() << "\n" << report.outcome_table() << "\n";
   for (const auto& f : report.failures) {
@@ -41,7 +99,6 @@ int run_fuzz(const FuzzFlags& flags) {
     for (const auto& v : f.violations) std::cout << "  - " << v << "\n";
     std::cout << "  reproduce: " << f.reproduction << "\n";
   }
-  const auto never = report.sites_never_fired();
   if (!never.empty()) {
     std::string names;
     for (sim::FaultSite site : never) names += fmt::format("{}{}", names.empty() ? "" : ", ", sim::fault_site_name(site));
@@ -66,6 +123,9 @@ CommandRegistration reg("40-fuzz", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", flags->seed, "the first seed (default 1)");
   cmd->add_flag("--check-determinism", flags->check_determinism, "run each seed twice and compare trace hashes");
   cmd->add_flag("--verbose", flags->verbose, "print each seed's job and outcome first");
+  cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");
+  cmd->add_flag("--progress", flags->progress,
+                "show progress on stderr even when it is not a terminal (also ENGRAMLAB_PROGRESS=1)");
   cmd->callback([flags, &exit_code]() { exit_code = run_fuzz(*flags); });
 });
 

@@ -2,7 +2,8 @@
 // placement and show what it costs, before anything runs (DESIGN.md 1-3).
 // Input: flags, or --file deployment.yaml with flags overriding it.
 // Exit codes: 0 planned; 1 the deployment cannot work as asked (strict
-// dp_shared_memory, no handle type); 2 bad input.
+// dp_shared_memory, no handle type, tables beyond a GPU or a host's RAM);
+// 2 bad input.
 #include <fmt/format.h>
 
 #include <charconv>
@@ -14,7 +15,8 @@
 #include "apps/command_registry.h"
 #include "core/plan/deployment_plan.h"
 #include "core/deployment/deployment_yaml.h"
-#include "core/base/json_writer.h"
+#include "core/base/json_output.h"
+#include "core/plan/memory_fit.h"
 #include "core/report/plan_report.h"
 #include "core/base/units.h"
 
@@ -27,6 +29,7 @@ struct PlanFlags {
   std::string tp, dp, ep, prefill_cp, elastic_ep;
   std::string cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank;
   std::string rank_hosts;
+  std::string host_memory, gpu_memory_fraction, gpu_reserved, environment;
   bool json = false;
 };
 
@@ -82,6 +85,11 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     HostSpec base;
     base.tmpfs_bytes_total = kDockerDefaultShmBytes;
     if (from_file && !d.hosts.empty()) base = d.hosts.front();
+    if (!from_file && f.shm_size.empty() && f.no_shm.empty()) {
+      d.defaults_used.push_back({"--shm-size", "64 MiB",
+                                 "Docker's default /dev/shm; give --shm-size (what `df -h /dev/shm` shows on the "
+                                 "hosts)"});
+    }
     if (f.gpus_per_host.empty() && !from_file) {
       const int world = d.layout.world_size();
       if (world % host_count != 0) {
@@ -107,6 +115,11 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     }
     ENGRAM_RETURN_IF_ERROR(apply(f.gpu_memory, h.gpu_memory_bytes,
                                  [](const std::string& t) { return parse_bytes(t, "--gpu-memory"); }));
+    ENGRAM_RETURN_IF_ERROR(apply(f.host_memory, h.host_memory_bytes,
+                                 [](const std::string& t) { return parse_bytes(t, "--host-memory"); }));
+    if (!f.environment.empty()) {
+      ENGRAM_ASSIGN_OR_RETURN(h.environment, parse_runtime_environment(f.environment, "--environment"));
+    }
     if (!f.shm_size.empty()) {
       ENGRAM_ASSIGN_OR_RETURN(h.tmpfs_bytes_total, parse_bytes(f.shm_size, "--shm-size"));
       h.shm_mounted = true;
@@ -154,6 +167,15 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
                                           "or host", f.shard_group));
   }
   ENGRAM_RETURN_IF_ERROR(apply(f.tokens_per_rank, d.config.tokens_per_rank_max, int_of("--tokens-per-rank", 1)));
+  if (!f.gpu_memory_fraction.empty()) {
+    ENGRAM_ASSIGN_OR_RETURN(d.engine.gpu_memory_fraction,
+                            parse_fraction(f.gpu_memory_fraction, "--gpu-memory-fraction"));
+    d.engine.fraction_given = true;
+  }
+  if (!f.gpu_reserved.empty()) {
+    ENGRAM_ASSIGN_OR_RETURN(uint64_t bytes, parse_bytes(f.gpu_reserved, "--gpu-reserved"));
+    d.engine.gpu_reserved_bytes = bytes;
+  }
   return d;
 }
 
@@ -161,13 +183,7 @@ int run_plan(const PlanFlags& flags) {
   auto fail = [&](const Status& s) {
     const int code = s.code() == ErrorCode::kInvalidArgument ? 2 : 1;
     std::fputs(fmt::format("engramlab plan: error: {}\n", s.to_string()).c_str(), stderr);
-    if (flags.json) {
-      JsonWriter j;
-      j.begin_object().key("error").begin_object();
-      j.key("code").value(error_code_name(s.code())).key("message").value(s.message());
-      j.end_object().end_object();
-      std::cout << j.str() << "\n";
-    }
+    if (flags.json) std::cout << dump_json(error_document("plan", s)) << "\n";
     return code;
   };
   auto deployment = build_deployment(flags);
@@ -175,7 +191,20 @@ int run_plan(const PlanFlags& flags) {
   WarningSink sink;  // the report prints the warnings; no second copy on stderr
   auto plan = plan_deployment(deployment.value(), sink);
   if (!plan.is_ok()) return fail(plan.status());
-  std::cout << (flags.json ? plan_to_json(plan.value()) + "\n" : format_plan_report(plan.value()));
+  add_host_memory_warnings(plan.value());
+  // The report first, so the figures behind a "cannot run" are on screen.
+  const Status fits = check_memory_fits(plan.value());
+  if (flags.json) {
+    Json j = plan_json(plan.value());
+    j["error"] = error_json_or_null(fits);
+    std::cout << dump_json(j) << "\n";
+  } else {
+    std::cout << format_plan_report(plan.value());
+  }
+  if (!fits.is_ok()) {
+    std::fputs(fmt::format("engramlab plan: error: {}\n", fits.to_string()).c_str(), stderr);
+    return 1;
+  }
   return 0;
 }
 
@@ -188,8 +217,19 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--model", f.model, "model preset: deepseek-v4.1-flash (default), tiny");
   cmd->add_option("--hosts", f.hosts, "number of hosts (default 1; replaces the file's host list)");
   cmd->add_option("--gpus-per-host", f.gpus_per_host, "GPUs per host (default: tp * dp / hosts)");
-  cmd->add_option("--gpu-model", f.gpu_model, "H100, H200 (default), B200, GB200, B300, GB300");
-  cmd->add_option("--gpu-memory", f.gpu_memory, "GPU memory, e.g. 141GiB (default: by model, approximate)");
+  cmd->add_option("--gpu-model", f.gpu_model, "H100, H200 (default), B200, GB200, B300, GB300 (any case)");
+  cmd->add_option("--gpu-memory", f.gpu_memory,
+                  "GPU memory as CUDA reports it, e.g. 139.8GiB (default: the model's CUDA total, announced)");
+  cmd->add_option("--host-memory", f.host_memory,
+                  "system RAM per host, e.g. 2TB (default: the model's usual host, announced)");
+  cmd->add_option("--gpu-memory-fraction", f.gpu_memory_fraction,
+                  "the engine's share of GPU memory (vLLM gpu_memory_utilization, SGLang mem_fraction_static; "
+                  "default 0.90)");
+  cmd->add_option("--gpu-reserved", f.gpu_reserved,
+                  "GPU memory per GPU the engine needs besides Engram and the KV cache: weights, activations, "
+                  "CUDA context, NCCL (default: not counted)");
+  cmd->add_option("--environment", f.environment,
+                  "where the ranks run: bare_metal, docker, kubernetes (default unknown: warnings name every fix)");
   cmd->add_option("--shm-size", f.shm_size, "/dev/shm tmpfs total, e.g. 190GiB (default 64MiB, Docker's)");
   cmd->add_flag("--no-shm{true}", f.no_shm, "/dev/shm is not mounted");
   cmd->add_option("--nvlink-domain", f.nvlink_domain, "NVLink domain name shared by the hosts");

@@ -17,7 +17,8 @@
 #include "apps/command_registry.h"
 #include "harness/real_rank_process.h"
 #include "harness/real_scenario.h"
-#include "core/base/json_writer.h"
+#include "core/base/json_output.h"
+#include "core/base/progress.h"
 #include "harness/scenario.h"
 #include "harness/emulated_scenario.h"
 
@@ -30,68 +31,84 @@ struct ScenarioFlags {
   bool json = false;
   bool real = false;
   bool details = false;
+  bool here = false;
+  bool progress = false;
 };
 
+Json outcome_json(const sim::ScenarioOutcome& o) {
+  Json j = Json::object();
+  j["name"] = o.name;
+  j["file"] = o.source;
+  j["seed"] = o.seed;
+  j["result"] = o.passed ? "pass" : "fail";
+  // One placement when every rank agrees, else null and the mix in "placements".
+  j["placement"] = o.placements.size() == 1 ? Json(placement_name(o.placements[0].first)) : Json(nullptr);
+  j["placements"] = Json::array();
+  for (const auto& [placement, ranks] : o.placements)
+    j["placements"].push_back({{"placement", placement_name(placement)}, {"ranks", ranks}});
+  j["warnings"] = warnings_json(o.warnings);
+  j["error"] = o.error ? error_json(*o.error) : Json(nullptr);
+  j["trace_hash"] = fmt::format("{:016x}", o.trace_hash);
+  j["ms"] = o.elapsed_ms;
+  j["failures"] = o.failures;
+  j["reproduce"] = o.reproduction;
+  return j;
+}
+
 int run_scenarios(const ScenarioFlags& flags) {
+  // Every error is a JSON document too under --json (and a line on stderr).
+  auto fail = [&](const Status& status) {
+    std::cerr << "error: " << status.message() << "\n";
+    if (flags.json) std::cout << dump_json(error_document("scenario run", status)) << "\n";
+    return 2;
+  };
   std::optional<uint64_t> seed;
   if (!flags.seed.empty()) {
     uint64_t value = 0;
     auto [end, ec] = std::from_chars(flags.seed.data(), flags.seed.data() + flags.seed.size(), value);
-    if (ec != std::errc() || end != flags.seed.data() + flags.seed.size()) {
-      std::cerr << fmt::format("error: --seed: '{}' is not a whole number; write e.g. --seed 7\n", flags.seed);
-      return 2;
-    }
+    if (ec != std::errc() || end != flags.seed.data() + flags.seed.size())
+      return fail(invalid_argument(fmt::format("--seed: '{}' is not a whole number; write e.g. --seed 7", flags.seed)));
     seed = value;
   }
   std::vector<Scenario> scenarios;
   for (const std::string& path : flags.paths) {
     auto files = scenario_files(path);
-    if (!files.is_ok()) {
-      std::cerr << "error: " << files.status().message() << "\n";
-      return 2;
-    }
+    if (!files.is_ok()) return fail(files.status());
     for (const std::string& file : files.value()) {
       auto scenario = load_scenario_file(file);
-      if (!scenario.is_ok()) {
-        std::cerr << "error: " << scenario.status().message() << "\n";
-        return 2;
-      }
+      if (!scenario.is_ok()) return fail(scenario.status());
       scenarios.push_back(std::move(scenario).value());
     }
   }
 
   if (flags.real) {
-    if (flags.json || !flags.seed.empty()) {
-      std::cerr << "error: --real takes neither --seed (real processes have no emulator seed) nor --json\n";
-      return 2;
-    }
-    return run_scenarios_real(scenarios);
+    if (flags.json || !flags.seed.empty())
+      return fail(invalid_argument(
+          "--real takes neither --seed (real processes have no emulator seed) nor --json; drop them"));
+    return run_scenarios_real(scenarios, {.here = flags.here});
   }
 
   std::vector<sim::ScenarioOutcome> outcomes;
-  for (const Scenario& s : scenarios) outcomes.push_back(sim::run_scenario(s, seed));
+  {
+    Progress progress("scenario run", "scenarios", scenarios.size(),
+                      flags.progress ? ProgressMode::kAlways : ProgressMode::kAuto);
+    for (const Scenario& s : scenarios) {
+      outcomes.push_back(sim::run_scenario(s, seed));
+      progress.update(outcomes.size());
+    }
+  }
   int failed = 0;
   for (const auto& o : outcomes) failed += o.passed ? 0 : 1;
 
   if (flags.json) {
-    JsonWriter w;
-    w.begin_object().key("passed").value(static_cast<int64_t>(outcomes.size()) - failed).key("failed").value(failed);
-    w.key("scenarios").begin_array();
-    for (const auto& o : outcomes) {
-      w.begin_object();
-      w.key("name").value(o.name).key("file").value(o.source).key("seed").value(o.seed);
-      w.key("result").value(o.passed ? "pass" : "fail").key("placement").value(o.placement);
-      w.key("warnings").value(static_cast<uint64_t>(o.warning_count)).key("error_kind").value(o.error_kind);
-      w.key("error").value(o.error_text).key("trace_hash").value(fmt::format("{:016x}", o.trace_hash));
-      w.key("ms").value(static_cast<int64_t>(o.elapsed_ms + 0.5));
-      w.key("failures").begin_array();
-      for (const auto& f : o.failures) w.value(f);
-      w.end_array();
-      w.key("reproduce").value(o.reproduction);
-      w.end_object();
-    }
-    w.end_array().end_object();
-    std::cout << w.str() << "\n";
+    Json j = json_document("scenario run");
+    j["passed"] = static_cast<int64_t>(outcomes.size()) - failed;
+    j["failed"] = failed;
+    j["scenarios"] = Json::array();
+    for (const auto& o : outcomes) j["scenarios"].push_back(outcome_json(o));
+    j["warnings"] = Json::array();
+    j["error"] = nullptr;
+    std::cout << dump_json(j) << "\n";
     return failed == 0 ? 0 : 1;
   }
 
@@ -138,13 +155,20 @@ CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
   run->add_flag("--real", flags->real,
                 "also run each scenario on real processes of this host (engramlab launch) and compare them with "
                 "the emulator rank by rank");
+  run->add_flag("--here", flags->here,
+                "with --real: run scenarios whose host (name, /dev/shm) is not this one on this machine as it is, "
+                "instead of skipping them");
+  run->add_flag("--progress", flags->progress,
+                "show progress on stderr even when it is not a terminal (also ENGRAMLAB_PROGRESS=1)");
   run->callback([flags, &exit_code]() { exit_code = run_scenarios(*flags); });
 
   // Internal: one real rank, started by `scenario run --real` through
   // `engramlab launch` (or by torchrun/srun on a cluster).
   auto rank_flags = std::make_shared<ScenarioRankFlags>();
-  CLI::App* rank = cmd->add_subcommand("rank", "");  // empty description: hidden from --help
-  rank->group("");
+  CLI::App* rank = cmd->add_subcommand(
+      "rank", "Run one rank of a scenario on real processes: what `scenario run --real` starts on this host, and what "
+              "a cluster's launcher starts on every rank for a multi-host scenario (engramlab launch --nnodes, "
+              "torchrun, srun or mpirun; see `engramlab launch --help`)");
   rank->add_option("file", rank_flags->file, "scenario file")->required();
   rank->add_option("--result-dir", rank_flags->result_dir, "write rank-<r>.json here (default: stdout)");
   rank->add_option("--die-rank", rank_flags->die_rank, "crash tests: this rank SIGKILLs itself at --die-at");

@@ -142,7 +142,9 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
   const int world_size = static_cast<int>(out.ranks.size());
 
   result.placement = placement_summary(out);
+  result.placements = scenario_placement_counts(out.plan, out.ranks);
   result.warning_count = out.warnings.size();
+  result.warnings = out.warnings;
   for (const Warning& w : out.warnings) result.warning_texts.push_back(w.text);
   result.trace_hash = out.world.trace_hash;
   result.faults = out.world.faults;
@@ -150,6 +152,7 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
   if (out.error) {
     result.error_kind = error_code_name(out.error->code());
     result.error_text = out.error->to_string();
+    result.error = out.error;
   }
 
   // Nothing may outlive a run, whatever its outcome.

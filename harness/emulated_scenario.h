@@ -61,10 +61,13 @@ struct ScenarioOutcome {
   bool passed = false;
   std::vector<std::string> failures;  // what differed, one line each
   std::string placement;              // placement_summary
+  std::vector<std::pair<Placement, int>> placements;  // the same as data (scenario_placement_counts)
   size_t warning_count = 0;
   std::vector<std::string> warning_texts;  // each warning once, as the user reads it
+  std::vector<Warning> warnings;      // the same with their keys
   std::string error_kind = "-";
   std::string error_text;             // the root-cause status, when any
+  std::optional<Status> error;        // the same as a value
   uint64_t trace_hash = 0;
   FaultReport faults;
   std::map<std::string, uint64_t, std::less<>> coverage;

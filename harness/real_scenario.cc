@@ -114,7 +114,7 @@ struct RealOutcome {
   size_t warning_count = 0;
 };
 
-RealOutcome run_one(const Scenario& scenario, int index) {
+RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& options) {
   RealOutcome o;
   o.name = scenario.name;
   o.source = scenario.source;
@@ -132,17 +132,22 @@ RealOutcome run_one(const Scenario& scenario, int index) {
   }
   const int world = completed->layout.world_size();
   if (completed->hosts.size() > 1) {
-    o.result = "refused: multi-host";
-    std::cout << fmt::format("  refused: the topology has {} hosts; `--real` runs one host's ranks only. Multi-host "
-                             "scenarios need the cluster's launcher: run `engramlab scenario rank {}` on every rank "
-                             "with torchrun or srun\n\n",
-                             completed->hosts.size(), scenario.source);
+    o.result = "skipped: multi-host";
+    const HostSpec& first = completed->hosts.front();
+    std::cout << fmt::format(
+        "  skipped: the topology has {} hosts and `--real` starts one host's ranks. To reproduce it, on each host i "
+        "(0..{}, named as in the file: {}, ...) with the same ENGRAMLAB_JOB_TOKEN ({}), run:\n"
+        "    engramlab launch --nnodes {} --node-rank i --master-addr {} --nproc-per-node {} -- "
+        "engramlab scenario rank {} --result-dir DIR\n"
+        "  (or the same `scenario rank` under torchrun, srun or mpirun)\n\n",
+        completed->hosts.size(), completed->hosts.size() - 1, first.name, ipc::kJobTokenLine, completed->hosts.size(),
+        first.name, first.gpu_count, scenario.source);
     return o;
   }
   if (world > kMaxRealRanks) {
-    o.result = "refused: too many ranks";
-    std::cout << fmt::format("  refused: {} ranks is more than {} real processes on one host; use the emulator "
-                             "(`engramlab scenario run {}`) or the cluster's launcher\n\n",
+    o.result = "skipped: too many ranks";
+    std::cout << fmt::format("  skipped: {} ranks is more than {} real processes on one host; it runs on the "
+                             "emulator (`engramlab scenario run {}`) or on a cluster with its launcher\n\n",
                              world, kMaxRealRanks, scenario.source);
     return o;
   }
@@ -178,11 +183,36 @@ RealOutcome run_one(const Scenario& scenario, int index) {
   auto shm_info = shm_probe.info();
   auto identity = ipc::read_host_identity();
   const HostSpec& host = completed->hosts[0];
+  const bool here_mounted = shm_info.is_ok() && shm_info->mounted;
+  const std::string here_shm = here_mounted ? format_size_short(shm_info->tmpfs_bytes_total) : "not mounted";
+  const std::string their_shm = host.shm_mounted ? format_size_short(host.tmpfs_bytes_total) : "not mounted";
   std::cout << fmt::format("  facts: this host {}, {} {}; the scenario's host {}, /dev/shm {}\n",
-                           identity.is_ok() ? identity->hostname : "?", shm_dir,
-                           shm_info.is_ok() && shm_info->mounted ? format_size_short(shm_info->tmpfs_bytes_total)
-                                                                 : "not mounted",
-                           host.name, host.shm_mounted ? format_size_short(host.tmpfs_bytes_total) : "not mounted");
+                           identity.is_ok() ? identity->hostname : "?", shm_dir, here_shm, host.name, their_shm);
+  // Decisions and warnings follow the hostname and the tmpfs total: on
+  // another host the comparison would fail for reasons of this machine, not
+  // of the code. Say how to make this machine the scenario's host instead.
+  // Device placements without warnings depend on neither.
+  bool facts_matter = !plan.is_ok() || !plan->warnings.empty();
+  if (plan.is_ok())
+    for (const RankPlan& rp : plan->ranks) facts_matter |= !is_device_placement(rp.placement);
+  const bool same_name = identity.is_ok() && identity->hostname == host.name;
+  const bool same_shm = here_mounted == host.shm_mounted &&
+                        (!here_mounted || shm_info->tmpfs_bytes_total == host.tmpfs_bytes_total);
+  if (facts_matter && !options.here && (!same_name || !same_shm)) {
+    o.result = "skipped: not this host";
+    const std::string mount =
+        host.shm_mounted ? fmt::format("mount -t tmpfs -o size={}k tmpfs {} && ", host.tmpfs_bytes_total / 1024, shm_dir)
+                         : fmt::format("umount {} && ", shm_dir);
+    std::cout << fmt::format(
+        "  skipped: this host is not the scenario's ({}{}{}). To reproduce it, give this machine its host's name "
+        "and /dev/shm in namespaces (as root):\n"
+        "    unshare --mount --uts --propagation private sh -c '{}hostname {} && engramlab scenario run --real {}'\n"
+        "  or add --here to run it on this machine as it is and see what differs\n\n",
+        same_name ? "" : fmt::format("hostname {} vs {}", identity.is_ok() ? identity->hostname : "?", host.name),
+        !same_name && !same_shm ? "; " : "",
+        same_shm ? "" : fmt::format("{} {} vs {}", shm_dir, here_shm, their_shm), mount, host.name, scenario.source);
+    return o;
+  }
 
   if (gpus)
     std::cout << fmt::format("  gpus: this host {} visible, ranks 0..{} on GPUs 0..{}; the scenario's host {} x {}\n",
@@ -296,22 +326,22 @@ RealOutcome run_one(const Scenario& scenario, int index) {
   o.result = fail.empty() ? "pass" : "FAIL";
   for (const std::string& f : fail) std::cout << "  - " << f << "\n";
   if (!fail.empty()) {
-    std::cout << fmt::format("  launcher exit {}; its log ({}):\n", launched.exit_code, dir + std::string("/launch.log"));
+    std::cout << fmt::format("  launcher exit {}; its log:\n", launched.exit_code);
     std::istringstream lines(launched.log);
     for (std::string line; std::getline(lines, line);) std::cout << "    | " << line << "\n";
-  } else {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
   }
+  // Nothing stays behind, pass or fail: the log is above.
+  std::error_code ec;
+  fs::remove_all(dir, ec);
   std::cout << "  => " << o.result << "\n\n";
   return o;
 }
 
 }  // namespace
 
-int run_scenarios_real(const std::vector<Scenario>& scenarios) {
+int run_scenarios_real(const std::vector<Scenario>& scenarios, const RealRunOptions& options) {
   std::vector<RealOutcome> outcomes;
-  for (size_t i = 0; i < scenarios.size(); ++i) outcomes.push_back(run_one(scenarios[i], static_cast<int>(i)));
+  for (size_t i = 0; i < scenarios.size(); ++i) outcomes.push_back(run_one(scenarios[i], static_cast<int>(i), options));
   size_t name_width = 8, placement_width = 9;
   for (const auto& o : outcomes) {
     name_width = std::max(name_width, o.name.size());

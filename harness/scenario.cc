@@ -95,7 +95,7 @@ class Reader : public YamlFields {
     auto unit_bytes = parse_bytes("1" + unit, path);
     if (number_end == 0 || ec != std::errc() || end != t.data() + number_end || !unit_bytes.is_ok())
       return error(node, path,
-                   fmt::format("'{}' is not a size; write a number with a unit, e.g. 23.6GiB, 64MiB or 4096", t));
+                   fmt::format("'{}' is not a size; write a number with a unit, e.g. 23.6GiB, 64MiB or 4096B", t));
     const size_t dot = t.find('.');
     const int decimals = dot == std::string::npos || dot >= number_end ? 0 : static_cast<int>(number_end - dot - 1);
     ExpectedSize s;

@@ -27,7 +27,8 @@ std::optional<Status> scenario_root_cause(const std::vector<Status>& statuses, i
   }
 }
 
-std::string scenario_placement_summary(const Result<PlanResult>& plan, const std::vector<ScenarioRankResult>& ranks) {
+std::vector<std::pair<Placement, int>> scenario_placement_counts(const Result<PlanResult>& plan,
+                                                                 const std::vector<ScenarioRankResult>& ranks) {
   std::vector<std::pair<Placement, int>> counts;
   for (size_t r = 0; r < ranks.size(); ++r) {
     std::optional<Placement> p;
@@ -38,6 +39,11 @@ std::string scenario_placement_summary(const Result<PlanResult>& plan, const std
     if (it == counts.end()) counts.push_back({*p, 1});
     else ++it->second;
   }
+  return counts;
+}
+
+std::string scenario_placement_summary(const Result<PlanResult>& plan, const std::vector<ScenarioRankResult>& ranks) {
+  const auto counts = scenario_placement_counts(plan, ranks);
   if (counts.empty()) return "-";
   if (counts.size() == 1) return placement_name(counts[0].first);
   std::string text;

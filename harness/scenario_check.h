@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/plan/deployment_plan.h"
@@ -26,6 +27,10 @@ std::optional<Status> scenario_root_cause(const std::vector<Status>& statuses, i
 // "-" when no placement was decided. Per rank: what the runtime decided, else
 // what plan decided.
 std::string scenario_placement_summary(const Result<PlanResult>& plan, const std::vector<ScenarioRankResult>& ranks);
+// The same facts as data: each placement with how many ranks took it, in
+// order of first appearance; empty when none was decided.
+std::vector<std::pair<Placement, int>> scenario_placement_counts(const Result<PlanResult>& plan,
+                                                                 const std::vector<ScenarioRankResult>& ranks);
 
 // expect.error against the root cause (or success).
 void check_scenario_error(const ScenarioExpect& expect, const std::optional<Status>& error,

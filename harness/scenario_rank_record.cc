@@ -1,11 +1,10 @@
 #include "harness/scenario_rank_record.h"
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include <charconv>
 
-#include "core/base/json_writer.h"
+#include "core/base/json_output.h"
 
 namespace engram {
 namespace {
@@ -20,84 +19,70 @@ Result<ErrorCode> parse_error_kind(const std::string& text) {
 
 std::string format_rank_record(const ScenarioRankRecord& record) {
   const ScenarioRankResult& r = record.result;
-  JsonWriter w;
-  w.begin_object();
-  w.key("rank").value(record.rank);
-  w.key("started").value(r.started);
-  w.key("placement");
-  if (r.started) w.value(placement_name(r.placement));
-  else w.null();
-  w.key("handle_type");
-  if (r.handle_type) w.value(handle_type_name(*r.handle_type));
-  else w.null();
-  w.key("looked_up").value(r.looked_up);
-  w.key("lookup_mismatch").value(r.lookup_mismatch);
-  w.key("lookup_hashes").begin_array();
-  for (uint64_t h : r.lookup_hashes) w.value(fmt::format("{:016x}", h));  // strings: YAML/JSON readers lose 64-bit ints
-  w.end_array();
-  w.key("warnings").begin_array();
-  for (const Warning& warning : record.warnings)
-    w.begin_object().key("key").value(warning.key).key("text").value(warning.text).end_object();
-  w.end_array();
-  w.key("error");
-  if (record.status.is_ok()) {
-    w.null();
-  } else {
-    const ErrorContext& c = record.status.context();
-    w.begin_object().key("kind").value(error_code_name(record.status.code()));
-    w.key("message").value(record.status.message()).key("rank").value(c.rank).key("peer").value(c.peer);
-    w.key("step").value(c.step).end_object();
-  }
-  w.end_object();
-  return w.str();
+  Json j = Json::object();
+  j["rank"] = record.rank;
+  j["started"] = r.started;
+  j["placement"] = r.started ? Json(placement_name(r.placement)) : Json(nullptr);
+  j["handle_type"] = r.handle_type ? Json(handle_type_name(*r.handle_type)) : Json(nullptr);
+  j["looked_up"] = r.looked_up;
+  j["lookup_mismatch"] = r.lookup_mismatch;
+  j["lookup_hashes"] = Json::array();
+  // Strings: JSON readers that hold numbers as doubles lose 64-bit values.
+  for (uint64_t h : r.lookup_hashes) j["lookup_hashes"].push_back(fmt::format("{:016x}", h));
+  j["warnings"] = warnings_json(record.warnings);
+  j["error"] = error_json_or_null(record.status);
+  return dump_json(j);
 }
 
 Result<ScenarioRankRecord> parse_rank_record(std::string_view line, std::string_view source) {
   auto bad = [&](const std::string& what) {
     return invalid_argument(fmt::format("{}: rank record: {}", source, what));
   };
-  YAML::Node root;
+  Json root;
   try {
-    root = YAML::Load(std::string(line));  // JSON is YAML's flow style
-  } catch (const YAML::Exception& e) {
+    root = Json::parse(line);
+  } catch (const Json::exception& e) {
     return bad(std::string("not JSON: ") + e.what());
   }
-  if (!root.IsMap()) return bad("not a JSON object");
+  if (!root.is_object()) return bad("not a JSON object");
   ScenarioRankRecord out;
   try {
-    out.rank = root["rank"].as<int>();
+    out.rank = root.at("rank").get<int>();
     ScenarioRankResult& r = out.result;
-    r.started = root["started"].as<bool>();
+    r.started = root.at("started").get<bool>();
     if (r.started) {
-      auto p = parse_placement(root["placement"].as<std::string>());
+      auto p = parse_placement(root.at("placement").get<std::string>());
       if (!p.is_ok()) return bad("placement: " + p.status().message());
       r.placement = *p;
     }
-    if (root["handle_type"] && !root["handle_type"].IsNull()) {
-      const std::string h = root["handle_type"].as<std::string>();
-      if (h == handle_type_name(HandleType::kPosixFd)) r.handle_type = HandleType::kPosixFd;
-      else if (h == handle_type_name(HandleType::kFabric)) r.handle_type = HandleType::kFabric;
-      else return bad(fmt::format("handle_type: unknown '{}'", h));
+    if (const Json& h = root.at("handle_type"); !h.is_null()) {
+      const std::string text = h.get<std::string>();
+      if (text == handle_type_name(HandleType::kPosixFd)) r.handle_type = HandleType::kPosixFd;
+      else if (text == handle_type_name(HandleType::kFabric)) r.handle_type = HandleType::kFabric;
+      else return bad(fmt::format("handle_type: unknown '{}'", text));
     }
-    r.looked_up = root["looked_up"].as<bool>();
-    r.lookup_mismatch = root["lookup_mismatch"].as<std::string>();
-    for (const YAML::Node& h : root["lookup_hashes"]) {
-      const std::string text = h.as<std::string>();
+    r.looked_up = root.at("looked_up").get<bool>();
+    r.lookup_mismatch = root.at("lookup_mismatch").get<std::string>();
+    for (const Json& h : root.at("lookup_hashes")) {
+      const std::string text = h.get<std::string>();
       uint64_t value = 0;
       auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, 16);
       if (ec != std::errc() || end != text.data() + text.size()) return bad(fmt::format("lookup_hashes: '{}'", text));
       r.lookup_hashes.push_back(value);
     }
-    for (const YAML::Node& w : root["warnings"])
-      out.warnings.push_back({w["key"].as<std::string>(), w["text"].as<std::string>()});
-    const YAML::Node e = root["error"];
-    if (e && !e.IsNull()) {
-      auto kind = parse_error_kind(e["kind"].as<std::string>());
-      if (!kind.is_ok()) return bad("error.kind: " + kind.status().message());
-      out.status = Status(*kind, e["message"].as<std::string>(),
-                          {e["rank"].as<int>(), e["peer"].as<int>(), e["step"].as<std::string>()});
+    for (const Json& w : root.at("warnings"))
+      out.warnings.push_back({w.at("key").get<std::string>(), w.at("text").get<std::string>()});
+    if (const Json& e = root.at("error"); !e.is_null()) {
+      auto code = parse_error_kind(e.at("code").get<std::string>());
+      if (!code.is_ok()) return bad("error.code: " + code.status().message());
+      const Json& rank = e.at("rank");
+      const Json& peer = e.at("peer");
+      const Json& step = e.at("step");
+      out.status = Status(*code, e.at("message").get<std::string>(),
+                          {rank.is_null() ? -1 : rank.get<int>(), peer.is_null() ? -1 : peer.get<int>(),
+                           step.is_null() ? std::string() : step.get<std::string>()});
     }
-  } catch (const YAML::Exception& ex) {
+  } catch (const Json::exception& ex) {
     return bad(std::string("missing or mistyped field: ") + ex.what());
   }
   return out;

@@ -5,7 +5,8 @@
 //   {"rank":2,"started":true,"placement":"host_shared","handle_type":null,
 //    "looked_up":true,"lookup_mismatch":"","lookup_hashes":["9a0c...","..."],
 //    "warnings":[{"key":"...","text":"..."}],
-//    "error":null | {"kind":"unavailable","message":"...","rank":2,"peer":0,"step":"..."}}
+//    "error":null | {"code":"unavailable","message":"...","rank":2,"peer":0,"step":"..."}}
+// (the error object of every --json document: core/base/json_output.h).
 #pragma once
 
 #include <string>

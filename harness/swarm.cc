@@ -331,7 +331,8 @@ std::string SwarmReport::outcome_table() const {
   return out;
 }
 
-SwarmReport run_swarm(uint64_t first_seed, int seed_count, bool check_determinism) {
+SwarmReport run_swarm(uint64_t first_seed, int seed_count, bool check_determinism,
+                      const std::function<void(int done)>& on_seed_done) {
   ENGRAM_CHECK(seed_count >= 0);
   const auto started = std::chrono::steady_clock::now();
   SwarmReport report;
@@ -353,6 +354,7 @@ SwarmReport run_swarm(uint64_t first_seed, int seed_count, bool check_determinis
     }
     ++report.outcomes[r.outcome];
     if (!r.passed) report.failures.push_back(std::move(r));
+    if (on_seed_done) on_seed_done(i + 1);
   }
   report.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return report;

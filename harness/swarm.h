@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -69,6 +70,8 @@ struct SwarmReport {
   std::string outcome_table() const;
 };
 
-SwarmReport run_swarm(uint64_t first_seed, int seed_count, bool check_determinism);
+// `on_seed_done(done)` after each seed (progress reporting); may be empty.
+SwarmReport run_swarm(uint64_t first_seed, int seed_count, bool check_determinism,
+                      const std::function<void(int done)>& on_seed_done = {});
 
 }  // namespace engram::sim

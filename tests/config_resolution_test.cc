@@ -37,13 +37,14 @@ TEST(ResolveDpSharedMemory, UnsetFollowsRuleOne) {
     DpSharedMemoryResolution r = resolve_dp_shared_memory(config, layout);
     EXPECT_EQ(r.enabled, c.enabled) << c.cpu_offload << " " << c.dp << " " << c.elastic_ep;
     EXPECT_FALSE(r.is_explicit);
-    EXPECT_THAT(r.reason, HasSubstr("rule 1"));
+    EXPECT_THAT(r.reason, HasSubstr("unset means enabled exactly when cpu_offload is on"));
+    EXPECT_THAT(r.reason, Not(HasSubstr("rule")));
   }
 }
 
 TEST(ResolveDpSharedMemory, ExplicitValuesAreKept) {
   EngramConfig config;
-  ParallelLayout layout;  // dp = 1, no offload: rule 1 would say disabled
+  ParallelLayout layout;  // dp = 1, no offload: unset would resolve disabled
   config.dp_shared_memory = true;
   DpSharedMemoryResolution on = resolve_dp_shared_memory(config, layout);
   EXPECT_TRUE(on.enabled);

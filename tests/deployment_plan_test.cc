@@ -1,4 +1,5 @@
 #include "core/plan/deployment_plan.h"
+#include "core/model/gpu_models.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -36,7 +37,7 @@ TEST(PlanDeployment, Dep4WithLargeShmSharesOneCopyPerNode) {
     EXPECT_EQ(r.placement, Placement::kHostShared);
     EXPECT_EQ(r.node_local_group_size, 4);
     EXPECT_EQ(r.memory.hbm_table_bytes, 0u);
-    EXPECT_EQ(r.memory.kv_cache_left_bytes, static_cast<int64_t>(186 * kGiB));
+    EXPECT_EQ(r.memory.kv_cache_left_bytes, kv_cache_left_bytes(default_gpu_memory_bytes("GB200").value(), {}, 0));
   }
   EXPECT_TRUE(p.warnings.empty());
   EXPECT_EQ(sink.size(), 0u);
@@ -189,7 +190,8 @@ TEST(PlanDeployment, PeerShardsWinOverOffloadWithOneWarning) {
   ASSERT_EQ(p.groups.size(), 1u);
   ASSERT_TRUE(p.groups[0].handle_type.has_value());
   EXPECT_EQ(*p.groups[0].handle_type, HandleType::kPosixFd);
-  EXPECT_EQ(p.ranks[0].memory.kv_cache_left_bytes, static_cast<int64_t>(143'771 * kMiB - 25'346'179'072ull));
+  EXPECT_EQ(p.ranks[0].memory.kv_cache_left_bytes,
+            kv_cache_left_bytes(default_gpu_memory_bytes("H200").value(), {}, 25'346'179'072ull));
 }
 
 TEST(PlanDeployment, DeviceCollectiveShowsBufferSeparately) {

@@ -5,13 +5,21 @@
 // and prints one line per result. Exit status 0 only when every check passed.
 //
 //   host_worker [--shm-dir D] [--socket-dir D] [--bytes N] [--op-timeout-ms T]
-//               [--kill-rank R] [--fd-to-rank R]
+//               [--kill-rank R] [--fd-to-rank R] [--hold-agent-port 1]
+//
+// --hold-agent-port 1: rank 0 first listens on MASTER_ADDR:MASTER_PORT itself
+// and keeps it, as torchrun's agent does with its store, to prove the ranks
+// meet elsewhere.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -37,7 +45,25 @@ struct Args {
   int op_timeout_ms = 5000;
   int kill_rank = -1;    // this rank SIGKILLs itself halfway through filling/verifying the table
   int fd_to_rank = -1;   // only send one fd from rank 0 to this rank (cross-host test)
+  bool hold_agent_port = false;
 };
+
+// Listens on MASTER_ADDR:MASTER_PORT, as torchrun's agent store does; the fd
+// stays open until the process ends. -1 when it could not.
+int hold_agent_port() {
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (addr == nullptr || port == nullptr) return -1;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::atoi(port)));
+  if (fd < 0 || ::inet_pton(AF_INET, addr, &sa.sin_addr) != 1 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || ::listen(fd, 16) != 0) {
+    return -1;
+  }
+  return fd;
+}
 
 int g_rank = -1;
 int fail(const Status& s) {
@@ -65,6 +91,12 @@ int run(const Args& args) {
   g_rank = env->rank;
   const int rank = env->rank;
   const int n = env->world_size;
+  std::printf("rank %d: launcher %s, job %s, rendezvous %s\n", rank, env->launcher.c_str(), env->job_id.c_str(),
+              env->rendezvous_source.c_str());
+  if (args.hold_agent_port && rank == 0) {
+    if (hold_agent_port() < 0) return fail(internal_error("cannot hold MASTER_ADDR:MASTER_PORT as the agent would"));
+    std::printf("rank 0: holding MASTER_PORT=%s as torchrun's agent does\n", std::getenv("MASTER_PORT"));
+  }
 
   // The fd channel listens before the first collective, so every peer's
   // socket exists once the rendezvous completes.
@@ -239,6 +271,7 @@ int main(int argc, char** argv) {
     else if (flag == "--op-timeout-ms") args.op_timeout_ms = std::stoi(value);
     else if (flag == "--kill-rank") args.kill_rank = std::stoi(value);
     else if (flag == "--fd-to-rank") args.fd_to_rank = std::stoi(value);
+    else if (flag == "--hold-agent-port") args.hold_agent_port = std::stoi(value) != 0;
     else {
       std::fprintf(stderr, "host_worker: unknown flag %s\n", flag.c_str());
       return 2;

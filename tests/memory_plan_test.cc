@@ -66,17 +66,20 @@ TEST(MemoryPlan, PerRankAndPerHostForEachPlacement) {
   for (int i = 0; i < 2; ++i) in.push_back({1, Placement::kDeviceCollective, 8, -1, 1, 0});
   MemoryPlan plan = plan_memory(flash(), hosts, in, 1024);
   ASSERT_EQ(plan.hosts.size(), 2u);
-  const uint64_t h200 = 143'771 * kMiB;
+  const uint64_t h200 = 143'155 * kMiB;  // CUDA's total for an H200
+  // KV cache left: 0.90 of the GPU (the engine's default fraction) less what Engram takes.
+  auto kv = [&](uint64_t engram) { return static_cast<int64_t>(static_cast<double>(h200) * 0.9) - static_cast<int64_t>(engram); };
   EXPECT_EQ(plan.ranks[0].host_shared_mapped_bytes, total);
   EXPECT_EQ(plan.ranks[0].host_private_bytes, 0u);
   EXPECT_EQ(plan.ranks[4].host_private_bytes, total);
   EXPECT_EQ(plan.ranks[8].host_private_bytes + plan.ranks[9].host_private_bytes, total);
   EXPECT_EQ(plan.ranks[12].hbm_table_bytes, 25'346'179'072ull);
   EXPECT_EQ(plan.ranks[12].hbm_buffer_bytes, 0u);
-  EXPECT_EQ(plan.ranks[12].kv_cache_left_bytes, static_cast<int64_t>(h200 - 25'346'179'072ull));
+  EXPECT_EQ(plan.ranks[12].kv_cache_left_bytes, kv(25'346'179'072ull));
   EXPECT_EQ(plan.ranks[14].hbm_buffer_bytes, 100'663'296ull);
-  EXPECT_EQ(plan.ranks[14].kv_cache_left_bytes, static_cast<int64_t>(h200 - 25'346'179'072ull - 100'663'296ull));
-  EXPECT_EQ(plan.ranks[0].kv_cache_left_bytes, static_cast<int64_t>(h200));
+  EXPECT_EQ(plan.ranks[14].kv_cache_left_bytes, kv(25'346'179'072ull + 100'663'296ull));
+  EXPECT_EQ(plan.ranks[0].kv_cache_left_bytes, kv(0));
+  EXPECT_EQ(plan.ranks[0].kv_budget_bytes, static_cast<uint64_t>(kv(0)));
 
   const HostMemory& a = plan.hosts[0];
   EXPECT_EQ(a.rank_count, 8);
@@ -88,27 +91,50 @@ TEST(MemoryPlan, PerRankAndPerHostForEachPlacement) {
   EXPECT_EQ(b.table_copies, 2);  // two head-sharded groups
   EXPECT_EQ(b.host_table_bytes, 2 * total);
   EXPECT_EQ(b.hbm_bytes_per_gpu_max, 25'346'179'072ull + 100'663'296ull);
-  EXPECT_EQ(b.kv_cache_left_bytes_min, static_cast<int64_t>(h200 - 25'346'179'072ull - 100'663'296ull));
+  EXPECT_EQ(b.kv_cache_left_bytes_min, kv(25'346'179'072ull + 100'663'296ull));
 }
 
 TEST(MemoryPlan, TablesLargerThanTheGpuLeaveNegativeKv) {
   std::vector<HostSpec> hosts = {testing::host("a", 1, "H100")};
   hosts[0].gpu_memory_bytes = 80 * kGiB;
   std::vector<RankMemoryInput> in = {{0, Placement::kDevicePeer, 1, -1, 1, 0}};
-  MemoryPlan plan = plan_memory(flash(), hosts, in, 1024);
+  EngineMemory engine;
+  engine.gpu_memory_fraction = 1.0;
+  MemoryPlan plan = plan_memory(flash(), hosts, in, 1024, engine);
   EXPECT_LT(plan.ranks[0].kv_cache_left_bytes, 0);
   EXPECT_EQ(plan.ranks[0].kv_cache_left_bytes,
             static_cast<int64_t>(80 * kGiB) - static_cast<int64_t>(202'758'946'816ull));
 }
 
-TEST(GpuModels, DefaultsAndUnknown) {
-  EXPECT_EQ(default_gpu_memory_bytes("H100").value(), 80 * kGiB);
-  EXPECT_EQ(default_gpu_memory_bytes("H200").value(), 143'771 * kMiB);
-  EXPECT_EQ(default_gpu_memory_bytes("B200").value(), 180 * kGiB);
-  EXPECT_EQ(default_gpu_memory_bytes("GB200").value(), 186 * kGiB);
-  EXPECT_EQ(default_gpu_memory_bytes("B300").value(), 270 * kGiB);
-  EXPECT_EQ(default_gpu_memory_bytes("GB300").value(), 279 * kGiB);
-  EXPECT_EQ(default_gpu_memory_bytes("A100").status().code(), ErrorCode::kInvalidArgument);
+TEST(MemoryPlan, KvCacheLeftCountsTheEngineFractionAndReserve) {
+  EngineMemory engine;
+  engine.gpu_memory_fraction = 0.5;
+  engine.gpu_reserved_bytes = 10 * kGiB;
+  // 100 GiB x 0.5 - 20 GiB of Engram - 10 GiB reserved = 20 GiB.
+  EXPECT_EQ(kv_cache_left_bytes(100 * kGiB, engine, 20 * kGiB), static_cast<int64_t>(20 * kGiB));
+  engine.gpu_reserved_bytes = 40 * kGiB;
+  EXPECT_EQ(kv_cache_left_bytes(100 * kGiB, engine, 20 * kGiB), -static_cast<int64_t>(10 * kGiB));
+  EXPECT_EQ(kv_cache_left_bytes(100 * kGiB, EngineMemory{}, 0), static_cast<int64_t>(90 * kGiB));
+}
+
+TEST(GpuModels, DefaultsAreCudaTotalsAndNamesIgnoreCase) {
+  EXPECT_EQ(default_gpu_memory_bytes("H100").value(), 81'050 * kMiB);   // 79.15 GiB
+  EXPECT_EQ(default_gpu_memory_bytes("H200").value(), 143'155 * kMiB);  // 139.80 GiB
+  EXPECT_EQ(default_gpu_memory_bytes("B200").value(), 182'630 * kMiB);  // 178.35 GiB
+  EXPECT_EQ(default_gpu_memory_bytes("GB200").value(), 188'733 * kMiB); // 184.31 GiB
+  // B300 and GB300 carry the same 288 GB and report the same total.
+  EXPECT_EQ(default_gpu_memory_bytes("B300").value(), default_gpu_memory_bytes("GB300").value());
+  EXPECT_EQ(format_gib(default_gpu_memory_bytes("H200").value()), "139.800 GiB");
+  for (const char* spelled : {"gb200", "Gb200", "GB200"}) {
+    auto m = find_gpu_model(spelled);
+    ASSERT_TRUE(m.is_ok()) << spelled;
+    EXPECT_STREQ(m->name, "GB200");
+    EXPECT_NE(std::string(m->memory_source).find("184.31 GiB"), std::string::npos);
+  }
+  auto unknown = find_gpu_model("A100");
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("'A100'"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("H100, H200, B200, GB200, B300, GB300"), std::string::npos);
 }
 
 }  // namespace

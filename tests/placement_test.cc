@@ -11,6 +11,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::kFlashTableBytesTotal;
 
 PlacementDecision decide(const EngramConfig& config, int dp, RankHostFacts facts, bool elastic = false) {
@@ -41,14 +42,14 @@ TEST(Placement, NoOffloadIsDeviceCollectiveOrPeer) {
   EXPECT_FALSE(d.peer_precedence);
 }
 
-TEST(Placement, PeerShardsTakePrecedenceOverHostTable) {  // rule 6
+TEST(Placement, PeerShardsTakePrecedenceOverHostTable) {
   EngramConfig c;
   c.cpu_offload = true;
   c.peer_shards = true;
   PlacementDecision d = decide(c, 4, kGood);
   EXPECT_EQ(d.placement, Placement::kDevicePeer);
   EXPECT_TRUE(d.peer_precedence);
-  EXPECT_THAT(d.reason, HasSubstr("rule 6"));
+  EXPECT_THAT(d.reason, HasSubstr("takes precedence"));
   // Also when the host table is asked for only through dp_shared_memory: true.
   EngramConfig e;
   e.peer_shards = true;
@@ -75,7 +76,7 @@ TEST(Placement, OffloadWithSharingDisabledIsHostPrivate) {
   EXPECT_EQ(decide(c, 4, kGood).placement, Placement::kHostPrivate);          // explicit false
 }
 
-TEST(Placement, EachFallbackCauseGivesHostHeadSharded) {  // rule 3
+TEST(Placement, EachFallbackCauseGivesHostHeadSharded) {
   EngramConfig c;
   c.cpu_offload = true;
   PlacementDecision alone = decide(c, 4, {1, true, 190 * kGiB});
@@ -98,14 +99,19 @@ TEST(Placement, FallbackWarningsNameCauseAndFix) {
   EXPECT_EQ(small.key, "dp_shared_memory.fallback.shm_too_small");
   EXPECT_THAT(small.text, HasSubstr("188.8 GiB"));
   EXPECT_THAT(small.text, HasSubstr("64 MiB"));
-  EXPECT_THAT(small.text, HasSubstr("--shm-size"));
-  EXPECT_THAT(small.text, HasSubstr("--ipc=host"));
   EXPECT_THAT(small.text, HasSubstr("host_head_sharded"));
+  // Environment unknown: every fix, each under its name, and the opt-out.
+  EXPECT_THAT(small.text, HasSubstr("Docker: start the container with --shm-size=189g, or --ipc=host"));
+  EXPECT_THAT(small.text, HasSubstr("Kubernetes: mount an emptyDir volume with medium: Memory and sizeLimit: 189Gi"));
+  EXPECT_THAT(small.text, HasSubstr("bare metal: mount -o remount,size=189G /dev/shm"));
+  EXPECT_THAT(small.text, HasSubstr("dp_shared_memory: false"));
+  EXPECT_THAT(small.text, Not(HasSubstr("rule")));
   Warning alone = fallback_warning(FallbackCause::kGroupSizeOne, {"n0", "n1"}, kFlashTableBytesTotal, 0);
   EXPECT_THAT(alone.text, HasSubstr("co-located"));
   EXPECT_THAT(alone.text, HasSubstr("--ipc=host"));
-  EXPECT_THAT(alone.text, HasSubstr("--shm-size"));
   EXPECT_THAT(alone.text, HasSubstr("IPC namespace"));
+  EXPECT_THAT(alone.text, HasSubstr("hostIPC: true"));
+  EXPECT_THAT(alone.text, HasSubstr("dp_shared_memory: false"));
   EXPECT_THAT(alone.text, HasSubstr("n0, n1"));
   Warning missing = fallback_warning(FallbackCause::kShmMissing, {"n0"}, kFlashTableBytesTotal, 0);
   EXPECT_THAT(missing.text, HasSubstr("/dev/shm is missing"));
@@ -113,6 +119,23 @@ TEST(Placement, FallbackWarningsNameCauseAndFix) {
   EXPECT_THAT(missing.text, HasSubstr("--ipc=host"));
   EXPECT_NE(alone.key, missing.key);
   EXPECT_THAT(peer_precedence_warning().text, HasSubstr("precedence"));
+}
+
+TEST(Placement, FallbackWarningsNameOnlyTheFixThatApplies) {
+  const Warning bare = fallback_warning(FallbackCause::kShmTooSmall, {"n0"}, kFlashTableBytesTotal, 64 * kMiB,
+                                        RuntimeEnvironment::kBareMetal);
+  EXPECT_THAT(bare.text, HasSubstr("mount -o remount,size=189G /dev/shm"));
+  EXPECT_THAT(bare.text, Not(HasSubstr("--shm-size")));
+  EXPECT_THAT(bare.text, Not(HasSubstr("--ipc=host")));
+  EXPECT_THAT(bare.text, Not(HasSubstr("emptyDir")));
+  const Warning k8s = fallback_warning(FallbackCause::kShmTooSmall, {"n0"}, kFlashTableBytesTotal, 64 * kMiB,
+                                       RuntimeEnvironment::kKubernetes);
+  EXPECT_THAT(k8s.text, HasSubstr("emptyDir"));
+  EXPECT_THAT(k8s.text, Not(HasSubstr("--shm-size")));
+  const Warning docker = fallback_warning(FallbackCause::kGroupSizeOne, {"n0"}, kFlashTableBytesTotal, 0,
+                                          RuntimeEnvironment::kDocker);
+  EXPECT_THAT(docker.text, HasSubstr("--ipc=host"));
+  EXPECT_THAT(docker.text, Not(HasSubstr("hostIPC")));
 }
 
 }  // namespace

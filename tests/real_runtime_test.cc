@@ -93,7 +93,7 @@ TEST(RealRuntime, HostPrivateEqualsTheEmulatorsBytes) {
 TEST(RealRuntime, TheComparisonCatchesADifferentMachine) {
   // The same file on a machine whose /dev/shm is too small: real ranks fall
   // back, the emulator (190 GiB in the file) does not, and the run says so.
-  auto r = in_namespace("64m", "gb200-0", real_run(kScenarios + "/dep4_shared.yaml"));
+  auto r = in_namespace("64m", "gb200-0", real_run("--here " + kScenarios + "/dep4_shared.yaml"));
   SKIP_WITHOUT_NAMESPACES(r);
   EXPECT_EQ(r->exit_code, 1) << r->output;
   EXPECT_NE(r->output.find("real vs emulator: placement host_head_sharded vs host_shared"), std::string::npos)
@@ -101,13 +101,31 @@ TEST(RealRuntime, TheComparisonCatchesADifferentMachine) {
   EXPECT_NE(r->output.find("warnings: real 1, emulator 0: DIFFERENT"), std::string::npos) << r->output;
 }
 
-TEST(RealRuntime, GpuPlacementsAreSkippedVisiblyAndMultiHostIsRefused) {
+TEST(RealRuntime, WithoutHereAnotherMachineIsSkippedWithTheLineThatReproducesIt) {
+  auto r = in_namespace("64m", "not-gb200", real_run(kScenarios + "/dep4_shared.yaml"));
+  SKIP_WITHOUT_NAMESPACES(r);
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_NE(r->output.find("skipped: this host is not the scenario's (hostname not-gb200 vs gb200-0; /dev/shm 64 MiB "
+                           "vs 190.0 GiB)"),
+            std::string::npos)
+      << r->output;
+  EXPECT_NE(r->output.find("unshare --mount --uts --propagation private sh -c 'mount -t tmpfs -o size=199229440k "
+                           "tmpfs /dev/shm && hostname gb200-0 && engramlab scenario run --real"),
+            std::string::npos)
+      << r->output;
+  EXPECT_NE(r->output.find("0 passed, 1 skipped, 0 failed"), std::string::npos) << r->output;
+  EXPECT_EQ(r->output.find("launcher exit"), std::string::npos) << "nothing may have been launched:\n" << r->output;
+}
+
+TEST(RealRuntime, GpuPlacementsAndMultiHostAreSkippedWithHowToRunThem) {
   const ProcessRun r = run(real_run(kScenarios + "/b300_one_host_posix.yaml " + kScenarios +
                                     "/spanning_hosts_no_fabric.yaml"));
-  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("skipped: needs GPUs"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("Multi-host scenarios need the cluster's launcher"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("0 passed, 1 skipped, 1 failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("skipped: the topology has 2 hosts"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("engramlab launch --nnodes 2 --node-rank i --master-addr h200-a"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("0 passed, 2 skipped, 0 failed"), std::string::npos) << r.output;
 }
 
 // Crash tests: ranks run `scenario rank` directly under `engramlab launch`,

@@ -4,7 +4,6 @@
 
 #include <vector>
 
-#include "core/base/json_writer.h"
 #include "core/base/size_text.h"
 #include "core/base/text_list.h"
 #include "core/base/units.h"
@@ -75,13 +74,6 @@ TEST(SizeText, ShortForms) {
   EXPECT_EQ(format_size_short(190 * kGiB), "190.0 GiB");
   EXPECT_EQ(format_size_short(1536 * kKiB), "1.5 MiB");
   EXPECT_EQ(format_size_short(12), "12 B");
-}
-
-TEST(JsonWriter, NestedValuesAndEscapes) {
-  JsonWriter j;
-  j.begin_object().key("a").value(1).key("b").begin_array().value(true).null().value("x\"y\n").end_array();
-  j.key("c").value(uint64_t{202758032400}).key("d").begin_object().end_object().end_object();
-  EXPECT_EQ(j.str(), R"({"a":1,"b":[true,null,"x\"y\n"],"c":202758032400,"d":{}})");
 }
 
 }  // namespace

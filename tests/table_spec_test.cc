@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/base/units.h"
 
 namespace engram {
@@ -66,8 +68,19 @@ TEST(Units, ParsesUnitsAndRejectsNegatives) {
   EXPECT_EQ(*parse_bytes("190GiB", "shm"), 190 * kGiB);
   EXPECT_EQ(*parse_bytes("64m", "shm"), 64 * kMiB);
   EXPECT_EQ(*parse_bytes("1.5GiB", "shm"), 3 * kGiB / 2);
-  EXPECT_EQ(*parse_bytes("1000", "shm"), 1000u);
+  EXPECT_EQ(*parse_bytes("1000B", "shm"), 1000u);
   EXPECT_EQ(*parse_bytes("2GB", "shm"), 2'000'000'000u);
+  EXPECT_EQ(*parse_bytes("190G", "shm"), 190 * kGiB);  // G is GiB, as Docker reads it
+  // Fractions round to the nearest byte.
+  EXPECT_EQ(*parse_bytes("189.9GiB", "shm"), static_cast<uint64_t>(std::llround(189.9 * static_cast<double>(kGiB))));
+  EXPECT_EQ(*parse_bytes("0.3B", "shm"), 0u);
+  EXPECT_EQ(*parse_bytes("0.5KiB", "shm"), 512u);
+  // A bare number is refused with the three ways to say what was meant.
+  auto bare = parse_bytes("141", "--gpu-memory");
+  ASSERT_FALSE(bare.is_ok());
+  EXPECT_EQ(bare.status().code(), ErrorCode::kInvalidArgument);
+  for (const char* word : {"--gpu-memory", "'141' has no unit", "141GiB", "141GB", "141B"})
+    EXPECT_NE(bare.status().message().find(word), std::string::npos) << word << ": " << bare.status().message();
   auto negative = parse_bytes("-5GiB", "hosts[0].tmpfs_size");
   ASSERT_FALSE(negative.is_ok());
   EXPECT_NE(negative.status().message().find("hosts[0].tmpfs_size"), std::string::npos);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 
@@ -11,7 +13,8 @@ namespace engram {
 Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
   auto bad = [&](std::string_view why) {
     return invalid_argument(fmt::format(
-        "{}: '{}' is not a size ({}); write a byte count or a number with a unit, e.g. 64MiB, 190GiB",
+        "{}: '{}' is not a size ({}); write a number with a unit, e.g. 64MiB, 190GiB or 190GB (GiB and G are "
+        "powers of 1024, GB of 1000)",
         field, text, why));
   };
   size_t i = 0;
@@ -29,9 +32,17 @@ Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
   }
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   if (i != text.size()) return bad("trailing text");
+  if (unit.empty()) {
+    // "141" meant 141 bytes to a parser and 141 GiB to the person who wrote
+    // it: make them say which.
+    return invalid_argument(fmt::format(
+        "{}: '{}' has no unit; write {}GiB (powers of 1024, as G in docker --shm-size), {}GB (powers of 1000) or "
+        "{}B for bytes",
+        field, text, number, number, number));
+  }
 
   long double multiplier = 0;
-  if (unit.empty() || unit == "b") multiplier = 1;
+  if (unit == "b") multiplier = 1;
   else if (unit == "k" || unit == "kib") multiplier = kKiB;
   else if (unit == "m" || unit == "mib") multiplier = kMiB;
   else if (unit == "g" || unit == "gib") multiplier = kGiB;
@@ -45,10 +56,21 @@ Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
   char* end = nullptr;
   long double value = std::strtold(number.c_str(), &end);
   if (end != number.c_str() + number.size()) return bad("malformed number");
-  long double bytes = value * multiplier;
+  // Fractions of a unit ("189.9GiB") round to the nearest byte.
+  long double bytes = std::nearbyint(value * multiplier);
   if (bytes > static_cast<long double>(std::numeric_limits<uint64_t>::max())) return bad("too large");
-  if (std::floor(bytes) != bytes) return bad("not a whole number of bytes");
   return static_cast<uint64_t>(bytes);
+}
+
+Result<double> parse_fraction(std::string_view text, std::string_view field) {
+  const std::string copy(text);
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || errno != 0 || !(value > 0.0 && value <= 1.0)) {
+    return invalid_argument(fmt::format("{}: '{}' is not a fraction in (0, 1]; write e.g. 0.9", field, text));
+  }
+  return value;
 }
 
 std::string format_gib(uint64_t bytes) {

@@ -13,10 +13,14 @@ inline constexpr uint64_t kKiB = 1024ull;
 inline constexpr uint64_t kMiB = 1024ull * kKiB;
 inline constexpr uint64_t kGiB = 1024ull * kMiB;
 
-// Accepts a plain byte count or a number with a unit: B, KiB, MiB, GiB, TiB
-// (binary) and KB, MB, GB, TB (decimal); K/M/G/T alone mean binary, as in
-// `docker --shm-size`. `field` names the setting in the error.
+// Accepts a number with a unit: B, KiB, MiB, GiB, TiB (binary) and KB, MB,
+// GB, TB (decimal); K/M/G/T alone mean binary, as in `docker --shm-size`.
+// A bare number is refused (the error shows the three ways to write it);
+// fractions round to the nearest byte. `field` names the setting in the error.
 Result<uint64_t> parse_bytes(std::string_view text, std::string_view field);
+
+// A fraction in (0, 1], e.g. "0.9"; anything else is invalid_argument naming `field`.
+Result<double> parse_fraction(std::string_view text, std::string_view field);
 
 // "94.415 GiB" (three decimals), or "512 MiB" under 1 GiB.
 std::string format_gib(uint64_t bytes);

@@ -9,20 +9,24 @@
 #include <string>
 #include <vector>
 
+#include "core/deployment/runtime_environment.h"
+
 namespace engram {
 
 struct HostSpec {
   std::string name;                 // hostname
   std::string boot_id;              // defaults to a value derived from name
   int gpu_count = 0;
-  std::string gpu_model = "H200";   // H100, H200, B200, GB200, B300, GB300
-  uint64_t gpu_memory_bytes = 0;
+  std::string gpu_model = "H200";   // H100, H200, B200, GB200, B300, GB300 (any case)
+  uint64_t gpu_memory_bytes = 0;    // 0: the model's CUDA total (core/model/gpu_models.h)
+  uint64_t host_memory_bytes = 0;   // system RAM; 0: the model's usual host, per GPU x gpu_count
   bool shm_mounted = true;          // /dev/shm present
   uint64_t tmpfs_bytes_total = 0;   // /dev/shm size
   std::string nvlink_domain;        // "" = no NVLink domain beyond this host
   bool imex_channel = false;        // IMEX channel device present
   bool fabric_attribute = false;    // the driver reports FABRIC handle support
   int visible_gpus_per_rank = 0;    // 0 = all; 1 = each container sees one GPU
+  RuntimeEnvironment environment = RuntimeEnvironment::kUnknown;  // picks the fixes messages name
 };
 
 // The engine's parallel layout. World = tp * dp ranks; rank = dp_rank * tp + tp_rank.
@@ -46,12 +50,32 @@ struct EngramConfig {
   int tokens_per_rank_max = 1024;           // DP slot size for the collective buffer
 };
 
+// What the engine itself takes from each GPU, so "KV cache left" is what the
+// KV cache really gets: GPU memory x gpu_memory_fraction (the engine's
+// budget: vLLM's gpu_memory_utilization, SGLang's mem_fraction_static), less
+// the Engram tables and buffer, less gpu_reserved_bytes (weights,
+// activations, CUDA context, NCCL buffers).
+struct EngineMemory {
+  double gpu_memory_fraction = 0.90;          // vLLM's default gpu_memory_utilization
+  std::optional<uint64_t> gpu_reserved_bytes;  // unset: not counted, and the report says so
+  bool fraction_given = false;                 // false: the default above, announced
+};
+
+// A default the user did not write, as the output announces it.
+struct DefaultUsed {
+  std::string field;   // "hosts[0].gpu_memory", "engine.gpu_memory_fraction"
+  std::string value;   // "139.80 GiB"
+  std::string source;  // where the figure comes from and how to override it
+};
+
 struct Deployment {
   std::string model = "deepseek-v4.1-flash";
   std::vector<HostSpec> hosts;
   std::vector<int> rank_hosts;  // rank -> index into hosts; empty = fill hosts in order
   ParallelLayout layout;
   EngramConfig config;
+  EngineMemory engine;
+  std::vector<DefaultUsed> defaults_used;  // filled by whoever applies a default
 };
 
 }  // namespace engram

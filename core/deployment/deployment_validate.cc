@@ -1,7 +1,10 @@
 #include "core/deployment/deployment_validate.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
+#include "core/base/units.h"
 #include "core/model/gpu_models.h"
 
 namespace engram {
@@ -16,9 +19,9 @@ Result<std::vector<int>> resolve_rank_hosts(const Deployment& d) {
     for (const HostSpec& h : d.hosts) gpus_total += h.gpu_count;
     if (gpus_total != world) {
       return invalid_argument(fmt::format(
-          "layout: tp * dp = {} * {} = {} ranks, but the hosts give {} ranks ({} hosts, one rank per GPU); "
+          "layout: tp * dp = {} * {} = {} rank{}, but the hosts give {} ({} host{}, one rank per GPU); "
           "change tp/dp, the host count or gpus per host, or give rank_hosts explicitly",
-          d.layout.tp, d.layout.dp, world, gpus_total, host_count));
+          d.layout.tp, d.layout.dp, world, world == 1 ? "" : "s", gpus_total, host_count, host_count == 1 ? "" : "s"));
     }
     map.reserve(static_cast<size_t>(world));
     for (int h = 0; h < host_count; ++h)
@@ -69,6 +72,8 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
                                         "choose an ep that divides it", l.ep, l.world_size()));
   }
   if (d.hosts.empty()) return invalid_argument("hosts: no hosts given; describe at least one host");
+  // Defaults are announced once per GPU model, however many hosts use them.
+  std::map<std::string, int> gpu_memory_defaulted, host_memory_defaulted;
   for (size_t i = 0; i < d.hosts.size(); ++i) {
     HostSpec& h = d.hosts[i];
     if (h.name.empty()) return invalid_argument(fmt::format("hosts[{}].name: empty; give each host a name", i));
@@ -81,13 +86,55 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
           "hosts[{}].visible_gpus_per_rank: {} for host '{}'; use 0 (all) up to its {} GPUs", i,
           h.visible_gpus_per_rank, h.name, h.gpu_count));
     }
-    auto memory = default_gpu_memory_bytes(h.gpu_model);
-    if (!memory.is_ok()) {
-      return invalid_argument(fmt::format("hosts[{}].{}", i, memory.status().message()));
+    auto model = find_gpu_model(h.gpu_model);
+    if (!model.is_ok()) {
+      return invalid_argument(fmt::format("hosts[{}].{}", i, model.status().message()));
     }
-    if (h.gpu_memory_bytes == 0) h.gpu_memory_bytes = memory.value();
+    h.gpu_model = model->name;  // one spelling from here on
+    if (h.gpu_memory_bytes == 0) {
+      h.gpu_memory_bytes = model->memory_bytes;
+      ++gpu_memory_defaulted[h.gpu_model];
+    }
+    if (h.host_memory_bytes == 0) {
+      h.host_memory_bytes = model->host_memory_bytes_per_gpu * static_cast<uint64_t>(h.gpu_count);
+      ++host_memory_defaulted[h.gpu_model];
+    }
     if (h.boot_id.empty()) h.boot_id = "boot-" + h.name;  // one boot per named host by default
     if (!h.shm_mounted && h.tmpfs_bytes_total != 0) h.tmpfs_bytes_total = 0;  // nothing mounted, nothing there
+  }
+  for (const auto& [name, hosts] : gpu_memory_defaulted) {
+    const GpuModelInfo m = find_gpu_model(name).value();
+    d.defaults_used.push_back({fmt::format("gpu_memory ({} host{} of {})", hosts, hosts == 1 ? "" : "s", name),
+                               format_gib(m.memory_bytes) + " per GPU",
+                               fmt::format("{}; give gpu_memory (--gpu-memory) for another board", m.memory_source)});
+  }
+  for (const auto& [name, hosts] : host_memory_defaulted) {
+    const GpuModelInfo m = find_gpu_model(name).value();
+    d.defaults_used.push_back({fmt::format("host_memory ({} host{} of {})", hosts, hosts == 1 ? "" : "s", name),
+                               format_gib(m.host_memory_bytes_per_gpu) + " per GPU",
+                               fmt::format("{}; give host_memory (--host-memory) for this host's RAM",
+                                           m.host_memory_source)});
+  }
+  const double fraction = d.engine.gpu_memory_fraction;
+  if (!(fraction > 0.0 && fraction <= 1.0)) {
+    return invalid_argument(fmt::format("engine.gpu_memory_fraction: {} is outside (0, 1]; write the engine's "
+                                        "fraction, e.g. 0.9 (vLLM's gpu_memory_utilization default)",
+                                        fraction));
+  }
+  auto announced = [&](const char* field) {
+    for (const DefaultUsed& u : d.defaults_used)
+      if (u.field == field) return true;
+    return false;
+  };
+  if (!d.engine.fraction_given && !announced("engine.gpu_memory_fraction")) {
+    d.defaults_used.push_back({"engine.gpu_memory_fraction", fmt::format("{:.2f}", fraction),
+                               "vLLM's default gpu_memory_utilization; give --gpu-memory-fraction (SGLang: "
+                               "mem_fraction_static)"});
+  }
+  if (!d.engine.gpu_reserved_bytes && !announced("engine.gpu_reserved")) {
+    d.defaults_used.push_back({"engine.gpu_reserved", "not counted",
+                               "KV cache left counts no weights, activations, CUDA context or NCCL buffers; give "
+                               "--gpu-reserved (the engine's weights per GPU plus its working memory)"});
   }
   ENGRAM_ASSIGN_OR_RETURN(d.rank_hosts, resolve_rank_hosts(d));
   return d;

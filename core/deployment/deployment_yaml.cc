@@ -6,6 +6,7 @@
 #include <charconv>
 #include <vector>
 
+#include "core/base/text_list.h"
 #include "core/base/units.h"
 #include "core/base/yaml_fields.h"
 
@@ -57,15 +58,17 @@ class Parser : public YamlFields {
   }
 };
 
-constexpr const char* kTopKeys[] = {"model", "hosts", "rank_hosts", "layout", "config"};
-constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gpu_memory", "shm_size",
+constexpr const char* kTopKeys[] = {"model", "hosts", "rank_hosts", "layout", "config", "engine"};
+constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gpu_memory", "host_memory", "shm_size",
                                      "nvlink_domain", "imex_channel", "fabric_attribute",
-                                     "visible_gpus_per_rank", "count"};
+                                     "visible_gpus_per_rank", "count", "environment"};
+constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
 constexpr const char* kConfigKeys[] = {"cpu_offload", "peer_shards", "dp_shared_memory", "shard_group",
                                        "tokens_per_rank_max"};
 
-Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec>& hosts) {
+Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec>& hosts,
+                   std::vector<std::string>& shm_defaulted) {
   if (!node.IsSequence()) {
     return p.error(node, "hosts", fmt::format("expected a list of hosts, found {}", Parser::describe(node)));
   }
@@ -84,6 +87,20 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
     if (h["boot_id"]) { ENGRAM_ASSIGN_OR_RETURN(host.boot_id, p.text(h["boot_id"], path + ".boot_id")); }
     if (h["gpu_model"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_model, p.text(h["gpu_model"], path + ".gpu_model")); }
     if (h["gpu_memory"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_memory_bytes, p.size_of(h["gpu_memory"], path + ".gpu_memory")); }
+    if (h["host_memory"]) {
+      ENGRAM_ASSIGN_OR_RETURN(host.host_memory_bytes, p.size_of(h["host_memory"], path + ".host_memory"));
+    }
+    if (h["environment"]) {
+      ENGRAM_ASSIGN_OR_RETURN(std::string text, p.text(h["environment"], path + ".environment"));
+      auto environment = parse_runtime_environment(text, path + ".environment");
+      if (!environment.is_ok()) {
+        return p.error(h["environment"], path + ".environment",
+                       fmt::format("'{}' is not a runtime environment; write bare_metal, docker, kubernetes or unknown",
+                                   text));
+      }
+      host.environment = environment.value();
+    }
+    if (!h["shm_size"]) shm_defaulted.push_back(host.name);
     if (h["shm_size"]) {
       const YAML::Node& s = h["shm_size"];
       if (s.IsScalar() && s.Scalar() == "none") {
@@ -160,6 +177,27 @@ Status parse_layout(const Parser& p, const YAML::Node& node, ParallelLayout& l) 
   return Status::ok();
 }
 
+Status parse_engine(const Parser& p, const YAML::Node& node, EngineMemory& e) {
+  ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "engine"));
+  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "engine", kEngineKeys));
+  if (node["gpu_memory_fraction"]) {
+    const YAML::Node& n = node["gpu_memory_fraction"];
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, p.text(n, "engine.gpu_memory_fraction"));
+    auto fraction = parse_fraction(text, "engine.gpu_memory_fraction");
+    if (!fraction.is_ok()) {
+      return p.error(n, "engine.gpu_memory_fraction",
+                     fmt::format("'{}' is not a fraction in (0, 1]; write e.g. 0.9", text));
+    }
+    e.gpu_memory_fraction = fraction.value();
+    e.fraction_given = true;
+  }
+  if (node["gpu_reserved"]) {
+    ENGRAM_ASSIGN_OR_RETURN(uint64_t bytes, p.size_of(node["gpu_reserved"], "engine.gpu_reserved"));
+    e.gpu_reserved_bytes = bytes;
+  }
+  return Status::ok();
+}
+
 Status parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c) {
   ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "config"));
   ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "config", kConfigKeys));
@@ -207,10 +245,16 @@ Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view sou
   Deployment d;
   if (node["model"]) { ENGRAM_ASSIGN_OR_RETURN(d.model, p.text(node["model"], "model")); }
   if (!node["hosts"]) return p.error(node, "hosts", "missing; list the hosts, e.g. hosts: [{name: n0, gpus: 8}]");
-  ENGRAM_RETURN_IF_ERROR(parse_hosts(p, node["hosts"], d.hosts));
+  std::vector<std::string> shm_defaulted;
+  ENGRAM_RETURN_IF_ERROR(parse_hosts(p, node["hosts"], d.hosts, shm_defaulted));
+  if (!shm_defaulted.empty()) {
+    d.defaults_used.push_back({fmt::format("shm_size ({})", join_limited(shm_defaulted)), "64 MiB",
+                               "Docker's default /dev/shm; give shm_size (what `df -h /dev/shm` shows there)"});
+  }
   if (node["rank_hosts"]) ENGRAM_RETURN_IF_ERROR(parse_rank_hosts(p, node["rank_hosts"], d));
   if (node["layout"]) ENGRAM_RETURN_IF_ERROR(parse_layout(p, node["layout"], d.layout));
   if (node["config"]) ENGRAM_RETURN_IF_ERROR(parse_config(p, node["config"], d.config));
+  if (node["engine"]) ENGRAM_RETURN_IF_ERROR(parse_engine(p, node["engine"], d.engine));
   return d;
 }
 

@@ -1,6 +1,11 @@
-// GPU models a deployment may name, with the memory each reports. The sizes
-// are approximate (what nvidia-smi shows on common SKUs; board variants
-// differ): write `gpu_memory` explicitly when the exact figure matters.
+// GPU models a deployment may name, with the memory CUDA reports for each and
+// the host memory of the usual system built around it. Names match in any
+// case ("gb200" is GB200).
+//
+// GPU memory is the total cudaMemGetInfo reports (what an engine can
+// allocate from), not the marketing figure and not nvidia-smi's: H200 shows
+// 143,771 MiB in nvidia-smi and is sold as 141 GB, but CUDA reports 139.80
+// GiB. Write `gpu_memory` when a board differs (PCIe and NVL variants do).
 #pragma once
 
 #include <cstdint>
@@ -12,8 +17,17 @@
 
 namespace engram {
 
-// H100 80 GiB, H200 141 GiB (143,771 MiB), B200 180 GiB, GB200 186 GiB,
-// B300 270 GiB, GB300 279 GiB. Unknown models are an invalid_argument error.
+struct GpuModelInfo {
+  const char* name;                    // canonical spelling, e.g. "GB200"
+  uint64_t memory_bytes;               // cudaMemGetInfo total
+  const char* memory_source;           // where that figure comes from, for the output
+  uint64_t host_memory_bytes_per_gpu;  // system RAM of the usual host / its GPUs
+  const char* host_memory_source;
+};
+
+// Case-insensitive; unknown models are an invalid_argument error naming the
+// known ones.
+Result<GpuModelInfo> find_gpu_model(std::string_view gpu_model);
 Result<uint64_t> default_gpu_memory_bytes(std::string_view gpu_model);
 std::vector<std::string> known_gpu_models();
 

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/base/size_text.h"
+#include "core/plan/shm_fix.h"
 #include "core/base/text_list.h"
 
 namespace engram {
@@ -17,14 +18,14 @@ DpSharedMemoryResolution resolve_dp_shared_memory(const EngramConfig& config, co
   if (config.dp_shared_memory.has_value()) {
     out.enabled = *config.dp_shared_memory;
     out.is_explicit = true;
-    out.reason = out.enabled ? "dp_shared_memory: true as written (strict: every requirement must hold, rule 2)"
+    out.reason = out.enabled ? "dp_shared_memory: true as written (strict: every requirement must hold)"
                              : "dp_shared_memory: false as written";
     return out;
   }
   out.enabled = config.cpu_offload && layout.dp > 1 && !layout.elastic_ep;
   out.reason = fmt::format(
       "dp_shared_memory unset resolves to {}: cpu_offload {}, dp = {}{}, elastic EP {} "
-      "(rule 1: enabled exactly when cpu_offload is on, dp > 1 and elastic EP is off)",
+      "(unset means enabled exactly when cpu_offload is on, dp > 1 and elastic EP is off)",
       out.enabled ? "enabled" : "disabled", config.cpu_offload ? "on" : "off", layout.dp,
       layout.dp > 1 ? " > 1" : "", layout.elastic_ep ? "on" : "off");
   return out;
@@ -53,14 +54,13 @@ Status validate_dp_shared_memory_strict(const EngramConfig& config, const Parall
   if (!alone.empty()) {
     unmet.push_back(fmt::format(
         "replicas not co-located: the node-local Engram DP group has size 1 on host(s) {} (a replica "
-        "straddles hosts, or no other replica of the same TP rank is on the host); place whole replicas per "
-        "node, and run containers with --ipc=host so they do not look like separate nodes",
-        join_limited(alone)));
+        "straddles hosts, or no other replica of the same TP rank is on the host); {}",
+        join_limited(alone), colocation_fix_text(RuntimeEnvironment::kUnknown)));
   }
   if (!missing.empty()) {
-    unmet.push_back(fmt::format("/dev/shm missing on host(s) {}: {} needed; mount it (docker --shm-size) or "
-                                "share the host's with --ipc=host",
-                                join_limited(missing), format_size_short(table_bytes_total)));
+    unmet.push_back(fmt::format("/dev/shm missing on host(s) {}: {} needed; {}", join_limited(missing),
+                                format_size_short(table_bytes_total),
+                                shm_fix_text(table_bytes_total, RuntimeEnvironment::kUnknown)));
   }
   // Hosts grouped by their tmpfs total, so a thousand alike hosts make one line.
   std::map<uint64_t, std::vector<std::string>> small_by_total;
@@ -68,10 +68,9 @@ Status validate_dp_shared_memory_strict(const EngramConfig& config, const Parall
     if (h.shm_mounted && h.tmpfs_bytes_total < table_bytes_total) small_by_total[h.tmpfs_bytes_total].push_back(h.host_name);
   for (const auto& [total, names] : small_by_total) {
     unmet.push_back(fmt::format(
-        "/dev/shm too small on host(s) {}: {} needed, {} available (tmpfs total); start the container with "
-        "--shm-size={}g or more, or --ipc=host",
-        join_limited(names), format_size_short(table_bytes_total), format_size_short(total),
-        (table_bytes_total + (1ull << 30) - 1) >> 30));
+        "/dev/shm too small on host(s) {}: {} needed, {} available (tmpfs total); {}", join_limited(names),
+        format_size_short(table_bytes_total), format_size_short(total),
+        shm_fix_text(table_bytes_total, RuntimeEnvironment::kUnknown)));
   }
   if (unmet.empty()) return Status::ok();
   std::string message = fmt::format("dp_shared_memory: true cannot work ({} unmet requirement{}): ",

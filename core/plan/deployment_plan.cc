@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
 #include "core/deployment/deployment_validate.h"
 #include "core/plan/handle_type_plan.h"
+#include "core/plan/memory_fit.h"
 #include "core/deployment/node_local_group.h"
 #include "core/deployment/shard_groups.h"
 #include "core/model/table_spec.h"
@@ -39,6 +41,18 @@ HandleFacts handle_facts_of(const HostSpec& host, int gpu_ordinal) {
   // Predicted probe: the attribute alone lies without an IMEX channel.
   f.fabric_probe_ok = host.fabric_attribute && host.imex_channel;
   return f;
+}
+
+// The environment the named hosts share, or unknown when they differ (the
+// warning then names every fix).
+RuntimeEnvironment common_environment(const std::vector<HostSpec>& hosts, const std::vector<std::string>& names) {
+  std::optional<RuntimeEnvironment> common;
+  for (const HostSpec& h : hosts) {
+    if (std::find(names.begin(), names.end(), h.name) == names.end()) continue;
+    if (common && *common != h.environment) return RuntimeEnvironment::kUnknown;
+    common = h.environment;
+  }
+  return common.value_or(RuntimeEnvironment::kUnknown);
 }
 
 }  // namespace
@@ -144,7 +158,8 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
     append_unique(plan.warnings, w);
   };
   if (precedence) warn(peer_precedence_warning());
-  for (const auto& [cause, where] : fallback_hosts) warn(fallback_warning(cause, where.first, table_total, where.second));
+  for (const auto& [cause, where] : fallback_hosts)
+    warn(fallback_warning(cause, where.first, table_total, where.second, common_environment(d.hosts, where.first)));
 
   // Memory.
   std::vector<RankMemoryInput> memory_in(static_cast<size_t>(world));
@@ -153,16 +168,11 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
     memory_in[static_cast<size_t>(r)] = {rp.host, rp.placement, std::max(rp.shard_group_size, 1),
                                          rp.node_local_group, rp.node_local_group_size, rp.node_local_index};
   }
-  MemoryPlan memory = plan_memory(spec, d.hosts, memory_in, d.config.tokens_per_rank_max);
+  MemoryPlan memory = plan_memory(spec, d.hosts, memory_in, d.config.tokens_per_rank_max, d.engine);
   for (int r = 0; r < world; ++r) plan.ranks[static_cast<size_t>(r)].memory = memory.ranks[static_cast<size_t>(r)];
   plan.hosts = std::move(memory.hosts);
   for (const HostMemory& hm : plan.hosts) {
-    if (hm.kv_cache_left_bytes_min < 0) {
-      warn(Warning{"memory.hbm_exceeded",
-                   fmt::format("the Engram tables need more than the GPU memory on host {} ({} ranks): nothing is "
-                               "left for the KV cache; shard over more ranks (a larger shard_group or tp) or use "
-                               "cpu_offload", hm.name, hm.rank_count)});
-    }
+    if (hm.kv_cache_left_bytes_min < 0) warn(kv_cache_exhausted_warning(hm, d.engine));
   }
 
   // Summaries: ranks that decided alike, with the reason once.

@@ -39,8 +39,14 @@ uint64_t head_shard_host_bytes(const ModelSpec& spec, int group_size, int index)
   return total;
 }
 
+int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engine, uint64_t engram_hbm_bytes) {
+  ENGRAM_CHECK(engine.gpu_memory_fraction > 0.0 && engine.gpu_memory_fraction <= 1.0);
+  const auto budget = static_cast<int64_t>(static_cast<double>(gpu_memory_bytes) * engine.gpu_memory_fraction);
+  return budget - static_cast<int64_t>(engram_hbm_bytes) - static_cast<int64_t>(engine.gpu_reserved_bytes.value_or(0));
+}
+
 MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
-                       std::span<const RankMemoryInput> ranks, int tokens_per_rank_max) {
+                       std::span<const RankMemoryInput> ranks, int tokens_per_rank_max, const EngineMemory& engine) {
   const uint64_t table_total = spec.table_bytes_total();
   // Costs depend only on the group size (and index for head shards): cache
   // them so 1,000-rank plans stay linear.
@@ -100,13 +106,16 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
         break;
     }
     const uint64_t hbm = m.hbm_table_bytes + m.hbm_buffer_bytes;
-    m.kv_cache_left_bytes = static_cast<int64_t>(m.gpu_memory_bytes) - static_cast<int64_t>(hbm);
+    m.kv_budget_bytes = static_cast<uint64_t>(static_cast<double>(m.gpu_memory_bytes) * engine.gpu_memory_fraction);
+    m.gpu_reserved_bytes = engine.gpu_reserved_bytes.value_or(0);
+    m.kv_cache_left_bytes = kv_cache_left_bytes(m.gpu_memory_bytes, engine, hbm);
 
     if (!host_seen[static_cast<size_t>(in.host)]) {
       host_seen[static_cast<size_t>(in.host)] = true;
       hm.host = in.host;
       hm.name = host.name;
       hm.gpu_memory_bytes = host.gpu_memory_bytes;
+      hm.host_memory_bytes = host.host_memory_bytes;
       hm.kv_cache_left_bytes_min = m.kv_cache_left_bytes;
     }
     ++hm.rank_count;

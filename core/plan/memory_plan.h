@@ -37,7 +37,9 @@ struct RankMemory {
   uint64_t gpu_memory_bytes = 0;
   uint64_t hbm_table_bytes = 0;    // row shards, granularity-rounded
   uint64_t hbm_buffer_bytes = 0;   // device_collective gather buffer
-  int64_t kv_cache_left_bytes = 0; // gpu memory - both; negative: does not fit
+  uint64_t kv_budget_bytes = 0;    // gpu memory x the engine's memory fraction
+  uint64_t gpu_reserved_bytes = 0; // weights etc. the user gave (0 when not counted)
+  int64_t kv_cache_left_bytes = 0; // kv_cache_left(): budget - tables - buffer - reserved; negative: nothing left
   uint64_t host_private_bytes = 0; // host memory this rank allocates itself
   uint64_t host_shared_mapped_bytes = 0;  // a node's shared copy this rank maps (not extra memory)
 };
@@ -47,6 +49,7 @@ struct HostMemory {
   std::string name;
   int rank_count = 0;
   uint64_t gpu_memory_bytes = 0;
+  uint64_t host_memory_bytes = 0;      // the host's RAM (given or its model's default)
   uint64_t hbm_bytes_per_gpu_max = 0;  // tables + buffer on its busiest GPU
   int64_t kv_cache_left_bytes_min = 0;
   uint64_t shm_bytes = 0;              // /dev/shm used by the shared copy
@@ -59,8 +62,13 @@ struct MemoryPlan {
   std::vector<HostMemory> hosts;  // hosts with at least one rank, in host order
 };
 
+// What the KV cache gets on one GPU: gpu_memory x fraction, less the Engram
+// tables and buffer, less what the engine reserves. Negative: none.
+int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engine, uint64_t engram_hbm_bytes);
+
 // `hosts` complete (gpu_memory_bytes set). O(ranks + distinct group sizes).
 MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
-                       std::span<const RankMemoryInput> ranks, int tokens_per_rank_max);
+                       std::span<const RankMemoryInput> ranks, int tokens_per_rank_max,
+                       const EngineMemory& engine = {});
 
 }  // namespace engram

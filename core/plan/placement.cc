@@ -1,5 +1,7 @@
 #include "core/plan/placement.h"
 
+#include "core/plan/shm_fix.h"
+
 #include <fmt/format.h>
 
 #include "core/base/size_text.h"
@@ -49,7 +51,7 @@ PlacementDecision decide_rank_placement(const EngramConfig& config, const DpShar
     d.peer_precedence = host_table_asked;
     d.reason = host_table_asked
                    ? "peer_shards on: device_peer takes precedence over the host table asked for by "
-                     "cpu_offload/dp_shared_memory (rule 6)"
+                     "cpu_offload/dp_shared_memory"
                    : "peer_shards on, cpu_offload off: device_peer";
     return d;
   }
@@ -94,13 +96,13 @@ PlacementDecision decide_rank_placement(const EngramConfig& config, const DpShar
         break;
     }
   }
-  d.reason = fmt::format("dp_shared_memory resolved enabled but cannot work ({}): fallback host_head_sharded "
-                         "(rule 3)", causes);
+  d.reason = fmt::format("dp_shared_memory resolved enabled but cannot work ({}): fallback host_head_sharded",
+                         causes);
   return d;
 }
 
 Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
-                         uint64_t tmpfs_bytes_total) {
+                         uint64_t tmpfs_bytes_total, RuntimeEnvironment environment) {
   const std::string where = join_limited(hosts);
   const std::string needed = format_size_short(table_bytes_total);
   Warning w;
@@ -110,23 +112,20 @@ Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& ho
       w.text = fmt::format(
           "dp_shared_memory resolved to enabled, but the node-local Engram DP group has size 1 on host(s) {}; "
           "falling back to host_head_sharded. The DP replicas must be co-located: each node must hold whole "
-          "replicas, with more than one replica per TP rank. Containers that do not share the host's IPC "
-          "namespace look like separate nodes: run them with --ipc=host (and a /dev/shm of at least {}, "
-          "--shm-size).",
-          where, needed);
+          "replicas, with more than one replica per TP rank, and see one /dev/shm of at least {}. {}.",
+          where, needed, colocation_fix_text(environment));
       break;
     case FallbackCause::kShmMissing:
       w.text = fmt::format(
           "dp_shared_memory resolved to enabled, but /dev/shm is missing on host(s) {}; falling back to "
-          "host_head_sharded. Mount a /dev/shm of at least {} (--shm-size) or share the host's with --ipc=host.",
-          where, needed);
+          "host_head_sharded. A /dev/shm of at least {} is needed; {}.",
+          where, needed, shm_fix_text(table_bytes_total, environment));
       break;
     case FallbackCause::kShmTooSmall:
       w.text = fmt::format(
           "dp_shared_memory resolved to enabled, but /dev/shm on host(s) {} is {} (tmpfs total), smaller than "
-          "the tables' {}; falling back to host_head_sharded. Start the container with --shm-size={}g or more, "
-          "or --ipc=host to use the host's /dev/shm.",
-          where, format_size_short(tmpfs_bytes_total), needed, (table_bytes_total + (1ull << 30) - 1) >> 30);
+          "the tables' {}; falling back to host_head_sharded. {}.",
+          where, format_size_short(tmpfs_bytes_total), needed, shm_fix_text(table_bytes_total, environment));
       break;
   }
   return w;

@@ -11,6 +11,7 @@
 
 #include "core/plan/config_resolution.h"
 #include "core/deployment/deployment.h"
+#include "core/deployment/runtime_environment.h"
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 
@@ -51,10 +52,11 @@ struct PlacementDecision {
 PlacementDecision decide_rank_placement(const EngramConfig& config, const DpSharedMemoryResolution& shared,
                                         const RankHostFacts& facts, uint64_t table_bytes_total);
 
-// The once-per-process warnings (rule 3 and rule 6). `hosts` names where the
-// cause holds; `tmpfs_bytes_total` is the size found (kShmTooSmall only).
+// The once-per-process warnings (fallback, peer precedence). `hosts` names
+// where the cause holds; `tmpfs_bytes_total` is the size found (kShmTooSmall
+// only); `environment` picks the fixes named (all when unknown).
 Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
-                         uint64_t tmpfs_bytes_total);
+                         uint64_t tmpfs_bytes_total, RuntimeEnvironment environment = RuntimeEnvironment::kUnknown);
 Warning peer_precedence_warning();
 
 }  // namespace engram

@@ -3,10 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
+#include <tuple>
+#include <map>
 
-#include "core/base/json_writer.h"
+#include "core/base/json_output.h"
 #include "core/deployment/shard_groups.h"
 #include "core/base/size_text.h"
+#include "core/base/text_list.h"
 #include "core/base/units.h"
 
 namespace engram {
@@ -21,7 +25,41 @@ std::string dp_shared_text(const DpSharedMemoryResolution& r, const EngramConfig
   return fmt::format("{} -> {}", written, r.enabled ? "true (enabled)" : "false (disabled)");
 }
 
+// One row per group of hosts whose figures are all alike: a 16-rack plan is
+// a handful of rows, not 288. The label names the first hosts and the count.
+struct HostRow {
+  HostMemory first;
+  std::string label;
+};
+
+std::vector<HostRow> host_rows(const std::vector<HostMemory>& hosts) {
+  using Key = std::tuple<int, uint64_t, uint64_t, int64_t, uint64_t, uint64_t, int, uint64_t>;
+  std::map<Key, size_t> index_of;
+  std::vector<std::pair<HostMemory, std::vector<std::string>>> groups;
+  for (const HostMemory& h : hosts) {
+    Key key{h.rank_count,        h.gpu_memory_bytes, h.hbm_bytes_per_gpu_max, h.kv_cache_left_bytes_min,
+            h.shm_bytes,         h.host_table_bytes, h.table_copies,          h.host_memory_bytes};
+    auto [it, inserted] = index_of.emplace(key, groups.size());
+    if (inserted) groups.push_back({h, {}});
+    groups[it->second].second.push_back(h.name);
+  }
+  std::vector<HostRow> rows;
+  for (auto& [first, names] : groups) {
+    std::string label = names.size() == 1 ? names.front()
+                                          : fmt::format("{} hosts: {}", names.size(), join_limited(names, 2));
+    rows.push_back({first, std::move(label)});
+  }
+  return rows;
+}
+
 }  // namespace
+
+std::string format_defaults_used(const std::vector<DefaultUsed>& defaults) {
+  if (defaults.empty()) return "";
+  std::string out = "\ndefaults used (not written by you):\n";
+  for (const DefaultUsed& u : defaults) out += fmt::format("  {}: {} ({})\n", u.field, u.value, u.source);
+  return out;
+}
 
 std::string with_thousands(uint64_t value) {
   std::string digits = fmt::format("{}", value), out;
@@ -46,8 +84,9 @@ std::string format_plan_report(const PlanResult& plan) {
   }
   out += fmt::format("  all tables: {} B ({})\n", with_thousands(m.table_bytes_total), format_gib(m.table_bytes_total));
   int hosts_used = static_cast<int>(plan.hosts.size());
-  out += fmt::format("layout: tp {} x dp {} = {} ranks on {} host{}; ep {}, elastic EP {}, prefill cp {}\n",
-                     d.layout.tp, d.layout.dp, d.layout.world_size(), hosts_used, hosts_used == 1 ? "" : "s",
+  out += fmt::format("layout: tp {} x dp {} = {} rank{} on {} host{}; ep {}, elastic EP {}, prefill cp {}\n",
+                     d.layout.tp, d.layout.dp, d.layout.world_size(), d.layout.world_size() == 1 ? "" : "s",
+                     hosts_used, hosts_used == 1 ? "" : "s",
                      d.layout.ep, d.layout.elastic_ep ? "on" : "off", d.layout.prefill_cp);
   out += fmt::format("config: cpu_offload {}, peer_shards {}, dp_shared_memory {}, shard_group {}, "
                      "tokens_per_rank_max {}\n",
@@ -65,6 +104,8 @@ std::string format_plan_report(const PlanResult& plan) {
     out += "\n";
   }
 
+  out += format_defaults_used(d.defaults_used);
+
   out += "\nwarnings:";
   if (plan.warnings.empty()) out += " none";
   out += "\n";
@@ -73,7 +114,10 @@ std::string format_plan_report(const PlanResult& plan) {
   out += "\nwhy:\n";
   for (const std::string& r : plan.reasons) out += fmt::format("  - {}\n", r);
 
-  out += "\nmemory per GPU (by rank group):\n";
+  out += fmt::format("\nmemory per GPU (by rank group; KV cache left = GPU memory x {:.2f} - tables - buffer - "
+                     "reserved {}):\n",
+                     d.engine.gpu_memory_fraction,
+                     d.engine.gpu_reserved_bytes ? format_gib(*d.engine.gpu_reserved_bytes) : "(not counted)");
   out += fmt::format("  {:<16} {:<18} {:>14} {:>14} {:>14} {:>14} {:>16}\n", "ranks", "placement", "GPU memory",
                      "HBM tables", "HBM buffer", "KV cache left", "host per rank");
   for (const PlacementGroupSummary& g : plan.groups) {
@@ -94,114 +138,102 @@ std::string format_plan_report(const PlanResult& plan) {
                        format_gib(first.memory.hbm_table_bytes), format_gib(first.memory.hbm_buffer_bytes),
                        signed_gib(kv_min), host_text);
   }
-  out += "\nmemory per host:\n";
-  out += fmt::format("  {:<20} {:>5} {:>16} {:>16} {:>14} {:>16} {:>7}\n", "host", "ranks", "HBM/GPU max",
-                     "KV left/GPU min", "/dev/shm used", "host tables", "copies");
-  for (const HostMemory& h : plan.hosts) {
-    out += fmt::format("  {:<20} {:>5} {:>16} {:>16} {:>14} {:>16} {:>7}\n", h.name, h.rank_count,
+  out += "\nmemory per host (hosts alike in one row):\n";
+  out += fmt::format("  {:<24} {:>5} {:>16} {:>16} {:>14} {:>16} {:>7} {:>14}\n", "host", "ranks", "HBM/GPU max",
+                     "KV left/GPU min", "/dev/shm used", "host tables", "copies", "host RAM");
+  for (const HostRow& row : host_rows(plan.hosts)) {
+    const HostMemory& h = row.first;
+    out += fmt::format("  {:<24} {:>5} {:>16} {:>16} {:>14} {:>16} {:>7} {:>14}\n", row.label, h.rank_count,
                        format_gib(h.hbm_bytes_per_gpu_max), signed_gib(h.kv_cache_left_bytes_min),
-                       format_gib(h.shm_bytes), format_gib(h.host_table_bytes), h.table_copies);
+                       format_gib(h.shm_bytes), format_gib(h.host_table_bytes), h.table_copies,
+                       h.host_memory_bytes ? format_gib(h.host_memory_bytes) : std::string("?"));
   }
   return out;
 }
 
-std::string plan_to_json(const PlanResult& plan) {
+Json plan_json(const PlanResult& plan) {
   const Deployment& d = plan.deployment;
   const ModelSummary& m = plan.model;
-  JsonWriter j;
-  j.begin_object();
-  j.key("model").begin_object();
-  j.key("name").value(m.name);
-  j.key("row_bytes").value(m.row_bytes);
-  j.key("table_bytes_total").value(m.table_bytes_total);
-  j.key("tables").begin_array();
+  Json j = json_document("plan");
+  Json& model = j["model"];
+  model["name"] = m.name;
+  model["row_bytes"] = m.row_bytes;
+  model["table_bytes_total"] = m.table_bytes_total;
+  model["tables"] = Json::array();
   for (size_t t = 0; t < m.layer_ids.size(); ++t) {
-    j.begin_object();
-    j.key("layer_id").value(m.layer_ids[t]);
-    j.key("heads").value(m.heads_per_table[t]);
-    j.key("rows").value(static_cast<int64_t>(m.rows_per_table[t]));
-    j.key("table_bytes").value(m.table_bytes[t]);
-    j.end_object();
+    model["tables"].push_back({{"layer_id", m.layer_ids[t]},
+                               {"heads", m.heads_per_table[t]},
+                               {"rows", m.rows_per_table[t]},
+                               {"table_bytes", m.table_bytes[t]}});
   }
-  j.end_array().end_object();
 
-  j.key("layout").begin_object();
-  j.key("tp").value(d.layout.tp).key("dp").value(d.layout.dp).key("ep").value(d.layout.ep);
-  j.key("elastic_ep").value(d.layout.elastic_ep).key("prefill_cp").value(d.layout.prefill_cp);
-  j.key("world_size").value(d.layout.world_size());
-  j.end_object();
+  j["layout"] = {{"tp", d.layout.tp}, {"dp", d.layout.dp}, {"ep", d.layout.ep}, {"elastic_ep", d.layout.elastic_ep},
+                 {"prefill_cp", d.layout.prefill_cp}, {"world_size", d.layout.world_size()}};
+  Json& config = j["config"];
+  config["cpu_offload"] = d.config.cpu_offload;
+  config["peer_shards"] = d.config.peer_shards;
+  // null: unset, as written.
+  config["dp_shared_memory"] = d.config.dp_shared_memory ? Json(*d.config.dp_shared_memory) : Json(nullptr);
+  config["shard_group"] = shard_group_name(d.config.shard_group);
+  config["tokens_per_rank_max"] = d.config.tokens_per_rank_max;
+  j["engine"] = {{"gpu_memory_fraction", d.engine.gpu_memory_fraction},
+                 {"gpu_reserved_bytes", d.engine.gpu_reserved_bytes ? Json(*d.engine.gpu_reserved_bytes) : Json(nullptr)}};
+  j["defaults_used"] = Json::array();
+  for (const DefaultUsed& u : d.defaults_used)
+    j["defaults_used"].push_back({{"field", u.field}, {"value", u.value}, {"source", u.source}});
 
-  j.key("config").begin_object();
-  j.key("cpu_offload").value(d.config.cpu_offload).key("peer_shards").value(d.config.peer_shards);
-  j.key("dp_shared_memory");
-  if (d.config.dp_shared_memory) j.value(*d.config.dp_shared_memory);
-  else j.value("unset");
-  j.key("shard_group").value(shard_group_name(d.config.shard_group));
-  j.key("tokens_per_rank_max").value(d.config.tokens_per_rank_max);
-  j.end_object();
+  j["dp_shared_memory"] = {{"enabled", plan.dp_shared_memory.enabled},
+                           {"explicit", plan.dp_shared_memory.is_explicit},
+                           {"reason", plan.dp_shared_memory.reason}};
 
-  j.key("dp_shared_memory").begin_object();
-  j.key("enabled").value(plan.dp_shared_memory.enabled);
-  j.key("explicit").value(plan.dp_shared_memory.is_explicit);
-  j.key("reason").value(plan.dp_shared_memory.reason);
-  j.end_object();
-
-  j.key("groups").begin_array();
+  j["groups"] = Json::array();
   for (const PlacementGroupSummary& g : plan.groups) {
-    j.begin_object();
-    j.key("placement").value(placement_name(g.placement));
-    j.key("ranks").value(g.ranks_text);
-    j.key("group_size").value(g.group_size).key("group_count").value(g.group_count);
-    j.key("handle_type");
-    if (g.handle_type) j.value(handle_type_name(*g.handle_type));
-    else j.null();
-    j.key("reason").value(g.reason);
-    j.end_object();
+    Json group = {{"placement", placement_name(g.placement)}, {"ranks", g.ranks_text},
+                  {"group_size", g.group_size},               {"group_count", g.group_count}};
+    group["handle_type"] = g.handle_type ? Json(handle_type_name(*g.handle_type)) : Json(nullptr);
+    group["reason"] = g.reason;
+    j["groups"].push_back(std::move(group));
   }
-  j.end_array();
+  j["reasons"] = plan.reasons;
 
-  j.key("warnings").begin_array();
-  for (const Warning& w : plan.warnings) j.begin_object().key("key").value(w.key).key("text").value(w.text).end_object();
-  j.end_array();
-  j.key("reasons").begin_array();
-  for (const std::string& r : plan.reasons) j.value(r);
-  j.end_array();
-
-  j.key("ranks").begin_array();
+  j["ranks"] = Json::array();
   for (const RankPlan& r : plan.ranks) {
-    j.begin_object();
-    j.key("rank").value(r.rank).key("tp_rank").value(r.tp_rank).key("dp_rank").value(r.dp_rank);
-    j.key("host").value(d.hosts[static_cast<size_t>(r.host)].name);
-    j.key("placement").value(placement_name(r.placement));
-    j.key("node_local_group").value(r.node_local_group).key("node_local_group_size").value(r.node_local_group_size);
-    j.key("node_local_index").value(r.node_local_index);
-    j.key("shard_group").value(r.shard_group).key("shard_group_size").value(r.shard_group_size);
-    j.key("shard_index").value(r.shard_index);
-    j.key("gpu_memory_bytes").value(r.memory.gpu_memory_bytes);
-    j.key("hbm_table_bytes").value(r.memory.hbm_table_bytes);
-    j.key("hbm_buffer_bytes").value(r.memory.hbm_buffer_bytes);
-    j.key("kv_cache_left_bytes").value(static_cast<int64_t>(r.memory.kv_cache_left_bytes));
-    j.key("host_private_bytes").value(r.memory.host_private_bytes);
-    j.key("host_shared_mapped_bytes").value(r.memory.host_shared_mapped_bytes);
-    j.end_object();
+    Json rank = {{"rank", r.rank}, {"tp_rank", r.tp_rank}, {"dp_rank", r.dp_rank}};
+    rank["host"] = d.hosts[static_cast<size_t>(r.host)].name;
+    rank["placement"] = placement_name(r.placement);
+    const bool device = is_device_placement(r.placement);
+    rank["node_local_group"] = device ? Json(nullptr) : Json(r.node_local_group);
+    rank["node_local_group_size"] = device ? Json(nullptr) : Json(r.node_local_group_size);
+    rank["node_local_index"] = device ? Json(nullptr) : Json(r.node_local_index);
+    rank["shard_group"] = device ? Json(r.shard_group) : Json(nullptr);
+    rank["shard_group_size"] = device ? Json(r.shard_group_size) : Json(nullptr);
+    rank["shard_index"] = device ? Json(r.shard_index) : Json(nullptr);
+    rank["gpu_memory_bytes"] = r.memory.gpu_memory_bytes;
+    rank["hbm_table_bytes"] = r.memory.hbm_table_bytes;
+    rank["hbm_buffer_bytes"] = r.memory.hbm_buffer_bytes;
+    rank["kv_budget_bytes"] = r.memory.kv_budget_bytes;
+    rank["gpu_reserved_bytes"] = r.memory.gpu_reserved_bytes;
+    rank["kv_cache_left_bytes"] = r.memory.kv_cache_left_bytes;
+    rank["host_private_bytes"] = r.memory.host_private_bytes;
+    rank["host_shared_mapped_bytes"] = r.memory.host_shared_mapped_bytes;
+    j["ranks"].push_back(std::move(rank));
   }
-  j.end_array();
 
-  j.key("hosts").begin_array();
+  j["hosts"] = Json::array();
   for (const HostMemory& h : plan.hosts) {
-    j.begin_object();
-    j.key("name").value(h.name).key("ranks").value(h.rank_count);
-    j.key("gpu_memory_bytes").value(h.gpu_memory_bytes);
-    j.key("hbm_bytes_per_gpu_max").value(h.hbm_bytes_per_gpu_max);
-    j.key("kv_cache_left_bytes_min").value(static_cast<int64_t>(h.kv_cache_left_bytes_min));
-    j.key("shm_bytes").value(h.shm_bytes);
-    j.key("host_table_bytes").value(h.host_table_bytes);
-    j.key("table_copies").value(h.table_copies);
-    j.end_object();
+    j["hosts"].push_back({{"name", h.name},
+                          {"ranks", h.rank_count},
+                          {"gpu_memory_bytes", h.gpu_memory_bytes},
+                          {"host_memory_bytes", h.host_memory_bytes ? Json(h.host_memory_bytes) : Json(nullptr)},
+                          {"hbm_bytes_per_gpu_max", h.hbm_bytes_per_gpu_max},
+                          {"kv_cache_left_bytes_min", h.kv_cache_left_bytes_min},
+                          {"shm_bytes", h.shm_bytes},
+                          {"host_table_bytes", h.host_table_bytes},
+                          {"table_copies", h.table_copies}});
   }
-  j.end_array();
-  j.end_object();
-  return j.str();
+  j["warnings"] = warnings_json(plan.warnings);
+  j["error"] = nullptr;
+  return j;
 }
 
 }  // namespace engram

@@ -5,12 +5,18 @@
 
 #include <string>
 
+#include "core/base/json_output.h"
 #include "core/plan/deployment_plan.h"
 
 namespace engram {
 
 std::string format_plan_report(const PlanResult& plan);
-std::string plan_to_json(const PlanResult& plan);
+// The --json document (core/base/json_output.h): the same facts, null where
+// a field does not apply to a rank's placement.
+Json plan_json(const PlanResult& plan);
+
+// "defaults used (not written by you):" and one line each; "" for none.
+std::string format_defaults_used(const std::vector<DefaultUsed>& defaults);
 
 // "202,758,032,400"
 std::string with_thousands(uint64_t value);

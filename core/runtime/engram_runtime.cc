@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <mutex>
 
 #include "core/plan/deployment_plan.h"
@@ -18,6 +19,7 @@
 #include "core/lookup/lookup_host_shared.h"
 #include "core/exchange/peer_shard_table.h"
 #include "core/lookup/shard_layout.h"
+#include "core/base/progress.h"
 #include "core/model/table_fill.h"
 #include "core/base/units.h"
 
@@ -296,12 +298,20 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
     if (!agreed.is_ok()) break;
     const uint64_t row_bytes = t.spec->row_bytes();
     const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>(options_.host_fill_chunk_bytes / row_bytes));
+    // A full table takes minutes to fill: the writer shows how far it got.
+    std::optional<Progress> progress;
+    if (st.is_host_writer) {
+      progress.emplace(fmt::format("rank {}: filling the /dev/shm table of layer {}", host.world_rank(),
+                                   t.spec->layer_id),
+                       "rows", static_cast<uint64_t>(t.spec->row_count()));
+    }
     for (int64_t first = 0; first < t.spec->row_count() && agreed.is_ok(); first += rows_per_chunk) {
       if (st.is_host_writer) {
         const int64_t rows = std::min(rows_per_chunk, t.spec->row_count() - first);
         fill_table_rows(*t.spec, options_.fill_seed, first,
                         t.segment->bytes().subspan(static_cast<size_t>(first) * row_bytes,
                                                    static_cast<size_t>(rows) * row_bytes));
+        progress->update(static_cast<uint64_t>(first + rows));
       }
       agreed = agree_on_status(host, Status::ok(), "shm table fill", &gone);
     }

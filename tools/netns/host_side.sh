@@ -8,6 +8,8 @@ hostname "$name"
 # Private tmpfs on the socket dir and the shm dir: the other host cannot see them.
 mount -t tmpfs -o size=16m,mode=0700 tmpfs "$work/run"
 mount -t tmpfs -o size=16m tmpfs "$work/shm"
+# Both hosts by name, as a cluster's DNS would give them (Slurm node lists name hosts).
+mount --bind "$work/hosts" /etc/hosts
 touch "$work/ready-$name"
 i=0
 while ! ip link show "$iface" >/dev/null 2>&1; do

@@ -1,0 +1,29 @@
+// Whether a planned deployment fits the machines' memory, said so that the
+// user knows what to change. A KV cache with nothing left is a warning (the
+// engine may still start with a smaller cache budget elsewhere); tables that
+// do not fit the GPU or the host at all mean the deployment cannot run, and
+// that is an error naming the placement and the fix.
+#pragma once
+
+#include "core/base/status.h"
+#include "core/base/warnings.h"
+#include "core/plan/deployment_plan.h"
+
+namespace engram {
+
+// Key "memory.hbm_exceeded": the figures behind the negative KV cache and
+// what to change.
+Warning kv_cache_exhausted_warning(const HostMemory& host, const EngineMemory& engine);
+
+// Hosts whose Engram tables fit their RAM but take more than three quarters of
+// it (the OS, the engine and its pinned buffers need the rest): one warning,
+// key "memory.host_tables_near_ram", naming the placement and the fix.
+// Appended to plan.warnings unless its key is there.
+void add_host_memory_warnings(PlanResult& plan);
+
+// ok, or resource_exhausted: a rank group whose Engram tables and buffer
+// exceed the whole GPU, or a host whose tables exceed its RAM. Hosts alike
+// are named in one sentence.
+Status check_memory_fits(const PlanResult& plan);
+
+}  // namespace engram

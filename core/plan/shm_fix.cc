@@ -1,0 +1,53 @@
+#include "core/plan/shm_fix.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "core/base/units.h"
+
+namespace engram {
+namespace {
+
+std::string join_fixes(const std::vector<std::string>& fixes) {
+  std::string out;
+  for (size_t i = 0; i < fixes.size(); ++i) out += (i ? "; " : "") + fixes[i];
+  return out;
+}
+
+bool applies(RuntimeEnvironment environment, RuntimeEnvironment which) {
+  return environment == RuntimeEnvironment::kUnknown || environment == which;
+}
+
+}  // namespace
+
+std::string shm_fix_text(uint64_t table_bytes_total, RuntimeEnvironment environment) {
+  // Docker's g, tmpfs's G and Kubernetes' Gi are all GiB.
+  const uint64_t gib = (table_bytes_total + kGiB - 1) / kGiB;
+  std::vector<std::string> fixes;
+  if (applies(environment, RuntimeEnvironment::kDocker))
+    fixes.push_back(fmt::format("Docker: start the container with --shm-size={}g, or --ipc=host to use the host's "
+                                "/dev/shm", gib));
+  if (applies(environment, RuntimeEnvironment::kKubernetes))
+    fixes.push_back(fmt::format("Kubernetes: mount an emptyDir volume with medium: Memory and sizeLimit: {}Gi at "
+                                "/dev/shm (and a memory limit that covers it)", gib));
+  if (applies(environment, RuntimeEnvironment::kBareMetal))
+    fixes.push_back(fmt::format("bare metal: mount -o remount,size={}G /dev/shm (as root; the default is half the "
+                                "RAM)", gib));
+  return fmt::format("fix: {}; or set dp_shared_memory: false to opt out (each replica then keeps its own host "
+                     "copy)", join_fixes(fixes));
+}
+
+std::string colocation_fix_text(RuntimeEnvironment environment) {
+  std::vector<std::string> fixes;
+  fixes.push_back("place whole DP replicas per node, more than one replica per TP rank");
+  if (applies(environment, RuntimeEnvironment::kDocker))
+    fixes.push_back("Docker: containers that do not share the host's IPC namespace look like separate nodes; run "
+                    "them with --ipc=host");
+  if (applies(environment, RuntimeEnvironment::kKubernetes))
+    fixes.push_back("Kubernetes: run a node's replicas as containers of one pod (they share its IPC namespace) or "
+                    "set hostIPC: true");
+  return fmt::format("fix: {}; or set dp_shared_memory: false to opt out", join_fixes(fixes));
+}
+
+}  // namespace engram
