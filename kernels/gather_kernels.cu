@@ -544,6 +544,96 @@ Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
   return launch(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_owned");
 }
 
+namespace {
+
+// Warp per slot over the staged raw rows (device memory, row_bytes apart).
+template <RowFormat kFormat>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    dequant_staged_rows(const int64_t* __restrict__ ids, int64_t slots, int ids_per_token, int head_begin,
+                        int head_count, int64_t first_row, int64_t row_count, const uint8_t* __restrict__ staging,
+                        uint64_t row_bytes, int dim, uint16_t* __restrict__ out) {
+  const int64_t slot = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (slot >= slots) return;
+  const int64_t token = slot / head_count;
+  const int head = head_begin + static_cast<int>(slot - token * head_count);
+  const int64_t row = __ldg(ids + token * ids_per_token + head) - first_row;
+  uint16_t* dst = out + slot * dim;
+  if (row < 0 || row >= row_count) {
+    for (int i = lane; i < dim; i += 32) dst[i] = 0;
+    return;
+  }
+  const uint8_t* src = staging + static_cast<uint64_t>(slot) * row_bytes;
+  if constexpr (kFormat == RowFormat::kFp8E4M3Ue8m0) {
+    for (int i = lane; i < dim; i += 32) {
+      const float scale = device::e8m0_scale(src[dim + i / kScaleBlock]);
+      dst[i] = static_cast<uint16_t>(device::dequant_fp8(src[i], scale));
+    }
+  } else {
+    const uint16_t* values = reinterpret_cast<const uint16_t*>(src);
+    for (int i = lane; i < dim; i += 32) dst[i] = static_cast<uint16_t>(device::canonical_bf16(values[i]));
+  }
+}
+
+// The V4.1 row: lane l dequantises values 8l..8l+7 (one 8-byte load, one
+// 16-byte store); staging rows are 8-byte aligned (264 = 33 x 8).
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    dequant_staged_fp8_256(const int64_t* __restrict__ ids, int64_t slots, int ids_per_token, int head_begin,
+                           int head_count, int64_t first_row, int64_t row_count, const uint8_t* __restrict__ staging,
+                           uint64_t row_bytes, uint16_t* __restrict__ out) {
+  const int64_t slot = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (slot >= slots) return;
+  const int64_t token = slot / head_count;
+  const int head = head_begin + static_cast<int>(slot - token * head_count);
+  const int64_t row = __ldg(ids + token * ids_per_token + head) - first_row;
+  uint4* dst = reinterpret_cast<uint4*>(out + slot * kFastDim) + lane;
+  if (row < 0 || row >= row_count) {
+    store_zero<true>(dst);
+    return;
+  }
+  const uint8_t* src = staging + static_cast<uint64_t>(slot) * row_bytes;
+  const uint2 data = __ldg(reinterpret_cast<const uint2*>(src) + lane);
+  const uint2 scales = __ldg(reinterpret_cast<const uint2*>(src + kFastDim));
+  store_values<true>(dst, data, scales, lane);
+}
+
+}  // namespace
+
+Status dequant_staged(const DequantStagedArgs& args, cudaStream_t stream) {
+  ENGRAM_RETURN_IF_ERROR(check_layout(args.layout, "dequant_staged"));
+  if (args.tokens < 0 || args.head_count <= 0 || args.head_begin < 0 ||
+      args.head_begin + args.head_count > args.ids_per_token) {
+    return invalid_argument(fmt::format("dequant_staged: tokens {} must be >= 0 and heads [{}, {}) inside the {} ids "
+                                        "per token", args.tokens, args.head_begin, args.head_begin + args.head_count,
+                                        args.ids_per_token));
+  }
+  if (args.tokens == 0) return Status::ok();
+  if (args.ids == nullptr || args.out == nullptr || args.staging == nullptr) {
+    return invalid_argument("dequant_staged: ids, staging and out must be device pointers, not null");
+  }
+  const int64_t slots = args.tokens * args.head_count;
+  const int64_t blocks = (slots + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > 0x7fffffff) return invalid_argument(fmt::format("dequant_staged: {} rows exceed one launch's grid", slots));
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const auto* staging = static_cast<const uint8_t*>(args.staging);
+  if (is_fast_row(args.layout) && args.layout.row_bytes % 8 == 0 && aligned(args.staging, 8) && aligned(args.out, 16)) {
+    dequant_staged_fp8_256<<<grid, kThreadsPerBlock, 0, stream>>>(args.ids, slots, args.ids_per_token,
+                                                                  args.head_begin, args.head_count, args.first_row,
+                                                                  args.row_count, staging, args.layout.row_bytes,
+                                                                  args.out);
+  } else if (args.layout.format == RowFormat::kFp8E4M3Ue8m0) {
+    dequant_staged_rows<RowFormat::kFp8E4M3Ue8m0><<<grid, kThreadsPerBlock, 0, stream>>>(
+        args.ids, slots, args.ids_per_token, args.head_begin, args.head_count, args.first_row, args.row_count,
+        staging, args.layout.row_bytes, args.layout.dim, args.out);
+  } else {
+    dequant_staged_rows<RowFormat::kBf16><<<grid, kThreadsPerBlock, 0, stream>>>(
+        args.ids, slots, args.ids_per_token, args.head_begin, args.head_count, args.first_row, args.row_count,
+        staging, args.layout.row_bytes, args.layout.dim, args.out);
+  }
+  return launch_status("dequant_staged");
+}
+
 Status zero_fill(uint16_t* out, uint64_t count, cudaStream_t stream) {
   if (count == 0) return Status::ok();
   if (out == nullptr) return invalid_argument("zero_fill: out is null");

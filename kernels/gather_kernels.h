@@ -54,6 +54,26 @@ struct GatherOwnedArgs {
 };
 Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream);
 
+// Host tables read in bulk (backends/cuda/host_row_stager.h): the rows of
+// slots [0, tokens x head_count) were copied, raw, to `staging` (slot s at
+// staging + s * row_bytes; slot s is token s / head_count, head head_begin +
+// s % head_count). Dequantises them into out [tokens x head_count x dim];
+// a slot whose id is outside [first_row, first_row + row_count) (DEAD, out
+// of the table, another slice's) writes a zero row and reads no staging.
+struct DequantStagedArgs {
+  const int64_t* ids = nullptr;  // [tokens x ids_per_token]
+  int64_t tokens = 0;
+  int ids_per_token = 0;
+  int head_begin = 0;
+  int head_count = 0;
+  int64_t first_row = 0;
+  int64_t row_count = 0;
+  const void* staging = nullptr;
+  RowLayout layout;
+  uint16_t* out = nullptr;
+};
+Status dequant_staged(const DequantStagedArgs& args, cudaStream_t stream);
+
 // cudaMemsetAsync(0) of `count` bf16 values; capturable.
 Status zero_fill(uint16_t* out, uint64_t count, cudaStream_t stream);
 

@@ -1,0 +1,116 @@
+// What a lookup enqueues on a device: workspace allocation (at build time
+// only), host memory registered for the device to read, asynchronous copies
+// and fills, the gather kernels, the table fill, and device collectives for
+// a group. Every enqueueing call only enqueues on the caller's stream: no
+// allocation, no host synchronisation, so a lookup made of them can be
+// captured in a CUDA graph.
+//
+// Implemented by backends/cuda (the real kernels, NCCL, cudaHostRegister)
+// and by sim/ (the same calls on emulated device memory, executed at enqueue
+// time with the CPU reference rules), so laptop tests and the swarm run the
+// same call sequence, buffers and errors as a GPU.
+//
+// Addresses are DevicePtr of this rank's device: VMM mappings
+// (DeviceMemory), workspace from allocate(), or registered host memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/backend/collectives.h"
+#include "core/backend/device_memory.h"
+#include "core/base/status.h"
+#include "core/model/table_spec.h"
+
+namespace engram {
+
+// The caller's stream, opaque to core (a cudaStream_t on the real backend;
+// 0 there is the legacy default stream). The emulator ignores it.
+struct StreamRef {
+  uintptr_t handle = 0;
+};
+
+// How rows are stored and dequantised.
+struct DeviceRowLayout {
+  RowFormat format = RowFormat::kFp8E4M3Ue8m0;
+  int dim = 0;             // bf16 values written per row
+  uint64_t row_bytes = 0;  // stride of rows in a shard
+};
+DeviceRowLayout device_row_layout(const TableSpec& table);
+
+// Rows read for ids [tokens x ids_per_token], head positions
+// [head_begin, head_begin + head_count) of each token, written to out
+// [tokens x head_count x dim] bf16 by the lookup rule (core/lookup/lookup_types.h):
+// the row is found in the shard whose [starts[s], starts[s+1]) holds it
+// (binary search), read at bases[s] + (row - starts[s]) * row_bytes.
+//   - zero_missing: a row no shard holds (DEAD, out of the table, or outside
+//     the shards given) writes a zero row; otherwise it is left untouched
+//     (the collective path sums owners' rows into a zero-filled buffer).
+//   - starts/bases: device arrays of shard_count + 1 and shard_count entries
+//     (uploaded once at build time; a graph keeps pointing at them).
+struct DeviceGather {
+  DevicePtr ids = 0;          // int64
+  int64_t tokens = 0;
+  int ids_per_token = 0;      // the table's head count (the stride of ids)
+  int head_begin = 0;
+  int head_count = 0;
+  DevicePtr shard_starts = 0; // int64[shard_count + 1]
+  DevicePtr shard_bases = 0;  // DevicePtr[shard_count]
+  int shard_count = 0;
+  bool zero_missing = true;
+  DeviceRowLayout layout;
+  DevicePtr out = 0;          // bf16
+};
+
+// The collectives of one group on device memory (NCCL's twin of Collectives).
+// Every member enqueues the same calls in the same order.
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // `all` receives size() * bytes_per_rank bytes in rank order.
+  virtual Status all_gather(DevicePtr mine, DevicePtr all, uint64_t bytes_per_rank, StreamRef stream) = 0;
+  // `input` holds size() chunks of count bf16 values; rank r receives the sum
+  // of chunk r over all ranks (the sum rule of Collectives).
+  virtual Status reduce_scatter_sum_bf16(DevicePtr input, DevicePtr output, uint64_t count, StreamRef stream) = 0;
+  // Chunk j of `send` (bytes_per_rank) goes to rank j's chunk rank() of `receive`.
+  virtual Status all_to_all(DevicePtr send, DevicePtr receive, uint64_t bytes_per_rank, StreamRef stream) = 0;
+};
+
+class DeviceCompute {
+ public:
+  virtual ~DeviceCompute() = default;
+
+  // Plain device memory for lookup workspaces. Build time only.
+  virtual Result<DevicePtr> allocate(uint64_t bytes) = 0;
+  virtual Status free(DevicePtr address) = 0;
+
+  // Host memory the device reads through the returned address (pinned and
+  // mapped; read-only for the device where the driver allows). Unregister
+  // before the host memory is unmapped, on every path.
+  virtual Result<DevicePtr> register_host(std::span<const std::byte> host) = 0;
+  virtual Status unregister_host(std::span<const std::byte> host) = 0;
+
+  // Host <-> device copies, synchronous (set-up and the host-span lookup).
+  virtual Status copy_to_device(DevicePtr dst, std::span<const std::byte> src) = 0;
+  virtual Status copy_to_host(std::span<std::byte> dst, DevicePtr src) = 0;
+
+  // Enqueued on `stream`.
+  virtual Status copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef stream) = 0;
+  virtual Status fill_async(DevicePtr dst, uint8_t value, uint64_t bytes, StreamRef stream) = 0;
+  virtual Status gather(const DeviceGather& args, StreamRef stream) = 0;
+  // Rows [first_row, first_row + rows) of `table`, as core/model/table_fill
+  // writes them (the same bytes), at dst (device or registered host memory).
+  virtual Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row,
+                                 int64_t rows, StreamRef stream) = 0;
+  virtual Status synchronize(StreamRef stream) = 0;
+
+  // Device collectives over the members of `bootstrap` (collective: every
+  // member calls it; the bootstrap carries the setup, e.g. NCCL's unique id).
+  virtual Result<std::unique_ptr<DeviceCollectives>> connect(Collectives& bootstrap) = 0;
+};
+
+}  // namespace engram
