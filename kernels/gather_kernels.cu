@@ -23,6 +23,22 @@ namespace engram::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
+
+// Where slot s's id sits in the ids array: flat (slot = id index), or a head
+// window of each token (slot s is token s / head_count, head head_begin +
+// s % head_count of ids_per_token).
+struct FlatIds {
+  __device__ __forceinline__ int64_t operator()(int64_t slot) const { return slot; }
+};
+struct WindowIds {
+  int ids_per_token;
+  int head_begin;
+  int head_count;
+  __device__ __forceinline__ int64_t operator()(int64_t slot) const {
+    const int64_t token = slot / head_count;
+    return token * ids_per_token + head_begin + (slot - token * head_count);
+  }
+};
 constexpr int kThreadsPerBlock = kWarpsPerBlock * 32;
 
 // device_peer: owner by binary search over the shard starts; anything not in
@@ -61,14 +77,14 @@ struct OwnedSource {
   }
 };
 
-template <RowFormat kFormat, bool kVector, class Source>
+template <RowFormat kFormat, bool kVector, class Source, class IdMap = FlatIds>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     gather_rows(const int64_t* __restrict__ ids, int64_t row_slots, int dim, Source source,
-                uint16_t* __restrict__ out) {
+                uint16_t* __restrict__ out, IdMap id_index = {}) {
   const int64_t slot = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (slot >= row_slots) return;
-  const uint8_t* row = source.find(__ldg(ids + slot));
+  const uint8_t* row = source.find(__ldg(ids + id_index(slot)));
   uint16_t* dst = out + slot * dim;
   if (row == nullptr) {
     if constexpr (Source::kZeroMissing) {
@@ -260,6 +276,15 @@ struct OwnedWarpSource {
   }
 };
 
+// One row range passed by value whose missing rows are zero (host tables: a
+// whole table or one TP slice of it).
+struct RangeWarpSource : OwnedWarpSource {
+  static constexpr bool kZeroMissing = true;
+};
+struct RangeSource : OwnedSource {
+  static constexpr bool kZeroMissing = true;
+};
+
 // Lane l's share of one row: data word l (values 8l..8l+7) and the row's
 // scale word -> 8 bf16, one 16-byte store.
 template <bool kStream>
@@ -297,15 +322,15 @@ __device__ __forceinline__ void store_zero(uint4* dst) {
 // hand lane l its data word and the scale word. Over NVLink each request
 // costs beside its bytes, so one request per 128-byte line is the cheapest
 // way to move a 264-byte row.
-template <int kRows, bool kWide, bool kStream, class Source>
+template <int kRows, bool kWide, bool kStream, class Source, class IdMap = FlatIds>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     gather_fp8_256(const int64_t* __restrict__ ids, int64_t row_slots, const Source source,
-                   uint16_t* __restrict__ out) {
+                   uint16_t* __restrict__ out, IdMap id_index = {}) {
   const int lane = threadIdx.x & 31;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5)) * kRows;
   if (first >= row_slots) return;  // warp-uniform
   int64_t lane_id = kDeadId;       // slots past the end act as DEAD and are never stored
-  if (lane < kRows && first + lane < row_slots) lane_id = __ldg(ids + first + lane);
+  if (lane < kRows && first + lane < row_slots) lane_id = __ldg(ids + id_index(first + lane));
   const typename Source::Table table = source.load_warp(lane);
 
   const uint8_t* rows[kRows];
@@ -632,6 +657,57 @@ Status dequant_staged(const DequantStagedArgs& args, cudaStream_t stream) {
         staging, args.layout.row_bytes, args.layout.dim, args.out);
   }
   return launch_status("dequant_staged");
+}
+
+Status gather_range(const GatherRangeArgs& args, cudaStream_t stream) {
+  ENGRAM_RETURN_IF_ERROR(check_layout(args.layout, "gather_range"));
+  if (args.tokens < 0 || args.head_count <= 0 || args.head_begin < 0 ||
+      args.head_begin + args.head_count > args.ids_per_token) {
+    return invalid_argument(fmt::format("gather_range: tokens {} must be >= 0 and heads [{}, {}) inside the {} ids "
+                                        "per token", args.tokens, args.head_begin, args.head_begin + args.head_count,
+                                        args.ids_per_token));
+  }
+  if (args.first_row < 0 || args.row_count < 0) {
+    return invalid_argument(fmt::format("gather_range: rows [{}, +{}) are not a row range", args.first_row,
+                                        args.row_count));
+  }
+  if (args.tokens == 0) return Status::ok();
+  if (args.ids == nullptr || args.out == nullptr || (args.base == nullptr && args.row_count > 0)) {
+    return invalid_argument("gather_range: ids, out and base must be device pointers, not null");
+  }
+  const int64_t slots = args.tokens * args.head_count;
+  const WindowIds window{args.ids_per_token, args.head_begin, args.head_count};
+  const auto* base = static_cast<const uint8_t*>(args.base);
+  const int64_t end = args.first_row + args.row_count;
+  if (can_vectorise(args.layout, args.out) && aligned(args.base, 8) && is_fast_row(args.layout)) {
+    RangeWarpSource source;
+    source.begin = args.first_row;
+    source.end = end;
+    source.base = base;
+    source.row_bytes = args.layout.row_bytes;
+    ENGRAM_ASSIGN_OR_RETURN(const dim3 grid, fast_grid(slots, 1, "gather_range"));
+    gather_fp8_256<1, false, false><<<grid, dim3(kThreadsPerBlock), 0, stream>>>(args.ids, slots, source, args.out,
+                                                                                   window);
+    return launch_status("gather_range");
+  }
+  RangeSource source;
+  source.begin = args.first_row;
+  source.end = end;
+  source.base = base;
+  source.row_bytes = args.layout.row_bytes;
+  const bool vector = can_vectorise(args.layout, args.out) && aligned(args.base, 8);
+  const int64_t blocks = (slots + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > 0x7fffffff) return invalid_argument(fmt::format("gather_range: {} rows exceed one launch's grid", slots));
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const int dim = args.layout.dim;
+  if (args.layout.format == RowFormat::kFp8E4M3Ue8m0) {
+    if (vector) gather_rows<RowFormat::kFp8E4M3Ue8m0, true><<<grid, kThreadsPerBlock, 0, stream>>>(args.ids, slots, dim, source, args.out, window);
+    else gather_rows<RowFormat::kFp8E4M3Ue8m0, false><<<grid, kThreadsPerBlock, 0, stream>>>(args.ids, slots, dim, source, args.out, window);
+  } else {
+    if (vector) gather_rows<RowFormat::kBf16, true><<<grid, kThreadsPerBlock, 0, stream>>>(args.ids, slots, dim, source, args.out, window);
+    else gather_rows<RowFormat::kBf16, false><<<grid, kThreadsPerBlock, 0, stream>>>(args.ids, slots, dim, source, args.out, window);
+  }
+  return launch_status("gather_range");
 }
 
 Status zero_fill(uint16_t* out, uint64_t count, cudaStream_t stream) {

@@ -54,6 +54,26 @@ struct GatherOwnedArgs {
 };
 Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream);
 
+// One row range passed by value (a host table, whole or one TP slice of it,
+// registered with the GPU): rows [first_row, first_row + row_count) at
+// `base`; ids outside it (DEAD, out of the table, another slice's) write a
+// zero row. Slots are a head window of each token: slot s is token
+// s / head_count, head head_begin + s % head_count of ids_per_token ids, and
+// writes out[s * dim ...].
+struct GatherRangeArgs {
+  const int64_t* ids = nullptr;
+  int64_t tokens = 0;
+  int ids_per_token = 0;
+  int head_begin = 0;
+  int head_count = 0;
+  int64_t first_row = 0;
+  int64_t row_count = 0;
+  const void* base = nullptr;
+  RowLayout layout;
+  uint16_t* out = nullptr;
+};
+Status gather_range(const GatherRangeArgs& args, cudaStream_t stream);
+
 // Host tables read in bulk (backends/cuda/host_row_stager.h): the rows of
 // slots [0, tokens x head_count) were copied, raw, to `staging` (slot s at
 // staging + s * row_bytes; slot s is token s / head_count, head head_begin +

@@ -100,6 +100,27 @@ Status NcclCommunicator::all_gather_ids(const int64_t* mine, int64_t* all, size_
   return check(ncclAllGather(mine, all, count, ncclInt64, comm_, stream), "ncclAllGather", "all-gather ids");
 }
 
+Status NcclCommunicator::all_gather_bytes(const void* mine, void* all, size_t bytes_per_rank, cudaStream_t stream) {
+  ENGRAM_CHECK(mine != nullptr && all != nullptr);
+  return check(ncclAllGather(mine, all, bytes_per_rank, ncclUint8, comm_, stream), "ncclAllGather", "all-gather");
+}
+
+Status NcclCommunicator::all_to_all_bytes(const void* send, void* receive, size_t bytes_per_rank,
+                                          cudaStream_t stream) {
+  ENGRAM_CHECK(send != nullptr && receive != nullptr);
+  ENGRAM_RETURN_IF_ERROR(check(ncclGroupStart(), "ncclGroupStart", "all-to-all"));
+  Status first;
+  for (int peer = 0; peer < size_; ++peer) {
+    const auto* out = static_cast<const uint8_t*>(send) + static_cast<size_t>(peer) * bytes_per_rank;
+    auto* in = static_cast<uint8_t*>(receive) + static_cast<size_t>(peer) * bytes_per_rank;
+    if (first.is_ok()) first = check(ncclSend(out, bytes_per_rank, ncclUint8, peer, comm_, stream), "ncclSend", "all-to-all");
+    if (first.is_ok()) first = check(ncclRecv(in, bytes_per_rank, ncclUint8, peer, comm_, stream), "ncclRecv", "all-to-all");
+  }
+  // The group is closed whatever failed inside it.
+  Status ended = check(ncclGroupEnd(), "ncclGroupEnd", "all-to-all");
+  return first.is_ok() ? ended : first;
+}
+
 Status NcclCommunicator::reduce_scatter_sum_bf16(const uint16_t* input, uint16_t* output, size_t count,
                                                  cudaStream_t stream) {
   ENGRAM_CHECK(input != nullptr && output != nullptr);
@@ -142,6 +163,8 @@ Result<std::vector<std::unique_ptr<NcclCommunicator>>> NcclCommunicator::create_
 NcclCommunicator::~NcclCommunicator() = default;
 Status NcclCommunicator::check(int, const char*, const char*) { return no_nccl(); }
 Status NcclCommunicator::all_gather_ids(const int64_t*, int64_t*, size_t, cudaStream_t) { return no_nccl(); }
+Status NcclCommunicator::all_gather_bytes(const void*, void*, size_t, cudaStream_t) { return no_nccl(); }
+Status NcclCommunicator::all_to_all_bytes(const void*, void*, size_t, cudaStream_t) { return no_nccl(); }
 Status NcclCommunicator::reduce_scatter_sum_bf16(const uint16_t*, uint16_t*, size_t, cudaStream_t) { return no_nccl(); }
 NcclGroup::NcclGroup() = default;
 NcclGroup::~NcclGroup() = default;

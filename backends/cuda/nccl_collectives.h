@@ -38,6 +38,11 @@ class NcclCommunicator {
 
   // `all` receives size() * count ids in rank order. Device pointers.
   Status all_gather_ids(const int64_t* mine, int64_t* all, size_t count, cudaStream_t stream);
+  // Any bytes: `all` receives size() * bytes_per_rank bytes in rank order.
+  Status all_gather_bytes(const void* mine, void* all, size_t bytes_per_rank, cudaStream_t stream);
+  // Chunk j of `send` goes to rank j's chunk rank() of `receive` (grouped
+  // sends and receives: NCCL has no all-to-all call of its own).
+  Status all_to_all_bytes(const void* send, void* receive, size_t bytes_per_rank, cudaStream_t stream);
   // `input` holds size() chunks of `count` bf16 values; this rank receives
   // the sum of chunk rank() into `output`.
   Status reduce_scatter_sum_bf16(const uint16_t* input, uint16_t* output, size_t count, cudaStream_t stream);

@@ -42,23 +42,31 @@ DeviceRowLayout device_row_layout(const TableSpec& table);
 
 // Rows read for ids [tokens x ids_per_token], head positions
 // [head_begin, head_begin + head_count) of each token, written to out
-// [tokens x head_count x dim] bf16 by the lookup rule (core/lookup/lookup_types.h):
-// the row is found in the shard whose [starts[s], starts[s+1]) holds it
-// (binary search), read at bases[s] + (row - starts[s]) * row_bytes.
+// [tokens x head_count x dim] bf16 by the lookup rule (core/lookup/lookup_types.h).
+// Shard sources need the whole head window (head_begin 0, head_count
+// ids_per_token); a range source may take any window (a TP slice).
 //   - zero_missing: a row no shard holds (DEAD, out of the table, or outside
 //     the shards given) writes a zero row; otherwise it is left untouched
 //     (the collective path sums owners' rows into a zero-filled buffer).
-//   - starts/bases: device arrays of shard_count + 1 and shard_count entries
-//     (uploaded once at build time; a graph keeps pointing at them).
 struct DeviceGather {
-  DevicePtr ids = 0;          // int64
+  DevicePtr ids = 0;          // int64 (device memory)
   int64_t tokens = 0;
   int ids_per_token = 0;      // the table's head count (the stride of ids)
   int head_begin = 0;
   int head_count = 0;
+  // The rows: either shards found by owner search (device arrays, uploaded
+  // once at build time; a graph keeps pointing at them) ...
   DevicePtr shard_starts = 0; // int64[shard_count + 1]
   DevicePtr shard_bases = 0;  // DevicePtr[shard_count]
   int shard_count = 0;
+  // ... or, when shard_count is 0, one row range passed by value: rows
+  // [range_first_row, range_first_row + range_row_count) at range_base. A
+  // range in registered host memory also gives its CPU address (host_rows),
+  // so an implementation may gather those rows on the CPU.
+  int64_t range_first_row = 0;
+  int64_t range_row_count = 0;
+  DevicePtr range_base = 0;
+  const std::byte* host_rows = nullptr;
   bool zero_missing = true;
   DeviceRowLayout layout;
   DevicePtr out = 0;          // bf16
@@ -87,6 +95,11 @@ class DeviceCompute {
   // Plain device memory for lookup workspaces. Build time only.
   virtual Result<DevicePtr> allocate(uint64_t bytes) = 0;
   virtual Status free(DevicePtr address) = 0;
+
+  // Sizes what lookups need beyond their buffers (e.g. staging for host
+  // tables) for lookups of up to `ids_max` ids of rows up to `row_bytes_max`.
+  // Build time only; a later gather larger than this is refused.
+  virtual Status prepare_lookups(int64_t ids_max, uint64_t row_bytes_max, bool host_tables) = 0;
 
   // Host memory the device reads through the returned address (pinned and
   // mapped; read-only for the device where the driver allows). Unregister

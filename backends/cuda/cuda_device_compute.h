@@ -1,0 +1,60 @@
+// DeviceCompute on one real GPU: cudaMalloc workspaces, cudaHostRegister'ed
+// host tables, the gather kernels (kernels/), the device table fill, NCCL
+// communicators bootstrapped over a group's host Collectives, and the host
+// row stager for host tables at large token counts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "backends/cuda/host_row_stager.h"
+#include "core/backend/device_compute.h"
+
+namespace engram::cuda {
+
+struct CudaComputeOptions {
+  // Host-table lookups of at least this many rows gather on the CPU and
+  // copy (host_row_stager.h); below it the kernel reads host memory itself.
+  int64_t staged_rows_min = 16384;
+  int stager_threads = 8;
+};
+
+class CudaDeviceCompute final : public DeviceCompute {
+ public:
+  CudaDeviceCompute(int ordinal, CudaComputeOptions options = {});
+  ~CudaDeviceCompute() override;  // frees what the owner did not (and says nothing: a teardown path)
+  CudaDeviceCompute(const CudaDeviceCompute&) = delete;
+  CudaDeviceCompute& operator=(const CudaDeviceCompute&) = delete;
+
+  int ordinal() const { return ordinal_; }
+
+  Result<DevicePtr> allocate(uint64_t bytes) override;
+  Status free(DevicePtr address) override;
+  Status prepare_lookups(int64_t ids_max, uint64_t row_bytes_max, bool host_tables) override;
+  Result<DevicePtr> register_host(std::span<const std::byte> host) override;
+  Status unregister_host(std::span<const std::byte> host) override;
+  Status copy_to_device(DevicePtr dst, std::span<const std::byte> src) override;
+  Status copy_to_host(std::span<std::byte> dst, DevicePtr src) override;
+  Status copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef stream) override;
+  Status fill_async(DevicePtr dst, uint8_t value, uint64_t bytes, StreamRef stream) override;
+  Status gather(const DeviceGather& args, StreamRef stream) override;
+  Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows,
+                         StreamRef stream) override;
+  Status synchronize(StreamRef stream) override;
+  Result<std::unique_ptr<DeviceCollectives>> connect(Collectives& bootstrap) override;
+
+ private:
+  Status make_current(const char* step);
+  Status launch_error(const char* call, const char* step);
+
+  int ordinal_;
+  CudaComputeOptions options_;
+  std::set<DevicePtr> allocations_;
+  std::map<DevicePtr, std::span<const std::byte>> registrations_;  // device address -> host bytes
+  std::unique_ptr<HostRowStager> stager_;  // made by prepare_lookups, for host tables
+};
+
+}  // namespace engram::cuda
