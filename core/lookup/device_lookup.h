@@ -1,0 +1,82 @@
+// The device lookup: row ids and output in device memory, enqueued on the
+// caller's stream through the backend's DeviceCompute and DeviceCollectives
+// (core/backend/device_compute.h), with the same rules as the host lookup
+// (core/lookup/lookup_types.h): DEAD and out-of-table ids give zero rows,
+// -0 is written as +0, NaN stays NaN, and a rank with more tokens than the
+// DP slot is an error that still takes its part in the group's collectives
+// (all DEAD) so its peers finish.
+//
+// Nothing here allocates, synchronises or copies to the host: workspaces are
+// made when the tables are built (make_*_workspace), so a lookup can be
+// captured in a CUDA graph wherever the backend's gather has no host step.
+//
+// The pieces each placement's device lookup is made of live here; which
+// placement uses which is in core/placements/.
+#pragma once
+
+#include <cstdint>
+
+#include "core/backend/device_compute.h"
+#include "core/base/status.h"
+#include "core/model/table_spec.h"
+
+namespace engram {
+
+struct DeviceLookupRequest {
+  const TableSpec* table = nullptr;
+  DevicePtr row_ids = 0;            // int64 [tokens][heads] (device)
+  int64_t tokens = 0;
+  int64_t tokens_per_rank_max = 0;  // the DP slot of the group's collectives
+  DevicePtr output = 0;             // bf16 [tokens][output heads][dim] (device)
+  StreamRef stream;
+};
+
+// Shapes: a table, tokens >= 0, ids and output given when tokens > 0, a
+// positive slot. Errors are invalid_argument with `world_rank` and step
+// "lookup". The slot rule is checked apart (check_device_slot) because an
+// overrunning rank still joins its group's collectives.
+Status check_device_request(const DeviceLookupRequest& request, int world_rank);
+Status check_device_slot(const DeviceLookupRequest& request, int world_rank);
+
+// ---- one group's collective over row ranges (device_collective, and
+// host_head_sharded over the rows of its heads) ----
+
+// Buffers of one rank for lookups of up to `tokens_per_rank_max` tokens of
+// tables of at most `heads_max` heads and `dim_max` values, in a group of
+// `group_size`: this rank's slot of ids, every member's slots, every
+// member's rows, and this rank's summed rows.
+struct CollectiveWorkspace {
+  int64_t tokens_per_rank_max = 0;
+  int heads_max = 0;
+  int dim_max = 0;
+  int group_size = 0;
+  DevicePtr slot_ids = 0;      // int64 [slot][heads]
+  DevicePtr gathered_ids = 0;  // int64 [group][slot][heads]
+  DevicePtr rows = 0;          // bf16 [group][slot][heads][dim]
+  DevicePtr mine = 0;          // bf16 [slot][heads][dim]
+
+  static uint64_t bytes_needed(int64_t tokens_per_rank_max, int heads_max, int dim_max, int group_size);
+};
+Result<CollectiveWorkspace> make_collective_workspace(DeviceCompute& compute, int64_t tokens_per_rank_max,
+                                                      int heads_max, int dim_max, int group_size);
+// Frees what make_collective_workspace allocated; the first failure, after trying all.
+Status free_collective_workspace(DeviceCompute& compute, CollectiveWorkspace& workspace);
+
+// The rows this rank holds: [first_row, first_row + row_count) of the table
+// at `base` (device memory, or registered host memory with its CPU address
+// in host_rows).
+struct OwnedRows {
+  int64_t first_row = 0;
+  int64_t row_count = 0;
+  DevicePtr base = 0;
+  const std::byte* host_rows = nullptr;
+};
+
+// All-gather every member's slot of ids (DEAD-padded), gather the rows this
+// rank owns for all of them (the others stay zero), reduce-scatter (sum)
+// back, copy this rank's tokens to the output: DESIGN.md's device_collective
+// algorithm, every step on the request's stream.
+Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& group, CollectiveWorkspace& workspace,
+                                   const OwnedRows& owned, const DeviceLookupRequest& request, int world_rank);
+
+}  // namespace engram
