@@ -23,6 +23,12 @@ uint16_t value_at(const TableSpec& table, const uint8_t* row, int i) {
 
 }  // namespace
 
+void row_reference(const TableSpec& table, std::span<const std::byte> row, std::span<uint16_t> out) {
+  ENGRAM_CHECK(row.size() == table.row_bytes() && out.size() == static_cast<size_t>(table.dim));
+  const auto* src = reinterpret_cast<const uint8_t*>(row.data());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = value_at(table, src, static_cast<int>(i));
+}
+
 void gather_peer_reference(const TableSpec& table, const RowShardLayout& layout,
                            std::span<const std::span<const std::byte>> shards_by_owner,
                            std::span<const int64_t> row_ids, std::span<uint16_t> out) {

@@ -17,6 +17,10 @@
 
 namespace engram::kernels {
 
+// One row as a kernel writes it: `row` (table.row_bytes() bytes) dequantised
+// into `out` (table.dim bf16), -0 written as +0, NaN canonical.
+void row_reference(const TableSpec& table, std::span<const std::byte> row, std::span<uint16_t> out);
+
 // device_peer's kernel: every shard readable; owner by binary search over the
 // shard starts (RowShardLayout::owner_of). shards_by_owner[s] holds
 // layout.shard_rows(s) rows.

@@ -20,6 +20,7 @@ const char* resource_kind_name(ResourceKind kind) {
     case ResourceKind::kMapping: return "mapping";
     case ResourceKind::kShmSegment: return "shm_segment";
     case ResourceKind::kShmMapping: return "shm_mapping";
+    case ResourceKind::kHostRegistration: return "host_registration";
   }
   return "unknown";
 }

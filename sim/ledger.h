@@ -21,6 +21,7 @@ enum class ResourceKind : uint8_t {
   kMapping,         // cuMemMap
   kShmSegment,      // /dev/shm file: survives its creator, as on tmpfs
   kShmMapping,      // mmap of a segment
+  kHostRegistration,  // cudaHostRegister of host memory the device reads
 };
 const char* resource_kind_name(ResourceKind kind);
 

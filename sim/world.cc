@@ -8,6 +8,7 @@
 #include "core/model/gpu_models.h"
 #include "sim/scheduler.h"
 #include "sim/sim_collectives.h"
+#include "sim/sim_device_compute.h"
 #include "sim/sim_device_memory.h"
 #include "sim/sim_fd_channel.h"
 #include "sim/sim_host_probe.h"
@@ -64,6 +65,7 @@ class CheckpointedCollectives final : public Collectives {
 struct RankObjects {
   std::unique_ptr<Collectives> world;
   std::unique_ptr<SimDeviceMemory> device;
+  std::unique_ptr<SimDeviceCompute> compute;
   std::unique_ptr<SimFdChannel> fds;
   std::unique_ptr<SimHostSharedMemory> shm;
   std::unique_ptr<SimHostProbe> probe;
@@ -149,24 +151,27 @@ Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
   DeviceWorld devices(context);
   FdWorld fd_world(devices);
   ShmWorld shm_world(context);
+  std::vector<RankObjects> ranks(static_cast<size_t>(n));
   context.set_death_handler([&](int rank) {
     // As the OS and driver do for a dead process; its peers learn through
     // the hub (collectives) and the closed socket (fd channel).
+    if (auto& compute = ranks[static_cast<size_t>(rank)].compute) compute->release_process();
     devices.release_process(rank);
     fd_world.close_channel(rank);
     shm_world.release_process(rank);
     hub.mark_dead(rank);
   });
 
-  std::vector<RankObjects> ranks(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     RankObjects& o = ranks[static_cast<size_t>(r)];
     o.world = std::make_unique<CheckpointedCollectives>(context, hub.world(r));
     o.device = std::make_unique<SimDeviceMemory>(devices, r);
+    o.compute = std::make_unique<SimDeviceCompute>(context, *o.device, r);
     o.fds = std::make_unique<SimFdChannel>(fd_world, r);
     o.shm = std::make_unique<SimHostSharedMemory>(shm_world, r);
     o.probe = std::make_unique<SimHostProbe>(context, r);
     o.backend = RankBackend{r, n, o.world.get(), o.device.get(), o.fds.get(), o.shm.get(), o.probe.get()};
+    o.backend.compute = o.compute.get();
   }
 
   WorldRun run;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/backend/collectives.h"
+#include "core/backend/device_compute.h"
 #include "core/backend/device_memory.h"
 #include "core/backend/fd_channel.h"
 #include "core/backend/host_probe.h"
@@ -18,6 +19,7 @@ struct RankBackend {
   FdChannel* fds = nullptr;
   HostSharedMemory* shm = nullptr;
   HostProbe* probe = nullptr;
+  DeviceCompute* compute = nullptr;   // null where no device is used; with `device` where one is
 };
 
 }  // namespace engram

@@ -1,0 +1,316 @@
+#include "sim/sim_device_compute.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/base/units.h"
+#include "core/model/gpu_models.h"
+#include "core/model/table_fill.h"
+#include "kernels/gather_reference.h"
+
+namespace engram::sim {
+namespace {
+
+// Registered host memory gets device addresses in a window of its own per
+// rank, apart from the VMM windows, so a host address used as a device one
+// (or another rank's) is an illegal address, as on hardware.
+constexpr DevicePtr kHostWindowBase = 0x100000000000ull;
+constexpr DevicePtr kHostWindowBytes = 1ull << 36;
+
+TableSpec row_table(const DeviceRowLayout& layout) {
+  TableSpec t;
+  t.row_format = layout.format;
+  t.dim = layout.dim;
+  return t;
+}
+
+class SimDeviceCollectives final : public DeviceCollectives {
+ public:
+  SimDeviceCollectives(SimDeviceCompute& compute, Collectives& group) : compute_(compute), group_(group) {}
+  int rank() const override { return group_.rank(); }
+  int size() const override { return group_.size(); }
+
+  Status all_gather(DevicePtr mine, DevicePtr all, uint64_t bytes_per_rank, StreamRef) override {
+    std::vector<std::byte> in(bytes_per_rank), out(bytes_per_rank * static_cast<uint64_t>(size()));
+    ENGRAM_RETURN_IF_ERROR(compute_.read(mine, in, "ncclAllGather"));
+    ENGRAM_RETURN_IF_ERROR(group_.all_gather(in, out));
+    return compute_.write(all, out, "ncclAllGather");
+  }
+  Status reduce_scatter_sum_bf16(DevicePtr input, DevicePtr output, uint64_t count, StreamRef) override {
+    std::vector<uint16_t> in(count * static_cast<uint64_t>(size())), out(count);
+    ENGRAM_RETURN_IF_ERROR(compute_.read(input, std::as_writable_bytes(std::span(in)), "ncclReduceScatter"));
+    ENGRAM_RETURN_IF_ERROR(group_.reduce_scatter_sum_bf16(in, out));
+    return compute_.write(output, std::as_bytes(std::span(out)), "ncclReduceScatter");
+  }
+  Status all_to_all(DevicePtr send, DevicePtr receive, uint64_t bytes_per_rank, StreamRef) override {
+    const uint64_t total = bytes_per_rank * static_cast<uint64_t>(size());
+    std::vector<std::byte> in(total), out(total);
+    ENGRAM_RETURN_IF_ERROR(compute_.read(send, in, "ncclSend"));
+    ENGRAM_RETURN_IF_ERROR(group_.all_to_all(in, out));
+    return compute_.write(receive, out, "ncclRecv");
+  }
+
+ private:
+  SimDeviceCompute& compute_;
+  Collectives& group_;  // the bootstrap group; outlives this (the caller's contract)
+};
+
+}  // namespace
+
+SimDeviceCompute::SimDeviceCompute(SimContext& context, SimDeviceMemory& memory, int rank)
+    : context_(context),
+      memory_(memory),
+      rank_(rank),
+      next_host_address_(kHostWindowBase + static_cast<DevicePtr>(rank) * kHostWindowBytes) {}
+
+Status SimDeviceCompute::alive(const char* call) const {
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, call);
+  return Status::ok();
+}
+
+Result<DevicePtr> SimDeviceCompute::allocate(uint64_t bytes) {
+  ENGRAM_RETURN_IF_ERROR(alive("cudaMalloc"));
+  // cudaMalloc rounds up; the emulator takes it as VMM memory of this GPU so
+  // it counts against the GPU's memory and shows in the ledger.
+  const uint64_t rounded = round_up(std::max<uint64_t>(bytes, 1), kVmmGranularityBytes);
+  ENGRAM_ASSIGN_OR_RETURN(const AllocationHandle handle, memory_.create(rounded, HandleType::kPosixFd));
+  auto address = memory_.reserve(rounded);
+  if (!address.is_ok()) {
+    memory_.release(handle).ignore();
+    return std::move(address).take_status();
+  }
+  Status mapped = memory_.map(*address, rounded, handle);
+  if (mapped.is_ok()) mapped = memory_.set_access(*address, rounded);
+  if (!mapped.is_ok()) {
+    memory_.unmap(*address, rounded).ignore();
+    memory_.free_reservation(*address, rounded).ignore();
+    memory_.release(handle).ignore();
+    return mapped;
+  }
+  allocations_[*address] = Allocation{handle, rounded};
+  return *address;
+}
+
+Status SimDeviceCompute::free(DevicePtr address) {
+  auto it = allocations_.find(address);
+  if (it == allocations_.end()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("cudaFree({:#x}): not an allocation of this rank's device compute", address),
+                  {rank_, -1, "free"});
+  }
+  const Allocation a = it->second;
+  allocations_.erase(it);
+  Status first = memory_.unmap(address, a.bytes);
+  Status freed = memory_.free_reservation(address, a.bytes);
+  if (first.is_ok()) first = std::move(freed);
+  Status released = memory_.release(a.handle);
+  if (first.is_ok()) first = std::move(released);
+  return first;
+}
+
+Status SimDeviceCompute::prepare_lookups(int64_t ids_max, uint64_t row_bytes_max, bool host_tables) {
+  if (ids_max <= 0 || row_bytes_max == 0) {
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("prepare_lookups: ids_max {} and row_bytes_max {} must be positive", ids_max,
+                              row_bytes_max),
+                  {rank_, -1, "prepare lookups"});
+  }
+  if (host_tables) {
+    prepared_ids_max_ = ids_max;
+    prepared_row_bytes_max_ = row_bytes_max;
+  }
+  return Status::ok();
+}
+
+Result<DevicePtr> SimDeviceCompute::register_host(std::span<const std::byte> host) {
+  ENGRAM_RETURN_IF_ERROR(alive("cudaHostRegister"));
+  if (host.empty()) {
+    return Status(ErrorCode::kInvalidArgument, "cudaHostRegister: the host range is empty", {rank_, -1, "register host"});
+  }
+  for (const auto& [address, r] : registrations_) {
+    if (host.data() < r.host.data() + r.host.size() && r.host.data() < host.data() + host.size()) {
+      return Status(ErrorCode::kInvalidArgument,
+                    "cudaHostRegister: cudaErrorHostMemoryAlreadyRegistered: part of this range is registered",
+                    {rank_, -1, "register host"});
+    }
+  }
+  const DevicePtr address = next_host_address_;
+  next_host_address_ += round_up(host.size(), kVmmGranularityBytes);
+  const uint64_t ledger_id = context_.next_id();
+  context_.ledger().add(ResourceKind::kHostRegistration, rank_, ledger_id, host.size(),
+                        fmt::format("host range at device {:#x}", address));
+  registrations_[address] = Registration{host, ledger_id};
+  return address;
+}
+
+Status SimDeviceCompute::unregister_host(std::span<const std::byte> host) {
+  for (auto it = registrations_.begin(); it != registrations_.end(); ++it) {
+    if (it->second.host.data() != host.data()) continue;
+    context_.ledger().remove(ResourceKind::kHostRegistration, it->second.ledger_id);
+    registrations_.erase(it);
+    return Status::ok();
+  }
+  return Status(ErrorCode::kInvalidArgument,
+                "cudaHostUnregister: cudaErrorHostMemoryNotRegistered: that range was never registered",
+                {rank_, -1, "unregister host"});
+}
+
+const SimDeviceCompute::Registration* SimDeviceCompute::registered(DevicePtr address, uint64_t bytes,
+                                                                   DevicePtr* base) const {
+  auto it = registrations_.upper_bound(address);
+  if (it == registrations_.begin()) return nullptr;
+  --it;
+  if (address + bytes > it->first + it->second.host.size()) return nullptr;
+  *base = it->first;
+  return &it->second;
+}
+
+Status SimDeviceCompute::read(DevicePtr src, std::span<std::byte> dst, const char* call) {
+  ENGRAM_RETURN_IF_ERROR(alive(call));
+  if (dst.empty()) return Status::ok();
+  DevicePtr base = 0;
+  if (const Registration* r = registered(src, dst.size(), &base)) {
+    std::memcpy(dst.data(), r->host.data() + (src - base), dst.size());
+    return Status::ok();
+  }
+  if (src >= kHostWindowBase && src < kHostWindowBase + kHostWindowBytes * static_cast<DevicePtr>(context_.rank_count())) {
+    return Status(ErrorCode::kInternal,
+                  fmt::format("{}: CUDA_ERROR_ILLEGAL_ADDRESS: {:#x}+{} is not inside this rank's registered host "
+                              "memory", call, src, dst.size()),
+                  {rank_, -1, call});
+  }
+  return memory_.copy_from_device(dst, src);
+}
+
+Status SimDeviceCompute::write(DevicePtr dst, std::span<const std::byte> src, const char* call) {
+  ENGRAM_RETURN_IF_ERROR(alive(call));
+  if (src.empty()) return Status::ok();
+  DevicePtr base = 0;
+  if (const Registration* r = registered(dst, src.size(), &base)) {
+    // Host tables are written by their fill through the device's mapping.
+    std::memcpy(const_cast<std::byte*>(r->host.data()) + (dst - base), src.data(), src.size());
+    return Status::ok();
+  }
+  return memory_.copy_to_device(dst, src);
+}
+
+Status SimDeviceCompute::copy_to_device(DevicePtr dst, std::span<const std::byte> src) {
+  return write(dst, src, "cudaMemcpy");
+}
+
+Status SimDeviceCompute::copy_to_host(std::span<std::byte> dst, DevicePtr src) { return read(src, dst, "cudaMemcpy"); }
+
+Status SimDeviceCompute::copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef) {
+  std::vector<std::byte> buffer(bytes);
+  ENGRAM_RETURN_IF_ERROR(read(src, buffer, "cudaMemcpyAsync"));
+  return write(dst, buffer, "cudaMemcpyAsync");
+}
+
+Status SimDeviceCompute::fill_async(DevicePtr dst, uint8_t value, uint64_t bytes, StreamRef) {
+  std::vector<std::byte> buffer(bytes, static_cast<std::byte>(value));
+  return write(dst, buffer, "cudaMemsetAsync");
+}
+
+Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
+  const char* call = a.shard_count > 0 ? "gather_peer" : a.zero_missing ? "gather_range" : "gather_owned";
+  auto bad = [this, call](std::string message) {
+    return Status(ErrorCode::kInvalidArgument, fmt::format("{}: {}", call, message), {rank_, -1, "gather"});
+  };
+  if (a.tokens < 0 || a.ids_per_token <= 0 || a.head_begin < 0 || a.head_count <= 0 ||
+      a.head_begin + a.head_count > a.ids_per_token) {
+    return bad(fmt::format("tokens {} must be >= 0 and heads [{}, {}) inside the {} ids per token", a.tokens,
+                           a.head_begin, a.head_begin + a.head_count, a.ids_per_token));
+  }
+  const bool window = a.head_begin != 0 || a.head_count != a.ids_per_token;
+  if (a.shard_count > 0 && (window || !a.zero_missing)) {
+    return bad("a shard source reads every head and writes zero rows for ids it does not hold");
+  }
+  if (a.shard_count == 0 && !a.zero_missing && window) return bad("the owned-rows gather reads every head");
+  const int64_t slots = a.tokens * a.head_count;
+  if (a.host_rows != nullptr && prepared_ids_max_ > 0 && slots > prepared_ids_max_) {
+    return bad(fmt::format("{} rows exceed the {} the lookups were prepared for; size it for the largest lookup "
+                           "(tokens_per_rank_max)", slots, prepared_ids_max_));
+  }
+  if (a.tokens == 0) return Status::ok();
+  const TableSpec table = row_table(a.layout);
+  const uint64_t row_bytes = a.layout.row_bytes;
+  if (row_bytes < table.row_bytes()) return bad(fmt::format("row_bytes {} is shorter than a row", row_bytes));
+  std::vector<int64_t> ids(static_cast<size_t>(a.tokens * a.ids_per_token));
+  ENGRAM_RETURN_IF_ERROR(read(a.ids, std::as_writable_bytes(std::span(ids)), call));
+  std::vector<int64_t> starts;
+  std::vector<DevicePtr> bases;
+  if (a.shard_count > 0) {
+    starts.resize(static_cast<size_t>(a.shard_count) + 1);
+    bases.resize(static_cast<size_t>(a.shard_count));
+    ENGRAM_RETURN_IF_ERROR(read(a.shard_starts, std::as_writable_bytes(std::span(starts)), call));
+    ENGRAM_RETURN_IF_ERROR(read(a.shard_bases, std::as_writable_bytes(std::span(bases)), call));
+  }
+  const size_t dim = static_cast<size_t>(a.layout.dim);
+  std::vector<std::byte> row(table.row_bytes());
+  std::vector<uint16_t> values(dim);
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    const int64_t token = slot / a.head_count;
+    const int64_t id = ids[static_cast<size_t>(token * a.ids_per_token + a.head_begin + slot % a.head_count)];
+    DevicePtr at = 0;
+    if (a.shard_count > 0) {
+      if (id >= 0 && id < starts.back()) {
+        // The owner is the last shard whose start <= id (binary search, as the kernel does).
+        const auto owner = std::upper_bound(starts.begin(), starts.end() - 1, id) - starts.begin() - 1;
+        at = bases[static_cast<size_t>(owner)] + static_cast<uint64_t>(id - starts[static_cast<size_t>(owner)]) * row_bytes;
+      }
+    } else if (id >= a.range_first_row && id < a.range_first_row + a.range_row_count) {
+      at = a.range_base + static_cast<uint64_t>(id - a.range_first_row) * row_bytes;
+    }
+    const DevicePtr dst = a.out + static_cast<uint64_t>(slot) * dim * 2;
+    if (at == 0) {
+      if (!a.zero_missing) continue;
+      std::fill(values.begin(), values.end(), uint16_t{0});
+    } else {
+      ENGRAM_RETURN_IF_ERROR(read(at, row, call));
+      kernels::row_reference(table, row, values);
+    }
+    ENGRAM_RETURN_IF_ERROR(write(dst, std::as_bytes(std::span(values)), call));
+  }
+  return Status::ok();
+}
+
+Status SimDeviceCompute::fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row,
+                                         int64_t rows, StreamRef) {
+  if (first_row < 0 || rows < 0 || first_row + rows > table.row_count()) {
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("fill_table_rows: rows [{}, {}) are not inside the table's {} rows", first_row,
+                              first_row + rows, table.row_count()),
+                  {rank_, -1, "fill"});
+  }
+  // In pieces, so a large shard never needs one host buffer of its size.
+  const uint64_t row_bytes = table.row_bytes();
+  const int64_t rows_per_piece = std::max<int64_t>(1, static_cast<int64_t>((8ull << 20) / row_bytes));
+  std::vector<std::byte> piece;
+  for (int64_t done = 0; done < rows; done += rows_per_piece) {
+    const int64_t n = std::min(rows_per_piece, rows - done);
+    piece.resize(static_cast<size_t>(n) * row_bytes);
+    engram::fill_table_rows(table, seed, first_row + done, piece);
+    ENGRAM_RETURN_IF_ERROR(write(dst + static_cast<uint64_t>(done) * row_bytes, piece, "fill_table_rows"));
+  }
+  return Status::ok();
+}
+
+void SimDeviceCompute::release_process() {
+  for (const auto& [address, r] : registrations_) context_.ledger().remove(ResourceKind::kHostRegistration, r.ledger_id);
+  registrations_.clear();
+  allocations_.clear();
+}
+
+Status SimDeviceCompute::synchronize(StreamRef) { return alive("cudaStreamSynchronize"); }
+
+Result<std::unique_ptr<DeviceCollectives>> SimDeviceCompute::connect(Collectives& bootstrap) {
+  ENGRAM_RETURN_IF_ERROR(alive("ncclCommInitRank"));
+  // NCCL's init is a collective over the group: so is this barrier.
+  ENGRAM_RETURN_IF_ERROR(bootstrap.barrier());
+  return std::unique_ptr<DeviceCollectives>(new SimDeviceCollectives(*this, bootstrap));
+}
+
+}  // namespace engram::sim

@@ -1,0 +1,72 @@
+// The emulator's DeviceCompute: the same calls as a GPU, on emulated device
+// memory (SimDeviceMemory), executed when they are enqueued (one emulated
+// stream per rank, in order) with the CPU reference rules of the kernels
+// (kernels/gather_reference.h). Workspaces are VMM allocations of this
+// rank's GPU, so they count against its memory and show in the ledger; host
+// registrations are ledger entries too, so one left registered is a leak.
+// Device collectives run over the group's emulated Collectives, moving the
+// bytes through emulated device memory.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+
+#include "core/backend/device_compute.h"
+#include "sim/sim_context.h"
+#include "sim/sim_device_memory.h"
+
+namespace engram::sim {
+
+class SimDeviceCompute final : public DeviceCompute {
+ public:
+  SimDeviceCompute(SimContext& context, SimDeviceMemory& memory, int rank);
+
+  Result<DevicePtr> allocate(uint64_t bytes) override;
+  Status free(DevicePtr address) override;
+  Status prepare_lookups(int64_t ids_max, uint64_t row_bytes_max, bool host_tables) override;
+  Result<DevicePtr> register_host(std::span<const std::byte> host) override;
+  Status unregister_host(std::span<const std::byte> host) override;
+  Status copy_to_device(DevicePtr dst, std::span<const std::byte> src) override;
+  Status copy_to_host(std::span<std::byte> dst, DevicePtr src) override;
+  Status copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef stream) override;
+  Status fill_async(DevicePtr dst, uint8_t value, uint64_t bytes, StreamRef stream) override;
+  Status gather(const DeviceGather& args, StreamRef stream) override;
+  Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows,
+                         StreamRef stream) override;
+  Status synchronize(StreamRef stream) override;
+  Result<std::unique_ptr<DeviceCollectives>> connect(Collectives& bootstrap) override;
+
+  // What the driver and the OS undo when the process dies: its host
+  // registrations (its allocations go with DeviceWorld::release_process).
+  void release_process();
+
+  // Reads and writes any address this rank's device can reach: its mappings
+  // and registered host memory. Errors as the driver's (illegal address).
+  Status read(DevicePtr src, std::span<std::byte> dst, const char* call);
+  Status write(DevicePtr dst, std::span<const std::byte> src, const char* call);
+
+ private:
+  struct Allocation {
+    AllocationHandle handle = 0;
+    uint64_t bytes = 0;
+  };
+  struct Registration {
+    std::span<const std::byte> host;
+    uint64_t ledger_id = 0;
+  };
+  // The registration holding [address, address + bytes), or null.
+  const Registration* registered(DevicePtr address, uint64_t bytes, DevicePtr* base) const;
+  Status alive(const char* call) const;
+
+  SimContext& context_;
+  SimDeviceMemory& memory_;
+  int rank_;
+  std::map<DevicePtr, Allocation> allocations_;
+  std::map<DevicePtr, Registration> registrations_;  // by the device address handed out
+  DevicePtr next_host_address_;
+  int64_t prepared_ids_max_ = 0;
+  uint64_t prepared_row_bytes_max_ = 0;
+};
+
+}  // namespace engram::sim

@@ -1,0 +1,236 @@
+// The emulator's DeviceCompute: the calls a GPU lookup is made of, on
+// emulated device memory. Every gather equals the kernels' CPU reference
+// (DEAD, out-of-table and another slice's ids give zero rows), the device
+// fill writes the CPU fill's bytes, registered host memory is readable at
+// the address handed out and a leak when left registered, and the collective
+// over row ranges equals the direct lookup on every rank, with a rank over
+// the DP slot failing alone while its peers finish.
+#include "sim/sim_device_compute.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "core/lookup/device_lookup.h"
+#include "core/lookup/shard_layout.h"
+#include "core/model/table_fill.h"
+#include "kernels/gather_reference.h"
+#include "sim/world.h"
+
+namespace engram {
+namespace {
+
+TableSpec small_table(RowFormat format, int dim = 64) {
+  auto spec = make_model_spec("device-compute", 400, {3}, {2, 3}, 3, format, dim, 11);
+  EXPECT_TRUE(spec.is_ok());
+  return spec->tables[0];
+}
+
+sim::WorldSpec one_host(int gpus) {
+  sim::WorldSpec spec;
+  spec.hosts = sim::plain_hosts("h200-", 1, gpus, "H200");
+  return spec;
+}
+
+std::vector<int64_t> random_ids(const TableSpec& t, int64_t tokens, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> ids(static_cast<size_t>(tokens * t.head_count()));
+  for (auto& id : ids) {
+    const uint64_t draw = rng() % 20;
+    id = draw == 0 ? kDeadId : draw == 1 ? t.row_count() + static_cast<int64_t>(rng() % 50)
+                                         : static_cast<int64_t>(rng() % static_cast<uint64_t>(t.row_count()));
+  }
+  return ids;
+}
+
+std::vector<uint16_t> direct(const TableSpec& t, std::span<const std::byte> whole, std::span<const int64_t> ids) {
+  std::vector<uint16_t> out(ids.size() * static_cast<size_t>(t.dim));
+  const RowShardLayout layout(t.row_count(), 1);
+  const std::span<const std::byte> only = whole;
+  kernels::gather_peer_reference(t, layout, std::span(&only, 1), ids, out);
+  return out;
+}
+
+Result<DevicePtr> upload(DeviceCompute& c, std::span<const std::byte> bytes) {
+  ENGRAM_ASSIGN_OR_RETURN(DevicePtr p, c.allocate(bytes.size()));
+  ENGRAM_RETURN_IF_ERROR(c.copy_to_device(p, bytes));
+  return p;
+}
+
+template <typename T>
+Result<std::vector<T>> download(DeviceCompute& c, DevicePtr p, size_t count) {
+  std::vector<T> out(count);
+  ENGRAM_RETURN_IF_ERROR(c.copy_to_host(std::as_writable_bytes(std::span(out)), p));
+  return out;
+}
+
+TEST(SimDeviceCompute, ShardGatherAndDeviceFillEqualTheCpuRule) {
+  for (RowFormat format : {RowFormat::kFp8E4M3Ue8m0, RowFormat::kBf16}) {
+    const TableSpec t = small_table(format);
+    std::vector<std::byte> whole(t.table_bytes());
+    fill_table_rows(t, 5, 0, whole);
+    auto run = sim::run_world(one_host(1), [&](RankBackend& b) -> Status {
+      DeviceCompute& c = *b.compute;
+      // Three shards filled on the device; the shard table uploaded once.
+      const RowShardLayout layout(t.row_count(), 3);
+      std::vector<DevicePtr> bases;
+      for (int s = 0; s < 3; ++s) {
+        ENGRAM_ASSIGN_OR_RETURN(DevicePtr shard, c.allocate(layout.shard_rows(s) * t.row_bytes()));
+        ENGRAM_RETURN_IF_ERROR(c.fill_table_rows(shard, t, 5, layout.shard_begin(s), layout.shard_rows(s), {}));
+        bases.push_back(shard);
+        ENGRAM_ASSIGN_OR_RETURN(auto bytes, download<std::byte>(c, shard, layout.shard_rows(s) * t.row_bytes()));
+        const auto expected = std::span(whole).subspan(layout.shard_begin(s) * t.row_bytes(), bytes.size());
+        if (!std::equal(bytes.begin(), bytes.end(), expected.begin()))
+          return internal_error("the device fill differs from the CPU fill");
+      }
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr starts, upload(c, std::as_bytes(std::span(layout.starts()))));
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr base_table, upload(c, std::as_bytes(std::span(bases))));
+      const int64_t tokens = 37;
+      const auto ids = random_ids(t, tokens, 9);
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(std::span(ids))));
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, c.allocate(ids.size() * t.dim * 2));
+      ENGRAM_RETURN_IF_ERROR(c.fill_async(out_d, 0x5a, ids.size() * t.dim * 2, {}));  // poison: every value is written
+      DeviceGather g;
+      g.ids = ids_d;
+      g.tokens = tokens;
+      g.ids_per_token = t.head_count();
+      g.head_count = t.head_count();
+      g.shard_starts = starts;
+      g.shard_bases = base_table;
+      g.shard_count = 3;
+      g.layout = device_row_layout(t);
+      g.out = out_d;
+      ENGRAM_RETURN_IF_ERROR(c.gather(g, {}));
+      ENGRAM_ASSIGN_OR_RETURN(auto got, download<uint16_t>(c, out_d, ids.size() * t.dim));
+      if (got != direct(t, whole, ids)) return internal_error("shard gather differs from the CPU rule");
+      // A window over a shard source is refused: shards hold rows, not heads.
+      g.head_begin = 1;
+      g.head_count = 2;
+      if (c.gather(g, {}).code() != ErrorCode::kInvalidArgument) return internal_error("window over shards accepted");
+      for (DevicePtr p : bases) ENGRAM_RETURN_IF_ERROR(c.free(p));
+      for (DevicePtr p : {starts, base_table, ids_d, out_d}) ENGRAM_RETURN_IF_ERROR(c.free(p));
+      return Status::ok();
+    });
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    EXPECT_TRUE(run->all_ok()) << run->summary();
+    EXPECT_TRUE(run->leaks.empty()) << run->summary();
+  }
+}
+
+TEST(SimDeviceCompute, RegisteredHostSliceGathersItsHeadWindowAndALeftRegistrationIsALeak) {
+  const TableSpec t = small_table(RowFormat::kFp8E4M3Ue8m0);
+  std::vector<std::byte> whole(t.table_bytes());
+  fill_table_rows(t, 5, 0, whole);
+  // Heads 2..3 of 6: their rows are a contiguous slice of the table.
+  const int head_begin = 2, head_count = 2;
+  const int64_t first = t.head_offset(head_begin);
+  const int64_t rows = t.head_offset(head_begin + head_count) - first;
+  const auto slice = std::span<const std::byte>(whole).subspan(first * t.row_bytes(), rows * t.row_bytes());
+  for (bool unregister : {true, false}) {
+    auto run = sim::run_world(one_host(1), [&](RankBackend& b) -> Status {
+      DeviceCompute& c = *b.compute;
+      ENGRAM_RETURN_IF_ERROR(c.prepare_lookups(64 * head_count, t.row_bytes(), true));
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr base, c.register_host(slice));
+      const int64_t tokens = 40;
+      const auto ids = random_ids(t, tokens, 21);
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(std::span(ids))));
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, c.allocate(tokens * head_count * t.dim * 2));
+      DeviceGather g;
+      g.ids = ids_d;
+      g.tokens = tokens;
+      g.ids_per_token = t.head_count();
+      g.head_begin = head_begin;
+      g.head_count = head_count;
+      g.range_first_row = first;
+      g.range_row_count = rows;
+      g.range_base = base;
+      g.host_rows = slice.data();
+      g.layout = device_row_layout(t);
+      g.out = out_d;
+      ENGRAM_RETURN_IF_ERROR(c.gather(g, {}));
+      ENGRAM_ASSIGN_OR_RETURN(auto got, download<uint16_t>(c, out_d, tokens * head_count * t.dim));
+      // Expected: the window's ids, with ids outside the slice as zero rows.
+      std::vector<int64_t> window;
+      for (int64_t k = 0; k < tokens; ++k)
+        for (int h = head_begin; h < head_begin + head_count; ++h) {
+          const int64_t id = ids[static_cast<size_t>(k * t.head_count() + h)];
+          window.push_back(id >= first && id < first + rows ? id : kDeadId);
+        }
+      std::vector<uint16_t> expected(window.size() * t.dim, 0);
+      for (size_t k = 0; k < window.size(); ++k) {
+        if (window[k] == kDeadId) continue;
+        kernels::row_reference(t, std::span(whole).subspan(window[k] * t.row_bytes(), t.row_bytes()),
+                               std::span(expected).subspan(k * t.dim, t.dim));
+      }
+      if (got != expected) return internal_error("host slice gather differs from the CPU rule");
+      // More rows than prepared for is refused, naming the fix.
+      g.tokens = 65;
+      const Status too_many = c.gather(g, {});
+      if (too_many.code() != ErrorCode::kInvalidArgument ||
+          too_many.message().find("tokens_per_rank_max") == std::string::npos)
+        return internal_error("a gather past the prepared size was not refused: " + too_many.to_string());
+      for (DevicePtr p : {ids_d, out_d}) ENGRAM_RETURN_IF_ERROR(c.free(p));
+      if (unregister) ENGRAM_RETURN_IF_ERROR(c.unregister_host(slice));
+      return Status::ok();
+    });
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    EXPECT_TRUE(run->all_ok()) << run->summary();
+    if (unregister) {
+      EXPECT_TRUE(run->leaks.empty()) << run->summary();
+    } else {
+      ASSERT_EQ(run->leaks.size(), 1u) << run->summary();
+      EXPECT_EQ(run->leaks[0].kind, sim::ResourceKind::kHostRegistration);
+    }
+  }
+}
+
+TEST(SimDeviceCompute, CollectiveOverRowRangesEqualsTheDirectLookupAndAnOverrunningRankFailsAlone) {
+  const TableSpec t = small_table(RowFormat::kFp8E4M3Ue8m0);
+  std::vector<std::byte> whole(t.table_bytes());
+  fill_table_rows(t, 5, 0, whole);
+  const int ranks = 4;
+  const int64_t slot = 12;
+  const int64_t tokens_of[ranks] = {12, 0, 7, 13};  // rank 3 brings more than the slot
+  auto run = sim::run_world(one_host(ranks), [&](RankBackend& b) -> Status {
+    DeviceCompute& c = *b.compute;
+    const int me = b.world_rank;
+    ENGRAM_ASSIGN_OR_RETURN(auto group, c.connect(*b.world));
+    const RowShardLayout layout(t.row_count(), ranks);
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr shard, c.allocate(std::max<int64_t>(1, layout.shard_rows(me)) * t.row_bytes()));
+    ENGRAM_RETURN_IF_ERROR(c.fill_table_rows(shard, t, 5, layout.shard_begin(me), layout.shard_rows(me), {}));
+    ENGRAM_ASSIGN_OR_RETURN(CollectiveWorkspace w, make_collective_workspace(c, slot, t.head_count(), t.dim, ranks));
+    const int64_t tokens = tokens_of[me];
+    const auto ids = random_ids(t, tokens, 100 + me);
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(std::span(ids))));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, c.allocate(std::max<size_t>(1, ids.size()) * t.dim * 2));
+    DeviceLookupRequest r;
+    r.table = &t;
+    r.row_ids = ids_d;
+    r.tokens = tokens;
+    r.tokens_per_rank_max = slot;
+    r.output = out_d;
+    OwnedRows owned{layout.shard_begin(me), layout.shard_rows(me), shard, nullptr};
+    Status looked = lookup_collective_on_device(c, *group, w, owned, r, me);
+    Status checked;
+    if (me == 3) {
+      if (looked.code() != ErrorCode::kInvalidArgument || looked.message().find("tokens_per_rank_max") == std::string::npos)
+        checked = internal_error("the overrunning rank did not get its slot error: " + looked.to_string());
+    } else if (!looked.is_ok()) {
+      checked = looked;
+    } else if (tokens > 0) {
+      auto got = download<uint16_t>(c, out_d, ids.size() * t.dim);
+      if (!got.is_ok()) checked = got.status();
+      else if (*got != direct(t, whole, ids)) checked = internal_error("collective lookup differs from the direct lookup");
+    }
+    ENGRAM_RETURN_IF_ERROR(free_collective_workspace(c, w));
+    for (DevicePtr p : {shard, ids_d, out_d}) ENGRAM_RETURN_IF_ERROR(c.free(p));
+    return checked;
+  });
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_TRUE(run->all_ok()) << run->summary();
+  EXPECT_TRUE(run->leaks.empty()) << run->summary();
+}
+
+}  // namespace
+}  // namespace engram
