@@ -250,6 +250,7 @@ int main(int argc, char** argv) {
   std::string kinds = "shm,pinned,vmm";
   std::string shm_dir = "/dev/shm", thp_dir;
   int replays = 30;
+  bool only_plain = false;  // --plain-only 1: the stager variants and the plain kernel with fresh ids
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--gib") gibs = parse_list(argv[i + 1]);
@@ -257,6 +258,7 @@ int main(int argc, char** argv) {
     else if (a == "--shm-dir") shm_dir = argv[i + 1];
     else if (a == "--thp-dir") thp_dir = argv[i + 1];
     else if (a == "--replays") replays = std::atoi(argv[i + 1]);
+    else if (a == "--plain-only") only_plain = std::atoi(argv[i + 1]) != 0;
   }
   check(cudaSetDevice(0), "cudaSetDevice");
   check(cudaFree(nullptr), "context");
@@ -360,11 +362,19 @@ int main(int argc, char** argv) {
           check(cudaMemcpyAsync(device_dst, pinned_src, row_bytes_total, cudaMemcpyHostToDevice, stream), "h2d");
         });
         const double h2d_us = engram::probe::median(h2d);
-        for (int threads : {8, 16, 24}) {
-          for (int graph = 0; graph < 2; ++graph) {
-            if (graph && threads != 16) continue;
-            auto stager = engram::cuda::HostRowStager::create(
-                0, {max_slots, max_slots, kRowBytes, threads, 16384});
+        for (int variant = 0; variant < 6; ++variant) {
+          // threads, graph, direct share
+          const int threads = variant < 2 ? 16 : variant < 5 ? 24 : 32;
+          const int graph = variant == 1 ? 1 : 0;
+          const double direct = variant == 3 ? 0.2 : variant == 4 ? 0.3 : variant == 5 ? 0.25 : 0.0;
+          {
+            engram::cuda::HostRowStager::Options so;
+            so.slots_max = max_slots;
+            so.ids_max = max_slots;
+            so.row_bytes = kRowBytes;
+            so.threads = threads;
+            so.direct_fraction = direct;
+            auto stager = engram::cuda::HostRowStager::create(0, so);
             check(stager.status(), "HostRowStager::create");
             engram::cuda::HostGatherArgs a;
             a.tokens = tokens;
@@ -372,6 +382,7 @@ int main(int argc, char** argv) {
             a.head_begin = 0;
             a.head_count = kHeads;
             a.table = reinterpret_cast<const std::byte*>(t.host);
+            a.table_device = t.device;
             a.first_row = 0;
             a.row_count = rows;
             a.layout = engram::kernels::RowLayout{engram::RowFormat::kFp8E4M3Ue8m0, 256, kRowBytes};
@@ -398,7 +409,7 @@ int main(int argc, char** argv) {
             for (auto g : graphs) cudaGraphExecDestroy(g);
             const double p50 = engram::probe::median(us);
             std::printf("%-9s %5lu %-8s %-6s %8ld %10.1f %10.2f %10.1f %10.2f %10.2f\n", kind.c_str(),
-                        static_cast<unsigned long>(gib), fmt::format("st{}{}", threads, graph ? "g" : "").c_str(),
+                        static_cast<unsigned long>(gib), fmt::format("st{}{}d{}", threads, graph ? "g" : "", static_cast<int>(direct * 100)).c_str(),
                         "fresh", static_cast<long>(tokens), p50, row_bytes_total / (p50 * 1e3), h2d_us,
                         row_bytes_total / (h2d_us * 1e3), (row_bytes_total / (p50 * 1e3)) / (row_bytes_total / (h2d_us * 1e3)));
             std::fflush(stdout);
@@ -406,6 +417,7 @@ int main(int argc, char** argv) {
         }
         for (const char* kernel : {"plain", "bounded", "four"}) {
           for (int fresh = 0; fresh < 2; ++fresh) {
+            if (only_plain && (std::string(kernel) != "plain" || !fresh)) continue;
             int replay = 0;
             auto us = engram::probe::time_replays({0}, {stream}, replays, [&](size_t) {
               const int64_t* set = ids + (fresh ? (replay++ % kIdSets) * max_slots : 0);

@@ -95,6 +95,7 @@ Status CudaDeviceCompute::prepare_lookups(int64_t ids_max, uint64_t row_bytes_ma
   o.ids_max = ids_max;
   o.row_bytes = row_bytes_max;
   o.threads = options_.stager_threads;
+  o.direct_fraction = options_.direct_fraction;
   auto stager = HostRowStager::create(ordinal_, o);
   if (!stager.is_ok()) return std::move(stager).take_status();
   stager_ = std::move(stager).value();
@@ -212,6 +213,7 @@ Status CudaDeviceCompute::gather(const DeviceGather& a, StreamRef stream) {
     h.head_begin = a.head_begin;
     h.head_count = a.head_count;
     h.table = a.host_rows;
+    h.table_device = ptr(a.range_base);
     h.first_row = a.range_first_row;
     h.row_count = a.range_row_count;
     h.layout = layout;

@@ -20,6 +20,7 @@ struct CudaComputeOptions {
   // copy (host_row_stager.h); below it the kernel reads host memory itself.
   int64_t staged_rows_min = 16384;
   int stager_threads = 8;
+  double direct_fraction = 0.25;  // of a staged lookup's tokens, read by the kernel meanwhile (host_row_stager.h)
 };
 
 class CudaDeviceCompute final : public DeviceCompute {

@@ -191,13 +191,38 @@ Status HostRowStager::enqueue(const HostGatherArgs& a, cudaStream_t stream) {
   if (a.ids == nullptr || a.out == nullptr || (a.table == nullptr && a.row_count > 0)) {
     return invalid_argument("host gather: ids, out and table must not be null");
   }
-  Job& job = job_for(a);
+  // The last direct_tokens tokens are read by the kernel, the rest staged.
+  const int64_t direct_tokens =
+      a.table_device != nullptr ? std::min<int64_t>(a.tokens, static_cast<int64_t>(a.tokens * options_.direct_fraction))
+                                : 0;
+  HostGatherArgs staged = a;
+  staged.tokens = a.tokens - direct_tokens;
   const int gpu = gpu_;
   auto call = [gpu](cudaError_t e, const char* what) { return cuda_runtime_status(e, what, gpu, "host gather"); };
+  // Enqueued on `stream` after the fork, so it runs beside the staged part.
+  auto launch_direct = [&]() -> Status {
+    if (direct_tokens == 0) return Status::ok();
+    kernels::GatherRangeArgs g;
+    g.ids = a.ids + staged.tokens * a.ids_per_token;
+    g.tokens = direct_tokens;
+    g.ids_per_token = a.ids_per_token;
+    g.head_begin = a.head_begin;
+    g.head_count = a.head_count;
+    g.first_row = a.first_row;
+    g.row_count = a.row_count;
+    g.base = a.table_device;
+    g.layout = a.layout;
+    g.out = a.out + static_cast<uint64_t>(staged.tokens) * a.head_count * a.layout.dim;
+    return kernels::gather_range(g, stream);
+  };
+  if (staged.tokens == 0) return launch_direct();
+  Job& job = job_for(staged);
   ENGRAM_RETURN_IF_ERROR(call(cudaEventRecord(forked_, stream), "cudaEventRecord"));
   ENGRAM_RETURN_IF_ERROR(call(cudaStreamWaitEvent(host_stream_, forked_, 0), "cudaStreamWaitEvent"));
   ENGRAM_RETURN_IF_ERROR(call(cudaStreamWaitEvent(copy_stream_, forked_, 0), "cudaStreamWaitEvent"));
-  ENGRAM_RETURN_IF_ERROR(call(cudaMemcpyAsync(ids_pinned_, a.ids, static_cast<uint64_t>(ids) * sizeof(int64_t),
+  ENGRAM_RETURN_IF_ERROR(launch_direct());
+  ENGRAM_RETURN_IF_ERROR(call(cudaMemcpyAsync(ids_pinned_, a.ids,
+                                              static_cast<uint64_t>(staged.tokens * a.ids_per_token) * sizeof(int64_t),
                                               cudaMemcpyDeviceToHost, host_stream_),
                               "cudaMemcpyAsync(ids)"));
   for (size_t k = 0; k < job.chunks.size(); ++k) {
@@ -220,7 +245,7 @@ Status HostRowStager::enqueue(const HostGatherArgs& a, cudaStream_t stream) {
   ENGRAM_RETURN_IF_ERROR(call(cudaStreamWaitEvent(stream, copies_done_, 0), "cudaStreamWaitEvent"));
   kernels::DequantStagedArgs d;
   d.ids = a.ids;
-  d.tokens = a.tokens;
+  d.tokens = staged.tokens;
   d.ids_per_token = a.ids_per_token;
   d.head_begin = a.head_begin;
   d.head_count = a.head_count;

@@ -48,6 +48,7 @@ struct HostGatherArgs {
   int head_begin = 0;              // head window [head_begin, head_begin + head_count)
   int head_count = 0;
   const std::byte* table = nullptr;  // CPU address of rows [first_row, first_row + row_count)
+  const void* table_device = nullptr;  // the same rows' device address (registered), or null
   int64_t first_row = 0;
   int64_t row_count = 0;
   kernels::RowLayout layout;
@@ -62,6 +63,11 @@ class HostRowStager {
     uint64_t row_bytes = 0;         // the widest row
     int threads = 8;                // CPU gatherers
     int64_t chunk_slots = 16384;    // rows per copy
+    // The share of tokens the kernel reads straight from host memory while
+    // the CPU gathers the rest: the two go through different address
+    // translation (the GPU's through the IOMMU, the CPU's through its own
+    // page tables), so their rates add. Needs table_device.
+    double direct_fraction = 0.0;
   };
   static Result<std::unique_ptr<HostRowStager>> create(int gpu, const Options& options);
   ~HostRowStager();
