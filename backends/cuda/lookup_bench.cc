@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_device_memory.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/gpu_buffer.h"
+#include "backends/cuda/graph_timing.h"
 #include "backends/cuda/local_peer_shards.h"
 #include "backends/cuda/nccl_collectives.h"
 #include "core/base/bf16.h"
@@ -27,135 +28,6 @@ namespace engram::cuda {
 namespace {
 
 Status rt(cudaError_t error, const std::string& call, int gpu) { return cuda_runtime_status(error, call, gpu, "bench"); }
-
-// Streams and timing events; graphs per GPU for one measurement.
-struct Streams {
-  std::vector<cudaStream_t> streams;
-  ~Streams() {
-    for (size_t g = 0; g < streams.size(); ++g) {
-      if (streams[g] == nullptr) continue;
-      cudaSetDevice(static_cast<int>(g));
-      cudaStreamSynchronize(streams[g]);
-      cudaStreamDestroy(streams[g]);
-    }
-  }
-};
-
-struct Events {
-  std::vector<cudaEvent_t> start, end;
-  ~Events() {
-    cudaSetDevice(0);
-    for (auto e : start) cudaEventDestroy(e);
-    for (auto e : end) cudaEventDestroy(e);
-  }
-};
-
-struct Graphs {
-  std::vector<cudaGraph_t> graphs;
-  std::vector<cudaGraphExec_t> execs;
-  ~Graphs() { reset(); }
-  void reset() {
-    for (size_t g = 0; g < execs.size(); ++g) {
-      cudaSetDevice(static_cast<int>(g));
-      if (execs[g] != nullptr) cudaGraphExecDestroy(execs[g]);
-      if (graphs[g] != nullptr) cudaGraphDestroy(graphs[g]);
-    }
-    execs.clear();
-    graphs.clear();
-  }
-};
-
-// Captures `enqueue` (which enqueues one lookup on every GPU's stream) into
-// one graph per GPU, all captures open together so NCCL groups spanning the
-// GPUs are captured too.
-Status capture(const Streams& s, const std::function<Status()>& enqueue, Graphs& out) {
-  const int gpus = static_cast<int>(s.streams.size());
-  out.reset();
-  out.graphs.assign(static_cast<size_t>(gpus), nullptr);
-  out.execs.assign(static_cast<size_t>(gpus), nullptr);
-  for (int g = 0; g < gpus; ++g) {
-    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-    ENGRAM_RETURN_IF_ERROR(rt(cudaStreamBeginCapture(s.streams[g], cudaStreamCaptureModeRelaxed),
-                              "cudaStreamBeginCapture", g));
-  }
-  Status enqueued = enqueue();
-  Status ended;
-  for (int g = 0; g < gpus; ++g) {
-    cudaSetDevice(g);
-    Status e = rt(cudaStreamEndCapture(s.streams[g], &out.graphs[g]), "cudaStreamEndCapture", g);
-    if (ended.is_ok() && !e.is_ok()) ended = std::move(e);
-  }
-  ENGRAM_RETURN_IF_ERROR(std::move(enqueued));
-  ENGRAM_RETURN_IF_ERROR(std::move(ended));
-  for (int g = 0; g < gpus; ++g) {
-    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-    ENGRAM_RETURN_IF_ERROR(rt(cudaGraphInstantiate(&out.execs[g], out.graphs[g], 0), "cudaGraphInstantiate", g));
-  }
-  return Status::ok();
-}
-
-struct Timer {
-  const Streams& streams;
-  Events& events;
-  int replays;
-  int warmup;
-  bool cold;
-  const std::vector<GpuBuffer>* scrub_buffers;  // per GPU, when cold
-  const std::vector<GpuBuffer>* scrub_sinks;
-
-  // Enqueues `launch` (one lookup on every GPU) warmup + replays times; the
-  // host runs ahead behind a spin kernel so that every replay starts as soon
-  // as the one before it ends. Returns GPU 0's replay times.
-  Result<std::vector<double>> time(const std::function<Status()>& launch) {
-    const int gpus = static_cast<int>(streams.streams.size());
-    for (int i = 0; i < warmup; ++i) ENGRAM_RETURN_IF_ERROR(launch());
-    for (int g = 0; g < gpus; ++g) {
-      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-      ENGRAM_RETURN_IF_ERROR(rt(cudaStreamSynchronize(streams.streams[g]), "warm-up replays", g));
-    }
-    constexpr int kChunk = 20;
-    for (int first = 0; first < replays; first += kChunk) {
-      for (int g = 0; g < gpus; ++g) {
-        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        ENGRAM_RETURN_IF_ERROR(kernels::spin(2'000'000, streams.streams[g]));  // 2 ms: the host queues the chunk
-      }
-      for (int i = first; i < std::min(replays, first + kChunk); ++i) {
-        if (cold) {
-          for (int g = 0; g < gpus; ++g) {
-            ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-            ENGRAM_RETURN_IF_ERROR(kernels::scrub_l2((*scrub_buffers)[g].get(), (*scrub_buffers)[g].bytes(),
-                                                     (*scrub_sinks)[g].as<uint64_t>(), streams.streams[g]));
-          }
-        }
-        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(0), "cudaSetDevice", 0));
-        ENGRAM_RETURN_IF_ERROR(rt(cudaEventRecord(events.start[i], streams.streams[0]), "cudaEventRecord", 0));
-        ENGRAM_RETURN_IF_ERROR(launch());
-        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(0), "cudaSetDevice", 0));
-        ENGRAM_RETURN_IF_ERROR(rt(cudaEventRecord(events.end[i], streams.streams[0]), "cudaEventRecord", 0));
-      }
-      for (int g = 0; g < gpus; ++g) {
-        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        ENGRAM_RETURN_IF_ERROR(rt(cudaStreamSynchronize(streams.streams[g]), "timed replays", g));
-      }
-    }
-    std::vector<double> us;
-    for (int i = 0; i < replays; ++i) {
-      float ms = 0;
-      ENGRAM_RETURN_IF_ERROR(rt(cudaEventElapsedTime(&ms, events.start[i], events.end[i]), "cudaEventElapsedTime", 0));
-      us.push_back(static_cast<double>(ms) * 1000.0);
-    }
-    return us;
-  }
-};
-
-Status launch_graphs(const Streams& s, const Graphs& graphs) {
-  for (size_t g = 0; g < graphs.execs.size(); ++g) {
-    const int gpu = static_cast<int>(g);
-    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
-    ENGRAM_RETURN_IF_ERROR(rt(cudaGraphLaunch(graphs.execs[g], s.streams[g]), "cudaGraphLaunch", gpu));
-  }
-  return Status::ok();
-}
 
 Result<std::vector<uint16_t>> download(const GpuBuffer& b, int gpu) {
   std::vector<uint16_t> host(b.bytes() / 2);
@@ -225,35 +97,10 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
   report.shard_bytes = table.allocation_bytes();
   say("bench: shards filled, exported as POSIX fds, imported and mapped by every GPU");
 
-  Streams streams;
-  for (int g = 0; g < gpus; ++g) {
-    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-    cudaStream_t s = nullptr;
-    ENGRAM_RETURN_IF_ERROR(rt(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", g));
-    streams.streams.push_back(s);
-  }
-  Events events;
-  ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(0), "cudaSetDevice", 0));
-  for (int i = 0; i < o.replays; ++i) {
-    cudaEvent_t a = nullptr, b = nullptr;
-    ENGRAM_RETURN_IF_ERROR(rt(cudaEventCreate(&a), "cudaEventCreate", 0));
-    events.start.push_back(a);
-    ENGRAM_RETURN_IF_ERROR(rt(cudaEventCreate(&b), "cudaEventCreate", 0));
-    events.end.push_back(b);
-  }
-  std::vector<GpuBuffer> scrub, sinks;
-  if (o.cold_l2) {
-    for (int g = 0; g < gpus; ++g) {
-      cudaDeviceProp prop{};
-      ENGRAM_RETURN_IF_ERROR(rt(cudaGetDeviceProperties(&prop, g), "cudaGetDeviceProperties", g));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer b, GpuBuffer::allocate(g, round_up(4ull * prop.l2CacheSize, 16), "bench"));
-      ENGRAM_RETURN_IF_ERROR(rt(cudaMemset(b.get(), 1, b.bytes()), "cudaMemset scrub buffer", g));
-      scrub.push_back(std::move(b));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer sink, GpuBuffer::allocate(g, sizeof(uint64_t), "bench"));
-      sinks.push_back(std::move(sink));
-    }
-  }
-  Timer timer{streams, events, o.replays, o.warmup_replays, o.cold_l2, &scrub, &sinks};
+  std::vector<int> all_gpus;
+  for (int g = 0; g < gpus; ++g) all_gpus.push_back(g);
+  ENGRAM_ASSIGN_OR_RETURN(auto timer_owner, GraphTimer::create(all_gpus, o.replays, o.warmup_replays, o.cold_l2));
+  GraphTimer& timer = *timer_owner;
 
   std::vector<std::unique_ptr<NcclCommunicator>> comms;
   {
@@ -278,9 +125,8 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
   // GPU, launched and timed exactly as the lookups are.
   {
     auto time_graph = [&](const std::function<Status()>& enqueue) -> Result<LatencyPercentiles> {
-      Graphs graphs;
-      ENGRAM_RETURN_IF_ERROR(capture(streams, enqueue, graphs));
-      ENGRAM_ASSIGN_OR_RETURN(auto us, timer.time([&] { return launch_graphs(streams, graphs); }));
+      ENGRAM_ASSIGN_OR_RETURN(GpuGraphs graphs, timer.capture(enqueue));
+      ENGRAM_ASSIGN_OR_RETURN(auto us, timer.time([&] { return timer.launch(graphs); }));
       return latency_percentiles(us);
     };
     ENGRAM_ASSIGN_OR_RETURN(auto events_only_us, timer.time([] { return Status::ok(); }));
@@ -300,7 +146,7 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
     ENGRAM_ASSIGN_OR_RETURN(report.empty_kernel_graph, time_graph([&]() -> Status {
       for (int g = 0; g < gpus; ++g) {
         ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        ENGRAM_RETURN_IF_ERROR(kernels::empty_kernel(streams.streams[g]));
+        ENGRAM_RETURN_IF_ERROR(kernels::empty_kernel(timer.stream(static_cast<size_t>(g))));
       }
       return Status::ok();
     }));
@@ -358,13 +204,13 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
         NcclGroup group;
         for (int g = 0; g < gpus; ++g) {
           ENGRAM_RETURN_IF_ERROR(comms[g]->all_gather_ids(d_ids[g].as<int64_t>(), d_all_ids[g].as<int64_t>(), slots,
-                                                          streams.streams[g]));
+                                                          timer.stream(static_cast<size_t>(g))));
         }
         ENGRAM_RETURN_IF_ERROR(group.end());
       }
       for (int g = 0; g < gpus; ++g) {
         ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        ENGRAM_RETURN_IF_ERROR(kernels::zero_fill(d_owned[g].as<uint16_t>(), d_owned[g].bytes() / 2, streams.streams[g]));
+        ENGRAM_RETURN_IF_ERROR(kernels::zero_fill(d_owned[g].as<uint16_t>(), d_owned[g].bytes() / 2, timer.stream(static_cast<size_t>(g))));
         kernels::GatherOwnedArgs owned;
         owned.ids = d_all_ids[g].as<int64_t>();
         owned.tokens = tokens * gpus;
@@ -374,12 +220,12 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
         owned.shard_base = table.shard(g, g);
         owned.layout = layout;
         owned.out = d_owned[g].as<uint16_t>();
-        ENGRAM_RETURN_IF_ERROR(kernels::gather_owned(owned, streams.streams[g]).with_context(g, -1, "gather_owned"));
+        ENGRAM_RETURN_IF_ERROR(kernels::gather_owned(owned, timer.stream(static_cast<size_t>(g))).with_context(g, -1, "gather_owned"));
       }
       NcclGroup group;
       for (int g = 0; g < gpus; ++g) {
         ENGRAM_RETURN_IF_ERROR(comms[g]->reduce_scatter_sum_bf16(d_owned[g].as<uint16_t>(), d_result[g].as<uint16_t>(),
-                                                                 slots * static_cast<uint64_t>(o.dim), streams.streams[g]));
+                                                                 slots * static_cast<uint64_t>(o.dim), timer.stream(static_cast<size_t>(g))));
       }
       return group.end();
     };
@@ -399,7 +245,7 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
     auto enqueue_peer = [&]() -> Status {
       for (int g = 0; g < gpus; ++g) {
         ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        ENGRAM_RETURN_IF_ERROR(kernels::gather_peer(peer_args(g, d_peer_out), streams.streams[g])
+        ENGRAM_RETURN_IF_ERROR(kernels::gather_peer(peer_args(g, d_peer_out), timer.stream(static_cast<size_t>(g)))
                                    .with_context(g, -1, "gather_peer"));
       }
       return Status::ok();
@@ -418,7 +264,7 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
           ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
           const void* src = table.shard(g, from_peer ? (g + 1) % gpus : g);
           ENGRAM_RETURN_IF_ERROR(kernels::stream_copy(src, copy_read, d_copy_out[g].get(), point.write_bytes,
-                                                      streams.streams[g]));
+                                                      timer.stream(static_cast<size_t>(g))));
         }
         return Status::ok();
       };
@@ -426,11 +272,11 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
 
     auto measure = [&](const char* name, const std::function<Status()>& enqueue, bool* as_graph,
                        LatencyPercentiles& into) -> Status {
-      Graphs graphs;
-      Status captured = capture(streams, enqueue, graphs);
+      auto graphs = timer.capture(enqueue);
+      Status captured = graphs.status();
       Result<std::vector<double>> us = std::vector<double>{};
       if (captured.is_ok()) {
-        us = timer.time([&] { return launch_graphs(streams, graphs); });
+        us = timer.time([&] { return timer.launch(*graphs); });
         if (as_graph) *as_graph = true;
       } else {
         if (as_graph == nullptr) return std::move(captured).with_context(-1, -1, std::string(name) + " capture");
@@ -463,7 +309,7 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
         plain.starts[gpus] = shards.shard_end(gpus - 1);
         plain.row_bytes = row_bytes;
         plain.out = d_copy_out[g].get();
-        ENGRAM_RETURN_IF_ERROR(kernels::plain_gather(plain, streams.streams[g]).with_context(g, -1, "plain_gather"));
+        ENGRAM_RETURN_IF_ERROR(kernels::plain_gather(plain, timer.stream(static_cast<size_t>(g))).with_context(g, -1, "plain_gather"));
       }
       return Status::ok();
     };
@@ -542,7 +388,7 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
         ENGRAM_RETURN_IF_ERROR(measure(name.c_str(), [&]() -> Status {
           for (int g = 0; g < gpus; ++g) {
             ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-            ENGRAM_RETURN_IF_ERROR(kernels::gather_peer_variant(peer_args(g, d_variant_out), variant, streams.streams[g])
+            ENGRAM_RETURN_IF_ERROR(kernels::gather_peer_variant(peer_args(g, d_variant_out), variant, timer.stream(static_cast<size_t>(g)))
                                        .with_context(g, -1, name));
           }
           return Status::ok();
