@@ -17,6 +17,23 @@ TableSpec small_table(RowFormat format) {
   return spec->tables[0];
 }
 
+TEST(TableFill, ThreadsWriteTheSameBytesAsOneThread) {
+  for (RowFormat format : {RowFormat::kFp8E4M3Ue8m0, RowFormat::kBf16}) {
+    const TableSpec table = small_table(format);
+    std::vector<std::byte> one(table.table_bytes()), many(table.table_bytes(), std::byte{0x5a});
+    fill_table_rows(table, 31, 0, one);
+    for (int threads : {2, 3, 7, 1000}) {
+      fill_table_rows_parallel(table, 31, 0, many, threads);
+      EXPECT_TRUE(one == many) << threads << " threads";
+    }
+    // A part of the table, from the middle.
+    const int64_t first = table.row_count() / 3;
+    std::vector<std::byte> part(static_cast<size_t>(table.row_count() / 2) * table.row_bytes());
+    fill_table_rows_parallel(table, 31, first, part, 4);
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), one.begin() + first * table.row_bytes()));
+  }
+}
+
 TEST(TableFill, PiecesEqualTheWholeAndSeedsDiffer) {
   for (RowFormat format : {RowFormat::kFp8E4M3Ue8m0, RowFormat::kBf16}) {
     const TableSpec table = small_table(format);

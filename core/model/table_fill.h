@@ -20,4 +20,10 @@ namespace engram {
 // first_row + 1, ... of `table`.
 void fill_table_rows(const TableSpec& table, uint64_t seed, int64_t first_row, std::span<std::byte> rows_bytes);
 
+// The same bytes from `threads` threads, each a contiguous part (host
+// tables of 100 GB: one thread fills about 1 GB/s, and tmpfs page faults are
+// per thread too). threads <= 1 fills on the caller's thread.
+void fill_table_rows_parallel(const TableSpec& table, uint64_t seed, int64_t first_row, std::span<std::byte> rows_bytes,
+                              int threads);
+
 }  // namespace engram
