@@ -1,8 +1,12 @@
 #include "harness/rank_device.h"
 
+#include <algorithm>
+#include <thread>
+
 #include <fmt/format.h>
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
+#include "backends/cuda/cuda_device_compute.h"
 #include "backends/cuda/cuda_device_memory.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/gpu_host_probe.h"
@@ -48,6 +52,12 @@ Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted,
   auto memory = cuda::CudaDeviceMemory::open(local_rank);
   if (!memory.is_ok()) return std::move(memory).take_status().with_context(world_rank, -1, "open device");
   out.memory = std::move(memory).value();
+  // The host row stager's CPU threads: this host's cores shared by the
+  // ranks that may run on it (one per visible GPU).
+  cuda::CudaComputeOptions compute_options;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  compute_options.stager_threads = std::max(1, static_cast<int>(cores) / std::max(1, gpus.count));
+  out.compute = std::make_unique<cuda::CudaDeviceCompute>(local_rank, compute_options);
   // The probe adds the ordinal, the visible count and the GPU's NVLink
   // domain (NVML), so the exchange can choose FABRIC within a rack.
   out.probe = std::make_unique<cuda::GpuHostProbe>(base, local_rank, gpus.count);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "core/backend/device_compute.h"
 #include "core/backend/device_memory.h"
 #include "core/backend/host_probe.h"
 #include "core/base/status.h"
@@ -25,6 +26,7 @@ VisibleGpus visible_gpus();
 
 struct RankDevice {
   std::unique_ptr<DeviceMemory> memory;  // null: this rank has no device
+  std::unique_ptr<DeviceCompute> compute;  // with memory: the device lookup's kernels, NCCL and host registration
   // The backend's probe plus this rank's GPU ordinal, the visible count and
   // the GPU's NVLink domain (NVML fabric info; "" off a multi-node NVLink
   // system); null when there is no device (use the backend's probe as it is).

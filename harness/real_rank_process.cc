@@ -96,6 +96,7 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
                                            scenario_places_on_device(*completed, env.rank), *backend.probe));
   if (device.memory) {
     backend.device = device.memory.get();
+    backend.compute = device.compute.get();
     backend.probe = device.probe.get();
   }
   std::unique_ptr<shm::CrashingSharedMemory> crashing;
