@@ -92,7 +92,9 @@ int run_scenarios(const ScenarioFlags& flags) {
   {
     Progress progress("scenario run", "scenarios", scenarios.size(),
                       flags.progress ? ProgressMode::kAlways : ProgressMode::kAuto);
+    progress.keep_ticking();  // one scenario of 1,152 ranks takes seconds on its own
     for (const Scenario& s : scenarios) {
+      progress.set_item(s.name);
       outcomes.push_back(sim::run_scenario(s, seed));
       progress.update(outcomes.size());
     }

@@ -227,6 +227,8 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
     return o;
   }
   const std::string job_id = fmt::format("real-{}-{}", ::getpid(), index);
+  // The scenario's host, not this machine, decides which fixes warnings name.
+  ::setenv("ENGRAMLAB_ENVIRONMENT", runtime_environment_name(host.environment), 1);
   const LaunchRun launched = launch_ranks(scenario.source, world, job_id, dir);
   std::vector<ScenarioRankResult> ranks(static_cast<size_t>(world));
   std::vector<Status> statuses(static_cast<size_t>(world));

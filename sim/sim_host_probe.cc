@@ -17,6 +17,7 @@ PlacementFacts SimHostProbe::facts() {
   // A container that sees one GPU calls it device 0, whatever its bus slot.
   f.gpu_ordinal = one_visible ? 0 : place.gpu;
   f.visible_gpu_count = host.visible_gpus_per_rank > 0 ? host.visible_gpus_per_rank : host.gpu_count;
+  f.environment = host.environment;
   return f;
 }
 

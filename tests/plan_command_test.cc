@@ -208,3 +208,30 @@ TEST(PlanCommand, HostsAlikeShareOneRow) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string engramlab_output(const std::string& args) {
+  FILE* pipe = popen((std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab " + args + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while (pipe != nullptr && (n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  if (pipe != nullptr) pclose(pipe);
+  return out;
+}
+
+TEST(Cli, VersionAndTheUnitsTable) {
+  EXPECT_THAT(engramlab_output("--version"),
+              AllOf(HasSubstr("engramlab 0.1.0 ("), HasSubstr(" build; CUDA backend "), HasSubstr("NCCL")));
+  EXPECT_THAT(engramlab_output("--help"),
+              AllOf(HasSubstr("KiB MiB GiB TiB  powers of 1024"), HasSubstr("KB MB GB TB      powers of 1000"),
+                    HasSubstr("190GB = 176.95 GiB"), HasSubstr("rounded to the nearest byte")));
+  EXPECT_THAT(engramlab_output("scenario --help"), HasSubstr("Run one rank of a scenario on real processes"));
+  EXPECT_THAT(engramlab_output("launch --help"),
+              AllOf(HasSubstr("--nnodes"), HasSubstr("--node-rank"), HasSubstr("--master-addr"),
+                    HasSubstr("--nproc-per-node"), HasSubstr("--no-rank-prefix"),
+                    HasSubstr("export ENGRAMLAB_JOB_TOKEN=$(od -An -tx1 -N16 /dev/urandom")));
+}
+
+}  // namespace

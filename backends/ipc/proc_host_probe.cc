@@ -1,5 +1,7 @@
 #include "backends/ipc/proc_host_probe.h"
 
+#include "backends/ipc/runtime_environment_probe.h"
+
 #include <sys/utsname.h>
 
 #include <cerrno>
@@ -32,6 +34,7 @@ PlacementFacts ProcHostProbe::facts() {
     if (::uname(&uts) == 0) facts.host.hostname = uts.nodename;
   }
   facts.imex_channel = has_imex_channel(imex_channel_dir_);
+  facts.environment = runtime_environment_of_this_process();
   return facts;
 }
 

@@ -26,6 +26,14 @@ RuntimeEnvironment detect_runtime_environment(const RuntimeEnvironmentFiles& fil
   return RuntimeEnvironment::kBareMetal;
 }
 
+RuntimeEnvironment runtime_environment_of_this_process() {
+  if (const char* given = std::getenv("ENGRAMLAB_ENVIRONMENT"); given != nullptr) {
+    auto parsed = parse_runtime_environment(given, "ENGRAMLAB_ENVIRONMENT");
+    if (parsed.is_ok()) return parsed.value();
+  }
+  return detect_runtime_environment();
+}
+
 RuntimeEnvironment detect_runtime_environment() {
   return detect_runtime_environment({.root = "/", .kubernetes_env = std::getenv("KUBERNETES_SERVICE_HOST") != nullptr});
 }

@@ -18,4 +18,9 @@ struct RuntimeEnvironmentFiles {
 RuntimeEnvironment detect_runtime_environment(const RuntimeEnvironmentFiles& files);
 RuntimeEnvironment detect_runtime_environment();  // this process
 
+// ENGRAMLAB_ENVIRONMENT (bare_metal, docker, kubernetes, unknown) when set
+// and valid, as `scenario run --real` sets it to the scenario host's; else
+// detect_runtime_environment().
+RuntimeEnvironment runtime_environment_of_this_process();
+
 }  // namespace engram::ipc

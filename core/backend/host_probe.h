@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "core/deployment/runtime_environment.h"
+
 namespace engram {
 
 struct HostIdentity {
@@ -20,6 +22,8 @@ struct PlacementFacts {
   bool imex_channel = false;     // /dev/nvidia-caps-imex-channels/channel* present
   int gpu_ordinal = -1;
   int visible_gpu_count = 0;     // a container may see one GPU only
+  // Docker, Kubernetes or a bare host: which fixes warnings name (all when unknown).
+  RuntimeEnvironment environment = RuntimeEnvironment::kUnknown;
 };
 
 class HostProbe {

@@ -24,6 +24,14 @@ Progress::Progress(std::string what, std::string unit, uint64_t total, ProgressM
 }
 
 Progress::~Progress() {
+  if (ticker_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    stop_ticker_.notify_all();
+    ticker_.join();
+  }
   if (drawn_in_place_) {
     std::fputc('\n', out_);
     std::fflush(out_);
@@ -36,10 +44,33 @@ void Progress::set_timing(std::chrono::milliseconds quiet, std::chrono::millisec
 }
 
 void Progress::update(uint64_t done) {
+  done_ = done;
   if (!enabled_) return;
+  std::lock_guard lock(mutex_);
+  maybe_draw(done, false);
+}
+
+void Progress::set_item(std::string item) {
+  std::lock_guard lock(mutex_);
+  item_ = std::move(item);
+}
+
+void Progress::keep_ticking() {
+  if (!enabled_ || ticker_.joinable()) return;
+  ticker_ = std::thread([this] {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      stop_ticker_.wait_for(lock, every_);
+      if (!stopping_) maybe_draw(done_, true);
+    }
+  });
+}
+
+// Called with mutex_ held.
+void Progress::maybe_draw(uint64_t done, bool forced) {
   const auto now = Clock::now();
   if (now - started_ < quiet_) return;
-  if (lines_ > 0 && now - last_ < every_ && done != total_) return;
+  if (!forced && lines_ > 0 && now - last_ < every_ && done != total_) return;
   last_ = now;
   draw(done);
 }
@@ -48,6 +79,7 @@ void Progress::draw(uint64_t done) {
   const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
   std::string line = fmt::format("{}: {} of {} {}", what_, done, total_, unit_);
   if (total_ > 0) line += fmt::format(" ({:.0f}%)", 100.0 * static_cast<double>(done) / static_cast<double>(total_));
+  if (!item_.empty() && done < total_) line += fmt::format(", now {}", item_);
   line += fmt::format(", {:.1f} s", seconds);
   if (done > 0 && done < total_) {
     const double left = seconds / static_cast<double>(done) * static_cast<double>(total_ - done);

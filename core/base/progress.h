@@ -5,10 +5,14 @@
 // then prints a plain line every few seconds, so logs stay readable.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace engram {
 
@@ -29,9 +33,17 @@ class Progress {
 
   // `done` of `total` finished; cheap enough to call on every item.
   void update(uint64_t done);
+  // What is being worked on now ("nvl72_16_racks"), shown after the count.
+  void set_item(std::string item);
+  // Redraws by itself every `every` (from a thread of its own) until
+  // destroyed, so one long item still shows the time going by.
+  void keep_ticking();
   bool enabled() const { return enabled_; }
   // Lines written so far (tests).
-  int lines_written() const { return lines_; }
+  int lines_written() const {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
 
   // For tests: how long to stay quiet, how often to redraw.
   void set_timing(std::chrono::milliseconds quiet, std::chrono::milliseconds every);
@@ -39,7 +51,14 @@ class Progress {
  private:
   using Clock = std::chrono::steady_clock;
   void draw(uint64_t done);
+  void maybe_draw(uint64_t done, bool forced);
 
+  mutable std::mutex mutex_;  // draws come from the caller and the ticker
+  std::string item_;
+  std::atomic<uint64_t> done_{0};
+  std::thread ticker_;
+  std::condition_variable stop_ticker_;
+  bool stopping_ = false;
   std::string what_, unit_;
   uint64_t total_ = 0;
   FILE* out_ = nullptr;

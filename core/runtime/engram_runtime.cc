@@ -35,7 +35,8 @@ struct RuntimeWireFacts {
   uint8_t shm_mounted = 0;
   uint8_t fabric_attribute = 0;
   uint8_t has_device = 0;
-  uint8_t pad[5] = {};
+  uint8_t environment = 0;  // RuntimeEnvironment: picks the fixes warnings name
+  uint8_t pad[4] = {};
 };
 static_assert(sizeof(RuntimeWireFacts) == 24);
 
@@ -134,6 +135,7 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
   // 1. Facts, from every rank, before deciding anything.
   const PlacementFacts placement = backend.probe->facts();
   RuntimeWireFacts mine;
+  mine.environment = static_cast<uint8_t>(placement.environment);
   auto shm = backend.shm->info();
   if (shm.is_ok()) {
     mine.shm_mounted = shm->mounted;
@@ -177,6 +179,7 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
         host.shm_mounted = f.shm_mounted;
         host.tmpfs_bytes_total = f.tmpfs_bytes_total;
         host.gpu_memory_bytes = f.gpu_memory_bytes;
+        host.environment = static_cast<RuntimeEnvironment>(std::min<uint8_t>(f.environment, 3));
         deployment.hosts.push_back(std::move(host));
       }
       ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
