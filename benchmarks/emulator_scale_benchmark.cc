@@ -1,10 +1,18 @@
-// The emulator at scale: 72, 288 and 1,152 ranks (1, 4 and 16 GB300 NVL72
-// racks) each split by NVLink domain, exchanging V4.1-sized row shards
-// (FABRIC, 64-byte handles) and reading a few rows from peers. Prints wall
-// time and the process's peak RSS after each size, so growth is visible.
+// The emulator at scale, as tables (a benchmark, not a timed test):
+//   1. GB300 NVL72 racks (72 to 9,216 ranks) split by NVLink domain,
+//      exchanging V4.1-sized row shards (FABRIC) and reading rows of peers;
+//   2. the whole start (facts, placement by plan's rules, exchange, lookup
+//      check, stop) over the same racks;
+//   3. the worst shape for the emulator: every rank its own one-GPU host,
+//      DP = ranks, lookups on (run as a scenario runs);
+//   4. `plan` of large layouts.
+// Each row runs in a child process, so its peak RSS is its own. Prints wall
+// time, time per rank, peak RSS, scheduler switches and simulated time.
 // Exits non-zero if any rank fails or anything leaks.
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -19,6 +27,8 @@
 #include "core/model/table_spec.h"
 #include "sim/seed.h"
 #include "sim/world.h"
+#include "harness/emulated_scenario.h"
+#include "core/plan/deployment_plan.h"
 
 namespace {
 
@@ -88,9 +98,42 @@ Status runtime_body(RankBackend& b, const RuntimeOptions& options, WarningSink& 
   return runtime->stop();
 }
 
+// Runs `row` in a child process; returns its exit status. The child prints
+// its own table row (so its peak RSS is its own).
+template <typename Row>
+int in_child(Row row) {
+  std::fflush(stdout);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int rc = row();
+    std::fflush(stdout);
+    ::_exit(rc);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+void print_world_row(size_t ranks, const char* shape, double wall_ms, const sim::WorldRun& run, bool good) {
+  std::printf("%8zu %10s %10.1f %12.1f %10.1f %14llu %12.1f %8s\n", ranks, shape, wall_ms,
+              1000.0 * wall_ms / static_cast<double>(ranks), static_cast<double>(peak_rss_bytes()) / (1 << 20),
+              static_cast<unsigned long long>(run.scheduler_switches), static_cast<double>(run.end_time_us) / 1e6,
+              good ? "ok" : "FAILED");
+}
+
+const char* kWorldHeader = "%8s %10s %10s %12s %10s %14s %12s %8s\n";
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --max-racks N caps the rack sizes (default 128: 9,216 ranks).
+  int max_racks = 128;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--max-racks") == 0) max_racks = std::atoi(argv[i + 1]);
   auto model = model_preset("deepseek-v4.1-flash");
   if (!model.is_ok()) {
     std::fprintf(stderr, "%s\n", model.status().to_string().c_str());
@@ -99,60 +142,113 @@ int main() {
   int64_t table_rows = 0;
   for (const auto& t : model->tables) table_rows += t.row_count();
   const uint64_t row_bytes = model->tables[0].row_bytes();
-
-  std::printf("emulated GB300 NVL72 racks, device_peer shards per rack of V4.1-Flash (%.2f GiB per table pair)\n",
-              static_cast<double>(model->table_bytes_total()) / (1ull << 30));
-  std::printf("%8s %6s %14s %10s %10s %14s %10s\n", "ranks", "racks", "shard_GiB", "wall_ms", "rss_MiB",
-              "sched_switches", "result");
+  std::vector<int> rack_counts;
+  for (int racks : {1, 4, 16, 64, 128})
+    if (racks <= max_racks) rack_counts.push_back(racks);
   bool all_good = true;
-  for (int racks : {1, 4, 16}) {
-    sim::WorldSpec spec;
-    spec.hosts = sim::gb300_nvl72_racks(racks);
-    spec.seed = 42;
-    const auto start = std::chrono::steady_clock::now();
-    auto run = sim::run_world(spec, [&](RankBackend& b) { return rank_body(b, table_rows, row_bytes); });
-    const double wall_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (!run.is_ok()) {
-      std::fprintf(stderr, "%s\n", run.status().to_string().c_str());
-      return 1;
-    }
-    const bool good = run->all_ok() && run->leaks.empty();
-    all_good &= good;
-    const RowShardLayout layout(table_rows, 72);
-    std::printf("%8zu %6d %14.3f %10.1f %10.1f %14llu %10s\n", run->statuses.size(), racks,
-                static_cast<double>(layout.max_shard_rows() * static_cast<int64_t>(row_bytes)) / (1ull << 30),
-                wall_ms, static_cast<double>(peak_rss_bytes()) / (1 << 20),
-                static_cast<unsigned long long>(run->scheduler_switches), good ? "ok" : "FAILED");
-    if (!good) std::fprintf(stderr, "%s\n", run->summary().c_str());
+
+  std::printf("1. device_peer shards per GB300 NVL72 rack of V4.1-Flash (%.2f GiB per table pair), FABRIC handles\n",
+              static_cast<double>(model->table_bytes_total()) / (1ull << 30));
+  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
+              "result");
+  for (int racks : rack_counts) {
+    all_good &= in_child([&] {
+      sim::WorldSpec spec;
+      spec.hosts = sim::gb300_nvl72_racks(racks);
+      spec.seed = 42;
+      const auto start = std::chrono::steady_clock::now();
+      auto run = sim::run_world(spec, [&](RankBackend& b) { return rank_body(b, table_rows, row_bytes); });
+      const double wall_ms = ms_since(start);
+      if (!run.is_ok()) {
+        std::fprintf(stderr, "%s\n", run.status().to_string().c_str());
+        return 1;
+      }
+      const bool good = run->all_ok() && run->leaks.empty();
+      print_world_row(run->statuses.size(), std::to_string(racks).c_str(), wall_ms, *run, good);
+      if (!good) std::fprintf(stderr, "%s\n", run->summary().c_str());
+      return good ? 0 : 1;
+    }) == 0;
   }
 
-  std::printf("\nthe whole start (facts, placement by plan's rules, exchange, lookup check, stop), tiny table\n");
-  std::printf("%8s %6s %10s %10s %14s %10s\n", "ranks", "racks", "wall_ms", "rss_MiB", "sched_switches", "result");
-  for (int racks : {1, 4, 16}) {
-    sim::WorldSpec spec;
-    spec.hosts = sim::gb300_nvl72_racks(racks);
-    spec.seed = 42;
-    RuntimeOptions options;
-    options.table_model = model_preset("tiny").value();
-    options.layout = ParallelLayout{4, 18 * racks};
-    options.config.peer_shards = true;
-    options.config.shard_group = ShardGroup::kNvlinkDomain;
-    WarningSink sink;
-    const auto start = std::chrono::steady_clock::now();
-    auto run = sim::run_world(spec, [&](RankBackend& b) { return runtime_body(b, options, sink); });
-    const double wall_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (!run.is_ok()) {
-      std::fprintf(stderr, "%s\n", run.status().to_string().c_str());
-      return 1;
+  std::printf("\n2. the whole start (facts, placement by plan's rules, exchange, lookup check, stop), tiny table\n");
+  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
+              "result");
+  for (int racks : rack_counts) {
+    all_good &= in_child([&] {
+      sim::WorldSpec spec;
+      spec.hosts = sim::gb300_nvl72_racks(racks);
+      spec.seed = 42;
+      RuntimeOptions options;
+      options.table_model = model_preset("tiny").value();
+      options.layout = ParallelLayout{4, 18 * racks};
+      options.config.peer_shards = true;
+      options.config.shard_group = ShardGroup::kNvlinkDomain;
+      WarningSink sink;
+      const auto start = std::chrono::steady_clock::now();
+      auto run = sim::run_world(spec, [&](RankBackend& b) { return runtime_body(b, options, sink); });
+      const double wall_ms = ms_since(start);
+      if (!run.is_ok()) {
+        std::fprintf(stderr, "%s\n", run.status().to_string().c_str());
+        return 1;
+      }
+      const bool good = run->all_ok() && run->leaks.empty();
+      print_world_row(run->statuses.size(), std::to_string(racks).c_str(), wall_ms, *run, good);
+      if (!good) std::fprintf(stderr, "%s\n", run->summary().c_str());
+      return good ? 0 : 1;
+    }) == 0;
+  }
+
+  std::printf("\n3. every rank its own one-GPU host, DP = ranks, lookups on (4 tokens a rank), as a scenario runs\n");
+  std::printf(kWorldHeader, "ranks", "placement", "wall_ms", "us_per_rank", "rss_MiB", "sched_switches",
+              "sim_time_s", "result");
+  for (int ranks : {128, 256, 512, 1024, 2048}) {
+    if (ranks > 16 * max_racks) break;
+    for (bool offload : {false, true}) {
+      all_good &= in_child([&] {
+        sim::EmulatedJob job;
+        job.deployment.hosts = sim::plain_hosts("h", ranks, 1, "H200");
+        for (auto& h : job.deployment.hosts) h.tmpfs_bytes_total = 512ull << 30;
+        job.deployment.layout = ParallelLayout{1, ranks};
+        job.deployment.config.cpu_offload = offload;
+        job.deployment.config.tokens_per_rank_max = 8;
+        job.lookup.tokens = 4;
+        job.seed = 42;
+        const auto start = std::chrono::steady_clock::now();
+        sim::EmulatedOutcome out = sim::run_emulated_job(job);
+        const double wall_ms = ms_since(start);
+        const bool good = !out.error && out.world.leaks.empty();
+        print_world_row(out.ranks.size(), sim::placement_summary(out).substr(0, 10).c_str(), wall_ms, out.world,
+                        good);
+        if (!good) std::fprintf(stderr, "%s\n", out.error ? out.error->to_string().c_str() : "leaks");
+        return good ? 0 : 1;
+      }) == 0;
     }
-    const bool good = run->all_ok() && run->leaks.empty();
-    all_good &= good;
-    std::printf("%8zu %6d %10.1f %10.1f %14llu %10s\n", run->statuses.size(), racks, wall_ms,
-                static_cast<double>(peak_rss_bytes()) / (1 << 20),
-                static_cast<unsigned long long>(run->scheduler_switches), good ? "ok" : "FAILED");
-    if (!good) std::fprintf(stderr, "%s\n", run->summary().c_str());
+  }
+
+  std::printf("\n4. plan (placement, groups, memory) of large layouts: 8-GPU H200 hosts\n");
+  std::printf("%10s %10s %10s %10s %8s\n", "tp", "dp", "ranks", "wall_ms", "rss_MiB");
+  for (auto [tp, dp] : {std::pair{8, 1152}, std::pair{8, 16384}, std::pair{64, 16384}}) {
+    all_good &= in_child([&] {
+      Deployment d;
+      HostSpec proto;
+      proto.gpu_count = 8;
+      proto.tmpfs_bytes_total = 512ull << 30;
+      const int hosts = tp * dp / 8;
+      for (int h = 0; h < hosts; ++h) {
+        d.hosts.push_back(proto);
+        d.hosts.back().name = fmt::format("node-{}", h);
+      }
+      d.layout = ParallelLayout{tp, dp};
+      d.config.cpu_offload = true;
+      WarningSink sink;
+      const auto start = std::chrono::steady_clock::now();
+      auto plan = plan_deployment(d, sink);
+      const double wall_ms = ms_since(start);
+      std::printf("%10d %10d %10d %10.1f %8.1f%s\n", tp, dp, tp * dp, wall_ms,
+                  static_cast<double>(peak_rss_bytes()) / (1 << 20),
+                  plan.is_ok() ? "" : ("  refused: " + plan.status().to_string()).c_str());
+      return 0;
+    }) == 0;
   }
   return all_good ? 0 : 1;
 }

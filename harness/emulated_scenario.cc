@@ -73,11 +73,22 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   spec.faults = job.faults;
   spec.reproduction = job.reproduction;
   spec.keep_trace_text = job.keep_trace_text;
+  spec.timeouts.collective_us = d.timeouts.collective_ms * 1000;
+  spec.timeouts.fd_receive_us = d.timeouts.collective_ms * 1000;
+  spec.timeouts.split_us = d.timeouts.join_ms * 1000;
+  const std::string job_id = "scenario";  // names the /dev/shm segments
+  // The host tables really built are small; tmpfs, memory cgroups and RAM
+  // account each at the size of the placement model's table of that layer.
+  if (auto placement_model = model_preset(d.model); placement_model.is_ok())
+    for (const TableSpec& small : model.value().tables)
+      for (const TableSpec& real : placement_model.value().tables)
+        if (real.layer_id == small.layer_id)
+          spec.shm_modelled_bytes[host_table_segment_name(job_id, small.layer_id)] = real.table_bytes();
 
   const int world_size = static_cast<int>(spec.ranks.size());
   out.ranks.assign(static_cast<size_t>(world_size), RankOutcome{});
   ScenarioRankInputs inputs;
-  inputs.options = scenario_runtime_options(d, model.value(), "scenario");
+  inputs.options = scenario_runtime_options(d, model.value(), job_id);
   inputs.lookup = job.lookup;
   inputs.seed = job.seed;
   inputs.hashers = &direct.hashers;
@@ -108,7 +119,7 @@ Result<FaultPlan> fault_plan_of(const Scenario& scenario) {
   FaultPlan plan;
   for (const ScenarioFault& f : scenario.planned_faults) {
     ENGRAM_ASSIGN_OR_RETURN(FaultSite site, parse_fault_site(f.site));
-    plan.plan(site, f.rank, f.occurrence, f.at);
+    plan.plan(site, f.rank, f.occurrence, f.at, f.delay_ms * 1000);
   }
   for (const ScenarioFaultRate& r : scenario.fault_rates) {
     ENGRAM_ASSIGN_OR_RETURN(FaultSite site, parse_fault_site(r.site));
@@ -231,6 +242,13 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
     fail.push_back(fmt::format("planned fault {} on rank {} (occurrence {}{}) never fired: the scenario tested "
                                "nothing there",
                                fault_site_name(f.site), f.rank, f.occurrence, f.at.empty() ? "" : ", at " + f.at));
+
+  if (x.shm_remote_numa_maps && out.world.shm_remote_numa_maps != *x.shm_remote_numa_maps)
+    fail.push_back(fmt::format("shm_remote_numa_maps: expected {} host-table maps across sockets, the run made {}",
+                               *x.shm_remote_numa_maps, out.world.shm_remote_numa_maps));
+  // Every run ends within its bound in simulated time, with no wait left
+  // to deadlock detection.
+  if (!out.world.live()) fail.push_back(out.world.liveness_text());
 
   result.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   result.passed = fail.empty();

@@ -11,6 +11,7 @@
 #include "core/deployment/deployment_yaml.h"
 #include "core/base/units.h"
 #include "core/base/yaml_fields.h"
+#include "sim/faults.h"
 
 namespace engram {
 namespace {
@@ -74,11 +75,8 @@ class Reader : public YamlFields {
 
   Result<std::string> fault_site(const YAML::Node& node, std::string_view path) const {
     ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node, path));
-    for (const char* s : kScenarioFaultSites)
-      if (t == s) return t;
-    std::string list;
-    for (const char* s : kScenarioFaultSites) list += (list.empty() ? "" : ", ") + std::string(s);
-    return error(node, path, fmt::format("'{}' is not a fault site; write one of {}", t, list));
+    if (sim::parse_fault_site(t).is_ok()) return t;
+    return error(node, path, fmt::format("'{}' is not a fault site; write one of {}", t, sim::fault_site_names()));
   }
 
   // A size as written, decimals allowed ("23.6GiB"); the tolerance is half
@@ -107,14 +105,14 @@ class Reader : public YamlFields {
   }
 };
 
-constexpr const char* kDeploymentKeys[] = {"model", "hosts", "rank_hosts", "layout", "config"};
+constexpr const char* kDeploymentKeys[] = {"model", "hosts", "rank_hosts", "layout", "config", "timeouts"};
 constexpr const char* kScenarioKeys[] = {"name", "description", "seed", "faults", "lookup", "expect",
-                                         "model", "hosts", "rank_hosts", "layout", "config"};
+                                         "model", "hosts", "rank_hosts", "layout", "config", "timeouts"};
 constexpr const char* kFaultKeys[] = {"planned", "rates"};
-constexpr const char* kPlannedKeys[] = {"site", "rank", "occurrence", "at"};
+constexpr const char* kPlannedKeys[] = {"site", "rank", "occurrence", "at", "delay_ms"};
 constexpr const char* kLookupKeys[] = {"run", "model", "tokens"};
 constexpr const char* kExpectKeys[] = {"placement", "warnings", "error", "memory", "handle_type",
-                                       "lookup_equal", "faults_fired", "no_leaks"};
+                                       "lookup_equal", "faults_fired", "no_leaks", "shm_remote_numa_maps"};
 constexpr const char* kErrorKeys[] = {"kind", "contains", "rank", "step"};
 constexpr const char* kMemoryKeys[] = {"hbm_per_gpu", "host_per_node"};
 constexpr const char* kPlacementRangeKeys[] = {"ranks", "placement"};
@@ -152,17 +150,22 @@ Status parse_faults(const Reader& r, const YAML::Node& node, Scenario& s) {
         ENGRAM_ASSIGN_OR_RETURN(int64_t occ, r.integer(f["occurrence"], path + ".occurrence", 1, 1 << 20));
         fault.occurrence = static_cast<int>(occ);
       }
+      const bool process_fault = sim::is_process_fault(sim::parse_fault_site(fault.site).value());
       if (f["at"]) {
-        if (fault.site != "rank_death")
-          return r.error(f["at"], path + ".at", "only a rank_death fault has a checkpoint; remove 'at' or use site: rank_death");
-        ENGRAM_ASSIGN_OR_RETURN(fault.at, r.text(f["at"], path + ".at"));
-        bool known = fault.at == "collective";
-        for (const char* site : kScenarioFaultSites) known |= fault.at == site && fault.at != "rank_death";
-        if (!known)
+        if (!process_fault)
           return r.error(f["at"], path + ".at",
-                         fmt::format("'{}' is not a checkpoint; write collective or a fault site (export, send, "
-                                     "import, map, access, shm_create, shm_write)",
-                                     fault.at));
+                         "only a process fault (rank_death, hang, slow) has a checkpoint; remove 'at' or use one of "
+                         "those sites");
+        ENGRAM_ASSIGN_OR_RETURN(fault.at, r.text(f["at"], path + ".at"));
+        if (!sim::is_checkpoint(fault.at))
+          return r.error(f["at"], path + ".at",
+                         fmt::format("'{}' is not a checkpoint; write one of {}", fault.at, sim::checkpoint_names()));
+      }
+      if (f["delay_ms"]) {
+        if (fault.site != "slow")
+          return r.error(f["delay_ms"], path + ".delay_ms", "only a slow fault has a delay; remove delay_ms or use site: slow");
+        ENGRAM_ASSIGN_OR_RETURN(int64_t ms, r.integer(f["delay_ms"], path + ".delay_ms", 1, int64_t{24} * 3600 * 1000));
+        fault.delay_ms = static_cast<uint64_t>(ms);
       }
       s.planned_faults.push_back(std::move(fault));
     }
@@ -280,6 +283,11 @@ Status parse_expect(const Reader& r, const YAML::Node& node, ScenarioExpect& x) 
     else return r.error(h, "expect.handle_type", fmt::format("'{}' is not a handle type; write posix_fd or fabric", t));
   }
   if (node["lookup_equal"]) { ENGRAM_ASSIGN_OR_RETURN(x.lookup_equal, r.boolean(node["lookup_equal"], "expect.lookup_equal")); }
+  if (node["shm_remote_numa_maps"]) {
+    ENGRAM_ASSIGN_OR_RETURN(int64_t maps, r.integer(node["shm_remote_numa_maps"], "expect.shm_remote_numa_maps", 0,
+                                                    int64_t{1} << 40));
+    x.shm_remote_numa_maps = static_cast<uint64_t>(maps);
+  }
   if (const YAML::Node f = node["faults_fired"]) {
     if (!f.IsSequence())
       return r.error(f, "expect.faults_fired", fmt::format("expected a list of fault sites, found {}; write e.g. [import]",

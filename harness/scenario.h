@@ -12,7 +12,8 @@
 //   config: {cpu_offload: true}
 //   seed: 7
 //   faults:
-//     planned: [{site: import, rank: 2, occurrence: 1}, {site: rank_death, rank: 1, at: collective}]
+//     planned: [{site: import, rank: 2, occurrence: 1}, {site: rank_death, rank: 1, at: collective},
+//               {site: slow, rank: 3, at: shm_write, delay_ms: 90000}]
 //     rates: {send: 0.1}
 //   lookup: {model: tiny, tokens: 8, run: true}
 //   expect:
@@ -23,6 +24,7 @@
 //     handle_type: fabric
 //     lookup_equal: true
 //     faults_fired: [import]
+//     shm_remote_numa_maps: 8              # host-table maps read across sockets
 //     no_leaks: true                       # always checked; false is refused
 //
 // Every error is invalid_argument "<source>: line L, column C: <field>:
@@ -44,16 +46,12 @@
 
 namespace engram {
 
-// The emulator's fault sites by name (sim/faults.h spells the same names;
-// tests/scenario_parse_test.cc checks the two lists agree).
-inline constexpr const char* kScenarioFaultSites[] = {"export",     "send",      "import",    "map",
-                                                      "access",     "shm_create", "shm_write", "rank_death"};
-
 struct ScenarioFault {
-  std::string site;    // one of kScenarioFaultSites
+  std::string site;    // a fault site (sim/faults.h)
   int rank = 0;
   int occurrence = 1;  // 1 = the rank's first visit of the site
-  std::string at;      // rank_death only: the checkpoint ("import", "collective", ...); "" = any
+  std::string at;      // process faults only: the checkpoint ("import", "collective", ...); "" = any
+  uint64_t delay_ms = 0;  // slow only: the stall; 0 = the emulator's default
 };
 
 struct ScenarioFaultRate {
@@ -98,6 +96,9 @@ struct ScenarioExpect {
   std::optional<HandleType> handle_type;
   bool lookup_equal = false;                        // lookups must run, succeed and equal the direct lookup
   std::vector<std::string> faults_fired;            // each site must have fired at least once
+  // Read-only maps of a host table by ranks on another socket than its one
+  // copy (emulator only: the copy lives on its writer's NUMA node).
+  std::optional<uint64_t> shm_remote_numa_maps;
 };
 
 struct Scenario {

@@ -37,11 +37,13 @@ std::string describe(const Deployment& d, const FaultPlan& faults, const Scenari
   }
   const char* groups[] = {"world", "nvlink_domain", "host"};
   return fmt::format(
-      "[{}]{} tp={} dp={}{} offload={} peer={} dp_shared_memory={} shard_group={} tokens={} faults: {}", hosts,
-      rank_hosts, d.layout.tp, d.layout.dp, d.layout.elastic_ep ? " elastic_ep" : "", d.config.cpu_offload,
+      "[{}]{} tp={} dp={}{} offload={} peer={} dp_shared_memory={} shard_group={} tokens={} timeouts={}/{}ms "
+      "faults: {}",
+      hosts, rank_hosts, d.layout.tp, d.layout.dp, d.layout.elastic_ep ? " elastic_ep" : "", d.config.cpu_offload,
       d.config.peer_shards,
       d.config.dp_shared_memory ? (*d.config.dp_shared_memory ? "true" : "false") : "unset",
-      groups[static_cast<int>(d.config.shard_group)], lookup.tokens, faults.to_string());
+      groups[static_cast<int>(d.config.shard_group)], lookup.tokens, d.timeouts.collective_ms, d.timeouts.join_ms,
+      faults.to_string());
 }
 
 std::string outcome_of(const EmulatedOutcome& out) {
@@ -94,6 +96,10 @@ void check_invariants(const EmulatedJob& job, const EmulatedOutcome& out, std::v
       v.push_back(fmt::format("host {} ({}): its ranks took different host placements: {}", host,
                               out.deployment.hosts[static_cast<size_t>(host)].name, names));
     }
+
+  // Every run ends, with success or a named error, within its bound in
+  // simulated time, and no wait was left without a deadline.
+  if (!out.world.live()) v.push_back(out.world.liveness_text());
 
   // Every error names a rank and a step.
   for (size_t r = 0; r < n; ++r) {
@@ -218,25 +224,43 @@ SwarmCase draw_swarm_case(uint64_t seed) {
   const ShardGroup groups[] = {ShardGroup::kWorld, ShardGroup::kWorld, ShardGroup::kNvlinkDomain, ShardGroup::kHost};
   d.config.shard_group = pick(rng, groups);
 
+  // Timeouts: mostly the defaults, sometimes short ones (so a slow fault
+  // below the default outlasts them).
+  if (rng.chance(0.25)) {
+    const uint64_t collective_ms[] = {2000, 10000, 60000};
+    d.timeouts.collective_ms = pick(rng, collective_ms);
+    d.timeouts.join_ms = d.timeouts.collective_ms / 2 + 1;
+  }
+
   FaultPlan faults;
   const uint64_t fault_kind = rng.below(20);
   if (fault_kind >= 6 && fault_kind < 15) {
     // Mostly a site the drawn config is likely to reach (host tables reach
     // the shm sites, peer shards the exchange sites, device_collective map
-    // and access), so a sweep fires every site; sometimes any site.
-    const FaultSite host_sites[] = {FaultSite::kShmCreate, FaultSite::kShmWrite, FaultSite::kRankDeath};
-    const FaultSite peer_sites[] = {FaultSite::kExport, FaultSite::kSend,   FaultSite::kImport,
-                                    FaultSite::kMap,    FaultSite::kAccess, FaultSite::kRankDeath};
-    const FaultSite collective_sites[] = {FaultSite::kMap, FaultSite::kAccess, FaultSite::kRankDeath};
+    // and access; process faults reach everything), so a sweep fires every
+    // site; sometimes any site. The lists come from the site table.
+    const uint8_t reach = d.config.peer_shards   ? kByPeerShards
+                          : d.config.cpu_offload ? kByHostTables
+                                                 : kByDeviceCollective;
+    std::vector<FaultSite> aimed;
+    for (const FaultSiteInfo& info : kFaultSites)
+      if (info.reached_by & reach) aimed.push_back(info.site);
     FaultSite site = static_cast<FaultSite>(rng.below(kFaultSiteCount));
-    if (rng.chance(0.75))
-      site = d.config.peer_shards   ? pick(rng, peer_sites)
-             : d.config.cpu_offload ? pick(rng, host_sites)
-                                    : pick(rng, collective_sites);
+    if (rng.chance(0.75)) site = aimed[rng.below(aimed.size())];
     std::string at;
-    if (site == FaultSite::kRankDeath) {
-      const char* checkpoints[] = {"", "collective", "export", "import", "map", "shm_create", "send"};
-      at = pick(rng, checkpoints);
+    uint64_t delay_us = 0;
+    if (is_process_fault(site)) {
+      // "" (any checkpoint), "collective" or a step site.
+      std::vector<std::string_view> checkpoints = {"", kCollectiveCheckpoint};
+      for (const FaultSiteInfo& info : kFaultSites)
+        if (info.kind == FaultKind::kStep) checkpoints.push_back(info.name);
+      at = std::string(checkpoints[rng.below(checkpoints.size())]);
+    }
+    if (site == FaultSite::kSlow) {
+      // A stall well within the timeout, or one past it.
+      const uint64_t timeout_us = d.timeouts.collective_ms * 1000;
+      const uint64_t factors_percent[] = {10, 50, 150, 400};
+      delay_us = timeout_us * pick(rng, factors_percent) / 100;
     }
     int rank = static_cast<int>(rng.below(static_cast<uint64_t>(world)));
     if ((site == FaultSite::kShmCreate || site == FaultSite::kShmWrite) && rng.chance(0.8)) {
@@ -249,12 +273,13 @@ SwarmCase draw_swarm_case(uint64_t seed) {
         rank = static_cast<int>(std::find(d.rank_hosts.begin(), d.rank_hosts.end(), host) - d.rank_hosts.begin());
       }
     }
-    faults.plan(site, rank, 1 + static_cast<int>(rng.below(2)), at);
+    faults.plan(site, rank, 1 + static_cast<int>(rng.below(2)), at, delay_us);
   } else if (fault_kind >= 15) {
     const double rates[] = {0.01, 0.05, 0.2};
     const int sites = 1 + static_cast<int>(rng.below(2));
     for (int i = 0; i < sites; ++i)
       faults.with_rate(static_cast<FaultSite>(rng.below(kFaultSiteCount)), pick(rng, rates));
+    faults.slow_delay_us = d.timeouts.collective_ms * 1000 / 4;
   }
 
   SwarmCase c;

@@ -4,22 +4,35 @@
 
 namespace engram::sim {
 
-namespace {
-constexpr std::array<const char*, kFaultSiteCount> kSiteNames = {
-    "export", "send", "import", "map", "access", "shm_create", "shm_write", "rank_death"};
+const char* fault_site_name(FaultSite site) {
+  const auto i = static_cast<size_t>(site);
+  return i < std::size(kFaultSites) ? kFaultSites[i].name.data() : "unknown";
 }
 
-const char* fault_site_name(FaultSite site) {
-  auto i = static_cast<size_t>(site);
-  return i < kSiteNames.size() ? kSiteNames[i] : "unknown";
+std::string fault_site_names() {
+  std::string out;
+  for (const FaultSiteInfo& s : kFaultSites) out += fmt::format("{}{}", out.empty() ? "" : ", ", s.name);
+  return out;
 }
 
 Result<FaultSite> parse_fault_site(std::string_view name) {
-  for (size_t i = 0; i < kSiteNames.size(); ++i)
-    if (name == kSiteNames[i]) return static_cast<FaultSite>(i);
-  return invalid_argument(fmt::format(
-      "unknown fault site '{}': use one of export, send, import, map, access, shm_create, shm_write, rank_death",
-      name));
+  for (const FaultSiteInfo& s : kFaultSites)
+    if (name == s.name) return s.site;
+  return invalid_argument(fmt::format("unknown fault site '{}': use one of {}", name, fault_site_names()));
+}
+
+bool is_checkpoint(std::string_view name) {
+  if (name == kCollectiveCheckpoint) return true;
+  for (const FaultSiteInfo& s : kFaultSites)
+    if (s.kind == FaultKind::kStep && name == s.name) return true;
+  return false;
+}
+
+std::string checkpoint_names() {
+  std::string out(kCollectiveCheckpoint);
+  for (const FaultSiteInfo& s : kFaultSites)
+    if (s.kind == FaultKind::kStep) out += fmt::format(", {}", s.name);
+  return out;
 }
 
 std::string FaultPlan::to_string() const {
@@ -28,11 +41,13 @@ std::string FaultPlan::to_string() const {
     if (!out.empty()) out += "; ";
     out += fmt::format("{} rank {} #{}", fault_site_name(p.site), p.rank, p.occurrence);
     if (!p.at.empty()) out += " at " + p.at;
+    if (p.site == FaultSite::kSlow) out += fmt::format(" delay {} us", p.delay_us ? p.delay_us : slow_delay_us);
   }
   for (int i = 0; i < kFaultSiteCount; ++i)
     if (rate[static_cast<size_t>(i)] > 0) {
       if (!out.empty()) out += "; ";
-      out += fmt::format("{} p={}", kSiteNames[static_cast<size_t>(i)], rate[static_cast<size_t>(i)]);
+      out += fmt::format("{} p={}", kFaultSites[static_cast<size_t>(i)].name, rate[static_cast<size_t>(i)]);
+      if (kFaultSites[static_cast<size_t>(i)].site == FaultSite::kSlow) out += fmt::format(" delay {} us", slow_delay_us);
     }
   return out.empty() ? "no faults" : out;
 }
@@ -59,13 +74,19 @@ Faults::Faults(FaultPlan plan, uint64_t seed, int rank_count)
   for (const auto& p : plan_.planned) {
     ENGRAM_CHECK(p.rank >= 0 && p.rank < rank_count);
     ENGRAM_CHECK(p.occurrence >= 1);
-    ENGRAM_CHECK(p.at.empty() || p.site == FaultSite::kRankDeath);
+    ENGRAM_CHECK(p.at.empty() || is_process_fault(p.site));
+    ENGRAM_CHECK(p.delay_us == 0 || p.site == FaultSite::kSlow);
   }
   for (int i = 0; i < kFaultSiteCount; ++i) report_.sites[static_cast<size_t>(i)].site = static_cast<FaultSite>(i);
 }
 
+void Faults::record_fired(FaultSite site, std::string event) {
+  ++report_.sites[static_cast<size_t>(site)].fired;
+  report_.fired_events.push_back(std::move(event));
+}
+
 bool Faults::fire(FaultSite site, int rank) {
-  ENGRAM_CHECK(site != FaultSite::kRankDeath);
+  ENGRAM_CHECK(!is_process_fault(site));
   ENGRAM_CHECK(rank >= 0 && rank < rank_count_);
   const auto s = static_cast<size_t>(site);
   const uint64_t visit = ++visits_by_rank_[static_cast<size_t>(rank)][s];
@@ -81,38 +102,45 @@ bool Faults::fire(FaultSite site, int rank) {
   // Draw only for sites with a rate, so adding a planned fault elsewhere
   // never shifts these draws.
   if (plan_.rate[s] > 0 && rng_.chance(plan_.rate[s])) fires = true;
-  if (fires) {
-    ++report_.sites[s].fired;
-    report_.fired_events.push_back(fmt::format("rank {} {} #{}", rank, fault_site_name(site), visit));
-  }
+  if (fires) record_fired(site, fmt::format("rank {} {} #{}", rank, fault_site_name(site), visit));
   return fires;
 }
 
-bool Faults::dies(std::string_view checkpoint, int rank) {
+std::optional<CheckpointFault> Faults::at_checkpoint(std::string_view checkpoint, int rank) {
   ENGRAM_CHECK(rank >= 0 && rank < rank_count_);
-  const auto d = static_cast<size_t>(FaultSite::kRankDeath);
+  ENGRAM_CHECK(is_checkpoint(checkpoint));
   auto& counters = checkpoints_by_rank_[static_cast<size_t>(rank)];
   const uint64_t any_visit = ++counters[""];
   auto it = counters.find(checkpoint);
   if (it == counters.end()) it = counters.emplace(std::string(checkpoint), 0).first;
   const uint64_t site_visit = ++it->second;
-  ++report_.sites[d].reached;
-  bool dies = false;
-  for (size_t i = 0; i < plan_.planned.size(); ++i) {
-    const auto& p = plan_.planned[i];
-    if (p.site != FaultSite::kRankDeath || p.rank != rank) continue;
-    uint64_t visit = p.at.empty() ? any_visit : (p.at == checkpoint ? site_visit : 0);
-    if (visit == static_cast<uint64_t>(p.occurrence)) {
-      dies = true;
-      planned_fired_[i] = true;
+
+  // Every process site is reached and drawn for at every checkpoint (in
+  // table order, whatever strikes), so the draws never depend on outcomes.
+  std::optional<CheckpointFault> strikes;
+  for (const FaultSiteInfo& info : kFaultSites) {
+    if (info.kind != FaultKind::kProcess) continue;
+    const auto s = static_cast<size_t>(info.site);
+    ++report_.sites[s].reached;
+    bool fires = false;
+    uint64_t delay_us = plan_.slow_delay_us;
+    for (size_t i = 0; i < plan_.planned.size(); ++i) {
+      const auto& p = plan_.planned[i];
+      if (p.site != info.site || p.rank != rank) continue;
+      const uint64_t visit = p.at.empty() ? any_visit : (p.at == checkpoint ? site_visit : 0);
+      if (visit == static_cast<uint64_t>(p.occurrence) && !strikes) {
+        fires = true;
+        planned_fired_[i] = true;
+        if (p.delay_us != 0) delay_us = p.delay_us;
+      }
+    }
+    if (plan_.rate[s] > 0 && rng_.chance(plan_.rate[s]) && !strikes) fires = true;
+    if (fires) {
+      record_fired(info.site, fmt::format("rank {} {} at {} #{}", rank, info.name, checkpoint, site_visit));
+      strikes = CheckpointFault{info.site, info.site == FaultSite::kSlow ? delay_us : 0};
     }
   }
-  if (plan_.rate[d] > 0 && rng_.chance(plan_.rate[d])) dies = true;
-  if (dies) {
-    ++report_.sites[d].fired;
-    report_.fired_events.push_back(fmt::format("rank {} rank_death at {} #{}", rank, checkpoint, site_visit));
-  }
-  return dies;
+  return strikes;
 }
 
 FaultReport Faults::report() const {

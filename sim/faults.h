@@ -18,41 +18,106 @@
 
 namespace engram::sim {
 
+// Every fault site, defined here once: the enum, the names, the count, the
+// checkpoint names, the swarm's aiming lists and the scenario parser's
+// vocabulary all come from this table. A new site is one row here plus its
+// checkpoint in the emulated backend that reaches it.
+//
+// X(enumerator, name, kind, reached_by, what it models)
+//   kind kStep: a backend call fails with the error the real call gives; the
+//     site's name is also a checkpoint where process faults can strike.
+//   kind kProcess: something happens to the whole process at a checkpoint
+//     (any step site, or "collective": entry to any collective), which a
+//     planned fault names with `at`.
+//   reached_by: which drawn configurations reach the site (the swarm aims
+//     its planned faults there so that a sweep fires every site).
+#define ENGRAM_FAULT_SITES(X)                                                                                   \
+  X(kExport, "export", kStep, kByPeerShards, "cuMemExportToShareableHandle")                                   \
+  X(kSend, "send", kStep, kByPeerShards, "fd send over the Unix socket")                                        \
+  X(kImport, "import", kStep, kByPeerShards, "cuMemImportFromShareableHandle")                                  \
+  X(kMap, "map", kStep, kByPeerShards | kByDeviceCollective, "cuMemMap")                                        \
+  X(kAccess, "access", kStep, kByPeerShards | kByDeviceCollective, "cuMemSetAccess")                            \
+  X(kShmCreate, "shm_create", kStep, kByHostTables, "shm_open + ftruncate")                                     \
+  X(kShmWrite, "shm_write", kStep, kByHostTables, "touching the segment's pages (SIGBUS when tmpfs runs out)") \
+  X(kRankDeath, "rank_death", kProcess, kByAnything, "the process dies at a checkpoint")                       \
+  X(kHang, "hang", kProcess, kByAnything, "the process stops making progress at a checkpoint, for good")       \
+  X(kSlow, "slow", kProcess, kByAnything, "the process stalls at a checkpoint for a delay of simulated time")
+
 enum class FaultSite : uint8_t {
-  kExport,     // cuMemExportToShareableHandle
-  kSend,       // fd send over the Unix socket
-  kImport,     // cuMemImportFromShareableHandle
-  kMap,        // cuMemMap
-  kAccess,     // cuMemSetAccess
-  kShmCreate,  // shm_open + ftruncate
-  kShmWrite,   // touching the segment's pages (SIGBUS when tmpfs runs out)
-  kRankDeath,  // the process dies at a checkpoint
+#define ENGRAM_FAULT_SITE_ENUM(id, name, kind, reached_by, models) id,
+  ENGRAM_FAULT_SITES(ENGRAM_FAULT_SITE_ENUM)
+#undef ENGRAM_FAULT_SITE_ENUM
 };
-inline constexpr int kFaultSiteCount = 8;
+
+enum class FaultKind : uint8_t { kStep, kProcess };
+
+// Which drawn configurations reach a site (bit flags).
+enum FaultReach : uint8_t {
+  kByPeerShards = 1,         // device_peer: export, fd passing, import, map, access
+  kByHostTables = 2,         // host placements: /dev/shm segments
+  kByDeviceCollective = 4,   // device_collective: its own shard's map and access
+  kByAnything = 7,
+};
+
+struct FaultSiteInfo {
+  FaultSite site;
+  std::string_view name;
+  FaultKind kind;
+  uint8_t reached_by;  // FaultReach bits
+  std::string_view models;
+};
+
+inline constexpr FaultSiteInfo kFaultSites[] = {
+#define ENGRAM_FAULT_SITE_INFO(id, name, kind, reached_by, models) \
+  {FaultSite::id, name, FaultKind::kind, static_cast<uint8_t>(reached_by), models},
+    ENGRAM_FAULT_SITES(ENGRAM_FAULT_SITE_INFO)
+#undef ENGRAM_FAULT_SITE_INFO
+};
+inline constexpr int kFaultSiteCount = static_cast<int>(std::size(kFaultSites));
+
+constexpr bool fault_table_in_enum_order() {
+  for (int i = 0; i < kFaultSiteCount; ++i)
+    if (static_cast<int>(kFaultSites[i].site) != i) return false;
+  return true;
+}
+static_assert(fault_table_in_enum_order());
+
+inline constexpr const FaultSiteInfo& fault_site_info(FaultSite site) {
+  return kFaultSites[static_cast<size_t>(site)];
+}
 const char* fault_site_name(FaultSite site);
 Result<FaultSite> parse_fault_site(std::string_view name);
+inline bool is_process_fault(FaultSite site) { return fault_site_info(site).kind == FaultKind::kProcess; }
 
-// Checkpoints where a rank may die: every fault site above plus "collective"
-// (entry to any collective call).
+// Checkpoints where a process fault (rank_death, hang, slow) may strike:
+// every step site above plus "collective" (entry to any collective call).
 inline constexpr std::string_view kCollectiveCheckpoint = "collective";
+bool is_checkpoint(std::string_view name);
+// "collective, export, send, ..." for messages.
+std::string checkpoint_names();
+std::string fault_site_names();  // "export, send, ..., slow"
 
 struct PlannedFault {
   FaultSite site = FaultSite::kExport;
   int rank = 0;
-  int occurrence = 1;  // 1 = the rank's first time at the site
-  // kRankDeath only: the checkpoint it dies at ("import", "collective", ...);
-  // empty = count every checkpoint of the rank.
+  int occurrence = 1;  // 1 = the rank's first time at the site (process faults: at the checkpoint)
+  // Process faults only: the checkpoint they strike at ("import",
+  // "collective", ...); empty = count every checkpoint of the rank.
   std::string at;
+  uint64_t delay_us = 0;  // slow only: the stall; 0 = the plan's slow_delay_us
 };
 
 struct FaultPlan {
   std::vector<PlannedFault> planned;
-  // Per site, the chance that one visit fails (for kRankDeath: that one
-  // checkpoint kills the rank). Drawn from the run's "faults" sub-seed.
+  // Per site, the chance that one visit fails (for process faults: that one
+  // checkpoint strikes). Drawn from the run's "faults" sub-seed.
   std::array<double, kFaultSiteCount> rate{};
+  // How long a slow fault stalls when its plan entry names no delay (and
+  // for every rate-drawn one).
+  uint64_t slow_delay_us = 5'000'000;
 
-  FaultPlan& plan(FaultSite site, int rank, int occurrence = 1, std::string at = {}) {
-    planned.push_back({site, rank, occurrence, std::move(at)});
+  FaultPlan& plan(FaultSite site, int rank, int occurrence = 1, std::string at = {}, uint64_t delay_us = 0) {
+    planned.push_back({site, rank, occurrence, std::move(at), delay_us});
     return *this;
   }
   FaultPlan& with_rate(FaultSite site, double probability) {
@@ -64,7 +129,7 @@ struct FaultPlan {
 
 struct FaultSiteReport {
   FaultSite site = FaultSite::kExport;
-  uint64_t reached = 0;  // visits (for rank_death: checkpoints passed)
+  uint64_t reached = 0;  // visits (for process faults: checkpoints passed)
   uint64_t fired = 0;
 };
 
@@ -79,18 +144,27 @@ struct FaultReport {
   std::string to_string() const;  // a table: site, reached, fired
 };
 
+// A process fault striking at a checkpoint.
+struct CheckpointFault {
+  FaultSite site = FaultSite::kRankDeath;  // a kProcess site
+  uint64_t delay_us = 0;                   // slow: how long the process stalls
+};
+
 class Faults {
  public:
   Faults(FaultPlan plan, uint64_t seed, int rank_count);
 
-  // A visit of `site` by `rank`: true when the fault fires. Not for kRankDeath.
+  // A visit of step site `site` by `rank`: true when the fault fires.
   bool fire(FaultSite site, int rank);
-  // A checkpoint: true when `rank` dies here.
-  bool dies(std::string_view checkpoint, int rank);
+  // `rank` passes a checkpoint: the process fault that strikes there, if any
+  // (death before hang before slow when several would).
+  std::optional<CheckpointFault> at_checkpoint(std::string_view checkpoint, int rank);
 
   FaultReport report() const;
 
  private:
+  void record_fired(FaultSite site, std::string event);
+
   FaultPlan plan_;
   Rng rng_;
   int rank_count_;
@@ -100,7 +174,7 @@ class Faults {
   FaultReport report_;
 };
 
-// Counts probe hits for one run (the emulator installs it on every rank thread).
+// Counts probe hits for one run (the emulator installs it while its ranks run).
 class CoverageCounters final : public CoverageSink {
  public:
   void hit(std::string_view probe) override;

@@ -1,15 +1,86 @@
 #include "sim/scheduler.h"
 
-#include <algorithm>
-#include <cassert>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <boost/context/fiber.hpp>
+#include <exception>
+#include <new>
 
 #include "core/base/status.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define ENGRAM_SIM_ASAN 1
+#else
+#define ENGRAM_SIM_ASAN 0
+#endif
+
 namespace engram::sim {
+
+namespace ctx = boost::context;
+
+namespace {
+
+// A rank's stack: anonymous memory (only the pages a rank touches cost RSS)
+// with a guard page below it, so an overflow faults instead of corrupting a
+// neighbour. AddressSanitizer's shadow of a finished stack is cleared before
+// the memory goes back, or a later mapping at that address would inherit
+// stale poison.
+struct GuardedStack {
+  size_t bytes;
+  const void** bottom_out;  // where the rank's slot learns its stack (ASan needs it)
+
+  ctx::stack_context allocate() {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    void* base = ::mmap(nullptr, bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
+    if (base == MAP_FAILED) throw std::bad_alloc();
+    ENGRAM_CHECK(::mprotect(base, page, PROT_NONE) == 0);
+    ctx::stack_context sc;
+    sc.size = bytes;
+    sc.sp = static_cast<char*>(base) + page + bytes;  // stacks grow down from here
+    *bottom_out = static_cast<char*>(base) + page;
+    return sc;
+  }
+
+  void deallocate(ctx::stack_context& sc) {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    char* bottom = static_cast<char*>(sc.sp) - sc.size;
+#if ENGRAM_SIM_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(bottom, sc.size);
+#endif
+    ::munmap(bottom - page, sc.size + page);
+  }
+};
+
+}  // namespace
+
+struct Scheduler::RankSlot {
+  State state = State::kRunnable;
+  bool finished = false;
+  Wake wake = Wake::kReady;                          // why it last became runnable
+  const std::function<bool()>* waiting_for = nullptr;  // parked in wait_until; null while sleeping
+  uint64_t wait = 0;                                 // numbers this rank's waits (timer validity)
+  size_t parked_index = 0;                           // position in parked_ while parked
+  ctx::fiber task;    // the rank's fiber while it is not running
+  ctx::fiber driver;  // while it runs: the scheduler's loop, to switch back to
+  const void* stack_bottom = nullptr;
+  void* asan_fake_stack = nullptr;
+};
+
+size_t Scheduler::stack_bytes() {
+  // Rank bodies run the whole runtime start (formatting, plan, exchange);
+  // sanitizer builds grow every frame.
+  return ENGRAM_SIM_ASAN ? (1u << 20) : (256u << 10);
+}
 
 Scheduler::Scheduler(uint64_t seed) : rng_(sub_seed(seed, "scheduler")) {}
 
 Scheduler::~Scheduler() = default;
+
+bool Scheduler::rank_finished(int rank) const { return ranks_[static_cast<size_t>(rank)]->finished; }
 
 void Scheduler::record(std::string_view event) {
   trace_hash_ = fnv1a64(event, trace_hash_);
@@ -20,6 +91,15 @@ void Scheduler::record(std::string_view event) {
   }
 }
 
+#if ENGRAM_SIM_ASAN
+namespace {
+// The scheduler loop's own stack, as AddressSanitizer learns it when the
+// first fiber starts; fibers switch back to it.
+thread_local const void* t_driver_stack_bottom = nullptr;
+thread_local size_t t_driver_stack_bytes = 0;
+}  // namespace
+#endif
+
 void Scheduler::run(int rank_count, const std::function<void(int)>& body) {
   ENGRAM_CHECK(rank_count >= 1);
   ENGRAM_CHECK(ranks_.empty());  // one run per scheduler
@@ -29,51 +109,77 @@ void Scheduler::run(int rank_count, const std::function<void(int)>& body) {
   ready_.clear();
   for (int r = 0; r < rank_count; ++r) ready_.push_back(r);
 
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(rank_count));
-  for (int r = 0; r < rank_count; ++r) {
-    threads.emplace_back([this, r, &body] {
-      ranks_[static_cast<size_t>(r)]->baton.acquire();
-      body(r);
-      RankSlot& slot = *ranks_[static_cast<size_t>(r)];
-      slot.state = State::kFinished;
-      slot.finished = true;
-      --live_;
-      record("finish " + std::to_string(r));
-      // A finished rank may be what parked ranks wait for (e.g. a death).
-      notify_all();
-      if (live_ == 0) {
-        all_done_.release();
-        return;
-      }
-      int next = pick_next();
-      current_ = next;
-      ranks_[static_cast<size_t>(next)]->baton.release();
-    });
+  std::exception_ptr failure;
+  const size_t stack = stack_bytes();
+  while (live_ > 0 && !failure) {
+    if (ready_.empty()) unblock();
+    const int next = pick_next();
+    RankSlot& slot = *ranks_[static_cast<size_t>(next)];
+    if (!slot.task) {
+      // First run: the fiber starts here (created late, so ranks that have
+      // not started cost no stack).
+      slot.task = ctx::fiber(std::allocator_arg, GuardedStack{stack, &slot.stack_bottom},
+                             [this, next, &body, &failure](ctx::fiber&& driver) {
+                               RankSlot& me = *ranks_[static_cast<size_t>(next)];
+                               me.driver = std::move(driver);
+#if ENGRAM_SIM_ASAN
+                               __sanitizer_finish_switch_fiber(nullptr, &t_driver_stack_bottom,
+                                                               &t_driver_stack_bytes);
+#endif
+                               try {
+                                 body(next);
+                               } catch (const ctx::detail::forced_unwind&) {
+                                 throw;  // the fiber is being destroyed: let Boost unwind it
+                               } catch (...) {
+                                 failure = std::current_exception();
+                               }
+                               me.state = State::kFinished;
+                               me.finished = true;
+                               --live_;
+                               record("finish " + std::to_string(next));
+                               // A finished rank may be what parked ranks wait for (e.g. a death).
+                               notify_all();
+#if ENGRAM_SIM_ASAN
+                               __sanitizer_start_switch_fiber(nullptr, t_driver_stack_bottom, t_driver_stack_bytes);
+#endif
+                               return std::move(me.driver);
+                             });
+    }
+    current_ = next;
+#if ENGRAM_SIM_ASAN
+    void* driver_fake_stack = nullptr;
+    __sanitizer_start_switch_fiber(&driver_fake_stack, slot.stack_bottom, stack);
+#endif
+    slot.task = std::move(slot.task).resume();
+#if ENGRAM_SIM_ASAN
+    __sanitizer_finish_switch_fiber(driver_fake_stack, nullptr, nullptr);
+#endif
+    current_ = -1;
   }
-  int first = pick_next();
-  current_ = first;
-  ranks_[static_cast<size_t>(first)]->baton.release();
-  all_done_.acquire();
-  for (auto& t : threads) t.join();
-  ENGRAM_CHECK(live_ == 0 && ready_.empty() && parked_.empty());
+  if (failure) {
+    // Unfinished fibers unwind as they are destroyed.
+    for (auto& slot : ranks_) slot->task = {};
+    std::rethrow_exception(failure);
+  }
+  ENGRAM_CHECK(live_ == 0 && ready_.empty() && parked_.empty() && hung_ == 0);
+}
+
+void Scheduler::park_current() {
+  RankSlot& slot = *ranks_[static_cast<size_t>(current_)];
+  ENGRAM_CHECK(slot.driver);
+#if ENGRAM_SIM_ASAN
+  __sanitizer_start_switch_fiber(&slot.asan_fake_stack, t_driver_stack_bottom, t_driver_stack_bytes);
+#endif
+  slot.driver = std::move(slot.driver).resume();
+#if ENGRAM_SIM_ASAN
+  __sanitizer_finish_switch_fiber(slot.asan_fake_stack, nullptr, nullptr);
+#endif
 }
 
 int Scheduler::pick_next() {
-  if (ready_.empty()) {
-    // Deadlock: nobody can run. Wake every parked rank with the flag set so
-    // its wait_until returns false and it can report who never came.
-    ENGRAM_CHECK(!parked_.empty());
-    record("deadlock");
-    for (int p : parked_) {
-      ranks_[static_cast<size_t>(p)]->deadlocked = true;
-      ranks_[static_cast<size_t>(p)]->state = State::kParkedReady;
-      ready_.push_back(p);
-    }
-    parked_.clear();
-  }
-  size_t index = static_cast<size_t>(rng_.below(ready_.size()));
-  int next = ready_[index];
+  ENGRAM_CHECK(!ready_.empty());
+  const size_t index = static_cast<size_t>(rng_.below(ready_.size()));
+  const int next = ready_[index];
   ready_[index] = ready_.back();
   ready_.pop_back();
   ++switches_;
@@ -81,13 +187,63 @@ int Scheduler::pick_next() {
   return next;
 }
 
-void Scheduler::hand_off_from(int rank) {
-  int next = pick_next();
-  if (next == rank) return;
-  current_ = next;
-  ranks_[static_cast<size_t>(next)]->baton.release();
-  ranks_[static_cast<size_t>(rank)]->baton.acquire();
-  current_ = rank;
+void Scheduler::make_ready(int rank) {
+  RankSlot& slot = *ranks_[static_cast<size_t>(rank)];
+  if (slot.state == State::kParked) {
+    // Out of parked_ in O(1): the last entry takes its place.
+    const int last = parked_.back();
+    parked_[slot.parked_index] = last;
+    ranks_[static_cast<size_t>(last)]->parked_index = slot.parked_index;
+    parked_.pop_back();
+  }
+  slot.state = State::kRunnable;
+  ready_.push_back(rank);
+}
+
+void Scheduler::unblock() {
+  // 1. The clock: jump to the earliest live deadline; those ranks time out.
+  while (!timers_.empty()) {
+    const Timer t = timers_.top();
+    const RankSlot& slot = *ranks_[static_cast<size_t>(t.rank)];
+    if (slot.state != State::kParked || slot.wait != t.wait) {
+      timers_.pop();  // that wait ended otherwise
+      continue;
+    }
+    ENGRAM_CHECK(t.deadline >= now_us_);
+    now_us_ = t.deadline;
+    record("clock " + std::to_string(now_us_));
+    while (!timers_.empty() && timers_.top().deadline == now_us_) {
+      const Timer due = timers_.top();
+      timers_.pop();
+      RankSlot& s = *ranks_[static_cast<size_t>(due.rank)];
+      if (s.state != State::kParked || s.wait != due.wait) continue;
+      s.wake = Wake::kTimedOut;
+      make_ready(due.rank);
+    }
+    return;
+  }
+  // 2. Only hung ranks left: the launcher reaps them.
+  if (parked_.empty()) {
+    ENGRAM_CHECK(hung_ > 0);
+    record("reap hung");
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      RankSlot& s = *ranks_[r];
+      if (s.state != State::kHung) continue;
+      s.wake = Wake::kStuck;
+      make_ready(static_cast<int>(r));
+    }
+    hung_ = 0;
+    return;
+  }
+  // 3. Ranks wait with no deadline and nothing can wake them: a deadlock.
+  // Wake them stuck so each can report whom it waited for.
+  record("deadlock");
+  const std::vector<int> stuck = parked_;
+  for (int p : stuck) {
+    ++deadlocks_;
+    ranks_[static_cast<size_t>(p)]->wake = Wake::kStuck;
+    make_ready(p);
+  }
 }
 
 void Scheduler::yield() {
@@ -95,44 +251,73 @@ void Scheduler::yield() {
   ENGRAM_CHECK(me >= 0);
   ranks_[static_cast<size_t>(me)]->state = State::kRunnable;
   ready_.push_back(me);
-  hand_off_from(me);
+  park_current();
 }
 
-bool Scheduler::wait_until(const std::function<bool()>& ready) {
+Scheduler::Wake Scheduler::wait_until(const std::function<bool()>& ready, SimTimeUs deadline) {
   const int me = current_;
   ENGRAM_CHECK(me >= 0);
   RankSlot& slot = *ranks_[static_cast<size_t>(me)];
-  while (!ready()) {
-    if (slot.deadlocked) {
-      slot.deadlocked = false;
-      return false;
-    }
+  if (ready()) return Wake::kReady;
+  if (deadline <= now_us_) return Wake::kTimedOut;
+  ++slot.wait;
+  if (deadline != kNoDeadline) timers_.push({deadline, timer_order_++, me, slot.wait});
+  for (;;) {
     slot.state = State::kParked;
     slot.waiting_for = &ready;
+    slot.parked_index = parked_.size();
     parked_.push_back(me);
-    hand_off_from(me);
+    park_current();
     slot.waiting_for = nullptr;
+    // Woken ready, but another rank may have taken what it waited for
+    // before this one ran: wait again (the deadline's timer still stands).
+    if (slot.wake != Wake::kReady || ready()) break;
   }
-  slot.deadlocked = false;
-  return true;
+  return slot.wake;
+}
+
+void Scheduler::sleep_for(SimTimeUs duration_us) {
+  const int me = current_;
+  ENGRAM_CHECK(me >= 0);
+  if (duration_us == 0) return;
+  RankSlot& slot = *ranks_[static_cast<size_t>(me)];
+  ++slot.wait;
+  timers_.push({now_us_ + duration_us, timer_order_++, me, slot.wait});
+  slot.state = State::kParked;
+  slot.waiting_for = nullptr;  // notify_all never wakes a sleeper
+  slot.parked_index = parked_.size();
+  parked_.push_back(me);
+  park_current();
+  ENGRAM_CHECK(slot.wake == Wake::kTimedOut);
+}
+
+void Scheduler::hang() {
+  const int me = current_;
+  ENGRAM_CHECK(me >= 0);
+  RankSlot& slot = *ranks_[static_cast<size_t>(me)];
+  record("hang " + std::to_string(me));
+  slot.state = State::kHung;
+  ++hung_;
+  park_current();
+  ENGRAM_CHECK(slot.wake == Wake::kStuck);
 }
 
 void Scheduler::notify_all() {
-  // Wake only the ranks whose condition now holds: the notifier holds the
-  // baton and the parked ranks are blocked, so evaluating their conditions
-  // here is safe, and it spares a context switch per rank that would only
-  // park again (at 1,152 ranks in 16 groups, most of them).
-  size_t still_parked = 0;
-  for (int p : parked_) {
+  // Wake only the ranks whose condition now holds: they are parked and only
+  // this rank runs, so evaluating their conditions here is safe, and it
+  // spares a switch per rank that would only park again. Sleepers (no
+  // condition) wait for their timer alone.
+  size_t i = 0;
+  while (i < parked_.size()) {
+    const int p = parked_[i];
     RankSlot& slot = *ranks_[static_cast<size_t>(p)];
-    if (slot.waiting_for == nullptr || (*slot.waiting_for)()) {
-      slot.state = State::kParkedReady;
-      ready_.push_back(p);
+    if (slot.waiting_for != nullptr && (*slot.waiting_for)()) {
+      slot.wake = Wake::kReady;
+      make_ready(p);  // moves the last parked rank to index i: look at i again
     } else {
-      parked_[still_parked++] = p;
+      ++i;
     }
   }
-  parked_.resize(still_parked);
 }
 
 }  // namespace engram::sim

@@ -1,25 +1,41 @@
-// Deterministic interleaving of emulated ranks. Each rank runs on its own
-// thread, but exactly one holds the baton at a time; at every blocking point
-// the baton goes to a runnable rank chosen by the seed. So the same seed gives
-// the same interleaving, whatever the OS does, and the trace hash proves it.
+// Deterministic interleaving of emulated ranks, in simulated time. Each rank
+// is a user-space task (a Boost.Context fiber with its own stack) on the
+// calling thread; at every blocking point the rank switches back to the
+// scheduler, which resumes a runnable rank chosen by the seed. No OS thread
+// per rank and no OS scheduling anywhere in the path: the same seed gives the
+// same interleaving on any machine under any load, and the trace hash
+// proves it.
 //
-// Everything a rank touches in the emulator is touched only while it holds
-// the baton; the semaphore hand-off orders those accesses, so emulator state
-// needs no locks of its own.
+// The clock: a rank that waits may name a deadline in simulated time. When
+// no rank can run, the clock jumps to the earliest deadline and those ranks
+// wake timed out; so a rank that never arrives makes its peers fail after the
+// simulated timeout without any wall time passing. A rank can also stall for
+// a while (sleep_for) or stop for good (hang); when only hung ranks remain,
+// they are reaped, as a launcher tears down a job whose other ranks ended.
+// A rank still parked with no deadline when nothing else can happen is a
+// deadlock (every blocking step is meant to have a deadline): it wakes stuck,
+// and the run counts it.
+//
+// Everything a rank touches in the emulator is touched only while it runs;
+// one thread runs them all, so emulator state needs no locks.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
-#include <semaphore>
+#include <queue>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "sim/seed.h"
 
 namespace engram::sim {
+
+// Simulated time in microseconds since the run began.
+using SimTimeUs = uint64_t;
+inline constexpr SimTimeUs kNoDeadline = std::numeric_limits<SimTimeUs>::max();
 
 class Scheduler {
  public:
@@ -29,56 +45,83 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Runs body(rank) for ranks [0, rank_count) and returns when all are done.
+  // An exception escaping a body ends the run and is rethrown here.
   void run(int rank_count, const std::function<void(int rank)>& body);
 
-  // From a rank: give the baton to a runnable rank chosen by the seed
-  // (possibly this one). A point where another rank may overtake this one.
+  // From a rank: let a runnable rank chosen by the seed run (possibly this
+  // one). A point where another rank may overtake this one.
   void yield();
 
-  // From a rank: park until `ready()` is true. Re-checked after notify_all().
-  // Returns false when every live rank is parked and none is ready (a
-  // deadlock: the ranks it waits for are dead or never came).
-  bool wait_until(const std::function<bool()>& ready);
+  enum class Wake {
+    kReady,     // the condition holds
+    kTimedOut,  // the deadline passed first
+    kStuck,     // nothing else could happen and this wait had no deadline
+  };
+  // From a rank: park until `ready()` holds or the simulated clock reaches
+  // `deadline`. Re-checked after notify_all().
+  Wake wait_until(const std::function<bool()>& ready, SimTimeUs deadline = kNoDeadline);
+
+  // From a rank: stall for `duration_us` of simulated time (others run meanwhile).
+  void sleep_for(SimTimeUs duration_us);
+
+  // From a rank: stop making progress for good. Returns only when every
+  // other rank has finished or hung too (the launcher reaps the job).
+  void hang();
 
   // From a rank: state changed; parked ranks re-check their conditions.
   void notify_all();
 
+  SimTimeUs now_us() const { return now_us_; }
   int current_rank() const { return current_; }
   int rank_count() const { return static_cast<int>(ranks_.size()); }
-  bool rank_finished(int rank) const { return ranks_[static_cast<size_t>(rank)]->finished; }
+  bool rank_finished(int rank) const;
 
   // Trace: every scheduling decision and every event a component records.
   void record(std::string_view event);
   uint64_t trace_hash() const { return trace_hash_; }
   uint64_t switch_count() const { return switches_; }
+  // Ranks that waited with no deadline when nothing else could happen.
+  uint64_t deadlock_count() const { return deadlocks_; }
   // Keep the event text too (for diffs between runs); off by default.
   void keep_trace_text(bool keep) { keep_text_ = keep; }
   const std::string& trace_text() const { return trace_text_; }
 
- private:
-  enum class State { kRunnable, kParked, kParkedReady, kFinished };
-  struct RankSlot {
-    std::binary_semaphore baton{0};
-    State state = State::kRunnable;
-    bool finished = false;
-    bool deadlocked = false;
-    const std::function<bool()>* waiting_for = nullptr;  // while parked in wait_until
-  };
+  // Bytes of stack each rank gets (its fiber's; a guard page below it).
+  static size_t stack_bytes();
 
-  // Picks the next rank to hold the baton and hands it over; the caller
-  // (current rank or the driver) then waits on its own semaphore.
-  void hand_off_from(int rank);
+
+ private:
+  enum class State { kRunnable, kParked, kHung, kFinished };
+  struct RankSlot;
+
+  // Parks the current rank and runs others until it is made runnable again.
+  void park_current();
   int pick_next();
+  // No rank is runnable: advance the clock, reap hung ranks or break a deadlock.
+  void unblock();
+  void make_ready(int rank);
 
   Rng rng_;
   std::vector<std::unique_ptr<RankSlot>> ranks_;
   std::vector<int> ready_;   // ranks that may run now
-  std::vector<int> parked_;  // ranks waiting for a notify
-  std::binary_semaphore all_done_{0};
+  std::vector<int> parked_;  // ranks waiting for a notify (with or without a deadline)
+  // (deadline, order, rank, wait number): lazily deleted when the wait ended otherwise.
+  struct Timer {
+    SimTimeUs deadline;
+    uint64_t order;
+    int rank;
+    uint64_t wait;
+    bool operator>(const Timer& o) const { return deadline != o.deadline ? deadline > o.deadline : order > o.order; }
+  };
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+  uint64_t timer_order_ = 0;
   int live_ = 0;
+  int hung_ = 0;
   int current_ = -1;
+  SimTimeUs now_us_ = 0;
   uint64_t trace_hash_ = 0xcbf29ce484222325ull;
   uint64_t switches_ = 0;
+  uint64_t deadlocks_ = 0;
   bool keep_text_ = false;
   std::string trace_text_;
 };

@@ -8,8 +8,8 @@
 
 namespace engram::sim {
 
-CollectiveHub::CollectiveHub(Scheduler& scheduler, int world_size)
-    : scheduler_(scheduler), dead_(static_cast<size_t>(world_size), false) {
+CollectiveHub::CollectiveHub(Scheduler& scheduler, int world_size, SimTimeouts timeouts)
+    : scheduler_(scheduler), timeouts_(timeouts), dead_(static_cast<size_t>(world_size), false) {
   ENGRAM_CHECK(world_size >= 1);
   std::vector<int> ranks(static_cast<size_t>(world_size));
   std::iota(ranks.begin(), ranks.end(), 0);
@@ -42,6 +42,11 @@ SimCollectives::SimCollectives(CollectiveHub& hub, std::shared_ptr<SimGroup> gro
 
 Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
                                   const std::function<Status(SimGroup::Operation&)>& finish) {
+  Scheduler& scheduler = hub_.scheduler();
+  if (group_->aborted) {
+    const Status& why = *group_->aborted;
+    return Status(why.code(), fmt::format("{}: {}", kind, why.message()), {world_rank(), why.context().peer, kind});
+  }
   const uint64_t sequence = next_sequence_++;
   const int n = size();
   SimGroup::Operation& op = group_->operations[sequence];
@@ -60,12 +65,12 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
   op.contributions[static_cast<size_t>(group_rank_)] = std::move(mine);
   op.arrived[static_cast<size_t>(group_rank_)] = true;
   ++op.arrived_count;
-  hub_.scheduler().record(fmt::format("{} g{} #{} arrive {}", kind, group_->id, sequence, world_rank()));
-  if (op.arrived_count == n) hub_.scheduler().notify_all();
+  scheduler.record(fmt::format("{} g{} #{} arrive {}", kind, group_->id, sequence, world_rank()));
+  if (op.arrived_count == n) scheduler.notify_all();
 
   int missing_peer = -1;
   auto complete_or_peer_gone = [&] {
-    if (op.arrived_count == n) return true;
+    if (op.arrived_count == n || group_->aborted) return true;
     // Re-checked at every wake-up: scan members only once somebody has died.
     if (hub_.dead_count() == 0) return false;
     for (int i = 0; i < n; ++i) {
@@ -77,17 +82,45 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
     }
     return false;
   };
-  bool woke = hub_.scheduler().wait_until(complete_or_peer_gone);
+  const bool is_split = std::string_view(kind) == "split";
+  const SimTimeUs timeout_us = is_split ? hub_.timeouts().split_us : hub_.timeouts().collective_us;
+  const Scheduler::Wake wake = scheduler.wait_until(complete_or_peer_gone, scheduler.now_us() + timeout_us);
   Status status;
   if (op.arrived_count != n) {
-    if (missing_peer < 0) {
+    auto first_missing = [&] {
       for (int i = 0; i < n; ++i)
-        if (!op.arrived[static_cast<size_t>(i)]) { missing_peer = group_->world_ranks[static_cast<size_t>(i)]; break; }
+        if (!op.arrived[static_cast<size_t>(i)]) return group_->world_ranks[static_cast<size_t>(i)];
+      return -1;
+    };
+    if (missing_peer >= 0) {
+      status = Status(ErrorCode::kUnavailable,
+                      fmt::format("{} in group {} cannot complete: rank {} died", kind, group_->id, missing_peer),
+                      {world_rank(), missing_peer, kind});
+    } else if (group_->aborted) {
+      const Status& why = *group_->aborted;
+      status = Status(why.code(), why.message(), {world_rank(), why.context().peer, kind});
+    } else if (wake == Scheduler::Wake::kTimedOut) {
+      missing_peer = first_missing();
+      status = Status(ErrorCode::kDeadlineExceeded,
+                      fmt::format("{} in group {} timed out: rank {} did not arrive within {:.3g} s of simulated "
+                                  "time ({} of {} ranks arrived); it is hung, dead or slower than the timeout, so "
+                                  "the group's communicator was aborted",
+                                  kind, group_->id, missing_peer, static_cast<double>(timeout_us) / 1e6,
+                                  op.arrived_count, n),
+                      {world_rank(), missing_peer, kind});
+      // As an engine's watchdog does: the communicator is torn down, and
+      // every member waiting on it, now or later, fails with this.
+      group_->aborted = status;
+      scheduler.record(fmt::format("abort g{} at {} by {}", group_->id, scheduler.now_us(), world_rank()));
+      scheduler.notify_all();
+    } else {
+      missing_peer = first_missing();
+      status = Status(ErrorCode::kUnavailable,
+                      fmt::format("{} in group {} cannot complete: rank {} never arrived and no rank can make "
+                                  "progress (a wait without a deadline)",
+                                  kind, group_->id, missing_peer),
+                      {world_rank(), missing_peer, kind});
     }
-    status = Status(ErrorCode::kUnavailable,
-                    fmt::format("{} in group {} cannot complete: rank {} {}", kind, group_->id, missing_peer,
-                                woke ? "died" : "never arrived (stuck or gone)"),
-                    {world_rank(), missing_peer, kind});
   } else {
     status = finish(op);
   }
@@ -118,6 +151,34 @@ Status SimCollectives::all_gather(std::span<const std::byte> mine, std::span<std
     }
     return Status::ok();
   });
+}
+
+Result<std::shared_ptr<const std::vector<std::byte>>> SimCollectives::all_gather_shared(
+    std::span<const std::byte> mine) {
+  std::shared_ptr<const std::vector<std::byte>> result;
+  Status status = rendezvous("all_gather", {mine.begin(), mine.end()}, [&](SimGroup::Operation& op) -> Status {
+    // The first member to leave assembles the result; the others share it.
+    if (!op.shared_result) {
+      auto all = std::make_shared<std::vector<std::byte>>();
+      all->reserve(mine.size() * static_cast<size_t>(size()));
+      for (int i = 0; i < size(); ++i) {
+        const auto& c = op.contributions[static_cast<size_t>(i)];
+        if (c.size() != mine.size())
+          return Status(ErrorCode::kInvalidArgument,
+                        fmt::format("all_gather: rank {} sent {} bytes, this rank {}",
+                                    group_->world_ranks[static_cast<size_t>(i)], c.size(), mine.size()),
+                        {world_rank(), group_->world_ranks[static_cast<size_t>(i)], "all_gather"});
+        all->insert(all->end(), c.begin(), c.end());
+      }
+      op.shared_result = std::move(all);
+      // The contributions are in the result now.
+      for (auto& c : op.contributions) std::vector<std::byte>().swap(c);
+    }
+    result = op.shared_result;
+    return Status::ok();
+  });
+  if (!status.is_ok()) return status;
+  return result;
 }
 
 Status SimCollectives::reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) {
@@ -182,14 +243,17 @@ Result<std::unique_ptr<Collectives>> SimCollectives::split(int color, int key) {
       for (auto& [c, members] : by_color) {
         std::sort(members.begin(), members.end());
         std::vector<int> world_ranks;
-        for (auto& m : members) world_ranks.push_back(m.second);
+        op.split_index.resize(static_cast<size_t>(size()));
+        for (auto& m : members) {
+          op.split_index[static_cast<size_t>(m.first.second)] = static_cast<int>(world_ranks.size());
+          world_ranks.push_back(m.second);
+        }
         op.split_groups[c] = hub_.new_group(std::move(world_ranks));
       }
     }
     auto group = op.split_groups.at(color);
-    const auto& w = group->world_ranks;
-    int my_index = static_cast<int>(std::find(w.begin(), w.end(), world_rank()) - w.begin());
-    ENGRAM_CHECK(my_index < static_cast<int>(w.size()));
+    const int my_index = op.split_index[static_cast<size_t>(group_rank_)];
+    ENGRAM_CHECK(group->world_ranks[static_cast<size_t>(my_index)] == world_rank());
     result = std::make_unique<SimCollectives>(hub_, group, my_index);
     return Status::ok();
   });

@@ -1,18 +1,23 @@
 // Emulated collectives: the Collectives interface for ranks run by the
 // deterministic Scheduler. Contributions meet in a shared rendezvous per
-// operation; a member that dies (or never comes) turns every waiting rank's
-// call into kUnavailable naming it, never a hang.
+// operation. A member that dies turns every waiting rank's call into
+// kUnavailable naming it; one that does not arrive within the collective's
+// timeout (simulated time) turns it into kDeadlineExceeded naming it, and
+// the group's communicator is aborted, as an engine's watchdog does: every
+// later call on the group fails at once. Never a hang.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/backend/collectives.h"
 #include "sim/scheduler.h"
+#include "sim/sim_timeouts.h"
 
 namespace engram::sim {
 
@@ -29,13 +34,17 @@ struct SimGroup {
     int arrived_count = 0;
     int departed_count = 0;
     std::map<int, std::shared_ptr<SimGroup>> split_groups;       // color -> new group (split only)
+    std::vector<int> split_index;  // group rank -> its rank in its new group (split only)
+    std::shared_ptr<const std::vector<std::byte>> shared_result;  // all_gather_shared: built once
   };
   std::map<uint64_t, Operation> operations;  // by per-rank sequence number
+  // Set when a member timed out: what every later call on the group returns.
+  std::optional<Status> aborted;
 };
 
 class CollectiveHub {
  public:
-  CollectiveHub(Scheduler& scheduler, int world_size);
+  CollectiveHub(Scheduler& scheduler, int world_size, SimTimeouts timeouts = {});
 
   std::unique_ptr<Collectives> world(int world_rank);
   // Ranks marked dead make every collective that waits on them fail.
@@ -43,12 +52,14 @@ class CollectiveHub {
   bool is_dead(int world_rank) const { return dead_[static_cast<size_t>(world_rank)]; }
   int dead_count() const { return dead_count_; }
   Scheduler& scheduler() { return scheduler_; }
+  const SimTimeouts& timeouts() const { return timeouts_; }
   std::shared_ptr<SimGroup> new_group(std::vector<int> world_ranks);
   uint64_t bytes_moved() const { return bytes_moved_; }
   void add_bytes_moved(uint64_t bytes) { bytes_moved_ += bytes; }
 
  private:
   Scheduler& scheduler_;
+  SimTimeouts timeouts_;
   std::vector<bool> dead_;
   int dead_count_ = 0;
   std::shared_ptr<SimGroup> world_group_;
@@ -65,6 +76,7 @@ class SimCollectives final : public Collectives {
   int world_rank() const override { return group_->world_ranks[static_cast<size_t>(group_rank_)]; }
 
   Status all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override;
+  Result<std::shared_ptr<const std::vector<std::byte>>> all_gather_shared(std::span<const std::byte> mine) override;
   Status reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) override;
   Status all_to_all(std::span<const std::byte> send, std::span<std::byte> receive) override;
   Status barrier() override;

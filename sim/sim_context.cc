@@ -13,7 +13,8 @@ SimContext::SimContext(Scheduler& scheduler, std::vector<HostSpec> hosts, std::v
       ranks_(std::move(ranks)),
       faults_(std::move(plan), seed, static_cast<int>(ranks_.size())),
       dead_(ranks_.size(), false),
-      death_points_(ranks_.size()) {
+      death_causes_(ranks_.size()),
+      death_codes_(ranks_.size(), ErrorCode::kUnavailable) {
   for (const auto& p : ranks_) {
     ENGRAM_CHECK(p.host >= 0 && p.host < static_cast<int>(hosts_.size()));
     ENGRAM_CHECK(p.gpu >= 0 && p.gpu < hosts_[static_cast<size_t>(p.host)].gpu_count);
@@ -36,11 +37,8 @@ std::string SimContext::where(int rank) const {
 }
 
 SimContext::Visit SimContext::visit(FaultSite site, int rank) {
-  if (is_dead(rank)) return Visit::kDied;
-  if (faults_.dies(fault_site_name(site), rank)) {
-    kill(rank, fault_site_name(site));
-    return Visit::kDied;
-  }
+  ENGRAM_CHECK(!is_process_fault(site));
+  if (strike(fault_site_name(site), rank)) return Visit::kDied;
   if (faults_.fire(site, rank)) {
     scheduler_.record(fmt::format("fault {} rank {}", fault_site_name(site), rank));
     return Visit::kFault;
@@ -48,25 +46,51 @@ SimContext::Visit SimContext::visit(FaultSite site, int rank) {
   return Visit::kProceed;
 }
 
-bool SimContext::dies_at(std::string_view checkpoint, int rank) {
+bool SimContext::gone_at(std::string_view checkpoint, int rank) { return strike(checkpoint, rank); }
+
+bool SimContext::strike(std::string_view checkpoint, int rank) {
   if (is_dead(rank)) return true;
-  if (!faults_.dies(checkpoint, rank)) return false;
-  kill(rank, std::string(checkpoint));
-  return true;
+  const std::optional<CheckpointFault> fault = faults_.at_checkpoint(checkpoint, rank);
+  if (!fault) return false;
+  switch (fault->site) {
+    case FaultSite::kRankDeath:
+      kill(rank, fmt::format("died at {} (fault plan: rank_death)", checkpoint));
+      return true;
+    case FaultSite::kHang:
+      // Its peers cannot tell: they wait until their deadlines pass. The
+      // rank comes back only when everyone else has ended, to be reaped.
+      scheduler_.record(fmt::format("hang rank {} at {}", rank, checkpoint));
+      scheduler_.hang();
+      kill(rank, fmt::format("hung at {} (fault plan: hang) and was killed once its peers had ended", checkpoint),
+           ErrorCode::kDeadlineExceeded);
+      return true;
+    case FaultSite::kSlow:
+      scheduler_.record(fmt::format("slow rank {} at {} for {} us", rank, checkpoint, fault->delay_us));
+      stalled_us_ += fault->delay_us;
+      scheduler_.sleep_for(fault->delay_us);
+      return is_dead(rank);
+    default:
+      ENGRAM_CHECK(false && "a step site is no process fault");
+      return false;
+  }
 }
 
 Status SimContext::dead_status(int rank, std::string_view step) const {
-  return Status(ErrorCode::kUnavailable,
-                fmt::format("rank {} died at {} (fault plan: rank_death); its process is gone", rank,
-                            death_point(rank)),
-                {rank, -1, std::string(step)});
+  return Status(death_codes_[static_cast<size_t>(rank)],
+                fmt::format("rank {} {}; its process is gone", rank, death_cause(rank)), {rank, -1, std::string(step)});
 }
 
-void SimContext::kill(int rank, std::string point) {
+const char* SimContext::death_site_name(int rank) const {
+  return fault_site_name(death_codes_[static_cast<size_t>(rank)] == ErrorCode::kDeadlineExceeded ? FaultSite::kHang
+                                                                                                : FaultSite::kRankDeath);
+}
+
+void SimContext::kill(int rank, std::string cause, ErrorCode code) {
   ENGRAM_CHECK(!is_dead(rank));
   dead_[static_cast<size_t>(rank)] = true;
-  death_points_[static_cast<size_t>(rank)] = std::move(point);
-  scheduler_.record(fmt::format("death rank {} at {}", rank, death_points_[static_cast<size_t>(rank)]));
+  death_codes_[static_cast<size_t>(rank)] = code;
+  death_causes_[static_cast<size_t>(rank)] = std::move(cause);
+  scheduler_.record(fmt::format("death rank {}: {}", rank, death_causes_[static_cast<size_t>(rank)]));
   if (on_death_) on_death_(rank);
 }
 

@@ -42,22 +42,33 @@ class SimContext {
   std::string where(int rank) const;  // "rank 3 (gpu 1 of host-a)"
 
   enum class Visit { kProceed, kFault, kDied };
-  // `rank` reaches fault site `site`: proceed, fail as injected, or die here.
+  // `rank` reaches step site `site`, which is also a checkpoint: proceed
+  // (perhaps after a slow stall), fail as injected, or be gone (died here,
+  // or hung here and was reaped).
   Visit visit(FaultSite site, int rank);
-  // A checkpoint where only death can happen (collective entry).
-  bool dies_at(std::string_view checkpoint, int rank);
+  // A checkpoint that is no step site (collective entry): true when the
+  // rank is gone.
+  bool gone_at(std::string_view checkpoint, int rank);
 
   bool is_dead(int rank) const { return dead_[static_cast<size_t>(rank)]; }
-  const std::string& death_point(int rank) const { return death_points_[static_cast<size_t>(rank)]; }
+  // "died at import (fault plan: rank_death)", "hung at collective (...)".
+  const std::string& death_cause(int rank) const { return death_causes_[static_cast<size_t>(rank)]; }
+  // The fault site that ended a gone rank: "hang" when it hung and was reaped, else "rank_death".
+  const char* death_site_name(int rank) const;
   // What any call from a dead rank returns.
   Status dead_status(int rank, std::string_view step) const;
   // The World releases what a dying process held, as the OS would.
   void set_death_handler(std::function<void(int rank)> handler) { on_death_ = std::move(handler); }
 
   uint64_t next_id() { return ++next_id_; }
+  // Simulated time slow faults stalled ranks, summed over ranks.
+  SimTimeUs stalled_us() const { return stalled_us_; }
 
  private:
-  void kill(int rank, std::string point);
+  // A process fault striking at a checkpoint: true when the rank is gone.
+  bool strike(std::string_view checkpoint, int rank);
+  // A hung rank that is reaped ends deadline_exceeded; a death, unavailable.
+  void kill(int rank, std::string cause, ErrorCode code = ErrorCode::kUnavailable);
 
   Scheduler& scheduler_;
   std::vector<HostSpec> hosts_;
@@ -66,9 +77,11 @@ class SimContext {
   Faults faults_;
   CoverageCounters coverage_;
   std::vector<bool> dead_;
-  std::vector<std::string> death_points_;
+  std::vector<std::string> death_causes_;
+  std::vector<ErrorCode> death_codes_;
   std::function<void(int)> on_death_;
   uint64_t next_id_ = 0;
+  SimTimeUs stalled_us_ = 0;
 };
 
 // CUDA driver errors as the core sees them: the status code a caller can

@@ -18,7 +18,7 @@
 
 namespace engram::sim {
 
-inline constexpr uint64_t kSimPageBytes = 64 * 1024;
+inline constexpr uint64_t kSimPageBytes = 4 * 1024;  // what a rank touches is what it costs
 
 // Driver and kernel state shared by every emulated process of one run.
 class DeviceWorld {

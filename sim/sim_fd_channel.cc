@@ -2,20 +2,25 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 namespace engram::sim {
 
 std::string fd_socket_path(int rank) { return fmt::format("/tmp/engramlab/fd-rank-{}.sock", rank); }
 
-FdWorld::FdWorld(DeviceWorld& devices)
-    : devices_(devices), context_(devices.context()), closed_(static_cast<size_t>(context_.rank_count()), false) {}
+FdWorld::FdWorld(DeviceWorld& devices, SimTimeUs receive_timeout_us)
+    : devices_(devices),
+      context_(devices.context()),
+      closed_(static_cast<size_t>(context_.rank_count()), false),
+      receive_timeout_us_(receive_timeout_us) {
+  ENGRAM_CHECK(receive_timeout_us > 0);
+}
 
 void FdWorld::close_channel(int rank) {
   closed_[static_cast<size_t>(rank)] = true;
-  for (auto it = queues_.begin(); it != queues_.end();) {
-    if (it->first.first != rank) {
-      ++it;
-      continue;
-    }
+  // Queues are keyed (to, from): this rank's are one contiguous range.
+  const auto end = queues_.lower_bound({rank + 1, std::numeric_limits<int>::min()});
+  for (auto it = queues_.lower_bound({rank, std::numeric_limits<int>::min()}); it != end;) {
     for (Message& m : it->second) {
       context_.ledger().remove(ResourceKind::kInFlightFd, m.ledger_id);
       devices_.drop_file_reference(m.file);
@@ -93,13 +98,21 @@ Result<ReceivedFd> SimFdChannel::recv_fd(int peer_rank) {
   auto arrived_or_gone = [&] {
     return !queue.empty() || context_.is_dead(peer_rank) || context_.scheduler().rank_finished(peer_rank);
   };
-  bool woke = context_.scheduler().wait_until(arrived_or_gone);
+  Scheduler& scheduler = context_.scheduler();
+  const Scheduler::Wake wake = scheduler.wait_until(arrived_or_gone, scheduler.now_us() + world_.receive_timeout_us_);
   if (context_.is_dead(rank_)) return context_.dead_status(rank_, "receive");
   if (queue.empty()) {
     world_.queues_.erase({rank_, peer_rank});
-    if (!woke)
+    if (wake == Scheduler::Wake::kTimedOut)
+      return fail(ErrorCode::kDeadlineExceeded,
+                  fmt::format("recvmsg on {}: no fd from rank {} within {:.3g} s of simulated time (it is hung, "
+                              "dead or slower than the timeout)",
+                              fd_socket_path(rank_), peer_rank,
+                              static_cast<double>(world_.receive_timeout_us_) / 1e6));
+    if (wake == Scheduler::Wake::kStuck)
       return fail(ErrorCode::kUnavailable,
-                  fmt::format("recvmsg on {}: timed out waiting for an fd from rank {} (no rank can make progress)",
+                  fmt::format("recvmsg on {}: waiting for an fd from rank {} with no deadline, and no rank can make "
+                              "progress",
                               fd_socket_path(rank_), peer_rank));
     return fail(ErrorCode::kUnavailable,
                 fmt::format("recvmsg on {}: rank {} {} before sending its fd", fd_socket_path(rank_), peer_rank,

@@ -20,7 +20,7 @@ std::string fd_socket_path(int rank);
 
 class FdWorld {
  public:
-  explicit FdWorld(DeviceWorld& devices);
+  FdWorld(DeviceWorld& devices, SimTimeUs receive_timeout_us);
 
   struct Message {
     int from = -1;
@@ -39,6 +39,7 @@ class FdWorld {
   SimContext& context_;
   std::map<std::pair<int, int>, std::deque<Message>> queues_;  // (to, from) -> messages
   std::vector<bool> closed_;
+  SimTimeUs receive_timeout_us_;
 
   friend class SimFdChannel;
 };

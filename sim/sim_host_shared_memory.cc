@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 
+#include <algorithm>
+
+#include "core/backend/shm_fill_limits.h"
 #include "core/base/units.h"
 
 namespace engram::sim {
@@ -10,7 +13,9 @@ namespace engram::sim {
 struct ShmWorld::Tmpfs {
   std::string host_name;
   bool mounted = true;
-  uint64_t bytes_total = 0;
+  uint64_t bytes_total = 0;     // what statvfs shows (and the placement reads)
+  uint64_t bytes_enforced = 0;  // what it really allows; 0 = the total (a Kubernetes sizeLimit is less)
+  uint64_t ram_bytes = 0;       // the host's RAM behind it; 0 = not modelled
   uint64_t bytes_used = 0;
   std::map<std::string, std::shared_ptr<Segment>> names;
 };
@@ -20,12 +25,16 @@ struct ShmWorld::Tmpfs {
 struct ShmWorld::Segment {
   std::shared_ptr<Tmpfs> tmpfs;
   std::string name;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;            // really mapped
+  uint64_t accounted_bytes = 0;  // what tmpfs, the cgroup and RAM count: the table it stands for
   std::byte* data = nullptr;
   uint64_t ledger_id = 0;
+  int numa_node = 0;               // the writer's socket: first touch puts the pages there
+  uint64_t* charged_to = nullptr;  // the writer's memory cgroup charge, once the pages are written
   ~Segment() {
     if (data != nullptr) ::munmap(data, bytes);
-    tmpfs->bytes_used -= bytes;  // the space returns when the last reference goes
+    tmpfs->bytes_used -= accounted_bytes;  // the space returns when the last reference goes
+    if (charged_to != nullptr) *charged_to -= accounted_bytes;  // and the writer's cgroup is uncharged
   }
 };
 
@@ -68,21 +77,31 @@ class SimShmMapping final : public ShmMapping {
 
 }  // namespace
 
-ShmWorld::ShmWorld(SimContext& context)
-    : context_(context), mappings_by_rank_(static_cast<size_t>(context.rank_count())) {
+ShmWorld::ShmWorld(SimContext& context, std::map<std::string, uint64_t, std::less<>> modelled_bytes)
+    : context_(context),
+      charged_bytes_by_rank_(static_cast<size_t>(context.rank_count()), 0),
+      mappings_by_rank_(static_cast<size_t>(context.rank_count())),
+      modelled_bytes_(std::move(modelled_bytes)) {
   const auto& hosts = context.hosts();
+  // One tmpfs per host identity (two containers of one machine share it).
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<Tmpfs>> by_identity;
   for (size_t h = 0; h < hosts.size(); ++h) {
-    std::shared_ptr<Tmpfs> shared;
-    for (size_t k = 0; k < h; ++k)
-      if (hosts[k].name == hosts[h].name && hosts[k].boot_id == hosts[h].boot_id) shared = tmpfs_by_host_[k];
+    std::shared_ptr<Tmpfs>& shared = by_identity[{hosts[h].name, hosts[h].boot_id}];
     if (!shared) {
       shared = std::make_shared<Tmpfs>();
       shared->host_name = hosts[h].name;
       shared->mounted = hosts[h].shm_mounted;
       shared->bytes_total = hosts[h].tmpfs_bytes_total;
+      shared->bytes_enforced = hosts[h].tmpfs_bytes_enforced;
+      shared->ram_bytes = hosts[h].host_memory_bytes;
     }
-    tmpfs_by_host_.push_back(std::move(shared));
+    tmpfs_by_host_.push_back(shared);
   }
+}
+
+int ShmWorld::numa_node_of(int rank) const {
+  const HostSpec& host = context_.host_of(rank);
+  return context_.place(rank).gpu * std::max(host.cpu_sockets, 1) / host.gpu_count;
 }
 
 ShmWorld::~ShmWorld() {
@@ -176,19 +195,22 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
                 fmt::format("shm_open(/dev/shm/{}, O_CREAT|O_EXCL): EEXIST: File exists on host {} (left over from "
                             "a crashed run? remove it or use a new job id)",
                             name, fs->host_name));
-  if (fs->bytes_used + bytes > fs->bytes_total) {
+  auto modelled = world_.modelled_bytes_.find(name);
+  const uint64_t accounted = modelled == world_.modelled_bytes_.end() ? bytes : std::max(bytes, modelled->second);
+  if (fs->bytes_used + accounted > fs->bytes_total) {
     coverage_probe("sim: shm ENOSPC");
     return fail(ErrorCode::kResourceExhausted,
                 fmt::format("fallocate(/dev/shm/{}, {}): ENOSPC: No space left on device: /dev/shm on host {} is "
                             "{} in total with {} in use; raise it (docker --shm-size={}m) or use --ipc=host",
-                            name, format_bytes(bytes), fs->host_name, format_bytes(fs->bytes_total),
-                            format_bytes(fs->bytes_used), (fs->bytes_used + bytes + kMiB - 1) / kMiB));
+                            name, format_bytes(accounted), fs->host_name, format_bytes(fs->bytes_total),
+                            format_bytes(fs->bytes_used), (fs->bytes_used + accounted + kMiB - 1) / kMiB));
   }
   auto segment = std::make_shared<ShmWorld::Segment>();
   segment->tmpfs = fs;
   segment->name = name;
   segment->bytes = bytes;
-  fs->bytes_used += bytes;  // given back by ~Segment
+  segment->accounted_bytes = accounted;
+  fs->bytes_used += accounted;  // given back by ~Segment
   if (bytes > 0) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
@@ -215,12 +237,44 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
                   "shm_write");
     case SimContext::Visit::kProceed: break;
   }
+  // What containers do to the pages once they are written (the placement
+  // read only the tmpfs total): refused as the real backend refuses, and the
+  // half-made segment goes with the refusal.
+  if (Status limit = check_fill_limits(*fs, name, accounted); !limit.is_ok()) return limit;
+  uint64_t& charge = world_.charged_bytes_by_rank_[static_cast<size_t>(rank_)];
+  charge += accounted;
+  segment->charged_to = &charge;
+  segment->numa_node = world_.numa_node_of(rank_);
   fs->names.emplace(name, segment);
   segment->ledger_id = context_.next_id();
   context_.ledger().add(ResourceKind::kShmSegment, rank_, segment->ledger_id, bytes,
                         fmt::format("/dev/shm/{} on {}", name, fs->host_name));
   context_.scheduler().record(fmt::format("shm_create r{} {} {}", rank_, name, bytes));
   return map_segment(std::move(segment), bytes, /*writable=*/true);
+}
+
+Status SimHostSharedMemory::check_fill_limits(const ShmWorld::Tmpfs& fs, const std::string& name,
+                                              uint64_t bytes) const {
+  auto with_rank = [&](Status s) { return std::move(s).with_context(rank_, -1, "shm_write"); };
+  const HostSpec& host = context_.host_of(rank_);
+  const uint64_t charged = world_.charged_bytes_by_rank_[static_cast<size_t>(rank_)];
+  if (host.memory_limit_bytes_per_rank != 0 && charged + bytes > host.memory_limit_bytes_per_rank) {
+    coverage_probe("sim: shm fill past the writer's memory cgroup refused");
+    return with_rank(memory_cgroup_refusal(name, bytes,
+                                           fmt::format("the memory cgroup of rank {} on host {}", rank_, fs.host_name),
+                                           host.memory_limit_bytes_per_rank, charged));
+  }
+  // fs.bytes_used already holds this segment.
+  if (fs.bytes_enforced != 0 && fs.bytes_used > fs.bytes_enforced) {
+    coverage_probe("sim: shm fill past a tmpfs limit its total hides refused");
+    return with_rank(tmpfs_enforced_limit_refusal(name, bytes, fs.host_name, fs.bytes_total, fs.bytes_enforced,
+                                                  fs.bytes_used - bytes));
+  }
+  if (fs.ram_bytes != 0 && fs.bytes_used > fs.ram_bytes) {
+    coverage_probe("sim: shm fill past the host's RAM refused");
+    return with_rank(host_ram_refusal(name, bytes, fs.host_name, fs.ram_bytes, fs.bytes_used - bytes));
+  }
+  return Status::ok();
 }
 
 Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::open_read_only(const std::string& name, uint64_t bytes) {
@@ -238,6 +292,13 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::open_read_only(const st
                   fmt::format("mmap(/dev/shm/{}, {} bytes): the segment holds only {} bytes", name, bytes,
                               it->second->bytes),
                   {rank_, -1, "shm_open"});
+  if (it->second->numa_node != world_.numa_node_of(rank_)) {
+    // The one copy sits on its writer's socket; this rank reads it across
+    // the socket link (one copy per NUMA node would avoid it).
+    coverage_probe("sim: /dev/shm table read from another socket");
+    ++world_.remote_numa_maps_;
+    context_.scheduler().record(fmt::format("shm_remote_numa r{} {} node {}", rank_, name, it->second->numa_node));
+  }
   return map_segment(it->second, bytes, /*writable=*/false);
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "core/base/coverage_probe.h"
@@ -33,6 +34,10 @@ class CheckpointedCollectives final : public Collectives {
     ENGRAM_RETURN_IF_ERROR(enter("all_gather"));
     return inner_->all_gather(mine, all);
   }
+  Result<std::shared_ptr<const std::vector<std::byte>>> all_gather_shared(std::span<const std::byte> mine) override {
+    ENGRAM_RETURN_IF_ERROR(enter("all_gather"));
+    return inner_->all_gather_shared(mine);
+  }
   Status reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) override {
     ENGRAM_RETURN_IF_ERROR(enter("reduce_scatter"));
     return inner_->reduce_scatter_sum_bf16(input, output);
@@ -54,7 +59,7 @@ class CheckpointedCollectives final : public Collectives {
  private:
   Status enter(const char* step) {
     const int me = inner_->world_rank();
-    if (context_.dies_at(kCollectiveCheckpoint, me)) return context_.dead_status(me, step);
+    if (context_.gone_at(kCollectiveCheckpoint, me)) return context_.dead_status(me, step);
     return Status::ok();
   }
 
@@ -94,8 +99,29 @@ std::string WorldRun::summary() const {
       break;
     }
   if (!leaks.empty()) out += "; " + Ledger::format(leaks, 5);
+  if (!live()) out += "; " + liveness_text();
   out += fmt::format("; trace {:016x}; reproduce: {}", trace_hash, reproduction);
   return out;
+}
+
+bool WorldRun::live() const { return deadlocked_waits == 0 && end_time_us <= liveness_bound_us; }
+
+std::string WorldRun::liveness_text() const {
+  if (deadlocked_waits != 0)
+    return fmt::format("liveness: {} waits had no deadline and nothing could wake them (a deadlock)",
+                       deadlocked_waits);
+  return fmt::format("liveness: the run ended at {:.3f} s of simulated time, past its bound of {:.3f} s",
+                     static_cast<double>(end_time_us) / 1e6, static_cast<double>(liveness_bound_us) / 1e6);
+}
+
+SimTimeUs liveness_bound_us(const WorldSpec& spec, SimTimeUs stalled_us) {
+  // A rank waits out at most a few deadlines before its step fails (a
+  // timed-out collective aborts its group, so later calls on it fail at
+  // once), plus whatever the slow faults stalled, all of it in the worst
+  // case of one rank waiting on the next in a chain.
+  const SimTimeUs longest =
+      std::max({spec.timeouts.collective_us, spec.timeouts.split_us, spec.timeouts.fd_receive_us});
+  return kLivenessTimeouts * longest + stalled_us;
 }
 
 Result<WorldSpec> complete_world_spec(WorldSpec spec) {
@@ -129,13 +155,22 @@ Result<WorldSpec> complete_world_spec(WorldSpec spec) {
     if (f.occurrence < 1)
       return invalid_argument(fmt::format("world: fault plan occurrence {} for {} rank {}: occurrences count from 1",
                                           f.occurrence, fault_site_name(f.site), f.rank));
-    if (!f.at.empty() && f.site != FaultSite::kRankDeath)
-      return invalid_argument(fmt::format("world: fault plan 'at {}' applies to rank_death only, not {}", f.at,
+    if (!f.at.empty() && !is_process_fault(f.site))
+      return invalid_argument(fmt::format("world: fault plan 'at {}' applies to process faults only (rank_death, "
+                                          "hang, slow), not {}",
+                                          f.at, fault_site_name(f.site)));
+    if (!f.at.empty() && !is_checkpoint(f.at))
+      return invalid_argument(fmt::format("world: fault plan 'at {}' is not a checkpoint: use one of {}", f.at,
+                                          checkpoint_names()));
+    if (f.delay_us != 0 && f.site != FaultSite::kSlow)
+      return invalid_argument(fmt::format("world: fault plan delay {} us applies to slow only, not {}", f.delay_us,
                                           fault_site_name(f.site)));
   }
   for (double rate : spec.faults.rate)
     if (!(rate >= 0.0 && rate <= 1.0))
       return invalid_argument(fmt::format("world: fault rate {} is not a probability in [0, 1]", rate));
+  if (spec.timeouts.collective_us == 0 || spec.timeouts.split_us == 0 || spec.timeouts.fd_receive_us == 0)
+    return invalid_argument("world: a timeout of 0: every blocking step needs a deadline above zero");
   if (spec.reproduction.empty()) spec.reproduction = fmt::format("engramlab fuzz --seed {} --seeds 1", spec.seed);
   return spec;
 }
@@ -146,11 +181,11 @@ Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
 
   Scheduler scheduler(spec.seed);
   scheduler.keep_trace_text(spec.keep_trace_text);
-  CollectiveHub hub(scheduler, n);
+  CollectiveHub hub(scheduler, n, spec.timeouts);
   SimContext context(scheduler, spec.hosts, spec.ranks, spec.faults, spec.seed);
   DeviceWorld devices(context);
-  FdWorld fd_world(devices);
-  ShmWorld shm_world(context);
+  FdWorld fd_world(devices, spec.timeouts.fd_receive_us);
+  ShmWorld shm_world(context, spec.shm_modelled_bytes);
   std::vector<RankObjects> ranks(static_cast<size_t>(n));
   context.set_death_handler([&](int rank) {
     // As the OS and driver do for a dead process; its peers learn through
@@ -177,22 +212,27 @@ Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
   WorldRun run;
   run.statuses.resize(static_cast<size_t>(n));
   run.died.assign(static_cast<size_t>(n), false);
+  // Every rank runs on this thread, so one sink serves them all.
+  CoverageSink* previous_sink = set_thread_coverage_sink(&context.coverage());
   scheduler.run(n, [&](int r) {
-    CoverageSink* previous = set_thread_coverage_sink(&context.coverage());
     Status status = body(ranks[static_cast<size_t>(r)].backend);
     if (context.is_dead(r)) {
-      status = context.dead_status(r, "rank_death");
+      status = context.dead_status(r, context.death_site_name(r));
       run.died[static_cast<size_t>(r)] = true;
     }
     run.statuses[static_cast<size_t>(r)] = std::move(status);
     // The process exits: its socket closes, and fds still in flight to it
     // go with it (the kernel closes them), so they are not its leaks.
     if (!fd_world.channel_closed(r)) fd_world.close_channel(r);
-    set_thread_coverage_sink(previous);
   });
+  set_thread_coverage_sink(previous_sink);
 
   run.trace_hash = scheduler.trace_hash();
   run.scheduler_switches = scheduler.switch_count();
+  run.end_time_us = scheduler.now_us();
+  run.deadlocked_waits = scheduler.deadlock_count();
+  run.shm_remote_numa_maps = shm_world.remote_numa_maps();
+  run.liveness_bound_us = liveness_bound_us(spec, context.stalled_us());
   run.faults = context.faults().report();
   run.coverage = context.coverage().counts();
   run.leaks = context.ledger().leaks();

@@ -18,8 +18,13 @@
 #include "sim/faults.h"
 #include "sim/ledger.h"
 #include "sim/sim_context.h"
+#include "sim/sim_timeouts.h"
 
 namespace engram::sim {
+
+// The liveness bound: a run ends within this many of its longest timeout
+// plus every stall its slow faults injected.
+inline constexpr SimTimeUs kLivenessTimeouts = 8;
 
 struct WorldSpec {
   std::vector<HostSpec> hosts;     // boot ids and GPU memory default as in deployment_validate
@@ -28,6 +33,11 @@ struct WorldSpec {
   FaultPlan faults;
   std::string reproduction;        // empty: "engramlab fuzz --seed <seed> --seeds 1"
   bool keep_trace_text = false;    // keep the event text (for diffing two runs)
+  SimTimeouts timeouts;
+  // /dev/shm segments that stand for bigger tables than the small ones
+  // really built (name -> the bytes tmpfs, cgroups and RAM account for):
+  // the placement's sizes, at the cost of what a test writes.
+  std::map<std::string, uint64_t, std::less<>> shm_modelled_bytes;
 };
 
 struct WorldRun {
@@ -35,6 +45,10 @@ struct WorldRun {
   std::vector<bool> died;            // per rank
   uint64_t trace_hash = 0;
   uint64_t scheduler_switches = 0;
+  SimTimeUs end_time_us = 0;         // simulated time when the last rank ended
+  SimTimeUs liveness_bound_us = 0;   // the run must end by then
+  uint64_t deadlocked_waits = 0;     // waits with no deadline that nothing could end
+  uint64_t shm_remote_numa_maps = 0; // host-table maps by ranks on another socket than the copy
   FaultReport faults;
   std::map<std::string, uint64_t, std::less<>> coverage;
   std::vector<LedgerEntry> leaks;    // everything live after every rank returned
@@ -42,12 +56,18 @@ struct WorldRun {
   std::string trace_text;            // when keep_trace_text
 
   bool all_ok() const;
+  // Every run ends, with success or a named error, within its bound in
+  // simulated time, and no wait was left to deadlock detection.
+  bool live() const;
+  std::string liveness_text() const;
   int failed_rank_count() const;
   // "3 of 8 ranks failed; first: <status>; leaks: ...; reproduce: <line>"
   std::string summary() const;
 };
 
 using RankBody = std::function<Status(RankBackend& backend)>;
+
+SimTimeUs liveness_bound_us(const WorldSpec& spec, SimTimeUs stalled_us);
 
 // Errors (invalid_argument) only for a malformed spec; rank failures are in
 // the WorldRun.

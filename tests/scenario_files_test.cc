@@ -7,6 +7,7 @@
 
 #include "harness/scenario.h"
 #include "harness/emulated_scenario.h"
+#include "sim/faults.h"
 
 namespace engram {
 namespace {
@@ -29,7 +30,8 @@ TEST(ScenarioFiles, EveryScenarioPasses) {
     EXPECT_TRUE(out.passed) << scenario->name << ":" << why << "\n  reproduce: " << out.reproduction;
     for (const std::string& site : scenario->expect.faults_fired) sites_fired.insert(site);
   }
-  for (const char* site : kScenarioFaultSites) EXPECT_TRUE(sites_fired.count(site)) << "no scenario fires " << site;
+  for (const sim::FaultSiteInfo& site : sim::kFaultSites)
+    EXPECT_TRUE(sites_fired.count(std::string(site.name))) << "no scenario fires " << site.name;
 }
 
 // The runner is not a rubber stamp: a scenario whose expectations are wrong fails, saying what differed.

@@ -1,5 +1,6 @@
 // Scenario YAML: every field parsed, and unknown fields and bad values
 // refused with the line, the column, the field and the fix.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "harness/scenario.h"
@@ -83,10 +84,17 @@ TEST(ScenarioParse, DefaultsAreDocumented) {
   EXPECT_TRUE(s->expect.placements.empty());
 }
 
-TEST(ScenarioParse, FaultSiteNamesMatchTheEmulator) {
-  ASSERT_EQ(std::size(kScenarioFaultSites), static_cast<size_t>(sim::kFaultSiteCount));
-  for (int i = 0; i < sim::kFaultSiteCount; ++i)
-    EXPECT_STREQ(kScenarioFaultSites[i], sim::fault_site_name(static_cast<sim::FaultSite>(i)));
+TEST(ScenarioParse, EveryFaultSiteOfTheEmulatorParses) {
+  // One table (sim/faults.h) names the sites: every one is a scenario site,
+  // and a process fault takes a checkpoint.
+  for (const sim::FaultSiteInfo& site : sim::kFaultSites) {
+    const std::string at = sim::is_process_fault(site.site) ? ", at: collective" : "";
+    auto s = parse_scenario_text(fmt::format("hosts: [{{name: a, gpus: 2}}]\nfaults: {{planned: [{{site: {}, rank: 1{}}}]}}\nexpect: {{}}\n",
+                                             site.name, at),
+                                 "scenarios/sites.yaml");
+    ASSERT_TRUE(s.is_ok()) << site.name << ": " << s.status().to_string();
+    EXPECT_EQ(s->planned_faults[0].site, site.name);
+  }
 }
 
 struct BadCase {

@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 build_dir="${1:-build}"
 shift || true
 
-packages=(cmake g++ make ccache libboost-dev libboost-system-dev libfmt-dev libgtest-dev libgmock-dev
-          libyaml-cpp-dev nlohmann-json3-dev libcli11-dev librapidcheck-dev libbenchmark-dev iproute2 util-linux mount hostname)
+packages=(cmake g++ make ccache libboost-dev libboost-system-dev libboost-context-dev libfmt-dev libgtest-dev
+          libgmock-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev librapidcheck-dev libbenchmark-dev iproute2
+          util-linux mount hostname)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for p in "${packages[@]}"; do

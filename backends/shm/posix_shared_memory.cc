@@ -1,5 +1,8 @@
 #include "backends/shm/posix_shared_memory.h"
 
+#include "backends/shm/memory_cgroup.h"
+#include "core/backend/shm_fill_limits.h"
+
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -174,6 +177,16 @@ Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::create(const std::string&
   }
   if (::ftruncate(fd, static_cast<off_t>(file_bytes)) != 0) {
     return fail(ErrorCode::kResourceExhausted, "ftruncate(" + path + "): " + errno_text(errno) + "; " + sizes);
+  }
+  // The pages about to be reserved are charged to this process's memory
+  // cgroup: past its limit the kernel OOM-kills the writer mid-fill (and the
+  // half-made segment stays behind), so refuse first, naming the limit.
+  auto cgroup_or = this_process_memory_cgroup();
+  if (!cgroup_or.is_ok()) return fail(cgroup_or.status().code(), cgroup_or.status().message());
+  const std::optional<MemoryCgroup> cgroup = std::move(cgroup_or).value();
+  if (cgroup && file_bytes > cgroup->headroom_bytes()) {
+    const Status refusal = memory_cgroup_refusal(name, bytes, cgroup->path, cgroup->limit_bytes, cgroup->usage_bytes);
+    return fail(refusal.code(), refusal.message());
   }
   // Reserve every page now: a tmpfs that is too small answers ENOSPC here,
   // instead of SIGBUS on first touch in the middle of a load.

@@ -4,6 +4,12 @@
 
 namespace engram {
 
+Result<std::shared_ptr<const std::vector<std::byte>>> Collectives::all_gather_shared(std::span<const std::byte> mine) {
+  auto all = std::make_shared<std::vector<std::byte>>(mine.size() * static_cast<size_t>(size()));
+  ENGRAM_RETURN_IF_ERROR(all_gather(mine, *all));
+  return std::shared_ptr<const std::vector<std::byte>>(std::move(all));
+}
+
 void reduce_scatter_sum_bf16_reference(std::span<const std::span<const uint16_t>> inputs_by_rank,
                                        int receiving_rank, std::span<uint16_t> output) {
   const int size = static_cast<int>(inputs_by_rank.size());

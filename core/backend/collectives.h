@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/base/status.h"
 
@@ -23,6 +24,12 @@ class Collectives {
   // Every rank contributes `mine`; `all` receives size() * mine.size() bytes
   // in group-rank order. All ranks pass the same length.
   virtual Status all_gather(std::span<const std::byte> mine, std::span<std::byte> all) = 0;
+
+  // The same all-gather, for a caller that only reads the result: a backend
+  // that runs many ranks in one process (the emulator) hands every member
+  // one buffer, so N ranks hold N contributions, not N x N. The default
+  // gathers into a buffer of the caller's own.
+  virtual Result<std::shared_ptr<const std::vector<std::byte>>> all_gather_shared(std::span<const std::byte> mine);
 
   // `input` holds size() chunks of out.size() bf16 values; rank r receives the
   // sum of chunk r over all ranks. Sums as NCCL's ring does: starting from

@@ -27,6 +27,18 @@ struct HostSpec {
   bool fabric_attribute = false;    // the driver reports FABRIC handle support
   int visible_gpus_per_rank = 0;    // 0 = all; 1 = each container sees one GPU
   RuntimeEnvironment environment = RuntimeEnvironment::kUnknown;  // picks the fixes messages name
+  // Containers (what happens after the placement; the placement itself
+  // reads only tmpfs_bytes_total). 0 = not limited.
+  uint64_t tmpfs_bytes_enforced = 0;         // a smaller limit the tmpfs total does not show (Kubernetes emptyDir sizeLimit)
+  uint64_t memory_limit_bytes_per_rank = 0;  // each rank's memory cgroup; /dev/shm pages count against their writer's
+  int cpu_sockets = 1;                       // NUMA nodes; GPU g sits on socket g * sockets / gpus
+};
+
+// How long a rank waits for its peers before it gives up (the engine's
+// watchdog / rendezvous deadlines; the real backend's defaults).
+struct Timeouts {
+  uint64_t collective_ms = 60000;  // every member reaches one collective (also an fd from a peer)
+  uint64_t join_ms = 30000;        // every member reaches the rendezvous or a group split
 };
 
 // The engine's parallel layout. World = tp * dp ranks; rank = dp_rank * tp + tp_rank.
@@ -76,6 +88,7 @@ struct Deployment {
   EngramConfig config;
   EngineMemory engine;
   std::vector<DefaultUsed> defaults_used;  // filled by whoever applies a default
+  Timeouts timeouts;
 };
 
 }  // namespace engram

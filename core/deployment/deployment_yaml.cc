@@ -58,11 +58,13 @@ class Parser : public YamlFields {
   }
 };
 
-constexpr const char* kTopKeys[] = {"model", "hosts", "rank_hosts", "layout", "config", "engine"};
+constexpr const char* kTopKeys[] = {"model", "hosts", "rank_hosts", "layout", "config", "engine", "timeouts"};
 constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gpu_memory", "host_memory", "shm_size",
                                      "nvlink_domain", "imex_channel", "fabric_attribute",
-                                     "visible_gpus_per_rank", "count", "environment"};
+                                     "visible_gpus_per_rank", "count", "environment", "shm_size_limit",
+                                     "memory_limit_per_rank", "cpu_sockets"};
 constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved"};
+constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
 constexpr const char* kConfigKeys[] = {"cpu_offload", "peer_shards", "dp_shared_memory", "shard_group",
                                        "tokens_per_rank_max"};
@@ -116,6 +118,19 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
     if (h["visible_gpus_per_rank"]) {
       ENGRAM_ASSIGN_OR_RETURN(host.visible_gpus_per_rank,
                               p.int_of(h["visible_gpus_per_rank"], path + ".visible_gpus_per_rank", 0));
+    }
+    if (h["shm_size_limit"]) {
+      ENGRAM_ASSIGN_OR_RETURN(host.tmpfs_bytes_enforced, p.size_of(h["shm_size_limit"], path + ".shm_size_limit"));
+    }
+    if (h["memory_limit_per_rank"]) {
+      ENGRAM_ASSIGN_OR_RETURN(host.memory_limit_bytes_per_rank,
+                              p.size_of(h["memory_limit_per_rank"], path + ".memory_limit_per_rank"));
+    }
+    if (h["cpu_sockets"]) {
+      ENGRAM_ASSIGN_OR_RETURN(host.cpu_sockets, p.int_of(h["cpu_sockets"], path + ".cpu_sockets", 1));
+      if (host.cpu_sockets > 16)
+        return p.error(h["cpu_sockets"], path + ".cpu_sockets",
+                       fmt::format("{} sockets is more than any host has; write 1, 2, 4 or 8", host.cpu_sockets));
     }
     int count = 1;
     if (h["count"]) {
@@ -232,6 +247,20 @@ Status parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c) {
   return Status::ok();
 }
 
+Status parse_timeouts(const Parser& p, const YAML::Node& node, Timeouts& t) {
+  ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "timeouts"));
+  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "timeouts", kTimeoutKeys));
+  if (node["collective_ms"]) {
+    ENGRAM_ASSIGN_OR_RETURN(int ms, p.int_of(node["collective_ms"], "timeouts.collective_ms", 1));
+    t.collective_ms = static_cast<uint64_t>(ms);
+  }
+  if (node["join_ms"]) {
+    ENGRAM_ASSIGN_OR_RETURN(int ms, p.int_of(node["join_ms"], "timeouts.join_ms", 1));
+    t.join_ms = static_cast<uint64_t>(ms);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view source_name,
@@ -255,6 +284,7 @@ Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view sou
   if (node["layout"]) ENGRAM_RETURN_IF_ERROR(parse_layout(p, node["layout"], d.layout));
   if (node["config"]) ENGRAM_RETURN_IF_ERROR(parse_config(p, node["config"], d.config));
   if (node["engine"]) ENGRAM_RETURN_IF_ERROR(parse_engine(p, node["engine"], d.engine));
+  if (node["timeouts"]) ENGRAM_RETURN_IF_ERROR(parse_timeouts(p, node["timeouts"], d.timeouts));
   return d;
 }
 

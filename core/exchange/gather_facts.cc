@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <mutex>
+#include <unordered_map>
 
 namespace engram {
 namespace {
@@ -65,40 +67,47 @@ RankFacts decode(std::span<const std::byte> record) {
   return f;
 }
 
+// Decodes `all` (records of `stride` bytes) once per buffer: ranks of one
+// process handed the same shared buffer get the same decoded facts.
+std::shared_ptr<const GatheredFacts> decode_once(std::shared_ptr<const std::vector<std::byte>> all, size_t n,
+                                                 size_t stride, bool second_round) {
+  static std::mutex mutex;
+  static std::unordered_map<const void*, std::weak_ptr<const GatheredFacts>> decoded;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = decoded[all.get()];
+  if (auto facts = slot.lock(); facts && facts->source == all) return facts;
+  auto facts = std::make_shared<GatheredFacts>();
+  facts->took_second_round = second_round;
+  facts->ranks.reserve(n);
+  for (size_t r = 0; r < n; ++r) facts->ranks.push_back(decode(std::span<const std::byte>(*all).subspan(r * stride, stride)));
+  facts->source = std::move(all);
+  slot = facts;
+  if (decoded.size() > 64) std::erase_if(decoded, [](const auto& entry) { return entry.second.expired(); });
+  return facts;
+}
+
 }  // namespace
 
-Result<GatheredFacts> gather_facts(Collectives& group, const PlacementFacts& mine, std::span<const std::byte> extra) {
+Result<std::shared_ptr<const GatheredFacts>> gather_facts(Collectives& group, const PlacementFacts& mine,
+                                                          std::span<const std::byte> extra) {
   const size_t n = static_cast<size_t>(group.size());
   const std::vector<std::byte> record = encode(mine, extra);
   std::vector<std::byte> fixed(kFactsRecordBytes);
   std::memcpy(fixed.data(), record.data(), std::min(record.size(), kFactsRecordBytes));
-  std::vector<std::byte> all(kFactsRecordBytes * n);
-  ENGRAM_RETURN_IF_ERROR(group.all_gather(fixed, all));
+  ENGRAM_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<std::byte>> all, group.all_gather_shared(fixed));
+  ENGRAM_CHECK(all->size() == kFactsRecordBytes * n);
   size_t longest = 0;
   for (size_t r = 0; r < n; ++r) {
     RecordHeader h;
-    std::memcpy(&h, all.data() + r * kFactsRecordBytes, sizeof h);
+    std::memcpy(&h, all->data() + r * kFactsRecordBytes, sizeof h);
     longest = std::max(longest, record_bytes(h));
   }
-  GatheredFacts out;
-  size_t stride = kFactsRecordBytes;
-  if (longest > kFactsRecordBytes) {
-    out.took_second_round = true;
-    stride = longest;
-    std::vector<std::byte> padded(stride);
-    std::memcpy(padded.data(), record.data(), record.size());
-    all.assign(stride * n, std::byte{0});
-    ENGRAM_RETURN_IF_ERROR(group.all_gather(padded, all));
-  }
-  out.ranks.reserve(n);
-  for (size_t r = 0; r < n; ++r) {
-    const std::span<const std::byte> slot = std::span<const std::byte>(all).subspan(r * stride, stride);
-    out.ranks.push_back(decode(slot));
-    RecordHeader h;
-    std::memcpy(&h, slot.data(), sizeof h);
-    out.key_bytes.append(reinterpret_cast<const char*>(slot.data()), record_bytes(h));
-  }
-  return out;
+  if (longest <= kFactsRecordBytes) return decode_once(std::move(all), n, kFactsRecordBytes, false);
+  std::vector<std::byte> padded(longest);
+  std::memcpy(padded.data(), record.data(), record.size());
+  ENGRAM_ASSIGN_OR_RETURN(all, group.all_gather_shared(padded));
+  ENGRAM_CHECK(all->size() == longest * n);
+  return decode_once(std::move(all), n, longest, true);
 }
 
 }  // namespace engram

@@ -7,11 +7,13 @@
 // One all_gather of kFactsRecordBytes-byte records when every rank's record
 // fits (the usual case); otherwise a second round padded to the longest
 // record, whose length every rank knows from the first round's headers.
-// O(group size) per rank.
+// O(group size) per rank; ranks of one process that received one shared
+// buffer (the emulator's) share one decoded copy, so N ranks cost O(N).
 #pragma once
 
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -42,16 +44,18 @@ struct RankFacts {
 struct GatheredFacts {
   std::vector<RankFacts> ranks;  // in group-rank order
   bool took_second_round = false;
-  // Every rank's record as it travelled, concatenated: the same bytes on
-  // every rank for the same facts (a deterministic key for caches).
-  std::string key_bytes;
+  // The gathered records these were decoded from: facts that share a
+  // source are the same facts (an identity key for caches).
+  std::shared_ptr<const std::vector<std::byte>> source;
 };
 
 // Errors: the all_gather's own, without context (callers add rank and step).
-Result<GatheredFacts> gather_facts(Collectives& group, const PlacementFacts& mine, std::span<const std::byte> extra);
+Result<std::shared_ptr<const GatheredFacts>> gather_facts(Collectives& group, const PlacementFacts& mine,
+                                                          std::span<const std::byte> extra);
 
 template <typename T>
-Result<GatheredFacts> gather_facts(Collectives& group, const PlacementFacts& mine, const T& extra) {
+Result<std::shared_ptr<const GatheredFacts>> gather_facts(Collectives& group, const PlacementFacts& mine,
+                                                          const T& extra) {
   static_assert(std::is_trivially_copyable_v<T>);
   return gather_facts(group, mine, std::as_bytes(std::span<const T>(&extra, 1)));
 }

@@ -290,8 +290,9 @@ Result<SharedMapping> exchange_shareable_handles(RankBackend& backend, Collectiv
     local = Status(info.status()).with_context(me_world, -1, "facts");
     header.ok = 0;
   }
-  auto gathered = gather_facts(group, placement, header);
-  if (!gathered.is_ok()) return std::move(gathered).take_status().with_context(me_world, -1, "facts");
+  auto gathered_or = gather_facts(group, placement, header);
+  if (!gathered_or.is_ok()) return std::move(gathered_or).take_status().with_context(me_world, -1, "facts");
+  const std::shared_ptr<const GatheredFacts> gathered = std::move(gathered_or).value();
   if (gathered->took_second_round) coverage_probe("exchange: long host facts took a second round");
   if (!local.is_ok()) return local;
   std::vector<int> world_ranks(static_cast<size_t>(n));

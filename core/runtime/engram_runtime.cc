@@ -40,37 +40,100 @@ struct RuntimeWireFacts {
 };
 static_assert(sizeof(RuntimeWireFacts) == 24);
 
+// What every rank reads from the plan, derived once per plan: the plan, and
+// per host its writer (lowest world rank) and whether it needs a /dev/shm
+// copy, and per rank the reason of its placement group. Rank-sized lookups
+// here keep a rank's start O(1) in the world size.
+struct SharedPlan {
+  Result<PlanResult> plan = internal_error("not planned");
+  std::vector<int> host_writer_world_rank;
+  std::vector<uint8_t> host_needs_segment;
+  std::vector<int> group_of_rank;  // index into plan->groups; -1 if none
+};
+
+SharedPlan derive(Result<PlanResult> plan) {
+  SharedPlan out;
+  out.plan = std::move(plan);
+  if (!out.plan.is_ok()) return out;
+  const PlanResult& p = out.plan.value();
+  out.host_writer_world_rank.assign(p.deployment.hosts.size(), -1);
+  out.host_needs_segment.assign(p.deployment.hosts.size(), 0);
+  for (const RankPlan& rp : p.ranks) {
+    int& writer = out.host_writer_world_rank[static_cast<size_t>(rp.host)];
+    if (writer < 0) writer = rp.rank;
+    if (rp.placement == Placement::kHostShared) out.host_needs_segment[static_cast<size_t>(rp.host)] = 1;
+  }
+  out.group_of_rank.assign(p.ranks.size(), -1);
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    for (int r : p.groups[g].ranks) out.group_of_rank[static_cast<size_t>(r)] = static_cast<int>(g);
+  return out;
+}
+
 // Every rank decides from the same gathered facts, so in one process (the
-// emulator runs every rank in one) the plan is computed once and shared.
-// Keyed by the exact facts and options; a handful of recent entries.
-std::shared_ptr<const Result<PlanResult>> plan_once(const Deployment& deployment, const GatheredFacts& facts) {
-  std::string key = facts.key_bytes;
-  const EngramConfig& c = deployment.config;
-  const ParallelLayout& l = deployment.layout;
-  key += fmt::format("|{}|{},{},{},{},{}|{},{},{},{},{}", deployment.model, l.tp, l.dp, l.ep, l.elastic_ep,
-                     l.prefill_cp, c.cpu_offload, c.peer_shards,
-                     c.dp_shared_memory ? (*c.dp_shared_memory ? 1 : 0) : -1, static_cast<int>(c.shard_group),
-                     c.tokens_per_rank_max);
+// emulator runs every rank in one, and hands them one shared copy of the
+// facts) the deployment is rebuilt and planned once and shared. Keyed by the
+// facts' identity and the options; a handful of recent entries.
+std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
+                                            const std::shared_ptr<const GatheredFacts>& facts) {
+  const EngramConfig& c = options.config;
+  const ParallelLayout& l = options.layout;
+  const std::string key = fmt::format("{}|{},{},{},{},{}|{},{},{},{},{}", options.placement_model, l.tp, l.dp, l.ep,
+                                      l.elastic_ep, l.prefill_cp, c.cpu_offload, c.peer_shards,
+                                      c.dp_shared_memory ? (*c.dp_shared_memory ? 1 : 0) : -1,
+                                      static_cast<int>(c.shard_group), c.tokens_per_rank_max);
+  struct Entry {
+    std::shared_ptr<const GatheredFacts> facts;  // pins the identity while the entry lives
+    std::string key;
+    std::shared_ptr<const SharedPlan> plan;
+  };
   static std::mutex mutex;
-  static std::deque<std::pair<std::string, std::shared_ptr<const Result<PlanResult>>>> recent;
+  static std::deque<Entry> recent;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    for (const auto& [k, plan] : recent)
-      if (k == key) return plan;
+    for (const Entry& e : recent)
+      if (e.facts == facts && e.key == key) return e.plan;
+  }
+  // The same decision `plan` makes, from the gathered facts: hosts by
+  // identity (hostname + boot id) in rank order.
+  Deployment deployment;
+  deployment.model = options.placement_model;
+  deployment.layout = options.layout;
+  deployment.config = options.config;
+  std::map<std::pair<std::string, std::string>, int> host_index;
+  for (const RankFacts& rank_facts : facts->ranks) {
+    const PlacementFacts& p = rank_facts.placement;
+    const RuntimeWireFacts f = rank_facts.extra_as<RuntimeWireFacts>();
+    auto key_of_host = std::make_pair(p.host.hostname, p.host.boot_id);
+    auto [it, inserted] = host_index.emplace(key_of_host, static_cast<int>(deployment.hosts.size()));
+    if (inserted) {
+      HostSpec host;
+      host.name = key_of_host.first;
+      host.boot_id = key_of_host.second;
+      host.nvlink_domain = p.nvlink_domain;
+      host.imex_channel = p.imex_channel;
+      host.fabric_attribute = f.fabric_attribute;
+      host.shm_mounted = f.shm_mounted;
+      host.tmpfs_bytes_total = f.tmpfs_bytes_total;
+      host.gpu_memory_bytes = f.gpu_memory_bytes;
+      host.environment = static_cast<RuntimeEnvironment>(std::min<uint8_t>(f.environment, 3));
+      deployment.hosts.push_back(std::move(host));
+    }
+    ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
+    deployment.rank_hosts.push_back(it->second);
   }
   WarningSink plan_sink;  // plan's warnings reach the caller's sink from the result, once
-  auto plan = std::make_shared<const Result<PlanResult>>(plan_deployment(deployment, plan_sink));
+  auto plan = std::make_shared<const SharedPlan>(derive(plan_deployment(deployment, plan_sink)));
   std::lock_guard<std::mutex> lock(mutex);
-  recent.emplace_front(std::move(key), plan);
+  recent.push_front({facts, key, plan});
   if (recent.size() > 4) recent.pop_back();
   return plan;
 }
 
-std::string segment_name(const std::string& job_id, int layer_id) {
+}  // namespace
+
+std::string host_table_segment_name(const std::string& job_id, int layer_id) {
   return fmt::format("engramlab-{}-layer{}", job_id, layer_id);
 }
-
-}  // namespace
 
 struct EngramRuntime::State {
   std::unique_ptr<Collectives> placement_group;  // node-local group or shard group
@@ -149,46 +212,16 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
       mine.gpu_memory_bytes = info->memory_bytes_total;
     }
   }
-  // The gathered facts are dropped as soon as the plan exists, before the
-  // next collective: in the emulator every rank parks there, so facts kept
-  // alive would cost ranks x ranks x record bytes (800 MiB at 1,152 ranks).
-  Deployment deployment;
-  std::shared_ptr<const Result<PlanResult>> planned;
+  // 2. The same decision `plan` makes, from the gathered facts (shared by
+  // every rank of one process that gathered the same ones).
+  std::shared_ptr<const SharedPlan> shared;
   {
     auto all = gather_facts(world, placement, mine);
     if (!all.is_ok()) return std::move(all).take_status().with_context(me, -1, "gather facts");
-
-    // 2. The same decision `plan` makes, from the gathered facts: hosts by
-    // identity (hostname + boot id) in rank order.
-    deployment.model = options.placement_model;
-    deployment.layout = options.layout;
-    deployment.config = options.config;
-    std::map<std::pair<std::string, std::string>, int> host_index;
-    for (const RankFacts& rank_facts : all->ranks) {
-      const PlacementFacts& p = rank_facts.placement;
-      const RuntimeWireFacts f = rank_facts.extra_as<RuntimeWireFacts>();
-      auto key = std::make_pair(p.host.hostname, p.host.boot_id);
-      auto [it, inserted] = host_index.emplace(key, static_cast<int>(deployment.hosts.size()));
-      if (inserted) {
-        HostSpec host;
-        host.name = key.first;
-        host.boot_id = key.second;
-        host.nvlink_domain = p.nvlink_domain;
-        host.imex_channel = p.imex_channel;
-        host.fabric_attribute = f.fabric_attribute;
-        host.shm_mounted = f.shm_mounted;
-        host.tmpfs_bytes_total = f.tmpfs_bytes_total;
-        host.gpu_memory_bytes = f.gpu_memory_bytes;
-        host.environment = static_cast<RuntimeEnvironment>(std::min<uint8_t>(f.environment, 3));
-        deployment.hosts.push_back(std::move(host));
-      }
-      ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
-      deployment.rank_hosts.push_back(it->second);
-    }
-    planned = plan_once(deployment, *all);
+    shared = plan_once(options, all.value());
   }
-  if (!planned->is_ok()) return Status(planned->status()).with_context(me, -1, "decide placement");
-  const PlanResult* plan = &planned->value();
+  if (!shared->plan.is_ok()) return Status(shared->plan.status()).with_context(me, -1, "decide placement");
+  const PlanResult* plan = &shared->plan.value();
   for (const Warning& w : plan->warnings) sink.emit(w);
   const RankPlan& rank_plan = plan->ranks[static_cast<size_t>(me)];
 
@@ -197,10 +230,9 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
   facts.placement = rank_plan.placement;
   facts.node_local_group_size = rank_plan.node_local_group_size;
   facts.host_index = rank_plan.host;
-  facts.host_count = static_cast<int>(deployment.hosts.size());
-  for (const PlacementGroupSummary& g : plan->groups) {
-    if (std::find(g.ranks.begin(), g.ranks.end(), me) != g.ranks.end()) facts.reason = g.reason;
-  }
+  facts.host_count = static_cast<int>(plan->deployment.hosts.size());
+  if (const int g = shared->group_of_rank[static_cast<size_t>(me)]; g >= 0)
+    facts.reason = plan->groups[static_cast<size_t>(g)].reason;
 
   // 3. Groups. Every rank makes both splits, in the same order, whatever its
   // placement, so the world's collective sequence stays aligned.
@@ -213,20 +245,13 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
   state.is_host_writer = state.host_group->rank() == 0;
   // Every rank knows its host's writer from the plan (host_group orders by
   // world rank), so survivors can tell when it is the writer that is gone.
-  for (const RankPlan& rp : plan->ranks) {
-    if (rp.host == rank_plan.host) {
-      state.host_writer_world_rank = rp.rank;
-      break;
-    }
-  }
+  state.host_writer_world_rank = shared->host_writer_world_rank[static_cast<size_t>(rank_plan.host)];
   ENGRAM_CHECK(state.host_writer_world_rank >= 0);
   ENGRAM_CHECK(state.is_host_writer == (state.host_writer_world_rank == me));
 
   // 4. Tables. A host needs a /dev/shm copy when any of its ranks decided
   // host_shared; every rank of the host takes part in agreeing on it.
-  bool host_needs_segment = false;
-  for (const RankPlan& rp : plan->ranks)
-    host_needs_segment |= rp.host == rank_plan.host && rp.placement == Placement::kHostShared;
+  const bool host_needs_segment = shared->host_needs_segment[static_cast<size_t>(rank_plan.host)] != 0;
   Status built = runtime->build_tables(host_needs_segment);
   if (!built.is_ok()) return built;
   return runtime;
@@ -285,7 +310,7 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
   Status created;
   if (st.is_host_writer) {
     for (State::Table& t : st.tables) {
-      auto segment = backend_.shm->create(segment_name(options_.job_id, t.spec->layer_id), t.spec->table_bytes());
+      auto segment = backend_.shm->create(host_table_segment_name(options_.job_id, t.spec->layer_id), t.spec->table_bytes());
       if (!segment.is_ok()) {
         created = std::move(segment).take_status().with_context(host.world_rank(), -1, "shm_create");
         break;
@@ -324,7 +349,7 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
     if (!st.is_host_writer) {
       for (State::Table& t : st.tables) {
         auto segment =
-            backend_.shm->open_read_only(segment_name(options_.job_id, t.spec->layer_id), t.spec->table_bytes());
+            backend_.shm->open_read_only(host_table_segment_name(options_.job_id, t.spec->layer_id), t.spec->table_bytes());
         if (!segment.is_ok()) {
           opened = std::move(segment).take_status().with_context(host.world_rank(), -1, "shm_open");
           break;
@@ -342,7 +367,7 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
     // (names are job-unique: whatever exists under them is this job's).
     const bool writer_gone = gone >= 0 && gone == writer_world_rank;
     for (State::Table& t : st.tables) {
-      const std::string name = segment_name(options_.job_id, t.spec->layer_id);
+      const std::string name = host_table_segment_name(options_.job_id, t.spec->layer_id);
       const bool created_here = st.is_host_writer && t.segment != nullptr;
       t.segment.reset();
       if (created_here || (!st.is_host_writer && writer_gone)) {

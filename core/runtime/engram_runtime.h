@@ -42,6 +42,9 @@ struct RuntimeOptions {
   uint64_t host_fill_chunk_bytes = 1ull << 30;
 };
 
+// The /dev/shm segment that holds a host table of layer `layer_id`.
+std::string host_table_segment_name(const std::string& job_id, int layer_id);
+
 struct RuntimeFacts {
   Placement placement = Placement::kDeviceCollective;
   std::string reason;
