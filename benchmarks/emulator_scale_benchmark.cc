@@ -6,8 +6,10 @@
 //   3. the worst shape for the emulator: every rank its own one-GPU host,
 //      DP = ranks, lookups on (run as a scenario runs);
 //   4. `plan` of large layouts.
-// Each row runs in a child process, so its peak RSS is its own. Prints wall
-// time, time per rank, peak RSS, scheduler switches and simulated time.
+// Each row runs in a child process, so its peak RSS and CPU time are its
+// own. Prints wall time, CPU time (what the emulator costs whatever else
+// shares the cores) and CPU time per rank, peak RSS, scheduler switches and
+// simulated time.
 // Exits non-zero if any rank fails or anything leaks.
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "core/base/bf16.h"
 #include "core/runtime/engram_runtime.h"
@@ -114,26 +117,41 @@ int in_child(Row row) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// CPU time this process used (user + system): what the emulator costs,
+// whatever else shares the machine's cores (wall time is printed beside it).
+double cpu_ms() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return (static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+          static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3);
+}
+
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 void print_world_row(size_t ranks, const char* shape, double wall_ms, const sim::WorldRun& run, bool good) {
-  std::printf("%8zu %10s %10.1f %12.1f %10.1f %14llu %12.1f %8s\n", ranks, shape, wall_ms,
-              1000.0 * wall_ms / static_cast<double>(ranks), static_cast<double>(peak_rss_bytes()) / (1 << 20),
+  const double cpu = cpu_ms();
+  std::printf("%8zu %10s %10.1f %10.1f %12.1f %10.1f %14llu %12.1f %8s\n", ranks, shape, wall_ms, cpu,
+              1000.0 * cpu / static_cast<double>(ranks), static_cast<double>(peak_rss_bytes()) / (1 << 20),
               static_cast<unsigned long long>(run.scheduler_switches), static_cast<double>(run.end_time_us) / 1e6,
               good ? "ok" : "FAILED");
 }
 
-const char* kWorldHeader = "%8s %10s %10s %12s %10s %14s %12s %8s\n";
+const char* kWorldHeader = "%8s %10s %10s %10s %12s %10s %14s %12s %8s\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   // --max-racks N caps the rack sizes (default 128: 9,216 ranks).
+  // --tables 1234 picks the tables to run (default all).
   int max_racks = 128;
-  for (int i = 1; i + 1 < argc; ++i)
+  std::string tables = "1234";
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--max-racks") == 0) max_racks = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--tables") == 0) tables = argv[i + 1];
+  }
+  auto wanted = [&](char table) { return tables.find(table) != std::string::npos; };
   auto model = model_preset("deepseek-v4.1-flash");
   if (!model.is_ok()) {
     std::fprintf(stderr, "%s\n", model.status().to_string().c_str());
@@ -147,9 +165,10 @@ int main(int argc, char** argv) {
     if (racks <= max_racks) rack_counts.push_back(racks);
   bool all_good = true;
 
+  if (wanted('1')) {
   std::printf("1. device_peer shards per GB300 NVL72 rack of V4.1-Flash (%.2f GiB per table pair), FABRIC handles\n",
               static_cast<double>(model->table_bytes_total()) / (1ull << 30));
-  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
+  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "cpu_ms", "cpu_us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
               "result");
   for (int racks : rack_counts) {
     all_good &= in_child([&] {
@@ -170,8 +189,10 @@ int main(int argc, char** argv) {
     }) == 0;
   }
 
+  }
+  if (wanted('2')) {
   std::printf("\n2. the whole start (facts, placement by plan's rules, exchange, lookup check, stop), tiny table\n");
-  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
+  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "cpu_ms", "cpu_us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
               "result");
   for (int racks : rack_counts) {
     all_good &= in_child([&] {
@@ -198,8 +219,10 @@ int main(int argc, char** argv) {
     }) == 0;
   }
 
+  }
+  if (wanted('3')) {
   std::printf("\n3. every rank its own one-GPU host, DP = ranks, lookups on (4 tokens a rank), as a scenario runs\n");
-  std::printf(kWorldHeader, "ranks", "placement", "wall_ms", "us_per_rank", "rss_MiB", "sched_switches",
+  std::printf(kWorldHeader, "ranks", "placement", "wall_ms", "cpu_ms", "cpu_us_per_rank", "rss_MiB", "sched_switches",
               "sim_time_s", "result");
   for (int ranks : {128, 256, 512, 1024, 2048}) {
     if (ranks > 16 * max_racks) break;
@@ -225,6 +248,8 @@ int main(int argc, char** argv) {
     }
   }
 
+  }
+  if (wanted('4')) {
   std::printf("\n4. plan (placement, groups, memory) of large layouts: 8-GPU H200 hosts\n");
   std::printf("%10s %10s %10s %10s %8s\n", "tp", "dp", "ranks", "wall_ms", "rss_MiB");
   for (auto [tp, dp] : {std::pair{8, 1152}, std::pair{8, 16384}, std::pair{64, 16384}}) {
@@ -249,6 +274,7 @@ int main(int argc, char** argv) {
                   plan.is_ok() ? "" : ("  refused: " + plan.status().to_string()).c_str());
       return 0;
     }) == 0;
+  }
   }
   return all_good ? 0 : 1;
 }

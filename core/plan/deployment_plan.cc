@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 #include <map>
 #include <tuple>
 
@@ -47,8 +49,10 @@ HandleFacts handle_facts_of(const HostSpec& host, int gpu_ordinal) {
 // warning then names every fix).
 RuntimeEnvironment common_environment(const std::vector<HostSpec>& hosts, const std::vector<std::string>& names) {
   std::optional<RuntimeEnvironment> common;
+  // A set: a fallback can name every host (linear, not hosts x names).
+  const std::unordered_set<std::string_view> named(names.begin(), names.end());
   for (const HostSpec& h : hosts) {
-    if (std::find(names.begin(), names.end(), h.name) == names.end()) continue;
+    if (!named.contains(h.name)) continue;
     if (common && *common != h.environment) return RuntimeEnvironment::kUnknown;
     common = h.environment;
   }
