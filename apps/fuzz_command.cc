@@ -1,7 +1,7 @@
 // `engramlab fuzz --seeds N [--seed S] [--check-determinism] [--verbose]`:
 // swarm mode (harness/swarm.h). Each seed draws a job and checks the invariants;
 // the end shows which fault sites fired, the coverage probes and the
-// outcomes. Exit codes: 0 every seed held and (for a sweep of 200 seeds or
+// outcomes. Exit codes: 0 every seed held and (for a sweep of 500 seeds or
 // more) every fault site fired; 1 otherwise; 2 bad flags.
 #include <fmt/format.h>
 

@@ -8,6 +8,8 @@
 #include <set>
 
 #include "core/base/units.h"
+#include "core/base/warnings.h"
+#include "core/plan/deployment_plan.h"
 #include "sim/seed.h"
 
 namespace engram::sim {
@@ -148,6 +150,21 @@ std::string rank_outcomes(const EmulatedOutcome& out) {
   return text;
 }
 
+// Which step sites the deployment's planned placements reach (FaultReach
+// bits); a deployment the planner refuses reaches none.
+uint8_t sites_reached_by_plan(const Deployment& d) {
+  WarningSink quiet;
+  Result<PlanResult> plan = plan_deployment(d, quiet);
+  if (!plan.is_ok()) return 0;
+  uint8_t reach = 0;
+  for (const RankPlan& r : plan->ranks) {
+    if (r.placement == Placement::kDevicePeer) reach |= kByPeerShards;
+    if (r.placement == Placement::kDeviceCollective) reach |= kByDeviceCollective;
+    if (r.placement == Placement::kHostShared) reach |= kByHostTables;
+  }
+  return reach;
+}
+
 }  // namespace
 
 SwarmCase draw_swarm_case(uint64_t seed) {
@@ -235,16 +252,18 @@ SwarmCase draw_swarm_case(uint64_t seed) {
   FaultPlan faults;
   const uint64_t fault_kind = rng.below(20);
   if (fault_kind >= 6 && fault_kind < 15) {
-    // Mostly a site the drawn config is likely to reach (host tables reach
-    // the shm sites, peer shards the exchange sites, device_collective map
-    // and access; process faults reach everything), so a sweep fires every
-    // site; sometimes any site. The lists come from the site table.
-    const uint8_t reach = d.config.peer_shards   ? kByPeerShards
-                          : d.config.cpu_offload ? kByHostTables
-                                                 : kByDeviceCollective;
+    // Mostly a step site the drawn config's placements reach (host_shared
+    // the shm sites, device_peer the exchange sites, device_collective map
+    // and access), so a sweep fires every site; process sites fire from
+    // any config and from the other draws; sometimes any site. The lists
+    // come from the site table.
+    const uint8_t reach = sites_reached_by_plan(d);
     std::vector<FaultSite> aimed;
     for (const FaultSiteInfo& info : kFaultSites)
-      if (info.reached_by & reach) aimed.push_back(info.site);
+      if (info.kind == FaultKind::kStep && (info.reached_by & reach)) aimed.push_back(info.site);
+    if (aimed.empty())
+      for (const FaultSiteInfo& info : kFaultSites)
+        if (info.kind == FaultKind::kProcess) aimed.push_back(info.site);
     FaultSite site = static_cast<FaultSite>(rng.below(kFaultSiteCount));
     if (rng.chance(0.75)) site = aimed[rng.below(aimed.size())];
     std::string at;

@@ -218,17 +218,26 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
                   fmt::format("emulator: cannot reserve {} of address space for /dev/shm/{}", format_bytes(bytes), name));
     segment->data = static_cast<std::byte*>(p);
   }
+  // The file exists from shm_open + ftruncate on: a peer can see it and
+  // unlink it while this rank is still touching its pages (or hung there).
+  fs->names.emplace(name, segment);
+  segment->ledger_id = context_.next_id();
+  context_.ledger().add(ResourceKind::kShmSegment, rank_, segment->ledger_id, bytes,
+                        fmt::format("/dev/shm/{} on {}", name, fs->host_name));
+  auto remove_file = [&] {
+    auto it = fs->names.find(name);
+    if (it == fs->names.end() || it->second != segment) return;  // a peer unlinked it already
+    context_.ledger().remove(ResourceKind::kShmSegment, segment->ledger_id);
+    fs->names.erase(it);
+  };
   // Touching the pages is where a full tmpfs really bites (SIGBUS): a failure
   // here must not leave the half-made segment behind.
   switch (context_.visit(FaultSite::kShmWrite, rank_)) {
     case SimContext::Visit::kDied:
       // The file stays on tmpfs, as after a real crash between create and fill.
-      fs->names.emplace(name, segment);
-      segment->ledger_id = context_.next_id();
-      context_.ledger().add(ResourceKind::kShmSegment, rank_, segment->ledger_id, bytes,
-                            fmt::format("/dev/shm/{} on {} (creator died)", name, fs->host_name));
       return context_.dead_status(rank_, "shm_write");
     case SimContext::Visit::kFault:
+      remove_file();
       coverage_probe("sim: shm segment removed after a failed touch");
       return fail(ErrorCode::kResourceExhausted,
                   fmt::format("touching /dev/shm/{} on host {}: SIGBUS (tmpfs out of pages; injected fault, site "
@@ -240,15 +249,14 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
   // What containers do to the pages once they are written (the placement
   // read only the tmpfs total): refused as the real backend refuses, and the
   // half-made segment goes with the refusal.
-  if (Status limit = check_fill_limits(*fs, name, accounted); !limit.is_ok()) return limit;
+  if (Status limit = check_fill_limits(*fs, name, accounted); !limit.is_ok()) {
+    remove_file();
+    return limit;
+  }
   uint64_t& charge = world_.charged_bytes_by_rank_[static_cast<size_t>(rank_)];
   charge += accounted;
   segment->charged_to = &charge;
   segment->numa_node = world_.numa_node_of(rank_);
-  fs->names.emplace(name, segment);
-  segment->ledger_id = context_.next_id();
-  context_.ledger().add(ResourceKind::kShmSegment, rank_, segment->ledger_id, bytes,
-                        fmt::format("/dev/shm/{} on {}", name, fs->host_name));
   context_.scheduler().record(fmt::format("shm_create r{} {} {}", rank_, name, bytes));
   return map_segment(std::move(segment), bytes, /*writable=*/true);
 }

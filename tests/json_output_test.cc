@@ -4,6 +4,7 @@
 // schema_version, command, warnings as {key, text} and error as null or
 // {code, message, rank, peer, step}.
 #include "core/base/json_output.h"
+#include "sim/faults.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -152,7 +153,7 @@ TEST(JsonOutput, ErrorsOfEveryKindAreDocumentsToo) {
 
   // fuzz, shm, doctor, bench.
   const Json fuzz = expect_document(run_stdout("fuzz --json --seeds 3"), "fuzz", false);
-  EXPECT_EQ(fuzz["fault_sites"].size(), 8u);
+  EXPECT_EQ(fuzz["fault_sites"].size(), static_cast<size_t>(sim::kFaultSiteCount)) << "one row per site of the table";
   expect_document(run_stdout("fuzz --json --seeds 0"), "fuzz", true);
   const Json list = expect_document(run_stdout("shm list --json --dir " + dir), "shm list", false);
   EXPECT_TRUE(list["segments"].is_array());

@@ -11,7 +11,8 @@ namespace engram::sim {
 namespace {
 
 TEST(Swarm, FixedSeedSweepHoldsEveryInvariantDeterministically) {
-  SwarmReport report = run_swarm(1, 200, /*check_determinism=*/true);
+  // The sweep size the fuzz command holds to "every site fires".
+  SwarmReport report = run_swarm(1, kEverySiteSweepSeeds, /*check_determinism=*/true);
   std::string why;
   for (const auto& f : report.failures) {
     why += "\nseed " + std::to_string(f.seed) + ": " + f.description;
@@ -46,7 +47,9 @@ TEST(Swarm, DrawsDependOnTheSeedAlone) {
 TEST(Swarm, ASmallSweepReportsUnfiredSitesWithoutFailing) {
   SwarmReport report = run_swarm(5, 3, false);
   EXPECT_EQ(report.seed_count, 3);
-  if (!report.sites_never_fired().empty()) EXPECT_NE(report.fault_site_table().find("NEVER FIRED"), std::string::npos);
+  if (!report.sites_never_fired().empty()) {
+    EXPECT_NE(report.fault_site_table().find("NEVER FIRED"), std::string::npos);
+  }
   EXPECT_EQ(report.passed(), report.failures.empty());
 }
 

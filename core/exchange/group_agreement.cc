@@ -28,8 +28,9 @@ Status agree_on_status(Collectives& group, const Status& mine, std::string_view 
   std::vector<Record> all(static_cast<size_t>(group.size()));
   Status round = group.all_gather(std::as_bytes(std::span<const Record>(&record, 1)),
                                   std::as_writable_bytes(std::span<Record>(all)));
-  if (!round.is_ok() && gone_rank != nullptr && round.code() == ErrorCode::kUnavailable)
-    *gone_rank = round.context().peer;
+  if (!round.is_ok() && gone_rank != nullptr)
+    *gone_rank = round.code() == ErrorCode::kUnavailable && round.context().peer >= 0 ? round.context().peer
+                                                                                     : kUnknownMemberGone;
   if (!round.is_ok()) {
     // A member is gone: that is the root cause, even where this rank failed
     // too (perhaps because of it: a survivor cleaned up what it was reading).

@@ -18,7 +18,11 @@ namespace engram {
 // `what` this rank was doing.
 // When the round itself fails because a member is gone (dead, or left
 // without answering), `gone_rank` (if given) receives that member's world
-// rank, so survivors can clean up what only it would have cleaned.
+// rank, so survivors can clean up what only it would have cleaned. When the
+// round fails without naming anyone (a member stopped answering: its
+// deadline passed), `gone_rank` receives kUnknownMemberGone: any member,
+// the one that made something included, may be the one that is gone.
+inline constexpr int kUnknownMemberGone = -2;
 Status agree_on_status(Collectives& group, const Status& mine, std::string_view what, int* gone_rank = nullptr);
 
 }  // namespace engram

@@ -365,7 +365,7 @@ Status EngramRuntime::build_host_segments(bool host_needs_segment) {
     // e.g. a live run's or a stale one the operator must look at). A dead
     // writer cannot unlink, and tmpfs keeps its files, so the survivors do
     // (names are job-unique: whatever exists under them is this job's).
-    const bool writer_gone = gone >= 0 && gone == writer_world_rank;
+    const bool writer_gone = gone == writer_world_rank || gone == kUnknownMemberGone;
     for (State::Table& t : st.tables) {
       const std::string name = host_table_segment_name(options_.job_id, t.spec->layer_id);
       const bool created_here = st.is_host_writer && t.segment != nullptr;
