@@ -45,8 +45,14 @@ std::string Status::to_string() const {
   return out;
 }
 
-void check_failed(const char* expr, const char* file, int line) {
-  std::fprintf(stderr, "engramlab: contract violated: %s at %s:%d\n", expr, file, line);
+void check_failed(const char* expr, const char* file, int line, const char* why) {
+  std::fprintf(stderr, "engramlab: contract violated: %s at %s:%d%s%s\n", expr, file, line, why ? ": " : "",
+               why ? why : "");
+  std::abort();
+}
+
+void result_value_on_error(const Status& status) {
+  std::fprintf(stderr, "engramlab: contract violated: Result::value() on an error: %s\n", status.to_string().c_str());
   std::abort();
 }
 

@@ -3,12 +3,13 @@
 // peer, which step.
 #pragma once
 
-#include <cassert>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <variant>
+
+#include "core/base/check.h"
 
 namespace engram {
 
@@ -39,7 +40,7 @@ class [[nodiscard]] Status {
   Status() = default;  // ok
   Status(ErrorCode code, std::string message, ErrorContext context = {})
       : code_(code), message_(std::move(message)), context_(std::move(context)) {
-    assert(code_ != ErrorCode::kOk);
+    ENGRAM_CHECK_MSG(code_ != ErrorCode::kOk, "an error Status needs an error code; use Status::ok() for success");
   }
   static Status ok() { return Status(); }
 
@@ -71,28 +72,41 @@ inline Status unavailable(std::string m) { return {ErrorCode::kUnavailable, std:
 inline Status permission_denied(std::string m) { return {ErrorCode::kPermissionDenied, std::move(m)}; }
 inline Status internal_error(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
 
+// Aborts with "Result::value() on an error: <status>"; out of line so value()
+// stays a load and a branch.
+[[noreturn]] void result_value_on_error(const Status& status);
+
 // A value or the Status that explains its absence.
 template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT
-    assert(!status_.is_ok() && "a Result built from a Status must carry an error");
+    ENGRAM_CHECK_MSG(!status_.is_ok(), "a Result built from a Status must carry an error");
   }
 
   bool is_ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
-  Status take_status() && { return std::move(status_); }
+  // The error; on an ok Result this aborts (it has no error to give).
+  Status take_status() && {
+    ENGRAM_CHECK_MSG(!is_ok(), "take_status() on a Result that holds a value");
+    return std::move(status_);
+  }
 
-  T& value() & { assert(is_ok()); return *value_; }
-  const T& value() const& { assert(is_ok()); return *value_; }
-  T&& value() && { assert(is_ok()); return std::move(*value_); }
+  // On an error these abort, naming the error (never undefined behaviour).
+  T& value() & { check_value(); return *value_; }
+  const T& value() const& { check_value(); return *value_; }
+  T&& value() && { check_value(); return std::move(*value_); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
  private:
+  void check_value() const {
+    if (__builtin_expect(!value_.has_value(), 0)) result_value_on_error(status_);
+  }
+
   std::optional<T> value_;
   Status status_;
 };
@@ -115,14 +129,3 @@ class [[nodiscard]] Result {
   auto tmp = (expr);                                 \
   if (!tmp.is_ok()) return std::move(tmp).take_status(); \
   lhs = std::move(tmp).value()
-
-// Contract checks that stay on in release builds: a broken invariant in a
-// memory-sharing system is worse than a crash.
-#define ENGRAM_CHECK(cond)                                                    \
-  do {                                                                        \
-    if (!(cond)) ::engram::check_failed(#cond, __FILE__, __LINE__);           \
-  } while (0)
-
-namespace engram {
-[[noreturn]] void check_failed(const char* expr, const char* file, int line);
-}
