@@ -114,7 +114,8 @@ void probe_gpus(Facts& f) {
                            gpu.vmm ? "yes" : "no", gpu.posix_fd ? "yes" : "no", gpu.fabric_attribute ? "yes" : "no",
                            format_bytes(info->granularity_bytes));
     Status probe = gpu.vmm ? (*memory)->probe_fabric()
-                           : Status(ErrorCode::kFailedPrecondition, "no VMM support", ErrorContext{.step = "fabric probe"});
+                           : Status(ErrorCode::kFailedPrecondition, "no VMM support",
+                                    ErrorContext{.step = device_step_name(DeviceStep::kProbeFabric)});
     gpu.fabric_works = probe.is_ok();
     if (!probe.is_ok()) gpu.fabric_error = probe.to_string();
     f.gpus.push_back(gpu);

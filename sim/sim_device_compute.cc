@@ -76,22 +76,11 @@ Result<DevicePtr> SimDeviceCompute::allocate(uint64_t bytes) {
   // cudaMalloc rounds up; the emulator takes it as VMM memory of this GPU so
   // it counts against the GPU's memory and shows in the ledger.
   const uint64_t rounded = round_up(std::max<uint64_t>(bytes, 1), kVmmGranularityBytes);
-  ENGRAM_ASSIGN_OR_RETURN(const AllocationHandle handle, memory_.create(rounded, HandleType::kPosixFd));
-  auto address = memory_.reserve(rounded);
-  if (!address.is_ok()) {
-    memory_.release(handle).ignore();
-    return std::move(address).take_status();
-  }
-  Status mapped = memory_.map(*address, rounded, handle);
-  if (mapped.is_ok()) mapped = memory_.set_access(*address, rounded);
-  if (!mapped.is_ok()) {
-    memory_.unmap(*address, rounded).ignore();
-    memory_.free_reservation(*address, rounded).ignore();
-    memory_.release(handle).ignore();
-    return mapped;
-  }
-  allocations_[*address] = Allocation{handle, rounded};
-  return *address;
+  ENGRAM_ASSIGN_OR_RETURN(MappedAllocation allocation,
+                          MappedAllocation::create(memory_, rounded, HandleType::kPosixFd));
+  const DevicePtr address = allocation.address();
+  allocations_.emplace(address, std::move(allocation));
+  return address;
 }
 
 Status SimDeviceCompute::free(DevicePtr address) {
@@ -101,14 +90,9 @@ Status SimDeviceCompute::free(DevicePtr address) {
                   fmt::format("cudaFree({:#x}): not an allocation of this rank's device compute", address),
                   {rank_, -1, "free"});
   }
-  const Allocation a = it->second;
+  Status released = it->second.release();
   allocations_.erase(it);
-  Status first = memory_.unmap(address, a.bytes);
-  Status freed = memory_.free_reservation(address, a.bytes);
-  if (first.is_ok()) first = std::move(freed);
-  Status released = memory_.release(a.handle);
-  if (first.is_ok()) first = std::move(released);
-  return first;
+  return released;
 }
 
 Status SimDeviceCompute::prepare_lookups(int64_t ids_max, uint64_t row_bytes_max, bool host_tables) {

@@ -13,6 +13,7 @@
 #include <span>
 
 #include "core/backend/device_compute.h"
+#include "core/backend/device_resources.h"
 #include "sim/sim_context.h"
 #include "sim/sim_device_memory.h"
 
@@ -47,10 +48,6 @@ class SimDeviceCompute final : public DeviceCompute {
   Status write(DevicePtr dst, std::span<const std::byte> src, const char* call);
 
  private:
-  struct Allocation {
-    AllocationHandle handle = 0;
-    uint64_t bytes = 0;
-  };
   struct Registration {
     std::span<const std::byte> host;
     uint64_t ledger_id = 0;
@@ -62,7 +59,9 @@ class SimDeviceCompute final : public DeviceCompute {
   SimContext& context_;
   SimDeviceMemory& memory_;
   int rank_;
-  std::map<DevicePtr, Allocation> allocations_;
+  // Workspaces by address. A dead rank's are gone with its process
+  // (DeviceWorld::release_process); the owners then give back nothing.
+  std::map<DevicePtr, MappedAllocation> allocations_;
   std::map<DevicePtr, Registration> registrations_;  // by the device address handed out
   DevicePtr next_host_address_;
   int64_t prepared_ids_max_ = 0;

@@ -19,6 +19,9 @@ constexpr DevicePtr kAddressBase = 0x200000000000ull;
 constexpr DevicePtr kAddressWindow = 1ull << 40;
 constexpr uint8_t kFabricMagic[4] = {'E', 'N', 'G', 'F'};
 
+// Every error names its step from the one table the real backend uses too.
+const char* step(DeviceStep s) { return device_step_name(s); }
+
 uint64_t gpu_key(int host, int gpu) { return (static_cast<uint64_t>(host) << 16) | static_cast<uint64_t>(gpu); }
 
 uint64_t fabric_check(uint64_t physical) {
@@ -115,7 +118,7 @@ Status DeviceWorld::close_fd(int rank, int fd) {
   auto it = proc.fds.find(fd);
   if (it == proc.fds.end())
     return Status(ErrorCode::kInvalidArgument, fmt::format("close({}): EBADF: Bad file descriptor", fd),
-                  {rank, -1, "close_fd"});
+                  {rank, -1, step(DeviceStep::kCloseFd)});
   OpenFd open = it->second;
   proc.fds.erase(it);
   context_.ledger().remove(open.received ? ResourceKind::kReceivedFd : ResourceKind::kExportFd, open.ledger_id);
@@ -151,7 +154,7 @@ SimDeviceMemory::SimDeviceMemory(DeviceWorld& world, int rank)
 }
 
 Result<DeviceInfo> SimDeviceMemory::info() {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "info");
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kInfo));
   const HostSpec& host = context_.host_of(rank_);
   const RankPlace& place = context_.place(rank_);
   DeviceInfo info;
@@ -183,22 +186,22 @@ Status SimDeviceMemory::fabric_capability(const char* call) const {
 }
 
 Status SimDeviceMemory::probe_fabric() {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "probe");
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kProbeFabric));
   // The real probe creates and exports one granule; the emulator answers what
   // that would: the attribute alone is not enough, the IMEX channel decides.
   Status capable = fabric_capability("cuMemCreate(FABRIC, 2 MiB probe)");
-  if (!capable.is_ok()) return std::move(capable).with_context(rank_, -1, "probe");
+  if (!capable.is_ok()) return std::move(capable).with_context(rank_, -1, step(DeviceStep::kProbeFabric));
   const RankPlace& place = context_.place(rank_);
   if (world_.gpu_used_bytes(place.host, place.gpu) + kGranularityBytes > context_.host_of(rank_).gpu_memory_bytes)
     return std::move(cuda_error("CUDA_ERROR_OUT_OF_MEMORY",
                                 fmt::format("cuMemCreate(FABRIC, 2 MiB probe) on {}", context_.where(rank_))))
-        .with_context(rank_, -1, "probe");
+        .with_context(rank_, -1, step(DeviceStep::kProbeFabric));
   return Status::ok();
 }
 
 Result<AllocationHandle> SimDeviceMemory::create(uint64_t bytes, HandleType exportable_as) {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "create");
-  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, "create"); };
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCreate));
+  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, step(DeviceStep::kCreate)); };
   if (bytes == 0 || bytes % kGranularityBytes != 0)
     return fail(cuda_error("CUDA_ERROR_INVALID_VALUE",
                            fmt::format("cuMemCreate({} bytes): size must be a non-zero multiple of the {} "
@@ -235,9 +238,9 @@ Result<AllocationHandle> SimDeviceMemory::create(uint64_t bytes, HandleType expo
 }
 
 Result<ShareableHandle> SimDeviceMemory::export_handle(AllocationHandle allocation, HandleType type) {
-  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, "export"); };
+  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, step(DeviceStep::kExport)); };
   switch (context_.visit(FaultSite::kExport, rank_)) {
-    case SimContext::Visit::kDied: return context_.dead_status(rank_, "export");
+    case SimContext::Visit::kDied: return context_.dead_status(rank_, step(DeviceStep::kExport));
     case SimContext::Visit::kFault:
       return fail(cuda_error("CUDA_ERROR_OUT_OF_MEMORY",
                              "cuMemExportToShareableHandle: injected fault (site export)"));
@@ -275,9 +278,9 @@ Result<ShareableHandle> SimDeviceMemory::export_handle(AllocationHandle allocati
 }
 
 Result<AllocationHandle> SimDeviceMemory::import_handle(const ShareableHandle& handle) {
-  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, "import"); };
+  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, step(DeviceStep::kImport)); };
   switch (context_.visit(FaultSite::kImport, rank_)) {
-    case SimContext::Visit::kDied: return context_.dead_status(rank_, "import");
+    case SimContext::Visit::kDied: return context_.dead_status(rank_, step(DeviceStep::kImport));
     case SimContext::Visit::kFault:
       return fail(cuda_error("CUDA_ERROR_NOT_PERMITTED",
                              "cuMemImportFromShareableHandle: injected fault (site import)"));
@@ -330,12 +333,12 @@ Result<AllocationHandle> SimDeviceMemory::import_handle(const ShareableHandle& h
 }
 
 Result<DevicePtr> SimDeviceMemory::reserve(uint64_t bytes) {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "reserve");
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kReserve));
   if (bytes == 0 || bytes % kGranularityBytes != 0)
     return std::move(cuda_error("CUDA_ERROR_INVALID_VALUE",
                                 fmt::format("cuMemAddressReserve({} bytes): size must be a non-zero multiple of {}",
                                             bytes, format_bytes(kGranularityBytes))))
-        .with_context(rank_, -1, "reserve");
+        .with_context(rank_, -1, step(DeviceStep::kReserve));
   auto& proc = world_.process(rank_);
   DevicePtr address = proc.next_address;
   proc.next_address += bytes + kGranularityBytes;  // a guard gap between ranges
@@ -347,9 +350,9 @@ Result<DevicePtr> SimDeviceMemory::reserve(uint64_t bytes) {
 }
 
 Status SimDeviceMemory::map(DevicePtr address, uint64_t bytes, AllocationHandle allocation) {
-  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, "map"); };
+  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, step(DeviceStep::kMap)); };
   switch (context_.visit(FaultSite::kMap, rank_)) {
-    case SimContext::Visit::kDied: return context_.dead_status(rank_, "map");
+    case SimContext::Visit::kDied: return context_.dead_status(rank_, step(DeviceStep::kMap));
     case SimContext::Visit::kFault:
       return fail(cuda_error("CUDA_ERROR_OUT_OF_MEMORY", "cuMemMap: injected fault (site map)"));
     case SimContext::Visit::kProceed: break;
@@ -389,9 +392,9 @@ Status SimDeviceMemory::map(DevicePtr address, uint64_t bytes, AllocationHandle 
 }
 
 Status SimDeviceMemory::set_access(DevicePtr address, uint64_t bytes) {
-  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, "access"); };
+  auto fail = [&](Status s) { return std::move(s).with_context(rank_, -1, step(DeviceStep::kAccess)); };
   switch (context_.visit(FaultSite::kAccess, rank_)) {
-    case SimContext::Visit::kDied: return context_.dead_status(rank_, "access");
+    case SimContext::Visit::kDied: return context_.dead_status(rank_, step(DeviceStep::kAccess));
     case SimContext::Visit::kFault:
       return fail(cuda_error("CUDA_ERROR_INVALID_DEVICE", "cuMemSetAccess: injected fault (site access)"));
     case SimContext::Visit::kProceed: break;
@@ -435,14 +438,14 @@ Status SimDeviceMemory::set_access(DevicePtr address, uint64_t bytes) {
 }
 
 Status SimDeviceMemory::unmap(DevicePtr address, uint64_t bytes) {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "unmap");
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kUnmap));
   auto& proc = world_.process(rank_);
   auto it = proc.mappings.find(address);
   if (it == proc.mappings.end() || it->second.bytes != bytes)
     return std::move(cuda_error("CUDA_ERROR_INVALID_VALUE",
                                 fmt::format("cuMemUnmap({:#x}, {} bytes): not a mapping of this process", address,
                                             bytes)))
-        .with_context(rank_, -1, "unmap");
+        .with_context(rank_, -1, step(DeviceStep::kUnmap));
   context_.ledger().remove(ResourceKind::kMapping, it->second.ledger_id);
   uint64_t physical_id = it->second.physical;
   proc.mappings.erase(it);
@@ -451,13 +454,13 @@ Status SimDeviceMemory::unmap(DevicePtr address, uint64_t bytes) {
 }
 
 Status SimDeviceMemory::release(AllocationHandle allocation) {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "release");
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kRelease));
   auto& proc = world_.process(rank_);
   auto it = proc.handles.find(allocation);
   if (it == proc.handles.end())
     return std::move(cuda_error("CUDA_ERROR_INVALID_VALUE",
                                 fmt::format("cuMemRelease({:#x}): not a live allocation handle", allocation)))
-        .with_context(rank_, -1, "release");
+        .with_context(rank_, -1, step(DeviceStep::kRelease));
   context_.ledger().remove(it->second.imported ? ResourceKind::kImportedHandle : ResourceKind::kAllocation,
                            it->second.ledger_id);
   uint64_t physical_id = it->second.physical;
@@ -467,13 +470,13 @@ Status SimDeviceMemory::release(AllocationHandle allocation) {
 }
 
 Status SimDeviceMemory::free_reservation(DevicePtr address, uint64_t bytes) {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "free_reservation");
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kFreeReservation));
   auto& proc = world_.process(rank_);
   auto it = proc.reservations.find(address);
   auto fail = [&](std::string why) {
     return std::move(cuda_error("CUDA_ERROR_INVALID_VALUE",
                                 fmt::format("cuMemAddressFree({:#x}, {} bytes): {}", address, bytes, why)))
-        .with_context(rank_, -1, "free_reservation");
+        .with_context(rank_, -1, step(DeviceStep::kFreeReservation));
   };
   if (it == proc.reservations.end() || it->second.bytes != bytes) return fail("not a reservation of this process");
   auto m = proc.mappings.lower_bound(address);
@@ -484,7 +487,7 @@ Status SimDeviceMemory::free_reservation(DevicePtr address, uint64_t bytes) {
 }
 
 Status SimDeviceMemory::close_fd(int fd) {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "close_fd");
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCloseFd));
   return world_.close_fd(rank_, fd);
 }
 
@@ -523,8 +526,8 @@ Status SimDeviceMemory::for_each_span(
 }
 
 Status SimDeviceMemory::copy_to_device(DevicePtr dst, std::span<const std::byte> src) {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "copy_to_device");
-  return for_each_span(dst, src.size(), "copy_to_device",
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyToDevice));
+  return for_each_span(dst, src.size(), step(DeviceStep::kCopyToDevice),
                        [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t done) {
                          while (length > 0) {
                            uint64_t page = offset / kSimPageBytes;
@@ -544,8 +547,8 @@ Status SimDeviceMemory::copy_to_device(DevicePtr dst, std::span<const std::byte>
 }
 
 Status SimDeviceMemory::copy_from_device(std::span<std::byte> dst, DevicePtr src) {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "copy_from_device");
-  return for_each_span(src, dst.size(), "copy_from_device",
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyFromDevice));
+  return for_each_span(src, dst.size(), step(DeviceStep::kCopyFromDevice),
                        [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t done) {
                          while (length > 0) {
                            uint64_t page = offset / kSimPageBytes;
@@ -563,7 +566,7 @@ Status SimDeviceMemory::copy_from_device(std::span<std::byte> dst, DevicePtr src
 }
 
 Status SimDeviceMemory::synchronize() {
-  if (context_.is_dead(rank_)) return context_.dead_status(rank_, "synchronize");
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kSynchronize));
   return Status::ok();
 }
 

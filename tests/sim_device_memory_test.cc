@@ -8,9 +8,12 @@
 
 #include <array>
 #include <cstring>
+#include <set>
+#include <string>
 
 #include "core/base/units.h"
 #include "sim/world.h"
+#include "tests/device_steps.h"
 
 namespace engram::sim {
 namespace {
@@ -222,6 +225,33 @@ TEST(SimDeviceMemory, LeftoversAreReportedByTheLedger) {
   EXPECT_EQ(run->leaks[0].kind, ResourceKind::kAllocation);
   EXPECT_EQ(run->leaks[1].kind, ResourceKind::kExportFd);
   EXPECT_THAT(run->summary(), HasSubstr("export_fd"));
+}
+
+// The emulator half of "both DeviceMemory backends name the same step for the
+// same failing call" (tests/device_steps.h); the real driver's half is
+// tests/gpu/cuda_device_steps_test.cc, run on a GPU machine.
+TEST(DeviceSteps, EmulatorNamesEachFailingCallFromTheTable) {
+  WorldSpec spec;
+  spec.hosts = {host("h200-0", 1, "H200")};
+  auto run = run_world(spec, [](RankBackend& b) -> Status {
+    ENGRAM_ASSIGN_OR_RETURN(DeviceInfo info, b.device->info());
+    testing::expect_device_steps(*b.device, info.granularity_bytes);
+    return Status::ok();
+  });
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_TRUE(run->all_ok()) << run->summary();
+  EXPECT_TRUE(run->leaks.empty()) << Ledger::format(run->leaks);
+}
+
+TEST(DeviceSteps, EveryStepHasItsOwnName) {
+  std::set<std::string> names;
+  for (int s = 0; s < kDeviceStepCount; ++s) {
+    const std::string name = device_step_name(static_cast<DeviceStep>(s));
+    EXPECT_NE(name, "?") << s;
+    EXPECT_EQ(name.find(' '), std::string::npos) << name;
+    names.insert(name);
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(kDeviceStepCount));
 }
 
 }  // namespace

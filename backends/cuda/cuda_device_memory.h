@@ -50,8 +50,11 @@ class CudaDeviceMemory final : public DeviceMemory {
  private:
   CudaDeviceMemory(const DriverApi* api, int ordinal, CUdevice device, CUcontext context)
       : api_(api), ordinal_(ordinal), device_(device), context_(context) {}
-  Status make_current(const char* step);
-  Status fail(CUresult result, const char* call, const std::string& step, const std::string& detail = "");
+  // Every failure names its step from the one table (core/backend/device_memory.h).
+  Status make_current(DeviceStep step);
+  Status fail(CUresult result, const char* call, DeviceStep step, const std::string& detail = "");
+  Result<uint64_t> granularity_for(HandleType type, DeviceStep step);
+  Result<std::pair<uint64_t, uint64_t>> memory_info_for(DeviceStep step);
   CUmemAllocationProp allocation_prop(HandleType type) const;
 
   const DriverApi* api_;

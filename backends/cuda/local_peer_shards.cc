@@ -24,16 +24,12 @@ Status LocalPeerShards::build(const Fill& fill) {
   }
   ENGRAM_ASSIGN_OR_RETURN(granularity_bytes_, memory_[0]->granularity(HandleType::kPosixFd));
   allocation_bytes_ = round_up(static_cast<uint64_t>(layout_.max_shard_rows()) * row_bytes_, granularity_bytes_);
-  mapped_.assign(static_cast<size_t>(gpus_), std::vector<Mapping>(static_cast<size_t>(gpus_)));
+  mapped_.resize(static_cast<size_t>(gpus_));
+  for (auto& row : mapped_) row.resize(static_cast<size_t>(gpus_));
   for (int g = 0; g < gpus_; ++g) {
-    ENGRAM_ASSIGN_OR_RETURN(AllocationHandle allocation, memory_[g]->create(allocation_bytes_, HandleType::kPosixFd));
-    owned_.push_back(allocation);
-    Mapping& own = mapped_[g][g];
-    ENGRAM_ASSIGN_OR_RETURN(own.address, memory_[g]->reserve(allocation_bytes_));
-    ENGRAM_RETURN_IF_ERROR(memory_[g]->map(own.address, allocation_bytes_, owned_[g]));
-    own.mapped = true;
-    ENGRAM_RETURN_IF_ERROR(memory_[g]->set_access(own.address, allocation_bytes_));
-    ENGRAM_RETURN_IF_ERROR(fill(g, own.address));
+    MappedAllocation& own = mapped_[g][g];
+    ENGRAM_ASSIGN_OR_RETURN(own, MappedAllocation::create(*memory_[g], allocation_bytes_, HandleType::kPosixFd));
+    ENGRAM_RETURN_IF_ERROR(fill(g, own.address()));
   }
   for (int g = 0; g < gpus_; ++g) {
     ENGRAM_RETURN_IF_ERROR(cuda_runtime_status(cudaSetDevice(g), "cudaSetDevice", g, "fill"));
@@ -57,23 +53,19 @@ Status LocalPeerShards::map_peer(int g, int peer) {
                               "PCIe P2P between every GPU pair; see `engramlab doctor`", g, peer),
                   ErrorContext{.rank = g, .peer = peer, .step = "access"});
   }
-  ENGRAM_ASSIGN_OR_RETURN(ShareableHandle handle, memory_[peer]->export_handle(owned_[peer], HandleType::kPosixFd));
-  auto imported = memory_[g]->import_handle(handle);
+  ENGRAM_ASSIGN_OR_RETURN(ShareableHandle handle,
+                          memory_[peer]->export_handle(mapped_[peer][peer].allocation(), HandleType::kPosixFd));
+  auto imported = MappedAllocation::import(*memory_[g], handle, allocation_bytes_);
   ENGRAM_RETURN_IF_ERROR(memory_[g]->close_fd(handle.fd));
   if (!imported.is_ok()) return std::move(imported).take_status().with_context(g, peer, "import");
-  Mapping& m = mapped_[g][peer];
-  m.imported = *imported;
-  m.has_import = true;
-  ENGRAM_ASSIGN_OR_RETURN(m.address, memory_[g]->reserve(allocation_bytes_));
-  ENGRAM_RETURN_IF_ERROR(memory_[g]->map(m.address, allocation_bytes_, m.imported).with_context(g, peer, "map"));
-  m.mapped = true;
-  return memory_[g]->set_access(m.address, allocation_bytes_).with_context(g, peer, "access");
+  mapped_[g][peer] = std::move(imported).value();
+  return Status::ok();
 }
 
 Status LocalPeerShards::upload_peer_table(int g) {
   const auto& starts = layout_.starts();
   std::vector<uint64_t> bases;
-  for (int s = 0; s < gpus_; ++s) bases.push_back(mapped_[g][s].address);
+  for (int s = 0; s < gpus_; ++s) bases.push_back(mapped_[g][s].address());
   ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_starts, GpuBuffer::allocate(g, starts.size() * sizeof(int64_t), "peer table"));
   ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_bases, GpuBuffer::allocate(g, bases.size() * sizeof(uint64_t), "peer table"));
   ENGRAM_RETURN_IF_ERROR(
@@ -98,20 +90,10 @@ Status LocalPeerShards::teardown() {
   bases_.clear();
   for (int pass = 0; pass < 2; ++pass) {  // pass 0: peers' imports; pass 1: own shards
     for (size_t g = 0; g < mapped_.size(); ++g) {
-      for (size_t s = 0; s < mapped_[g].size(); ++s) {
-        if ((pass == 0) == (g == s)) continue;
-        Mapping& m = mapped_[g][s];
-        if (m.mapped) keep(memory_[g]->unmap(m.address, allocation_bytes_));
-        m.mapped = false;
-        if (m.has_import) keep(memory_[g]->release(m.imported));
-        m.has_import = false;
-        if (m.address != 0) keep(memory_[g]->free_reservation(m.address, allocation_bytes_));
-        m.address = 0;
-      }
+      for (size_t s = 0; s < mapped_[g].size(); ++s)
+        if ((pass == 0) != (g == s)) keep(mapped_[g][s].release());
     }
   }
-  for (size_t g = 0; g < owned_.size(); ++g) keep(memory_[g]->release(owned_[g]));
-  owned_.clear();
   mapped_.clear();
   return first;
 }

@@ -15,6 +15,7 @@
 
 #include "backends/cuda/cuda_device_memory.h"
 #include "backends/cuda/gpu_buffer.h"
+#include "core/backend/device_resources.h"
 #include "core/lookup/shard_layout.h"
 
 namespace engram::cuda {
@@ -51,17 +52,11 @@ class LocalPeerShards {
   const void* const* device_bases(int g) const { return bases_[static_cast<size_t>(g)].as<const void* const>(); }
   // GPU g's address of shard s.
   const void* shard(int g, int s) const {
-    return reinterpret_cast<const void*>(mapped_[static_cast<size_t>(g)][static_cast<size_t>(s)].address);
+    return reinterpret_cast<const void*>(mapped_[static_cast<size_t>(g)][static_cast<size_t>(s)].address());
   }
   const void* own_shard(int g) const { return shard(g, g); }
 
  private:
-  struct Mapping {
-    DevicePtr address = 0;
-    AllocationHandle imported = 0;
-    bool has_import = false;
-    bool mapped = false;
-  };
   Status map_peer(int g, int peer);
   Status upload_peer_table(int g);
 
@@ -70,9 +65,10 @@ class LocalPeerShards {
   int gpus_;
   uint64_t granularity_bytes_ = 0;
   uint64_t allocation_bytes_ = 0;
-  std::vector<std::unique_ptr<CudaDeviceMemory>> memory_;
-  std::vector<AllocationHandle> owned_;
-  std::vector<std::vector<Mapping>> mapped_;  // [gpu][shard]
+  std::vector<std::unique_ptr<CudaDeviceMemory>> memory_;  // outlives mapped_, whose owners use it
+  // [gpu][shard]: GPU g's own shard (s == g, created there) or its import of
+  // GPU s's shard, each in a range of its own with access granted.
+  std::vector<std::vector<MappedAllocation>> mapped_;
   std::vector<GpuBuffer> starts_;
   std::vector<GpuBuffer> bases_;
 };

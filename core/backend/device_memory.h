@@ -42,6 +42,36 @@ struct DeviceInfo {
 using AllocationHandle = uint64_t;  // CUmemGenericAllocationHandle
 using DevicePtr = uint64_t;         // CUdeviceptr
 
+// The step each DeviceMemory call names in its errors (ErrorContext::step),
+// one table for every backend: the real driver and the emulator report the
+// same step for the same failing call (tests/device_steps.h checks both).
+enum class DeviceStep : uint8_t {
+  kOpen,            // a backend opening its device (not part of the interface)
+  kInfo,
+  kGranularity,     // a backend's granularity query (inside info() and create())
+  kMemoryInfo,      // a backend's free/total query (inside info())
+  kProbeFabric,
+  kCreate,
+  kExport,
+  kImport,
+  kReserve,
+  kMap,
+  kAccess,
+  kUnmap,
+  kRelease,
+  kFreeReservation,
+  kCloseFd,
+  kCopyToDevice,
+  kCopyFromDevice,
+  kSynchronize,
+};
+inline constexpr int kDeviceStepCount = static_cast<int>(DeviceStep::kSynchronize) + 1;
+// "open", "info", "granularity", "memory_info", "probe_fabric", "create",
+// "export", "import", "reserve", "map", "access", "unmap", "release",
+// "free_reservation", "close_fd", "copy_to_device", "copy_from_device",
+// "synchronize".
+const char* device_step_name(DeviceStep step);
+
 class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;

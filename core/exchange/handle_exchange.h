@@ -13,45 +13,30 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <vector>
 
+#include "core/backend/device_resources.h"
 #include "core/backend/rank_backend.h"
 #include "core/base/status.h"
 
 namespace engram {
 
-// This process's view of every group member's allocation, mapped at
-// base + group_rank * stride, with access granted to the local device.
+// This process's view of every group member's allocation: one reserved
+// range, member p's allocation mapped at base + p * stride with access
+// granted; the peers' imported handles held until unmapped. Members are
+// declared so that destruction unmaps, then releases the imports, then
+// frees the range (core/backend/device_resources.h).
 struct PeerMappings {
-  DevicePtr base = 0;
-  uint64_t stride_bytes = 0;                 // one allocation per slot
-  std::vector<AllocationHandle> imported;    // per group rank; 0 = not imported (own slot or not reached)
-  std::vector<bool> mapped;                  // per group rank
-  uint64_t reserved_bytes() const { return stride_bytes * mapped.size(); }
+  DeviceRange range;
+  uint64_t stride_bytes = 0;               // one allocation per slot
+  std::vector<DeviceAllocation> imported;  // per group rank; empty for the own slot or one not reached
+  std::vector<DeviceMapping> slots;        // per group rank; empty where not reached
+  DevicePtr slot(int group_rank) const { return range.address() + static_cast<uint64_t>(group_rank) * stride_bytes; }
+  // Unmaps every slot, releases every import, frees the range; carries on
+  // past a failure and returns the first, with this rank.
+  Status release(int world_rank);
 };
-
-struct ImportRequest {
-  HandleType type = HandleType::kPosixFd;
-  uint64_t allocation_bytes = 0;             // granularity-rounded, equal on every rank
-  int group_rank = -1;
-  std::vector<int> world_ranks;              // group rank -> world rank (for errors)
-  AllocationHandle own_allocation = 0;       // mapped into this rank's own slot
-};
-
-// Yields group rank `peer`'s handle (for POSIX fds: receives it; the fd is
-// then owned by import_and_map, which closes it after the import).
-using HandleSource = std::function<Result<ShareableHandle>(int peer)>;
-
-// The local half: reserve one range, then per group rank in order: fetch,
-// import, map, grant access (the own slot maps own_allocation). On failure it
-// undoes all of that and returns an error naming this rank, the peer (world
-// rank) and the step (receive, import, map, access, reserve).
-Result<PeerMappings> import_and_map(DeviceMemory& device, const ImportRequest& request, const HandleSource& fetch);
-// Unmaps every mapped slot, releases every imported handle, frees the range.
-// Keeps going past a failure; returns the first.
-Status unmap_and_release(DeviceMemory& device, PeerMappings& mappings, int world_rank);
 
 class SharedMapping {
  public:
@@ -91,7 +76,7 @@ class SharedMapping {
   int group_rank_ = -1;
   HandleType type_ = HandleType::kPosixFd;
   std::vector<int> world_ranks_;
-  AllocationHandle own_allocation_ = 0;
+  DeviceAllocation own_allocation_;  // released last: peers map it until the final barrier
   PeerMappings mappings_;
 };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/base/coverage_probe.h"
+#include "core/exchange/group_agreement.h"
 
 namespace engram {
 
@@ -52,24 +53,13 @@ Result<PeerShardTable> PeerShardTable::build(RankBackend& backend, Collectives& 
 
   // Agree that every shard is filled (the all-gather also orders the writes
   // before any peer's first read).
-  std::vector<uint8_t> ok(static_cast<size_t>(group.size()));
-  uint8_t mine = filled.is_ok() ? 1 : 0;
-  Status round = group.all_gather(std::as_bytes(std::span<const uint8_t>(&mine, 1)), std::as_writable_bytes(std::span(ok)));
-  Status failure = !round.is_ok() ? std::move(round).with_context(me_world, -1, "fill") : filled;
-  if (failure.is_ok()) {
-    for (int r = 0; r < group.size(); ++r)
-      if (!ok[static_cast<size_t>(r)]) {
-        failure = Status(ErrorCode::kUnavailable,
-                         fmt::format("peer shard table abandoned: rank {} could not fill its shard",
-                                     mapping.world_rank_of(r)),
-                         {me_world, mapping.world_rank_of(r), "fill"});
-        break;
-      }
-  }
-  if (!failure.is_ok()) {
+  GroupVerdict verdict = agree_on_outcome(group, filled, "peer shard table fill");
+  if (!verdict.status.is_ok()) {
     coverage_probe("peer shard table: teardown after a failed fill");
-    if (round.is_ok()) mapping.teardown().ignore();  // every rank got here: the collective teardown is safe
-    return failure;  // otherwise ~SharedMapping undoes this rank's part locally
+    // Every rank got here: the collective teardown is safe. Otherwise
+    // ~SharedMapping undoes this rank's part locally.
+    if (verdict.round_ok()) mapping.teardown().ignore();
+    return std::move(verdict.status);
   }
   return PeerShardTable(backend, std::move(mapping), std::move(layout), row_bytes);
 }

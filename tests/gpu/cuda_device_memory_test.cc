@@ -48,7 +48,7 @@ TEST(CudaDeviceMemory, FabricProbeMatchesTheImexChannel) {
     // The attribute lies without an IMEX channel (DESIGN.md section 5).
     EXPECT_EQ(probe.code(), ErrorCode::kPermissionDenied) << probe.to_string();
     EXPECT_NE(probe.message().find("CUDA_ERROR_NOT_PERMITTED"), std::string::npos) << probe.message();
-    EXPECT_EQ(probe.context().step, "fabric probe create");
+    EXPECT_EQ(probe.context().step, device_step_name(DeviceStep::kProbeFabric));
   }
   auto after = (*memory)->memory_info();
   ASSERT_TRUE(after.is_ok());
