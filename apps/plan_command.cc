@@ -15,6 +15,7 @@
 #include "apps/command_registry.h"
 #include "core/plan/deployment_plan.h"
 #include "core/deployment/deployment_yaml.h"
+#include "core/deployment/shard_groups.h"
 #include "core/base/json_output.h"
 #include "core/plan/memory_fit.h"
 #include "core/report/plan_report.h"
@@ -159,12 +160,11 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
                                           f.dp_shared_memory));
   }
   if (!f.shard_group.empty()) {
-    if (f.shard_group == "world") d.config.shard_group = ShardGroup::kWorld;
-    else if (f.shard_group == "nvlink_domain") d.config.shard_group = ShardGroup::kNvlinkDomain;
-    else if (f.shard_group == "host") d.config.shard_group = ShardGroup::kHost;
-    else
-      return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write world, nvlink_domain "
-                                          "or host", f.shard_group));
+    const std::optional<ShardGroup> kind = shard_group_from_name(f.shard_group);
+    if (!kind)
+      return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write {}", f.shard_group,
+                                          shard_group_choices()));
+    d.config.shard_group = *kind;
   }
   ENGRAM_RETURN_IF_ERROR(apply(f.tokens_per_rank, d.config.tokens_per_rank_max, int_of("--tokens-per-rank", 1)));
   if (!f.gpu_memory_fraction.empty()) {
@@ -244,7 +244,9 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--cpu-offload{true}", f.cpu_offload, "Engram tables offloaded to host memory");
   cmd->add_flag("--peer-shards{true}", f.peer_shards, "opt in to device_peer row shards");
   cmd->add_option("--dp-shared-memory", f.dp_shared_memory, "true | false | unset (default unset)");
-  cmd->add_option("--shard-group", f.shard_group, "device row-shard group: world (default), nvlink_domain, host");
+  cmd->add_option("--shard-group", f.shard_group,
+                  fmt::format("device row-shard group: {} (default {})", shard_group_choices(),
+                              shard_group_name(ShardGroup::kWorld)));
   cmd->add_option("--tokens-per-rank", f.tokens_per_rank, "DP slot size for the collective buffer (default 1024)");
   cmd->add_flag("--json", f.json, "print a machine-readable JSON object");
   cmd->callback([flags, &exit_code]() { exit_code = run_plan(*flags); });

@@ -176,7 +176,8 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
     return result;
   }
 
-  check_scenario_decisions(x, out.plan, out.error, out.ranks, out.warnings, fail);
+  check_scenario_decisions(x, out.plan, out.error, out.ranks, out.warnings, !out.world.faults.fired_events.empty(),
+                           fail);
 
   // Memory, as plan shows it.
   if (x.hbm_per_gpu || x.host_per_node) {

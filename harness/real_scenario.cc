@@ -266,7 +266,7 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
 
   // Expectations, checked as on the emulator.
   check_scenario_error(scenario.expect, error, fail);
-  check_scenario_decisions(scenario.expect, plan, error, ranks, warnings, fail);
+  check_scenario_decisions(scenario.expect, plan, error, ranks, warnings, /*faults_fired=*/false, fail);
   check_scenario_lookups(scenario.expect, ranks, fail);
 
   // The emulator on the same file.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 namespace engram {
@@ -27,13 +28,44 @@ std::optional<Status> scenario_root_cause(const std::vector<Status>& statuses, i
   }
 }
 
+std::optional<Placement> decided_placement(const Result<PlanResult>& plan, const std::vector<ScenarioRankResult>& ranks,
+                                           size_t rank) {
+  if (rank < ranks.size() && ranks[rank].started) return ranks[rank].placement;
+  if (plan.is_ok() && rank < plan->ranks.size()) return plan->ranks[rank].placement;
+  return std::nullopt;
+}
+
+void check_plan_matches_runtime(const Result<PlanResult>& plan, const std::optional<Status>& error,
+                                const std::vector<ScenarioRankResult>& ranks, const std::vector<Warning>& warnings,
+                                bool faults_fired, std::vector<std::string>& fail) {
+  if (!plan.is_ok()) {
+    for (size_t r = 0; r < ranks.size(); ++r)
+      if (ranks[r].started) {
+        fail.push_back(fmt::format("plan refused the deployment ({}), but rank {} started", plan.status().to_string(),
+                                   r));
+        break;
+      }
+    if (error && error->code() != plan.status().code() && !faults_fired)
+      fail.push_back(fmt::format("plan refused with {}, the runtime failed with {}", plan.status().to_string(),
+                                 error->to_string()));
+    return;
+  }
+  for (size_t r = 0; r < ranks.size() && r < plan->ranks.size(); ++r)
+    if (ranks[r].started && ranks[r].placement != plan->ranks[r].placement)
+      fail.push_back(fmt::format("rank {}: the runtime placed {}, plan placed {}", r,
+                                 placement_name(ranks[r].placement), placement_name(plan->ranks[r].placement)));
+  std::set<std::string> plan_keys;
+  for (const Warning& w : plan->warnings) plan_keys.insert(w.key);
+  for (const Warning& w : warnings)
+    if (!plan_keys.count(w.key))
+      fail.push_back(fmt::format("the runtime warned '{}' but plan did not: {}", w.key, w.text));
+}
+
 std::vector<std::pair<Placement, int>> scenario_placement_counts(const Result<PlanResult>& plan,
                                                                  const std::vector<ScenarioRankResult>& ranks) {
   std::vector<std::pair<Placement, int>> counts;
   for (size_t r = 0; r < ranks.size(); ++r) {
-    std::optional<Placement> p;
-    if (ranks[r].started) p = ranks[r].placement;
-    else if (plan.is_ok() && r < plan->ranks.size()) p = plan->ranks[r].placement;
+    const std::optional<Placement> p = decided_placement(plan, ranks, r);
     if (!p) continue;
     auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == *p; });
     if (it == counts.end()) counts.push_back({*p, 1});
@@ -76,28 +108,9 @@ void check_scenario_error(const ScenarioExpect& x, const std::optional<Status>& 
 
 void check_scenario_decisions(const ScenarioExpect& x, const Result<PlanResult>& plan,
                               const std::optional<Status>& error, const std::vector<ScenarioRankResult>& ranks,
-                              const std::vector<Warning>& warnings, std::vector<std::string>& fail) {
+                              const std::vector<Warning>& warnings, bool faults_fired, std::vector<std::string>& fail) {
   const int world_size = static_cast<int>(ranks.size());
-  // Plan and runtime decide alike: a plan refusal fails every rank with the
-  // same kind; otherwise every started rank placed as plan did.
-  if (!plan.is_ok()) {
-    for (int r = 0; r < world_size; ++r)
-      if (ranks[static_cast<size_t>(r)].started) {
-        fail.push_back(
-            fmt::format("plan refused the deployment ({}), but rank {} started", plan.status().to_string(), r));
-        break;
-      }
-    if (error && error->code() != plan.status().code())
-      fail.push_back(fmt::format("plan refused with {}, the runtime failed with {}", plan.status().to_string(),
-                                 error->to_string()));
-  } else {
-    for (int r = 0; r < world_size && r < static_cast<int>(plan->ranks.size()); ++r) {
-      const ScenarioRankResult& o = ranks[static_cast<size_t>(r)];
-      if (o.started && o.placement != plan->ranks[static_cast<size_t>(r)].placement)
-        fail.push_back(fmt::format("rank {}: the runtime placed {}, plan placed {}", r, placement_name(o.placement),
-                                   placement_name(plan->ranks[static_cast<size_t>(r)].placement)));
-    }
-  }
+  check_plan_matches_runtime(plan, error, ranks, warnings, faults_fired, fail);
 
   for (const ExpectedPlacement& p : x.placements) {
     const int last = p.last_rank < 0 ? world_size - 1 : p.last_rank;
@@ -107,10 +120,7 @@ void check_scenario_decisions(const ScenarioExpect& x, const Result<PlanResult>&
       continue;
     }
     for (int r = p.first_rank; r <= last; ++r) {
-      const ScenarioRankResult& o = ranks[static_cast<size_t>(r)];
-      std::optional<Placement> actual;
-      if (o.started) actual = o.placement;
-      else if (plan.is_ok()) actual = plan->ranks[static_cast<size_t>(r)].placement;
+      const std::optional<Placement> actual = decided_placement(plan, ranks, static_cast<size_t>(r));
       if (!actual) {
         fail.push_back(fmt::format("placement: expected {} for rank {}, but none was decided ({})",
                                    placement_name(p.placement), r, plan.status().to_string()));

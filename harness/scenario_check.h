@@ -23,6 +23,20 @@ namespace engram {
 // failed peer) to it. Absent when every rank succeeded.
 std::optional<Status> scenario_root_cause(const std::vector<Status>& statuses, int first_fault_rank = -1);
 
+// Rank r's placement: what the runtime decided when it started, else what
+// plan decided; none when neither decided.
+std::optional<Placement> decided_placement(const Result<PlanResult>& plan, const std::vector<ScenarioRankResult>& ranks,
+                                           size_t rank);
+
+// Plan and the runtime decided alike, as every run must (scenarios and the
+// swarm): when plan refused the deployment no rank started and the runtime
+// failed with the same kind (unless an injected fault fired, which may fail
+// it first); otherwise every started rank placed as plan did and the runtime
+// warned nothing plan did not.
+void check_plan_matches_runtime(const Result<PlanResult>& plan, const std::optional<Status>& error,
+                                const std::vector<ScenarioRankResult>& ranks, const std::vector<Warning>& warnings,
+                                bool faults_fired, std::vector<std::string>& failures);
+
 // "host_shared" when all ranks agree, else "device_peer x4, host_private x4";
 // "-" when no placement was decided. Per rank: what the runtime decided, else
 // what plan decided.
@@ -36,10 +50,11 @@ std::vector<std::pair<Placement, int>> scenario_placement_counts(const Result<Pl
 void check_scenario_error(const ScenarioExpect& expect, const std::optional<Status>& error,
                           std::vector<std::string>& failures);
 
-// Plan and runtime decided alike; expect.placement; expect.warnings.
+// check_plan_matches_runtime; expect.placement; expect.warnings.
 void check_scenario_decisions(const ScenarioExpect& expect, const Result<PlanResult>& plan,
                               const std::optional<Status>& error, const std::vector<ScenarioRankResult>& ranks,
-                              const std::vector<Warning>& warnings, std::vector<std::string>& failures);
+                              const std::vector<Warning>& warnings, bool faults_fired,
+                              std::vector<std::string>& failures);
 
 // Any lookup mismatch fails; expect.lookup_equal also demands every rank looked up.
 void check_scenario_lookups(const ScenarioExpect& expect, const std::vector<ScenarioRankResult>& ranks,

@@ -10,6 +10,8 @@
 #include "core/base/units.h"
 #include "core/base/warnings.h"
 #include "core/plan/deployment_plan.h"
+#include "core/deployment/shard_groups.h"
+#include "harness/scenario_check.h"
 #include "sim/seed.h"
 
 namespace engram::sim {
@@ -37,14 +39,13 @@ std::string describe(const Deployment& d, const FaultPlan& faults, const Scenari
     rank_hosts = " rank_hosts=";
     for (int h : d.rank_hosts) rank_hosts += std::to_string(h);
   }
-  const char* groups[] = {"world", "nvlink_domain", "host"};
   return fmt::format(
       "[{}]{} tp={} dp={}{} offload={} peer={} dp_shared_memory={} shard_group={} tokens={} timeouts={}/{}ms "
       "faults: {}",
       hosts, rank_hosts, d.layout.tp, d.layout.dp, d.layout.elastic_ep ? " elastic_ep" : "", d.config.cpu_offload,
       d.config.peer_shards,
       d.config.dp_shared_memory ? (*d.config.dp_shared_memory ? "true" : "false") : "unset",
-      groups[static_cast<int>(d.config.shard_group)], lookup.tokens, d.timeouts.collective_ms, d.timeouts.join_ms,
+      shard_group_name(d.config.shard_group), lookup.tokens, d.timeouts.collective_ms, d.timeouts.join_ms,
       faults.to_string());
 }
 
@@ -52,13 +53,6 @@ std::string outcome_of(const EmulatedOutcome& out) {
   if (!out.error) return "ok " + placement_summary(out);
   const Status& e = *out.error;
   return fmt::format("error {} ({})", error_code_name(e.code()), e.context().step.empty() ? "?" : e.context().step);
-}
-
-// Placement of rank r: the runtime's when it started, else plan's.
-std::optional<Placement> placement_of(const EmulatedOutcome& out, size_t r) {
-  if (out.ranks[r].started) return out.ranks[r].placement;
-  if (out.plan.is_ok() && r < out.plan->ranks.size()) return out.plan->ranks[r].placement;
-  return std::nullopt;
 }
 
 void check_invariants(const EmulatedJob& job, const EmulatedOutcome& out, std::vector<std::string>& v) {
@@ -88,7 +82,7 @@ void check_invariants(const EmulatedJob& job, const EmulatedOutcome& out, std::v
   // Ranks of a host that took a host placement decided alike.
   std::map<int, std::set<Placement>> host_placements;
   for (size_t r = 0; r < n; ++r) {
-    auto p = placement_of(out, r);
+    auto p = decided_placement(out.plan, out.ranks, r);
     if (p && !is_device_placement(*p)) host_placements[out.deployment.rank_hosts[r]].insert(*p);
   }
   for (const auto& [host, set] : host_placements)
@@ -119,26 +113,8 @@ void check_invariants(const EmulatedJob& job, const EmulatedOutcome& out, std::v
       v.push_back(fmt::format("rank {}: the run succeeded but its lookups did not complete", r));
   }
 
-  // The runtime decides as plan does.
-  if (!out.plan.is_ok()) {
-    for (size_t r = 0; r < n; ++r)
-      if (out.ranks[r].started) {
-        v.push_back(fmt::format("plan refused ({}), but rank {} started", out.plan.status().to_string(), r));
-        break;
-      }
-    if (out.error && out.error->code() != out.plan.status().code() && out.world.faults.fired_events.empty())
-      v.push_back(fmt::format("plan refused with {}, the runtime failed with {}", out.plan.status().to_string(),
-                              out.error->to_string()));
-  } else {
-    for (size_t r = 0; r < n; ++r)
-      if (out.ranks[r].started && out.ranks[r].placement != out.plan->ranks[r].placement)
-        v.push_back(fmt::format("rank {}: the runtime placed {}, plan placed {}", r,
-                                placement_name(out.ranks[r].placement), placement_name(out.plan->ranks[r].placement)));
-    std::set<std::string> plan_keys;
-    for (const Warning& w : out.plan->warnings) plan_keys.insert(w.key);
-    for (const Warning& w : out.warnings)
-      if (!plan_keys.count(w.key)) v.push_back(fmt::format("the runtime warned '{}' but plan did not: {}", w.key, w.text));
-  }
+  // The runtime decides as plan does (the same check scenarios make).
+  check_plan_matches_runtime(out.plan, out.error, out.ranks, out.warnings, !out.world.faults.fired_events.empty(), v);
 }
 
 std::string rank_outcomes(const EmulatedOutcome& out) {

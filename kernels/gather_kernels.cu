@@ -41,6 +41,19 @@ struct WindowIds {
 };
 constexpr int kThreadsPerBlock = kWarpsPerBlock * 32;
 
+// The owner of an in-table `row`: the last shard whose start <= row, by
+// binary search over the shard starts (RowShardLayout::owner_of's rule, on
+// the device). The one owner search of the peer kernels.
+__device__ __forceinline__ int shard_owner(const int64_t* __restrict__ starts, int shard_count, int64_t row) {
+  int lo = 0;
+  int hi = shard_count;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (__ldg(starts + mid) <= row) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
 // device_peer: owner by binary search over the shard starts; anything not in
 // [0, row_count) yields a zero row.
 struct PeerSource {
@@ -52,14 +65,9 @@ struct PeerSource {
 
   __device__ __forceinline__ const uint8_t* find(int64_t row) const {
     if (row < 0 || row >= __ldg(starts + shard_count)) return nullptr;
-    int lo = 0;
-    int hi = shard_count;  // the owner is the last shard whose start <= row
-    while (hi - lo > 1) {
-      int mid = (lo + hi) >> 1;
-      if (__ldg(starts + mid) <= row) lo = mid; else hi = mid;
-    }
-    const uint8_t* base = static_cast<const uint8_t*>(bases[lo]);
-    return base + static_cast<uint64_t>(row - __ldg(starts + lo)) * row_bytes;
+    const int owner = shard_owner(starts, shard_count, row);
+    const uint8_t* base = static_cast<const uint8_t*>(bases[owner]);
+    return base + static_cast<uint64_t>(row - __ldg(starts + owner)) * row_bytes;
   }
 };
 
@@ -247,15 +255,9 @@ struct PeerWarpSource {
       start = __shfl_sync(kFullMask, t.start, owner);
       base = __shfl_sync(kFullMask, t.base, owner);
     } else {
-      int lo = 0;
-      int hi = shard_count;
-      while (hi - lo > 1) {
-        const int mid = (lo + hi) >> 1;
-        if (__ldg(starts + mid) <= row) lo = mid; else hi = mid;
-      }
-      owner = lo;
-      start = __ldg(starts + lo);
-      base = __ldg(reinterpret_cast<const unsigned long long*>(bases) + lo);
+      owner = shard_owner(starts, shard_count, row);
+      start = __ldg(starts + owner);
+      base = __ldg(reinterpret_cast<const unsigned long long*>(bases) + owner);
     }
     return reinterpret_cast<const uint8_t*>(base) + static_cast<uint64_t>(row - start) * row_bytes;
   }

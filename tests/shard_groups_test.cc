@@ -60,6 +60,14 @@ TEST(ShardGroups, HostGroupsByIdentity) {
   EXPECT_STREQ(shard_group_name(ShardGroup::kNvlinkDomain), "nvlink_domain");
 }
 
+TEST(ShardGroups, NamesAreOneTableBothWays) {
+  for (ShardGroup kind : {ShardGroup::kWorld, ShardGroup::kNvlinkDomain, ShardGroup::kHost})
+    EXPECT_EQ(shard_group_from_name(shard_group_name(kind)), kind) << shard_group_name(kind);
+  EXPECT_FALSE(shard_group_from_name("rack").has_value());
+  EXPECT_FALSE(shard_group_from_name("").has_value());
+  EXPECT_EQ(shard_group_choices(), "world, nvlink_domain or host");
+}
+
 TEST(TextList, RangesAndLimitedLists) {
   EXPECT_EQ(compress_ranges({3, 0, 1, 2, 8, 10, 11, 11}), "0-3, 8, 10-11");
   EXPECT_EQ(compress_ranges({}), "");

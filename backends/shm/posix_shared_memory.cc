@@ -65,7 +65,7 @@ std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
 
-std::string job_segment_prefix(const std::string& job_id) { return "engramlab-" + job_id + "-"; }
+std::string job_segment_prefix(const std::string& job_id) { return shm_segment_prefix(job_id); }
 std::string segment_name(const std::string& job_id, const std::string& table) {
   return job_segment_prefix(job_id) + table;
 }

@@ -18,6 +18,10 @@ struct ShmInfo {
   uint64_t tmpfs_bytes_free = 0;   // differs between ranks over time: never decide on this
 };
 
+// Every segment of a job is named "engramlab-<job_id>-<table>", so a crashed
+// job's leftovers can be found by this prefix (backends/shm/stale_segments.h).
+std::string shm_segment_prefix(const std::string& job_id);
+
 class ShmMapping {
  public:
   virtual ~ShmMapping() = default;  // unmaps

@@ -8,6 +8,7 @@
 
 #include "core/base/text_list.h"
 #include "core/base/units.h"
+#include "core/deployment/shard_groups.h"
 #include "core/base/yaml_fields.h"
 
 namespace engram {
@@ -233,12 +234,11 @@ Status parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c) {
   }
   if (node["shard_group"]) {
     ENGRAM_ASSIGN_OR_RETURN(std::string s, p.text(node["shard_group"], "config.shard_group"));
-    if (s == "world") c.shard_group = ShardGroup::kWorld;
-    else if (s == "nvlink_domain") c.shard_group = ShardGroup::kNvlinkDomain;
-    else if (s == "host") c.shard_group = ShardGroup::kHost;
-    else
+    const std::optional<ShardGroup> kind = shard_group_from_name(s);
+    if (!kind)
       return p.error(node["shard_group"], "config.shard_group",
-                     fmt::format("'{}' is not a shard group; write world, nvlink_domain or host", s));
+                     fmt::format("'{}' is not a shard group; write {}", s, shard_group_choices()));
+    c.shard_group = *kind;
   }
   if (node["tokens_per_rank_max"]) {
     ENGRAM_ASSIGN_OR_RETURN(c.tokens_per_rank_max,

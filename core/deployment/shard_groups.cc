@@ -1,5 +1,6 @@
 #include "core/deployment/shard_groups.h"
 
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -7,13 +8,39 @@
 
 namespace engram {
 
+namespace {
+
+struct ShardGroupName {
+  ShardGroup kind;
+  const char* name;
+};
+constexpr ShardGroupName kShardGroupNames[] = {
+    {ShardGroup::kWorld, "world"},
+    {ShardGroup::kNvlinkDomain, "nvlink_domain"},
+    {ShardGroup::kHost, "host"},
+};
+
+}  // namespace
+
 const char* shard_group_name(ShardGroup kind) {
-  switch (kind) {
-    case ShardGroup::kWorld: return "world";
-    case ShardGroup::kNvlinkDomain: return "nvlink_domain";
-    case ShardGroup::kHost: return "host";
-  }
+  for (const ShardGroupName& n : kShardGroupNames)
+    if (n.kind == kind) return n.name;
+  ENGRAM_CHECK_MSG(false, "a ShardGroup without a name in kShardGroupNames");
   return "?";
+}
+
+std::optional<ShardGroup> shard_group_from_name(std::string_view name) {
+  for (const ShardGroupName& n : kShardGroupNames)
+    if (name == n.name) return n.kind;
+  return std::nullopt;
+}
+
+std::string shard_group_choices() {
+  std::string out;
+  const size_t count = std::size(kShardGroupNames);
+  for (size_t i = 0; i < count; ++i)
+    out += std::string(i == 0 ? "" : i + 1 == count ? " or " : ", ") + kShardGroupNames[i].name;
+  return out;
 }
 
 ShardGroups compute_shard_groups(ShardGroup kind, std::span<const int> rank_hosts,

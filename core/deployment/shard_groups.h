@@ -4,7 +4,10 @@
 // containers of one machine share a group). Shard count = group size.
 #pragma once
 
+#include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/deployment/deployment.h"
@@ -18,7 +21,11 @@ struct ShardGroups {
   int group_count = 0;
 };
 
-const char* shard_group_name(ShardGroup kind);  // "world", "nvlink_domain", "host"
+// The names users write (YAML `shard_group`, --shard-group), spelled only in
+// shard_groups.cc: "world", "nvlink_domain", "host".
+const char* shard_group_name(ShardGroup kind);
+std::optional<ShardGroup> shard_group_from_name(std::string_view name);
+std::string shard_group_choices();  // "world, nvlink_domain or host", for errors
 
 // `hosts` must be complete (boot ids filled). O(ranks log hosts).
 ShardGroups compute_shard_groups(ShardGroup kind, std::span<const int> rank_hosts,
