@@ -14,11 +14,11 @@
 
 #include "core/backend/collectives.h"
 #include "core/model/hashing.h"
-#include "core/lookup/lookup_device_collective.h"
-#include "core/lookup/lookup_device_peer.h"
-#include "core/lookup/lookup_host_head_sharded.h"
-#include "core/lookup/lookup_host_private.h"
-#include "core/lookup/lookup_host_shared.h"
+#include "core/placements/device_collective.h"
+#include "core/placements/device_peer.h"
+#include "core/placements/host_head_sharded.h"
+#include "core/placements/host_private.h"
+#include "core/placements/host_shared.h"
 #include "core/base/splitmix64.h"
 #include "core/model/table_fill.h"
 

@@ -11,6 +11,7 @@
 
 #include "core/base/bf16.h"
 #include "core/deployment/deployment_validate.h"
+#include "core/placements/host_shared.h"
 #include "core/runtime/engram_runtime.h"
 #include "core/model/hashing.h"
 #include "harness/scenario_check.h"

@@ -41,7 +41,7 @@
 
 #include "core/backend/device_memory.h"
 #include "core/deployment/deployment.h"
-#include "core/plan/placement.h"
+#include "core/placements/placement.h"
 #include "core/base/status.h"
 
 namespace engram {

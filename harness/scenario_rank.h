@@ -18,7 +18,7 @@
 #include "core/deployment/deployment.h"
 #include "core/runtime/engram_runtime.h"
 #include "core/model/hashing.h"
-#include "core/plan/placement.h"
+#include "core/placements/placement.h"
 #include "harness/scenario.h"
 #include "core/base/status.h"
 #include "core/model/table_spec.h"

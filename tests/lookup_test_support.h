@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "core/base/bf16.h"
-#include "core/lookup/lookup_device_collective.h"
-#include "core/lookup/lookup_device_peer.h"
-#include "core/lookup/lookup_host_head_sharded.h"
-#include "core/lookup/lookup_host_private.h"
-#include "core/lookup/lookup_host_shared.h"
+#include "core/placements/device_collective.h"
+#include "core/placements/device_peer.h"
+#include "core/placements/host_head_sharded.h"
+#include "core/placements/host_private.h"
+#include "core/placements/host_shared.h"
 #include "core/lookup/lookup_rows.h"
 #include "core/lookup/shard_layout.h"
 #include "core/model/table_fill.h"

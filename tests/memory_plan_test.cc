@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "core/model/gpu_models.h"
+#include "core/placements/device_collective.h"
+#include "core/placements/device_row_shards.h"
+#include "core/placements/host_head_sharded.h"
 #include "core/model/table_spec.h"
 #include "core/base/units.h"
 #include "tests/deployment_fixtures.h"

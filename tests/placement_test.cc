@@ -1,4 +1,4 @@
-#include "core/plan/placement.h"
+#include "core/plan/placement_rules.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -3,18 +3,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <string_view>
-#include <unordered_set>
+#include <functional>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <tuple>
+#include <unordered_set>
 
+#include "core/base/text_list.h"
 #include "core/deployment/deployment_validate.h"
-#include "core/plan/handle_type_plan.h"
-#include "core/plan/memory_fit.h"
 #include "core/deployment/node_local_group.h"
 #include "core/deployment/shard_groups.h"
 #include "core/model/table_spec.h"
-#include "core/base/text_list.h"
+#include "core/plan/handle_type_plan.h"
+#include "core/plan/memory_fit.h"
 
 namespace engram {
 namespace {
@@ -59,151 +61,163 @@ RuntimeEnvironment common_environment(const std::vector<HostSpec>& hosts, const 
   return common.value_or(RuntimeEnvironment::kUnknown);
 }
 
-}  // namespace
+// The group a rank's placement cuts its tables over, and its size.
+int group_of(const RankPlan& rp) {
+  return placement_ops(rp.placement).group == PlacementGroup::kShardGroup ? rp.shard_group : rp.node_local_group;
+}
+int group_size_of(const RankPlan& rp) {
+  return placement_ops(rp.placement).group == PlacementGroup::kShardGroup ? rp.shard_group_size
+                                                                          : rp.node_local_group_size;
+}
 
-Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
-  ENGRAM_ASSIGN_OR_RETURN(Deployment d, validate_and_complete(input));
-  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, model_preset(d.model));
-  const uint64_t table_total = spec.table_bytes_total();
-  const int world = d.layout.world_size();
-  const int host_count = static_cast<int>(d.hosts.size());
-
-  PlanResult plan;
-  plan.model = summarize(spec);
-  plan.dp_shared_memory = resolve_dp_shared_memory(d.config, d.layout);
-  plan.reasons.push_back(plan.dp_shared_memory.reason);
-
-  const NodeLocalGroups local = compute_node_local_groups(d.layout, d.rank_hosts, host_count);
-  // Per-host facts, in host order, for strict validation and fallback warnings.
+// An explicit dp_shared_memory: true (and no peer_shards) is validated
+// strictly, every unmet requirement named in one error.
+Status validate_strict_when_asked(const Deployment& d, const DpSharedMemoryResolution& shared,
+                                  const NodeLocalGroups& local, uint64_t table_total) {
+  if (!(shared.is_explicit && shared.enabled && !d.config.peer_shards)) return Status::ok();
+  // Per host that holds ranks: the smallest node-local group among its ranks.
   std::vector<int> min_group_on_host(d.hosts.size(), -1);
-  for (int r = 0; r < world; ++r) {
-    int& m = min_group_on_host[static_cast<size_t>(d.rank_hosts[static_cast<size_t>(r)])];
-    int s = local.size_by_rank[static_cast<size_t>(r)];
-    m = m < 0 ? s : std::min(m, s);
+  for (size_t r = 0; r < d.rank_hosts.size(); ++r) {
+    int& m = min_group_on_host[static_cast<size_t>(d.rank_hosts[r])];
+    m = m < 0 ? local.size_by_rank[r] : std::min(m, local.size_by_rank[r]);
   }
-  const bool strict = plan.dp_shared_memory.is_explicit && plan.dp_shared_memory.enabled && !d.config.peer_shards;
-  if (strict) {
-    std::vector<HostShmFacts> facts;
-    for (int h = 0; h < host_count; ++h) {
-      if (min_group_on_host[static_cast<size_t>(h)] < 0) continue;  // holds no rank
-      const HostSpec& host = d.hosts[static_cast<size_t>(h)];
-      facts.push_back({host.name, host.shm_mounted, host.tmpfs_bytes_total, min_group_on_host[static_cast<size_t>(h)]});
-    }
-    ENGRAM_RETURN_IF_ERROR(validate_dp_shared_memory_strict(d.config, d.layout, facts, table_total));
+  std::vector<HostShmFacts> facts;
+  for (size_t h = 0; h < d.hosts.size(); ++h) {
+    if (min_group_on_host[h] < 0) continue;
+    const HostSpec& host = d.hosts[h];
+    facts.push_back({host.name, host.shm_mounted, host.tmpfs_bytes_total, min_group_on_host[h]});
   }
+  return validate_dp_shared_memory_strict(d.config, d.layout, facts, table_total);
+}
 
-  // Per-rank decisions.
-  plan.ranks.resize(static_cast<size_t>(world));
-  std::vector<PlacementDecision> decisions(static_cast<size_t>(world));
-  bool precedence = false;
-  // cause -> (hosts it holds on, tmpfs total seen) for one warning per cause.
+using HandleTypeByGroup = std::map<int, HandleType>;
+
+// What the rules decided for every rank, and what to warn about once.
+struct Decisions {
+  std::vector<PlacementDecision> by_rank;
+  bool peer_precedence = false;
+  // cause -> (hosts it holds on, tmpfs total seen): one warning per cause.
   std::map<FallbackCause, std::pair<std::vector<std::string>, uint64_t>> fallback_hosts;
+};
+
+// The placement rules per rank (core/plan/placement_rules.h); fills each
+// rank's plan but its shard group and memory.
+Decisions decide_ranks(const Deployment& d, const DpSharedMemoryResolution& shared, const NodeLocalGroups& local,
+                       uint64_t table_total, std::vector<RankPlan>& ranks) {
+  const int world = d.layout.world_size();
+  Decisions out;
+  out.by_rank.resize(static_cast<size_t>(world));
+  ranks.resize(static_cast<size_t>(world));
   std::vector<std::map<FallbackCause, bool>> host_cause_noted(d.hosts.size());
+  std::vector<int> first_rank_on_host(d.hosts.size(), -1);
   for (int r = 0; r < world; ++r) {
-    const int h = d.rank_hosts[static_cast<size_t>(r)];
+    const size_t i = static_cast<size_t>(r);
+    const int h = d.rank_hosts[i];
     const HostSpec& host = d.hosts[static_cast<size_t>(h)];
-    RankHostFacts facts{local.size_by_rank[static_cast<size_t>(r)], host.shm_mounted, host.tmpfs_bytes_total};
-    PlacementDecision& dec = decisions[static_cast<size_t>(r)];
-    dec = decide_rank_placement(d.config, plan.dp_shared_memory, facts, table_total);
-    precedence |= dec.peer_precedence;
+    const RankHostFacts facts{local.size_by_rank[i], host.shm_mounted, host.tmpfs_bytes_total};
+    PlacementDecision& dec = out.by_rank[i];
+    dec = decide_rank_placement(d.config, shared, facts, table_total);
+    out.peer_precedence |= dec.peer_precedence;
     for (FallbackCause c : dec.fallback_causes) {
       if (host_cause_noted[static_cast<size_t>(h)][c]) continue;
       host_cause_noted[static_cast<size_t>(h)][c] = true;
-      auto& entry = fallback_hosts[c];
+      auto& entry = out.fallback_hosts[c];
       entry.first.push_back(host.name);
       entry.second = host.tmpfs_bytes_total;
     }
-    RankPlan& rp = plan.ranks[static_cast<size_t>(r)];
+    RankPlan& rp = ranks[i];
     rp.rank = r;
     rp.tp_rank = r % d.layout.tp;
     rp.dp_rank = r / d.layout.tp;
     rp.host = h;
     rp.placement = dec.placement;
-    rp.node_local_group = local.group_by_rank[static_cast<size_t>(r)];
-    rp.node_local_group_size = local.size_by_rank[static_cast<size_t>(r)];
-    rp.node_local_index = local.index_by_rank[static_cast<size_t>(r)];
+    rp.node_local_group = local.group_by_rank[i];
+    rp.node_local_group_size = local.size_by_rank[i];
+    rp.node_local_index = local.index_by_rank[i];
+    // Every input of the rules is the same on every rank of a host (the
+    // node-local group size too), so a host's ranks decide alike: the
+    // runtime's host-wide steps (a /dev/shm table) rely on it.
+    int& first = first_rank_on_host[static_cast<size_t>(h)];
+    if (first < 0) first = r;
+    ENGRAM_CHECK_MSG(ranks[static_cast<size_t>(first)].placement == rp.placement,
+                     "two ranks of one host decided different placements");
   }
+  return out;
+}
 
-  // Device placements: shard groups (every rank decides alike on the device
-  // side: the rule depends only on the config there).
-  const bool device = is_device_placement(decisions[0].placement);
-  std::map<int, HandleType> handle_by_group;
-  if (device) {
-    const ShardGroups shards = compute_shard_groups(d.config.shard_group, d.rank_hosts, d.hosts);
-    std::vector<std::vector<HandleFacts>> facts_by_group(static_cast<size_t>(shards.group_count));
-    std::vector<int> gpu_next(d.hosts.size(), 0);
-    for (int r = 0; r < world; ++r) {
-      RankPlan& rp = plan.ranks[static_cast<size_t>(r)];
-      ENGRAM_CHECK(is_device_placement(rp.placement));
-      rp.shard_group = shards.group_by_rank[static_cast<size_t>(r)];
-      rp.shard_group_size = shards.size_by_rank[static_cast<size_t>(r)];
-      rp.shard_index = shards.index_by_rank[static_cast<size_t>(r)];
-      if (rp.placement == Placement::kDevicePeer) {
-        facts_by_group[static_cast<size_t>(rp.shard_group)].push_back(
-            handle_facts_of(d.hosts[static_cast<size_t>(rp.host)], gpu_next[static_cast<size_t>(rp.host)]++));
-      }
-    }
-    if (decisions[0].placement == Placement::kDevicePeer) {
-      for (int g = 0; g < shards.group_count; ++g) {
-        auto type = choose_handle_type(facts_by_group[static_cast<size_t>(g)]);
-        if (!type.is_ok()) {
-          return failed_precondition(fmt::format(
-              "device_peer shard group {} (shard_group: {}): {}", g, shard_group_name(d.config.shard_group),
-              type.status().message()));
-        }
-        handle_by_group[g] = type.value();
-      }
-    }
+// The shard groups of placements cut over them (every rank decides alike
+// there: the rule depends only on the config), and, where peers map each
+// other's shards, each group's handle type (predicted as the exchange
+// decides it). Errors: failed_precondition when a group has no handle type.
+Result<HandleTypeByGroup> assign_shard_groups(const Deployment& d, std::vector<RankPlan>& ranks) {
+  HandleTypeByGroup handle_by_group;
+  const PlacementOps& ops = placement_ops(ranks.front().placement);
+  if (ops.group != PlacementGroup::kShardGroup) return handle_by_group;
+  const ShardGroups shards = compute_shard_groups(d.config.shard_group, d.rank_hosts, d.hosts);
+  std::vector<std::vector<HandleFacts>> facts_by_group(static_cast<size_t>(shards.group_count));
+  std::vector<int> gpu_next(d.hosts.size(), 0);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    RankPlan& rp = ranks[r];
+    ENGRAM_CHECK(rp.placement == ops.id);
+    rp.shard_group = shards.group_by_rank[r];
+    rp.shard_group_size = shards.size_by_rank[r];
+    rp.shard_index = shards.index_by_rank[r];
+    if (ops.shares_device_memory)
+      facts_by_group[static_cast<size_t>(rp.shard_group)].push_back(
+          handle_facts_of(d.hosts[static_cast<size_t>(rp.host)], gpu_next[static_cast<size_t>(rp.host)]++));
   }
+  for (int g = 0; g < shards.group_count; ++g) {
+    if (facts_by_group[static_cast<size_t>(g)].empty()) continue;
+    auto type = choose_handle_type(facts_by_group[static_cast<size_t>(g)]);
+    if (!type.is_ok())
+      return failed_precondition(fmt::format("{} shard group {} (shard_group: {}): {}", ops.name, g,
+                                             shard_group_name(d.config.shard_group), type.status().message()));
+    handle_by_group[g] = type.value();
+  }
+  return handle_by_group;
+}
 
-  // Warnings: once per cause, into the sink (process-wide dedup) and the result.
-  auto warn = [&](const Warning& w) {
-    sink.emit(w);
-    append_unique(plan.warnings, w);
-  };
-  if (precedence) warn(peer_precedence_warning());
-  for (const auto& [cause, where] : fallback_hosts)
-    warn(fallback_warning(cause, where.first, table_total, where.second, common_environment(d.hosts, where.first)));
-
-  // Memory.
-  std::vector<RankMemoryInput> memory_in(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    const RankPlan& rp = plan.ranks[static_cast<size_t>(r)];
-    memory_in[static_cast<size_t>(r)] = {rp.host, rp.placement, std::max(rp.shard_group_size, 1),
-                                         rp.node_local_group, rp.node_local_group_size, rp.node_local_index};
+// Each rank's memory from its placement's cost; a warning per host whose
+// GPUs the tables overfill.
+void plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& plan,
+                      const std::function<void(const Warning&)>& warn) {
+  std::vector<RankMemoryInput> memory_in(plan.ranks.size());
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankPlan& rp = plan.ranks[r];
+    memory_in[r] = {rp.host, rp.placement, std::max(rp.shard_group_size, 1), rp.node_local_group,
+                    rp.node_local_group_size, rp.node_local_index};
   }
   MemoryPlan memory = plan_memory(spec, d.hosts, memory_in, d.config.tokens_per_rank_max, d.engine);
-  for (int r = 0; r < world; ++r) plan.ranks[static_cast<size_t>(r)].memory = memory.ranks[static_cast<size_t>(r)];
+  for (size_t r = 0; r < plan.ranks.size(); ++r) plan.ranks[r].memory = memory.ranks[r];
   plan.hosts = std::move(memory.hosts);
   for (const HostMemory& hm : plan.hosts) {
     if (hm.kv_cache_left_bytes_min < 0) warn(kv_cache_exhausted_warning(hm, d.engine));
   }
+}
 
-  // Summaries: ranks that decided alike, with the reason once.
+// Ranks that decided alike, with the reason once: "ranks 0-3: host_shared (...)".
+void summarize_groups(PlanResult& plan, const Decisions& decisions, const HandleTypeByGroup& handle_by_group) {
   using Key = std::tuple<Placement, int, int, std::string>;
   std::map<Key, size_t> index_of;
   std::vector<std::map<int, bool>> seen_groups;
-  for (int r = 0; r < world; ++r) {
-    const RankPlan& rp = plan.ranks[static_cast<size_t>(r)];
-    const bool dev = is_device_placement(rp.placement);
-    const int size = dev ? rp.shard_group_size : rp.node_local_group_size;
-    const int group = dev ? rp.shard_group : rp.node_local_group;
-    int handle = -1;
-    if (rp.placement == Placement::kDevicePeer) handle = static_cast<int>(handle_by_group.at(group));
-    const std::string& reason = decisions[static_cast<size_t>(r)].reason;
-    Key key{rp.placement, size, handle, reason};
+  for (const RankPlan& rp : plan.ranks) {
+    const int group = group_of(rp);
+    const int handle =
+        placement_ops(rp.placement).shares_device_memory ? static_cast<int>(handle_by_group.at(group)) : -1;
+    const std::string& reason = decisions.by_rank[static_cast<size_t>(rp.rank)].reason;
+    Key key{rp.placement, group_size_of(rp), handle, reason};
     auto [it, inserted] = index_of.emplace(key, plan.groups.size());
     if (inserted) {
       PlacementGroupSummary s;
       s.placement = rp.placement;
-      s.group_size = size;
+      s.group_size = group_size_of(rp);
       if (handle >= 0) s.handle_type = static_cast<HandleType>(handle);
       s.reason = reason;
       plan.groups.push_back(std::move(s));
       seen_groups.emplace_back();
     }
     PlacementGroupSummary& s = plan.groups[it->second];
-    s.ranks.push_back(r);
+    s.ranks.push_back(rp.rank);
     if (!seen_groups[it->second][group]) {
       seen_groups[it->second][group] = true;
       ++s.group_count;
@@ -220,6 +234,40 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
     }
     plan.reasons.push_back(std::move(line));
   }
+}
+
+}  // namespace
+
+Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
+  ENGRAM_ASSIGN_OR_RETURN(Deployment d, validate_and_complete(input));
+  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, model_preset(d.model));
+  const uint64_t table_total = spec.table_bytes_total();
+
+  PlanResult plan;
+  plan.model = summarize(spec);
+  plan.dp_shared_memory = resolve_dp_shared_memory(d.config, d.layout);
+  plan.reasons.push_back(plan.dp_shared_memory.reason);
+
+  // 1. The rules, per rank, from per-host facts.
+  const NodeLocalGroups local =
+      compute_node_local_groups(d.layout, d.rank_hosts, static_cast<int>(d.hosts.size()));
+  ENGRAM_RETURN_IF_ERROR(validate_strict_when_asked(d, plan.dp_shared_memory, local, table_total));
+  const Decisions decisions = decide_ranks(d, plan.dp_shared_memory, local, table_total, plan.ranks);
+  // 2. Shard groups and handle types where the placement needs them.
+  ENGRAM_ASSIGN_OR_RETURN(const HandleTypeByGroup handle_by_group, assign_shard_groups(d, plan.ranks));
+
+  // 3. Warnings: once per cause, into the sink (process-wide dedup) and the result.
+  auto warn = [&](const Warning& w) {
+    sink.emit(w);
+    append_unique(plan.warnings, w);
+  };
+  if (decisions.peer_precedence) warn(peer_precedence_warning());
+  for (const auto& [cause, where] : decisions.fallback_hosts)
+    warn(fallback_warning(cause, where.first, table_total, where.second, common_environment(d.hosts, where.first)));
+
+  // 4. Memory, then 5. the summaries people read.
+  plan_rank_memory(spec, d, plan, warn);
+  summarize_groups(plan, decisions, handle_by_group);
   plan.deployment = std::move(d);
   return plan;
 }

@@ -11,7 +11,8 @@
 #include "core/plan/config_resolution.h"
 #include "core/deployment/deployment.h"
 #include "core/plan/memory_plan.h"
-#include "core/plan/placement.h"
+#include "core/plan/placement_rules.h"
+#include "core/placements/placement.h"
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 

@@ -22,17 +22,8 @@ std::string signed_size(int64_t bytes) {
 // ranks took.
 std::string host_fix(const std::set<Placement>& placements) {
   std::vector<std::string> fixes;
-  if (placements.count(Placement::kHostPrivate)) {
-    fixes.push_back("host_private keeps one table per rank: with dp > 1 and the replicas co-located, leave "
-                    "dp_shared_memory unset (or true) for host_shared, one copy per node");
-  }
-  if (placements.count(Placement::kHostHeadSharded)) {
-    fixes.push_back("host_head_sharded keeps one table set per node-local group: co-locate more replicas per "
-                    "node so the groups are larger");
-  }
-  if (placements.count(Placement::kHostShared)) {
-    fixes.push_back("host_shared already keeps one copy per node: give hosts with more RAM");
-  }
+  for (Placement p : placements)
+    if (const char* fix = placement_ops(p).host_memory_fix) fixes.push_back(fix);
   fixes.push_back("put fewer ranks on each host, give the host's real RAM with host_memory (--host-memory), or keep "
                   "the tables on the GPUs (cpu_offload: false)");
   std::string out;

@@ -2,42 +2,47 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "core/model/gpu_models.h"
-#include "core/lookup/shard_layout.h"
-#include "core/base/units.h"
 
 namespace engram {
+namespace {
 
-uint64_t device_shard_hbm_bytes(const ModelSpec& spec, int shard_count, uint64_t granularity_bytes) {
-  ENGRAM_CHECK(shard_count >= 1);
-  uint64_t total = 0;
-  for (const TableSpec& t : spec.tables) {
-    RowShardLayout layout(t.row_count(), shard_count);
-    total += round_up(static_cast<uint64_t>(layout.max_shard_rows()) * t.row_bytes(), granularity_bytes);
+// Costs depend only on the placement and its cost input: computed once each,
+// so 1,000-rank plans stay linear.
+class CostMemo {
+ public:
+  explicit CostMemo(const ModelSpec& spec) : spec_(spec) {}
+  const PlacementCost& cost(Placement placement, const PlacementCostInput& input) {
+    auto key = std::make_pair(placement, input);
+    auto it = memo_.find(key);
+    if (it == memo_.end()) it = memo_.emplace(key, placement_ops(placement).cost(spec_, input)).first;
+    return it->second;
   }
-  return total;
-}
 
-uint64_t collective_buffer_bytes(const ModelSpec& spec, int group_size, int tokens_per_rank_max) {
-  ENGRAM_CHECK(group_size >= 1 && tokens_per_rank_max >= 0);
-  uint64_t widest = 0;
-  for (const TableSpec& t : spec.tables)
-    widest = std::max(widest, static_cast<uint64_t>(t.head_count()) * static_cast<uint64_t>(t.dim));
-  return static_cast<uint64_t>(group_size) * static_cast<uint64_t>(tokens_per_rank_max) * widest * 2;
-}
+ private:
+  const ModelSpec& spec_;
+  std::map<std::pair<Placement, PlacementCostInput>, PlacementCost> memo_;
+};
 
-uint64_t head_shard_host_bytes(const ModelSpec& spec, int group_size, int index) {
-  ENGRAM_CHECK(group_size >= 1 && index >= 0 && index < group_size);
-  uint64_t total = 0;
-  for (const TableSpec& t : spec.tables) {
-    HeadRange heads = head_shard(t.head_count(), group_size, index);
-    int64_t rows = 0;
-    for (int h = heads.begin; h < heads.end; ++h) rows += t.primes[static_cast<size_t>(h)];
-    total += static_cast<uint64_t>(rows) * t.row_bytes();
+// The whole table sets one host keeps, each counted once per its scope.
+struct CopyCounter {
+  std::set<std::tuple<TableCopyScope, int, Placement>> seen;  // (scope, group or host, placement)
+  // True the first time this rank's copy is seen.
+  bool first(TableCopyScope scope, const RankMemoryInput& in, int rank) {
+    switch (scope) {
+      case TableCopyScope::kNone: return false;
+      case TableCopyScope::kRank: return seen.insert({scope, rank, in.placement}).second;
+      case TableCopyScope::kNodeLocalGroup: return seen.insert({scope, in.node_local_group, in.placement}).second;
+      case TableCopyScope::kHost: return seen.insert({scope, in.host, in.placement}).second;
+    }
+    return false;
   }
-  return total;
-}
+};
+
+}  // namespace
 
 int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engine, uint64_t engram_hbm_bytes) {
   ENGRAM_CHECK(engine.gpu_memory_fraction > 0.0 && engine.gpu_memory_fraction <= 1.0);
@@ -47,69 +52,34 @@ int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engin
 
 MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
                        std::span<const RankMemoryInput> ranks, int tokens_per_rank_max, const EngineMemory& engine) {
-  const uint64_t table_total = spec.table_bytes_total();
-  // Costs depend only on the group size (and index for head shards): cache
-  // them so 1,000-rank plans stay linear.
-  std::map<int, uint64_t> shard_bytes_by_size, buffer_bytes_by_size;
-  std::map<std::pair<int, int>, uint64_t> head_bytes_by_member;
+  CostMemo memo(spec);
+  CopyCounter copies;
   MemoryPlan plan;
   plan.ranks.resize(ranks.size());
   std::vector<HostMemory> host_rows(hosts.size());
-  std::vector<bool> host_has_shared(hosts.size(), false);
   std::vector<bool> host_seen(hosts.size(), false);
-  std::map<int, bool> group_counted;
 
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankMemoryInput& in = ranks[r];
     ENGRAM_CHECK(in.host >= 0 && static_cast<size_t>(in.host) < hosts.size());
     const HostSpec& host = hosts[static_cast<size_t>(in.host)];
     ENGRAM_CHECK(host.gpu_memory_bytes > 0);
+    const PlacementCostInput cost_input{in.shard_group_size, in.node_local_group_size, in.node_local_index,
+                                        tokens_per_rank_max, kVmmGranularityBytes};
+    const PlacementCost& cost = memo.cost(in.placement, cost_input);
+
     RankMemory& m = plan.ranks[r];
     m.gpu_memory_bytes = host.gpu_memory_bytes;
-    HostMemory& hm = host_rows[static_cast<size_t>(in.host)];
-    switch (in.placement) {
-      case Placement::kDeviceCollective:
-      case Placement::kDevicePeer: {
-        auto it = shard_bytes_by_size.find(in.shard_group_size);
-        if (it == shard_bytes_by_size.end())
-          it = shard_bytes_by_size.emplace(in.shard_group_size,
-                                           device_shard_hbm_bytes(spec, in.shard_group_size, kVmmGranularityBytes)).first;
-        m.hbm_table_bytes = it->second;
-        if (in.placement == Placement::kDeviceCollective) {
-          auto b = buffer_bytes_by_size.find(in.shard_group_size);
-          if (b == buffer_bytes_by_size.end())
-            b = buffer_bytes_by_size.emplace(in.shard_group_size,
-                                             collective_buffer_bytes(spec, in.shard_group_size, tokens_per_rank_max)).first;
-          m.hbm_buffer_bytes = b->second;
-        }
-        break;
-      }
-      case Placement::kHostShared:
-        m.host_shared_mapped_bytes = table_total;
-        host_has_shared[static_cast<size_t>(in.host)] = true;
-        break;
-      case Placement::kHostHeadSharded: {
-        auto key = std::make_pair(in.node_local_group_size, in.node_local_index);
-        auto it = head_bytes_by_member.find(key);
-        if (it == head_bytes_by_member.end())
-          it = head_bytes_by_member.emplace(key, head_shard_host_bytes(spec, key.first, key.second)).first;
-        m.host_private_bytes = it->second;
-        if (!group_counted[in.node_local_group]) {
-          group_counted[in.node_local_group] = true;
-          ++hm.table_copies;
-        }
-        break;
-      }
-      case Placement::kHostPrivate:
-        m.host_private_bytes = table_total;
-        ++hm.table_copies;
-        break;
-    }
+    m.hbm_table_bytes = cost.hbm_table_bytes;
+    m.hbm_buffer_bytes = cost.hbm_buffer_bytes;
+    m.host_private_bytes = cost.host_private_bytes;
+    m.host_shared_mapped_bytes = cost.host_shared_mapped_bytes;
     const uint64_t hbm = m.hbm_table_bytes + m.hbm_buffer_bytes;
     m.kv_budget_bytes = static_cast<uint64_t>(static_cast<double>(m.gpu_memory_bytes) * engine.gpu_memory_fraction);
     m.gpu_reserved_bytes = engine.gpu_reserved_bytes.value_or(0);
     m.kv_cache_left_bytes = kv_cache_left_bytes(m.gpu_memory_bytes, engine, hbm);
 
+    HostMemory& hm = host_rows[static_cast<size_t>(in.host)];
     if (!host_seen[static_cast<size_t>(in.host)]) {
       host_seen[static_cast<size_t>(in.host)] = true;
       hm.host = in.host;
@@ -122,17 +92,15 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
     hm.hbm_bytes_per_gpu_max = std::max(hm.hbm_bytes_per_gpu_max, hbm);
     hm.kv_cache_left_bytes_min = std::min(hm.kv_cache_left_bytes_min, m.kv_cache_left_bytes);
     hm.host_table_bytes += m.host_private_bytes;
-  }
-  for (size_t h = 0; h < hosts.size(); ++h) {
-    if (!host_seen[h]) continue;
-    HostMemory& hm = host_rows[h];
-    if (host_has_shared[h]) {
-      hm.shm_bytes = table_total;
-      hm.host_table_bytes += table_total;
+    if (copies.first(cost.table_copy, in, static_cast<int>(r))) {
       ++hm.table_copies;
+      // A host-wide copy (/dev/shm) is in the host's memory once, whoever maps it.
+      hm.shm_bytes += cost.host_shm_bytes;
+      hm.host_table_bytes += cost.host_shm_bytes;
     }
-    plan.hosts.push_back(std::move(hm));
   }
+  for (size_t h = 0; h < hosts.size(); ++h)
+    if (host_seen[h]) plan.hosts.push_back(std::move(host_rows[h]));
   return plan;
 }
 

@@ -1,8 +1,9 @@
-// Memory each placement costs, per rank (GPU) and per host (DESIGN.md
-// section 2 and rule 7). Device placements: the row shard, rounded up to the
-// VMM granularity, per table; device_collective also needs its gather buffer.
-// Host placements: host_shared one copy per host, host_head_sharded one table
-// set per node-local group (split over its members), host_private one per rank.
+// The memory a deployment costs, per rank (GPU) and per host, summed from
+// what each rank's placement says it costs (core/placements/placement.h
+// PlacementOps::cost): HBM for device shards and buffers, host memory a rank
+// allocates, /dev/shm a host holds, and the whole table sets ("copies") in a
+// host's memory. Plan shows a device shard's HBM and what it leaves for the
+// KV cache.
 #pragma once
 
 #include <cstdint>
@@ -11,18 +12,10 @@
 #include <vector>
 
 #include "core/deployment/deployment.h"
-#include "core/plan/placement.h"
 #include "core/model/table_spec.h"
+#include "core/placements/placement.h"
 
 namespace engram {
-
-// Sum over tables of round_up(max_shard_rows * row_bytes, granularity).
-uint64_t device_shard_hbm_bytes(const ModelSpec& spec, int shard_count, uint64_t granularity_bytes);
-// [group x tokens_per_rank_max x heads x dim] bf16, one buffer reused by every
-// layer (layers run one after another), sized for the widest table.
-uint64_t collective_buffer_bytes(const ModelSpec& spec, int group_size, int tokens_per_rank_max);
-// Host bytes of the heads member `index` of a `group_size` group holds, all tables.
-uint64_t head_shard_host_bytes(const ModelSpec& spec, int group_size, int index);
 
 struct RankMemoryInput {
   int host = -1;
@@ -36,7 +29,7 @@ struct RankMemoryInput {
 struct RankMemory {
   uint64_t gpu_memory_bytes = 0;
   uint64_t hbm_table_bytes = 0;    // row shards, granularity-rounded
-  uint64_t hbm_buffer_bytes = 0;   // device_collective gather buffer
+  uint64_t hbm_buffer_bytes = 0;   // device lookup buffers (device_collective's gather buffer)
   uint64_t kv_budget_bytes = 0;    // gpu memory x the engine's memory fraction
   uint64_t gpu_reserved_bytes = 0; // weights etc. the user gave (0 when not counted)
   int64_t kv_cache_left_bytes = 0; // kv_cache_left(): budget - tables - buffer - reserved; negative: nothing left
@@ -66,7 +59,8 @@ struct MemoryPlan {
 // tables and buffer, less what the engine reserves. Negative: none.
 int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engine, uint64_t engram_hbm_bytes);
 
-// `hosts` complete (gpu_memory_bytes set). O(ranks + distinct group sizes).
+// `hosts` complete (gpu_memory_bytes set). O(ranks + distinct cost inputs):
+// costs are computed once per (placement, PlacementCostInput).
 MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
                        std::span<const RankMemoryInput> ranks, int tokens_per_rank_max,
                        const EngineMemory& engine = {});

@@ -96,10 +96,9 @@ std::string format_plan_report(const PlanResult& plan) {
 
   out += "\nplacement:\n";
   for (const PlacementGroupSummary& g : plan.groups) {
-    const bool dev = is_device_placement(g.placement);
     out += fmt::format("  ranks {}: {}, {} group{} of {} ({})", g.ranks_text, placement_name(g.placement),
                        g.group_count, g.group_count == 1 ? "" : "s", g.group_size,
-                       dev ? "row shards" : "node-local DP group");
+                       placement_group_text(placement_ops(g.placement).group));
     if (g.handle_type) out += fmt::format(", handle type {}", handle_type_name(*g.handle_type));
     out += "\n";
   }
@@ -130,7 +129,7 @@ std::string format_plan_report(const PlanResult& plan) {
       host_max = std::max(host_max, rm.host_private_bytes);
       kv_min = std::min(kv_min, rm.kv_cache_left_bytes);
     }
-    std::string host_text = first.placement == Placement::kHostShared
+    std::string host_text = first.memory.host_shared_mapped_bytes > 0
                                 ? "0 (maps shared)"
                                 : (host_max ? format_gib(host_max) : std::string("0"));
     out += fmt::format("  {:<16} {:<18} {:>14} {:>14} {:>14} {:>14} {:>16}\n", g.ranks_text,
@@ -201,7 +200,7 @@ Json plan_json(const PlanResult& plan) {
     Json rank = {{"rank", r.rank}, {"tp_rank", r.tp_rank}, {"dp_rank", r.dp_rank}};
     rank["host"] = d.hosts[static_cast<size_t>(r.host)].name;
     rank["placement"] = placement_name(r.placement);
-    const bool device = is_device_placement(r.placement);
+    const bool device = placement_ops(r.placement).group == PlacementGroup::kShardGroup;
     rank["node_local_group"] = device ? Json(nullptr) : Json(r.node_local_group);
     rank["node_local_group_size"] = device ? Json(nullptr) : Json(r.node_local_group_size);
     rank["node_local_index"] = device ? Json(nullptr) : Json(r.node_local_index);

@@ -1,7 +1,9 @@
 // One rank's Engram tables at run time: gather the facts every rank needs
 // (host identity, /dev/shm total), decide the placement with the same rules
-// `plan` uses, build the tables on the backend (VMM shards, /dev/shm segments,
-// private copies), answer lookups, and tear everything down.
+// `plan` uses, join the placement's group and the host's, have the placement
+// build its tables on the backend (core/placements/: VMM shards, /dev/shm
+// segments, private copies), answer lookups, and tear everything down. The
+// runtime knows no placement by name: it asks the registration table.
 //
 // The same code runs in the emulator (sim/world.h) and on real processes
 // (backends/shm + backends/ipc), so a scenario gives the same placement,
@@ -17,12 +19,14 @@
 
 #include "core/backend/rank_backend.h"
 #include "core/deployment/deployment.h"
-#include "core/plan/placement.h"
+#include "core/placements/placement.h"
 #include "core/base/status.h"
 #include "core/model/table_spec.h"
 #include "core/base/warnings.h"
 
 namespace engram {
+
+struct PlanResult;  // core/plan/deployment_plan.h
 
 struct RuntimeOptions {
   // The model preset whose sizes decide the placement (the /dev/shm rule
@@ -41,9 +45,6 @@ struct RuntimeOptions {
   // the whole fill (minutes for 188.8 GiB; a collective's deadline is less).
   uint64_t host_fill_chunk_bytes = 1ull << 30;
 };
-
-// The /dev/shm segment that holds a host table of layer `layer_id`.
-std::string host_table_segment_name(const std::string& job_id, int layer_id);
 
 struct RuntimeFacts {
   Placement placement = Placement::kDeviceCollective;
@@ -81,14 +82,12 @@ class EngramRuntime {
   // Collective: releases every segment, mapping and allocation.
   Status stop();
 
-  struct State;  // per-placement tables; defined in the .cc
+  struct State;  // groups and the placement's tables; defined in the .cc
 
  private:
   EngramRuntime(RankBackend& backend, RuntimeOptions options);
-  Status build_tables(bool host_needs_segment);
-  Status build_host_segments(bool host_needs_segment);
-  Status build_device_collective_shards();
-  Status build_device_peer_tables();
+  Status join_groups(const PlanResult& plan, int host_writer_world_rank);
+  Status build_tables();
   RankBackend& backend_;
   RuntimeOptions options_;
   RuntimeFacts facts_;

@@ -1,4 +1,4 @@
-#include "core/plan/placement.h"
+#include "core/plan/placement_rules.h"
 
 #include "core/plan/shm_fix.h"
 
@@ -8,30 +8,6 @@
 #include "core/base/text_list.h"
 
 namespace engram {
-
-const char* placement_name(Placement placement) {
-  switch (placement) {
-    case Placement::kDeviceCollective: return "device_collective";
-    case Placement::kDevicePeer: return "device_peer";
-    case Placement::kHostShared: return "host_shared";
-    case Placement::kHostHeadSharded: return "host_head_sharded";
-    case Placement::kHostPrivate: return "host_private";
-  }
-  return "?";
-}
-
-Result<Placement> parse_placement(std::string_view name) {
-  for (Placement p : {Placement::kDeviceCollective, Placement::kDevicePeer, Placement::kHostShared,
-                      Placement::kHostHeadSharded, Placement::kHostPrivate}) {
-    if (name == placement_name(p)) return p;
-  }
-  return invalid_argument(fmt::format("placement: unknown placement '{}'; known: device_collective, device_peer, "
-                                      "host_shared, host_head_sharded, host_private", name));
-}
-
-bool is_device_placement(Placement placement) {
-  return placement == Placement::kDeviceCollective || placement == Placement::kDevicePeer;
-}
 
 const char* fallback_cause_name(FallbackCause cause) {
   switch (cause) {

@@ -1,7 +1,12 @@
-// Where one rank's Engram rows live (DESIGN.md sections 2 and 3). The rule is
-// per rank and needs no collective: every input is the same on every rank of
-// a node (the node-local group size, /dev/shm presence and tmpfs *total*), so
-// a node's ranks decide alike.
+// The rules that decide which placement a rank gets (DESIGN.md section 3):
+// peer_shards wins over any host table; no offload means device_collective;
+// offload with dp_shared_memory disabled means host_private; enabled means
+// host_shared, falling back to host_head_sharded (with one warning) where the
+// node-local group has size 1 or /dev/shm is missing or smaller than the
+// tables. The rule is per rank and needs no collective: every input is the
+// same on every rank of a node (the node-local group size, /dev/shm presence
+// and tmpfs *total*), so a node's ranks decide alike. What each placement is
+// and does lives in core/placements/.
 #pragma once
 
 #include <cstdint>
@@ -12,23 +17,14 @@
 #include "core/plan/config_resolution.h"
 #include "core/deployment/deployment.h"
 #include "core/deployment/runtime_environment.h"
+#include "core/placements/placement.h"
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 
 namespace engram {
 
-enum class Placement : uint8_t {
-  kDeviceCollective,  // TP row shard per GPU; all-gather ids, reduce-scatter rows
-  kDevicePeer,        // row shard in exportable VMM memory, peers map each other
-  kHostShared,        // one copy per node in /dev/shm
-  kHostHeadSharded,   // one table per node-local group, heads split over its members
-  kHostPrivate,       // one host copy per rank
-};
-const char* placement_name(Placement placement);  // "device_collective", ...
-Result<Placement> parse_placement(std::string_view name);
-bool is_device_placement(Placement placement);
-
-// Why a resolved-enabled dp_shared_memory cannot work (rule 3).
+// Why a resolved-enabled dp_shared_memory cannot work (it then falls back to
+// host_head_sharded with a warning).
 enum class FallbackCause : uint8_t { kGroupSizeOne, kShmMissing, kShmTooSmall };
 const char* fallback_cause_name(FallbackCause cause);  // "group_size_1", "shm_missing", "shm_too_small"
 
@@ -36,13 +32,13 @@ const char* fallback_cause_name(FallbackCause cause);  // "group_size_1", "shm_m
 struct RankHostFacts {
   int node_local_group_size = 1;
   bool shm_mounted = true;
-  uint64_t tmpfs_bytes_total = 0;  // the total, never the free space (rule 4)
+  uint64_t tmpfs_bytes_total = 0;  // the total, never the free space: the same on every rank of a node
 };
 
 struct PlacementDecision {
   Placement placement = Placement::kDeviceCollective;
   std::vector<FallbackCause> fallback_causes;  // set only when falling back to host_head_sharded
-  bool peer_precedence = false;                // peer_shards overrode a host table (rule 6)
+  bool peer_precedence = false;                // peer_shards overrode a host table
   std::string reason;
 };
 

@@ -1,4 +1,4 @@
-#include "core/lookup/lookup_host_head_sharded.h"
+#include "core/placements/host_head_sharded.h"
 
 #include <fmt/format.h>
 
@@ -11,6 +11,20 @@
 
 namespace engram {
 namespace {
+
+RowRange own_heads(const TableSpec& table, const Collectives& group) {
+  return head_shard_rows(table, group.size(), group.rank());
+}
+
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
+  return {.host_private_bytes = head_shard_host_bytes(model, in.node_local_group_size, in.node_local_index),
+          .table_copy = TableCopyScope::kNodeLocalGroup};
+}
+
+Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
+  return build_private_host_rows(context.group, context.model, context.fill_seed, own_heads,
+                                 lookup_host_head_sharded);
+}
 
 size_t heads_times_dim(const TableSpec& table) {
   return static_cast<size_t>(table.head_count()) * static_cast<size_t>(table.dim);
@@ -81,6 +95,28 @@ Status serve_strays(Collectives& group, const TableSpec& table, HeadShardRows my
 }
 
 }  // namespace
+
+const PlacementOps& host_head_sharded_ops() {
+  static const PlacementOps ops{
+      .id = Placement::kHostHeadSharded, .name = "host_head_sharded", .group = PlacementGroup::kNodeLocalGroup,
+      .collective_lookup = true, .cost = cost,
+      .host_memory_fix = "host_head_sharded keeps one table set per node-local group: co-locate more replicas per "
+                         "node so the groups are larger",
+      .build = build};
+  return ops;
+}
+
+uint64_t head_shard_host_bytes(const ModelSpec& spec, int group_size, int index) {
+  ENGRAM_CHECK(group_size >= 1 && index >= 0 && index < group_size);
+  uint64_t total = 0;
+  for (const TableSpec& t : spec.tables) {
+    HeadRange heads = head_shard(t.head_count(), group_size, index);
+    int64_t rows = 0;
+    for (int h = heads.begin; h < heads.end; ++h) rows += t.primes[static_cast<size_t>(h)];
+    total += static_cast<uint64_t>(rows) * t.row_bytes();
+  }
+  return total;
+}
 
 HeadShardRows head_shard_rows(const TableSpec& table, int group_size, int shard) {
   const HeadRange heads = head_shard(table.head_count(), group_size, shard);

@@ -1,0 +1,20 @@
+// The lookup over a whole table one span holds: host_shared (the node's
+// /dev/shm copy) and host_private (this rank's own copy) are the same lookup
+// over different memory. No collective: each rank looks up its own tokens.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "core/backend/collectives.h"
+#include "core/lookup/lookup_types.h"
+
+namespace engram {
+
+// table_bytes: the whole table (row_count rows). `group` names this rank in
+// errors; `what` names the copy in them ("host_shared: the shared table").
+Status lookup_whole_table(Collectives& group, const LookupRequest& request, std::span<const std::byte> table_bytes,
+                          std::string_view what);
+
+}  // namespace engram

@@ -1,0 +1,160 @@
+// A placement: where one rank's Engram rows live, what that costs, how the
+// rank builds its tables and looks rows up (DESIGN.md section 2). One
+// interface (this file), one implementation per placement in its own file
+// (device_collective.cc, device_peer.cc, host_shared.cc,
+// host_head_sharded.cc, host_private.cc) and one registration table
+// (placement_registry.cc), as NCCL keeps a table of transport ops with a
+// capability check. The plan, the memory plan, the report and the runtime
+// ask the table; none of them switches over placements.
+//
+// Which placement a rank gets is decided by the rules in core/plan/placement_rules.h.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/backend/device_memory.h"
+#include "core/backend/rank_backend.h"
+#include "core/base/status.h"
+#include "core/lookup/lookup_types.h"
+#include "core/model/table_spec.h"
+
+namespace engram {
+
+// The registered placements, in the registration table's order.
+enum class Placement : uint8_t {
+  kDeviceCollective,  // TP row shard per GPU; all-gather ids, reduce-scatter rows
+  kDevicePeer,        // row shard in exportable VMM memory, peers map each other
+  kHostShared,        // one copy per node in /dev/shm
+  kHostHeadSharded,   // one table per node-local group, heads split over its members
+  kHostPrivate,       // one host copy per rank
+};
+
+// The group a placement's tables are cut over and its collectives run in.
+enum class PlacementGroup : uint8_t {
+  kShardGroup,      // the row-shard group (config shard_group: world, nvlink_domain or host)
+  kNodeLocalGroup,  // the node-local Engram DP group (DESIGN.md section 3)
+};
+const char* placement_group_text(PlacementGroup group);  // "row shards", "node-local DP group"
+
+// ------------------------------------------------------------------ cost
+
+// What one rank's cost depends on. Every field takes part in the memory
+// plan's memo key, so a new input is a new field here and nothing else.
+struct PlacementCostInput {
+  int shard_group_size = 1;       // the row-shard group (device placements)
+  int node_local_group_size = 1;  // the node-local group (host placements)
+  int node_local_index = 0;
+  int tokens_per_rank_max = 0;    // the DP slot
+  uint64_t vmm_granularity_bytes = 0;
+  auto operator<=>(const PlacementCostInput&) const = default;
+};
+
+// Host tables a placement keeps, counted as whole table sets ("copies").
+enum class TableCopyScope : uint8_t {
+  kNone,            // no host table
+  kRank,            // one per rank
+  kNodeLocalGroup,  // one per node-local group (its members hold parts)
+  kHost,            // one per host, shared by its ranks
+};
+
+struct PlacementCost {
+  uint64_t hbm_table_bytes = 0;           // device shards, granularity-rounded
+  uint64_t hbm_buffer_bytes = 0;          // device lookup buffers
+  uint64_t host_private_bytes = 0;        // host memory this rank allocates itself
+  uint64_t host_shared_mapped_bytes = 0;  // a host-wide copy this rank maps (not extra memory)
+  TableCopyScope table_copy = TableCopyScope::kNone;
+  uint64_t host_shm_bytes = 0;  // /dev/shm its copy takes, counted once with the copy (kHost: once per host)
+};
+
+// ------------------------------------------------------------------ tables
+
+// What building one rank's tables gets.
+struct PlacementContext {
+  RankBackend& backend;
+  Collectives& group;       // the placement's group (PlacementOps::group)
+  Collectives& host_group;  // every rank of this host, by world rank
+  int host_writer_world_rank = -1;  // the host's lowest world rank: creates and unlinks host-wide files
+  const ModelSpec& model;   // the tables really built (tests use small ones of the same structure)
+  uint64_t fill_seed = 1;   // core/model/table_fill.h: identical bytes on every rank
+  std::string job_id;       // names host-wide files: engramlab-<job_id>-layer<id>
+  uint64_t host_fill_chunk_bytes = 1ull << 30;  // a /dev/shm fill agrees after each chunk
+  bool is_host_writer() const { return host_group.world_rank() == host_writer_world_rank; }
+};
+
+// What one rank's built tables hold.
+struct PlacementFootprint {
+  uint64_t device_bytes = 0;       // VMM allocations
+  uint64_t host_bytes = 0;         // private host memory (shared segments not counted)
+  uint64_t shared_host_bytes = 0;  // /dev/shm segments this rank created (its node's copy)
+  std::optional<HandleType> handle_type;  // the handle type its group agreed on, where it shares device memory
+};
+
+// One rank's tables of one placement, from build to release.
+class PlacementTables {
+ public:
+  // Local clean-up only: what this rank holds; no collective (a peer may be gone).
+  virtual ~PlacementTables() = default;
+
+  const PlacementFootprint& footprint() const { return footprint_; }
+
+  // The host lookup of table `table_index` (core/lookup/lookup_types.h: the
+  // request and the rules every placement shares). Collective over the
+  // placement's group where the placement's lookup is (collective_lookup).
+  virtual Status lookup(int table_index, const LookupRequest& request) = 0;
+
+  // Issue 12's seam: the device lookup (ids and output in device memory,
+  // enqueued on the caller's stream, no allocation or host sync inside) is
+  // a second lookup beside this one, and each placement's device resources
+  // (device shard tables, registered host tables, communicators) are members
+  // of its own PlacementTables, built in its build and given back in
+  // release() and the destructor like everything here.
+
+  // Collective over the placement's group: gives back everything this rank
+  // holds. Returns the first failure and carries on past it.
+  virtual Status release() = 0;
+  // After every rank of the host has released (the runtime's host barrier,
+  // ok or not): host-wide leftovers, e.g. the node's /dev/shm files.
+  virtual Status after_host_released(bool host_barrier_ok) { return Status::ok(); }
+
+ protected:
+  PlacementFootprint footprint_;
+};
+
+// ------------------------------------------------------------------ ops
+
+struct PlacementOps {
+  Placement id;
+  const char* name;           // "device_collective", ...: what users read and write
+  bool needs_device = false;  // its rows live in GPU memory
+  PlacementGroup group = PlacementGroup::kShardGroup;
+  bool shares_device_memory = false;  // peers map its shards: the group agrees a handle type (plan predicts it)
+  bool collective_lookup = false;     // its lookup is a collective over the group
+  // Memory one rank costs (model: the placement model's tables).
+  PlacementCost (*cost)(const ModelSpec& model, const PlacementCostInput& input) = nullptr;
+  // What to change when its host tables outgrow a host's RAM (host placements).
+  const char* host_memory_fix = nullptr;
+  // Can this rank's backend hold it? (A device placement needs a device.)
+  // Checked before build, with the rank in the error; none: always.
+  Status (*capable)(const RankBackend& backend) = nullptr;
+  // Collective over context.group (and, where it says so, context.host_group).
+  Result<std::unique_ptr<PlacementTables>> (*build)(PlacementContext& context) = nullptr;
+};
+
+// The registration table, in Placement order.
+std::span<const PlacementOps> placement_registry();
+const PlacementOps& placement_ops(Placement placement);
+
+const char* placement_name(Placement placement);  // "device_collective", ...
+Result<Placement> parse_placement(std::string_view name);
+bool is_device_placement(Placement placement);
+
+// The capability check every device placement shares.
+Status needs_a_device(const RankBackend& backend, Placement placement);
+
+}  // namespace engram
