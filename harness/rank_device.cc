@@ -53,10 +53,11 @@ Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted,
   if (!memory.is_ok()) return std::move(memory).take_status().with_context(world_rank, -1, "open device");
   out.memory = std::move(memory).value();
   // The host row stager's CPU threads: this host's cores shared by the
-  // ranks that may run on it (one per visible GPU).
+  // ranks that may run on it (one per visible GPU), less two for the CUDA
+  // callback thread and the rank's own.
   cuda::CudaComputeOptions compute_options;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  compute_options.stager_threads = std::max(1, static_cast<int>(cores) / std::max(1, gpus.count));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  compute_options.stager_threads = std::max(1, cores / std::max(1, gpus.count) - 2);
   out.compute = std::make_unique<cuda::CudaDeviceCompute>(local_rank, compute_options);
   // The probe adds the ordinal, the visible count and the GPU's NVLink
   // domain (NVML), so the exchange can choose FABRIC within a rack.

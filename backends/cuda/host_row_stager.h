@@ -23,7 +23,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -119,11 +118,9 @@ class HostRowStager {
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
-  // Workers spin a little before blocking: a lookup's chunks come tens of
-  // microseconds apart, and waking a blocked thread costs about as much.
-  std::atomic<const Chunk*> current_{nullptr};
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> busy_{0};
+  const Chunk* current_ = nullptr;
+  uint64_t generation_ = 0;
+  int busy_ = 0;
   bool stopping_ = false;
 };
 
