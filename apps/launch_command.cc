@@ -2,8 +2,8 @@
 // them, for one node or one node of many:
 //
 //   engramlab launch --nproc-per-node 8 -- CMD ARGS...                  (one host)
-//   engramlab launch --nnodes 2 --node-rank 0 --master-addr node0 \
-//       --nproc-per-node 8 -- CMD ARGS...                                 (node 0 of 2)
+//   engramlab launch --nnodes 2 --node-rank 0 --master-addr node0
+//       --nproc-per-node 8 -- CMD ARGS...          (node 0 of 2; one command line)
 //
 // Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK,
 // MASTER_ADDR, MASTER_PORT, ENGRAMLAB_JOB_TOKEN and ENGRAMLAB_JOB_ID. On one
