@@ -19,6 +19,7 @@
 #include "core/lookup/shard_layout.h"
 #include "core/base/splitmix64.h"
 #include "core/model/table_fill.h"
+#include "core/model/hash_overrides.h"
 #include "core/model/table_spec.h"
 #include "core/base/units.h"
 #include "kernels/direct_table_reference.h"
@@ -58,13 +59,13 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   }
   const Deployment& d = out.deployment;
 
-  auto model = model_preset(job.lookup.model);
+  auto model = resolve_model(job.lookup.model, job.lookup.model_hash, "lookup.model");
   if (!model.is_ok()) {
     out.error = model.status();
     out.emulator_refused = true;
     return out;
   }
-  const kernels::DirectTables& direct = kernels::direct_tables(job.lookup.model, model.value(), kScenarioFillSeed);
+  const kernels::DirectTables& direct = kernels::direct_tables(job.lookup.model + job.lookup.model_hash.to_text(), model.value(), kScenarioFillSeed);
 
   WorldSpec spec;
   spec.hosts = d.hosts;

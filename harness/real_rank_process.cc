@@ -18,6 +18,7 @@
 #include "harness/scenario.h"
 #include "harness/scenario_rank.h"
 #include "harness/scenario_rank_record.h"
+#include "core/model/hash_overrides.h"
 #include "core/model/table_spec.h"
 #include "kernels/direct_table_reference.h"
 
@@ -79,7 +80,8 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
                               flags.file, completed->layout.world_size(), env.world_size,
                               completed->layout.world_size()),
                   {env.rank, -1, "scenario"});
-  ENGRAM_ASSIGN_OR_RETURN(ModelSpec model, model_preset(scenario.lookup.model));
+  ENGRAM_ASSIGN_OR_RETURN(ModelSpec model,
+                          resolve_model(scenario.lookup.model, scenario.lookup.model_hash, "lookup.model"));
   std::optional<shm::CrashPoint> crash;
   if (!flags.die_at.empty()) {
     ENGRAM_ASSIGN_OR_RETURN(crash, shm::parse_crash_point(flags.die_at));
@@ -105,7 +107,7 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
     backend.shm = crashing.get();
   }
 
-  const kernels::DirectTables& direct = kernels::direct_tables(scenario.lookup.model, model, kScenarioFillSeed);
+  const kernels::DirectTables& direct = kernels::direct_tables(scenario.lookup.model + scenario.lookup.model_hash.to_text(), model, kScenarioFillSeed);
   ScenarioRankInputs inputs;
   inputs.options = scenario_runtime_options(*completed, model, env.job_id);
   inputs.lookup = scenario.lookup;

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/deployment/deployment_yaml.h"
+#include "core/deployment/model_yaml.h"
 #include "core/base/units.h"
 #include "core/base/yaml_fields.h"
 #include "sim/faults.h"
@@ -189,10 +190,10 @@ Status parse_lookup(const Reader& r, const YAML::Node& node, ScenarioLookup& l) 
   ENGRAM_RETURN_IF_ERROR(r.check_keys(node, "lookup", kLookupKeys));
   if (node["run"]) { ENGRAM_ASSIGN_OR_RETURN(l.run, r.boolean(node["run"], "lookup.run")); }
   if (node["model"]) {
-    ENGRAM_ASSIGN_OR_RETURN(l.model, r.text(node["model"], "lookup.model"));
+    ENGRAM_RETURN_IF_ERROR(parse_model_field(r, node["model"], "lookup.model", l.model, l.model_hash));
     // The lookup builds whole tables in memory: only the test-sized preset.
     if (l.model != "tiny")
-      return r.error(node["model"], "lookup.model",
+      return r.error(node["model"].IsMap() ? node["model"]["name"] : node["model"], "lookup.model",
                      fmt::format("'{}' cannot be built for the lookup check; write tiny (a test-sized table of the "
                                  "same structure; the deployment's own model still decides the placement)",
                                  l.model));

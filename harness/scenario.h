@@ -62,6 +62,7 @@ struct ScenarioFaultRate {
 struct ScenarioLookup {
   bool run = true;
   std::string model = "tiny";  // the table model really built and looked up
+  HashOverrides model_hash;    // its token-space settings over the preset (model: {name: tiny, pad_id: 5})
   int tokens = 4;              // per rank (every fourth rank brings none: an idle replica)
 };
 

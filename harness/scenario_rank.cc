@@ -38,7 +38,7 @@ std::vector<int64_t> scenario_tokens(const ModelSpec& model, uint64_t seed, int 
     out[static_cast<size_t>(t)] =
         t % 5 == 4 ? kDeadId
                    : static_cast<int64_t>(splitmix64_at(seed ^ 0x70c3e5ull, static_cast<uint64_t>(rank) * 65536 + t) %
-                                          static_cast<uint64_t>(model.vocab_size - 1));
+                                          static_cast<uint64_t>(model.compressed_vocab_size));
   return out;
 }
 
@@ -67,8 +67,10 @@ Status run_scenario_rank(RankBackend& backend, const ScenarioRankInputs& inputs,
       std::vector<int64_t> ids(tokens.size() * heads);
       Status hashed = (*inputs.hashers)[t].hash(tokens, {}, ids);
       ENGRAM_CHECK(hashed.is_ok());
-      // One id past the table: a zero row on every path, never row 0.
+      // One id past the table and one DEAD id (the engines' hash yields
+      // neither): a zero row on every path, never row 0.
       if (!ids.empty()) ids.back() = table.row_count() + r;
+      if (ids.size() >= 2) ids.front() = kDeadId;
       std::vector<uint16_t> got(ids.size() * static_cast<size_t>(table.dim), 0xdead);
       Status looked = runtime->lookup(static_cast<int>(t), ids, slot, got);
       if (!looked.is_ok()) {

@@ -20,11 +20,11 @@ void DirectTables::lookup(int table, std::span<const int64_t> ids, std::span<uin
   gather_peer_reference(spec, layout, std::span<const std::span<const std::byte>>(&shard, 1), ids, out);
 }
 
-const DirectTables& direct_tables(const std::string& name, const ModelSpec& model, uint64_t fill_seed) {
+const DirectTables& direct_tables(const std::string& key, const ModelSpec& model, uint64_t fill_seed) {
   static std::mutex mutex;
   static std::map<std::pair<std::string, uint64_t>, std::unique_ptr<DirectTables>> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  auto& entry = cache[{name, fill_seed}];
+  auto& entry = cache[{key, fill_seed}];
   if (!entry) {
     entry = std::make_unique<DirectTables>();
     entry->model = model;
@@ -38,8 +38,10 @@ const DirectTables& direct_tables(const std::string& name, const ModelSpec& mode
       entry->hashers.push_back(std::move(hasher).value());
     }
   }
-  // A preset's name fixes its structure; a different spec under the same name is a broken contract.
-  ENGRAM_CHECK(entry->model.tables.size() == model.tables.size() && entry->model.seed == model.seed);
+  // The key fixes the structure and the token space; a different spec under the same key is a broken contract.
+  ENGRAM_CHECK(entry->model.tables.size() == model.tables.size() && entry->model.seed == model.seed &&
+               entry->model.compressed_vocab_size == model.compressed_vocab_size &&
+               entry->model.pad_id == model.pad_id && entry->model.dead_token_rule == model.dead_token_rule);
   return *entry;
 }
 

@@ -25,8 +25,9 @@ struct DirectTables {
   void lookup(int table, std::span<const int64_t> ids, std::span<uint16_t> out) const;
 };
 
-// Filled once per (model name, fill seed) and kept for the process: a sweep
-// runs thousands of jobs on the same small tables. Thread-safe.
-const DirectTables& direct_tables(const std::string& name, const ModelSpec& model, uint64_t fill_seed);
+// Filled once per (key, fill seed) and kept for the process: a sweep runs
+// thousands of jobs on the same small tables. `key` names the model and its
+// token-space settings (preset name + HashOverrides::to_text()). Thread-safe.
+const DirectTables& direct_tables(const std::string& key, const ModelSpec& model, uint64_t fill_seed);
 
 }  // namespace engram::kernels

@@ -15,7 +15,7 @@ using testing::kAllPlacements;
 using testing::name_of;
 
 // Hashed ids of random tokens (DEAD sprinkled in), then a few hand-placed
-// odd ids: -5, past the table, an id of another head's bucket.
+// odd ids: DEAD, -5, past the table, an id of another head's bucket.
 std::vector<std::vector<int64_t>> ids_for_ranks(const ModelSpec& model, int table_index,
                                                 const std::vector<int>& token_counts, uint64_t seed) {
   auto hasher = TableHasher::create(model, table_index);
@@ -28,11 +28,12 @@ std::vector<std::vector<int64_t>> ids_for_ranks(const ModelSpec& model, int tabl
     std::vector<int64_t> tokens(static_cast<size_t>(count));
     for (int64_t& t : tokens) {
       const uint64_t draw = splitmix64_next(state);
-      t = draw % 5 == 0 ? kDeadId : static_cast<int64_t>(draw % static_cast<uint64_t>(model.vocab_size));
+      t = draw % 5 == 0 ? kDeadId : static_cast<int64_t>(draw % static_cast<uint64_t>(model.compressed_vocab_size));
     }
     std::vector<int64_t> ids(tokens.size() * heads);
     EXPECT_TRUE(hasher->hash(tokens, {}, ids).is_ok());
     if (count >= 2) {
+      ids[2] = kDeadId;  // the engines' hash gives DEAD tokens real rows; a DEAD id still reads none
       ids[1] = -5;
       ids[heads] = table.row_count();
       ids[heads + 1] = table.head_offset(table.head_count() - 1);  // the last head's first row, at head 1

@@ -33,7 +33,7 @@ TEST(TableSpec, PrimesAreDistinctPrimesAboveVocab) {
   for (const auto& t : spec->tables)
     for (int64_t p : t.primes) {
       EXPECT_TRUE(is_prime(p)) << p;
-      EXPECT_GT(p, spec->vocab_size - 1);
+      EXPECT_GT(p, spec->engram_vocab_size - 1);
       all.push_back(p);
     }
   std::sort(all.begin(), all.end());

@@ -9,7 +9,8 @@ shift || true
 
 packages=(cmake g++ make ccache libboost-dev libboost-system-dev libboost-context-dev libfmt-dev libgtest-dev
           libgmock-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev librapidcheck-dev libbenchmark-dev iproute2
-          util-linux mount hostname)
+          util-linux mount hostname
+          python3-numpy)  # numpy: the hash ids' reference vectors (tests/hashing_numpy_test.cc)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for p in "${packages[@]}"; do

@@ -30,7 +30,7 @@ run_ctest() {
   skipped="$(grep -c '\*\*\*Skipped' "$log" || true)"
   grep -E 'tests passed' "$log"
   if [ "$skipped" -gt 0 ]; then
-    echo "[$name] $skipped skipped (they need a GPU; the reason is in $log):" \
+    echo "[$name] $skipped skipped (each says why in $log; a GPU test needs a GPU):" \
       "$(grep '\*\*\*Skipped' "$log" | sed -E 's/.*Test +#[0-9]+: ([^ ]+) .*/\1/' | tr '\n' ' ')"
   fi
 }

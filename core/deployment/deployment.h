@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/deployment/runtime_environment.h"
+#include "core/model/hash_overrides.h"
 
 namespace engram {
 
@@ -82,6 +83,7 @@ struct DefaultUsed {
 
 struct Deployment {
   std::string model = "deepseek-v4.1-flash";
+  HashOverrides model_hash;     // token-space settings over the preset (model: {name: ..., pad_id: ...})
   std::vector<HostSpec> hosts;
   std::vector<int> rank_hosts;  // rank -> index into hosts; empty = fill hosts in order
   ParallelLayout layout;

@@ -10,6 +10,7 @@
 #include "core/base/units.h"
 #include "core/deployment/shard_groups.h"
 #include "core/base/yaml_fields.h"
+#include "core/deployment/model_yaml.h"
 
 namespace engram {
 namespace {
@@ -272,7 +273,7 @@ Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view sou
   }
   ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "", kTopKeys, ignored_keys));
   Deployment d;
-  if (node["model"]) { ENGRAM_ASSIGN_OR_RETURN(d.model, p.text(node["model"], "model")); }
+  if (node["model"]) ENGRAM_RETURN_IF_ERROR(parse_model_field(p, node["model"], "model", d.model, d.model_hash));
   if (!node["hosts"]) return p.error(node, "hosts", "missing; list the hosts, e.g. hosts: [{name: n0, gpus: 8}]");
   std::vector<std::string> shm_defaulted;
   ENGRAM_RETURN_IF_ERROR(parse_hosts(p, node["hosts"], d.hosts, shm_defaulted));

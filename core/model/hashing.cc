@@ -5,26 +5,43 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/base/splitmix64.h"
+#include "core/model/numpy_random.h"
 
 namespace engram {
+namespace {
 
-int64_t hash_multiplier_bound(int64_t vocab_size) {
-  ENGRAM_CHECK(vocab_size >= 2);
-  return std::numeric_limits<int64_t>::max() / vocab_size;
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+// The reference's per-layer seed stride (PRIME_1 in NgramHashMapping).
+constexpr uint64_t kLayerSeedStride = 10007;
+
+// numpy's % on int64: the sign of the divisor, so never negative here.
+int64_t floor_mod(int64_t value, int64_t modulus) {
+  const int64_t r = value % modulus;
+  return r < 0 ? r + modulus : r;
+}
+
+}  // namespace
+
+int64_t hash_multiplier_half_bound(int64_t compressed_vocab_size) {
+  ENGRAM_CHECK(compressed_vocab_size >= 1);
+  return std::max<int64_t>(1, (kInt64Max / compressed_vocab_size) / 2);
 }
 
 std::vector<int64_t> hash_multipliers(const ModelSpec& spec, int table_index) {
   ENGRAM_CHECK(table_index >= 0 && table_index < static_cast<int>(spec.tables.size()));
-  const int64_t bound = hash_multiplier_bound(spec.vocab_size);
-  // Odd values 2q+1 with q < bound/2 stay below bound.
-  const uint64_t half = static_cast<uint64_t>(bound / 2);
-  ENGRAM_CHECK(half >= 1);
-  uint64_t state = spec.seed + static_cast<uint64_t>(spec.tables[static_cast<size_t>(table_index)].layer_id);
-  std::vector<int64_t> m(static_cast<size_t>(spec.max_order()));
+  const int layer_id = spec.tables[static_cast<size_t>(table_index)].layer_id;
+  ENGRAM_CHECK(layer_id >= 0);  // validate() refuses negative layer ids: numpy's seed must be >= 0
+  // Python adds without wrapping: 128 bits hold any uint64 seed plus the stride term.
+  const numpy_random::uint128 entropy =
+      static_cast<numpy_random::uint128>(spec.seed) + static_cast<numpy_random::uint128>(kLayerSeedStride) *
+                                                          static_cast<numpy_random::uint128>(layer_id);
+  numpy_random::Pcg64 generator(entropy);
+  const int64_t half_bound = hash_multiplier_half_bound(spec.compressed_vocab_size);
+  std::vector<int64_t> m = numpy_random::bounded_int64(generator, 0, half_bound, static_cast<size_t>(spec.max_order()),
+                                                       numpy_random::BoundedMethod::kLemire);
   for (int64_t& value : m) {
-    value = static_cast<int64_t>((splitmix64_next(state) % half) * 2 + 1);
-    ENGRAM_CHECK(value > 0 && value < bound && (value & 1) == 1);
+    value = value * 2 + 1;  // < 2 * half_bound <= INT64_MAX / compressed_vocab_size, or 1
+    ENGRAM_CHECK(value > 0 && (value & 1) == 1);
   }
   return m;
 }
@@ -33,6 +50,7 @@ Result<TableHasher> TableHasher::create(const ModelSpec& spec, int table_index) 
   if (table_index < 0 || table_index >= static_cast<int>(spec.tables.size()))
     return invalid_argument(fmt::format("hashing: table index {} is out of range; the model has {} tables",
                                         table_index, spec.tables.size()));
+  ENGRAM_RETURN_IF_ERROR(validate(spec));
   return with_multipliers(spec, table_index, hash_multipliers(spec, table_index));
 }
 
@@ -41,22 +59,24 @@ Result<TableHasher> TableHasher::with_multipliers(const ModelSpec& spec, int tab
   if (table_index < 0 || table_index >= static_cast<int>(spec.tables.size()))
     return invalid_argument(fmt::format("hashing: table index {} is out of range; the model has {} tables",
                                         table_index, spec.tables.size()));
-  if (spec.vocab_size < 2)
-    return invalid_argument(fmt::format("model.vocab_size: {} is too small; use at least 2", spec.vocab_size));
+  ENGRAM_RETURN_IF_ERROR(validate(spec));
   const TableSpec& table = spec.tables[static_cast<size_t>(table_index)];
   TableHasher h;
-  h.vocab_size_ = spec.vocab_size;
+  h.compressed_vocab_size_ = spec.compressed_vocab_size;
+  h.pad_id_ = spec.pad_id;
+  h.dead_token_rule_ = spec.dead_token_rule;
   for (int o : table.orders) h.max_order_ = std::max(h.max_order_, o);
   if (static_cast<int>(multipliers.size()) < h.max_order_)
     return invalid_argument(fmt::format("hashing: {} multipliers for max order {}; give one per lookback position",
                                         multipliers.size(), h.max_order_));
-  const int64_t bound = hash_multiplier_bound(spec.vocab_size);
+  // Every product of an id in [-1, compressed_vocab_size) stays in int64.
+  const int64_t largest = kInt64Max / std::max<int64_t>(1, spec.compressed_vocab_size - 1);
   for (size_t k = 0; k < multipliers.size(); ++k) {
-    int64_t m = multipliers[k];
-    if (m <= 0 || m >= bound || (m & 1) == 0)
+    const int64_t m = multipliers[k];
+    if (m <= 0 || m > largest || (m & 1) == 0)
       return invalid_argument(fmt::format(
-          "hashing: multiplier m[{}] = {} must be odd, positive and below {} (INT64_MAX / vocab_size)", k, m,
-          bound));
+          "hashing: multiplier m[{}] = {} must be odd, positive and at most {} (INT64_MAX / (compressed_vocab_size - 1))",
+          k, m, largest));
   }
   h.multipliers_ = std::move(multipliers);
   for (int head = 0; head < table.head_count(); ++head) {
@@ -77,41 +97,43 @@ Status TableHasher::hash(std::span<const int64_t> tokens, std::span<const uint8_
     return invalid_argument(fmt::format("hashing: row id buffer holds {} ids; {} tokens x {} heads need {}",
                                         row_ids.size(), tokens.size(), heads, tokens.size() * heads));
   for (size_t t = 0; t < tokens.size(); ++t) {
-    int64_t c = tokens[t];
-    if (c != kDeadId && (c < 0 || c >= vocab_size_))
-      return invalid_argument(fmt::format("hashing: token {} has id {}, outside [0, {}) and not DEAD ({})", t, c,
-                                          vocab_size_, kDeadId));
+    const int64_t c = tokens[t];
+    if (c != kDeadId && (c < 0 || c >= compressed_vocab_size_))
+      return invalid_argument(fmt::format(
+          "hashing: token {} has id {}, outside the compressed vocabulary [0, {}) and not DEAD ({})", t, c,
+          compressed_vocab_size_, kDeadId));
   }
 
-  const int64_t pad = vocab_size_ - 1;
+  const bool barrier = dead_token_rule_ != DeadTokenRule::kLiteral;
   std::vector<int64_t> window(static_cast<size_t>(max_order_));
   std::vector<int64_t> mix_by_order(static_cast<size_t>(max_order_) + 1);
   size_t sequence_begin = 0;
   for (size_t t = 0; t < tokens.size(); ++t) {
     if (t == 0 || (!sequence_starts.empty() && sequence_starts[t] != 0)) sequence_begin = t;
     std::span<int64_t> out = row_ids.subspan(t * heads, heads);
-    if (tokens[t] == kDeadId) {
+    if (dead_token_rule_ == DeadTokenRule::kBarrierNoRow && tokens[t] == kDeadId) {
       std::fill(out.begin(), out.end(), kDeadId);
       continue;
     }
-    // Walk back; once blocked (sequence start passed or a DEAD met), pad.
-    window[0] = tokens[t];
+    // Once blocked (sequence start passed, or with a barrier a DEAD met at
+    // or behind t), every earlier position reads the pad id.
     bool blocked = false;
-    for (size_t k = 1; k < window.size(); ++k) {
-      if (!blocked && (k > t - sequence_begin || tokens[t - k] == kDeadId)) blocked = true;
-      window[k] = blocked ? pad : tokens[t - k];
+    for (size_t k = 0; k < window.size(); ++k) {
+      if (!blocked && (k > t - sequence_begin || (barrier && tokens[t - k] == kDeadId))) blocked = true;
+      window[k] = blocked ? pad_id_ : tokens[t - k];
     }
     // mix_by_order[n] = XOR of the first n products.
     mix_by_order[0] = 0;
     for (size_t k = 0; k < window.size(); ++k) {
-      ENGRAM_CHECK(window[k] >= 0 && window[k] < vocab_size_);
-      int64_t product = window[k] * multipliers_[k];  // < vocab * bound <= INT64_MAX
+      ENGRAM_CHECK(window[k] >= kDeadId && window[k] < compressed_vocab_size_);
+      const int64_t product = window[k] * multipliers_[k];  // |product| <= (vocab - 1) * m <= INT64_MAX
       mix_by_order[k + 1] = mix_by_order[k] ^ product;
     }
     for (size_t head = 0; head < heads; ++head) {
-      int64_t mix = mix_by_order[static_cast<size_t>(head_orders_[head])];
-      ENGRAM_CHECK(mix >= 0);  // XOR of non-negative values keeps the sign bit clear
-      int64_t row = mix % primes_[head] + offsets_[head];
+      const int64_t mix = mix_by_order[static_cast<size_t>(head_orders_[head])];
+      // Without literal DEAD ids every product, so every mix, is non-negative.
+      ENGRAM_CHECK(mix >= 0 || dead_token_rule_ == DeadTokenRule::kLiteral);
+      const int64_t row = floor_mod(mix, primes_[head]) + offsets_[head];
       ENGRAM_CHECK(row >= offsets_[head] && row < offsets_[head] + primes_[head]);
       out[head] = row;
     }

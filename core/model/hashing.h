@@ -1,7 +1,9 @@
 // Engram hash ids: compressed token ids -> one row id per head per token
-// (DESIGN.md section 1). Deterministic across runs and platforms: the
-// multipliers come from splitmix64 seeded by (model seed + layer id), and the
-// arithmetic is plain int64 that cannot overflow.
+// (DESIGN.md section 1), bit for bit as the Engram reference computes them
+// (NgramHashMapping in deepseek-ai/Engram engram_demo_v1.py) and as the
+// engines port it (vLLM vllm/models/deepseek_v4_1/common/engram.py, SGLang
+// python/sglang/srt/layers/engram.py). tests/hashing_numpy_test.cc checks the
+// multipliers and row ids against numpy.
 #pragma once
 
 #include <cstdint>
@@ -13,44 +15,55 @@
 
 namespace engram {
 
-// Multipliers are odd, positive and below this bound, so c * m with
-// c < vocab_size never overflows int64.
-int64_t hash_multiplier_bound(int64_t vocab_size);
+// The multipliers are 2q + 1 with q drawn from [0, half_bound), half_bound =
+// max(1, (INT64_MAX / compressed_vocab_size) / 2): odd, and small enough that
+// a compressed id times one stays in int64.
+int64_t hash_multiplier_half_bound(int64_t compressed_vocab_size);
 
-// The multipliers of table `table_index` (one per lookback position,
-// spec.max_order() of them), drawn from splitmix64(spec.seed + layer_id).
+// The multipliers of table `table_index`, one per lookback position
+// (spec.max_order() of them): numpy's
+//   default_rng(seed + 10007 * layer_id).integers(0, half_bound, size, dtype=int64) * 2 + 1.
 std::vector<int64_t> hash_multipliers(const ModelSpec& spec, int table_index);
 
 // Turns token ids into row ids for one table (one Engram layer).
 //
-// For token t and order n the mix is c[t]*m[0] ^ c[t-1]*m[1] ^ ... ^
-// c[t-n+1]*m[n-1]. Lookback stops at the sequence start and at a DEAD token:
-// walking back from t, the first DEAD met (or the first position before the
-// sequence start) and every earlier position read as the pad id
-// (vocab_size - 1). Head j of order n gets mix % prime + head offset. A DEAD
-// token itself yields kDeadId for every head.
+// For token t the window holds w[k] = the id at t - k, k < max order; a
+// position before the sequence start reads the pad id. DEAD tokens, by
+// spec.dead_token_rule:
+// - kBarrier: walking back from t (t itself included), the first DEAD met
+//   and every earlier position read the pad id; a DEAD token hashes as the
+//   all-pad n-gram (the engines read those rows and shut the token's gate).
+// - kBarrierNoRow: the same lookback, but a DEAD token gets kDeadId for
+//   every head, so it reads no row (a zero row: the engines' masked gate
+//   leaves the residual as untouched as a zero value does).
+// - kLiteral: -1 is an id like any other (the reference's compressor passes
+//   negative ids through).
+// Order n mixes w[0]*m[0] ^ ... ^ w[n-1]*m[n-1]; head j of order n gets
+// floor(mix mod prime) (numpy's modulo: never negative) + the head's offset.
 class TableHasher {
  public:
   static Result<TableHasher> create(const ModelSpec& spec, int table_index);
-  // Explicit multipliers (hand-computed tests); each must be odd, positive and
-  // below hash_multiplier_bound(vocab_size); at least the table's max order.
+  // Explicit multipliers (hand-computed tests): each odd and positive, with
+  // (compressed_vocab_size - 1) * m in int64; at least the table's max order.
   static Result<TableHasher> with_multipliers(const ModelSpec& spec, int table_index,
                                               std::vector<int64_t> multipliers);
 
   int head_count() const { return static_cast<int>(primes_.size()); }
   const std::vector<int64_t>& multipliers() const { return multipliers_; }
 
-  // tokens: ids in [0, vocab_size) or kDeadId. sequence_starts: empty (the
-  // tokens are one sequence) or one flag per token, nonzero where a new
-  // sequence begins (token 0 always begins one). row_ids: tokens.size() *
-  // head_count() entries, [token][head].
+  // tokens: ids in [0, compressed_vocab_size) or kDeadId. sequence_starts:
+  // empty (the tokens are one sequence) or one flag per token, nonzero where
+  // a new sequence begins (token 0 always begins one). row_ids:
+  // tokens.size() * head_count() entries, [token][head].
   Status hash(std::span<const int64_t> tokens, std::span<const uint8_t> sequence_starts,
               std::span<int64_t> row_ids) const;
 
  private:
   TableHasher() = default;
 
-  int64_t vocab_size_ = 0;
+  int64_t compressed_vocab_size_ = 0;
+  int64_t pad_id_ = 0;
+  DeadTokenRule dead_token_rule_ = DeadTokenRule::kBarrier;
   int max_order_ = 0;
   std::vector<int> head_orders_;
   std::vector<int64_t> primes_;

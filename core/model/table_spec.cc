@@ -53,13 +53,13 @@ int ModelSpec::max_order() const {
   return order;
 }
 
-std::vector<std::vector<int64_t>> draw_primes(int64_t vocab_size, int layer_count, int order_count,
+std::vector<std::vector<int64_t>> draw_primes(int64_t engram_vocab_size, int layer_count, int order_count,
                                               int heads_per_order) {
   std::unordered_set<int64_t> used;
   std::vector<std::vector<int64_t>> per_layer(static_cast<size_t>(layer_count));
   for (int layer = 0; layer < layer_count; ++layer) {
     for (int order = 0; order < order_count; ++order) {
-      int64_t candidate = vocab_size - 1;  // each order restarts here
+      int64_t candidate = engram_vocab_size - 1;  // each order restarts here
       for (int head = 0; head < heads_per_order; ++head) {
         do {
           ++candidate;
@@ -72,20 +72,39 @@ std::vector<std::vector<int64_t>> draw_primes(int64_t vocab_size, int layer_coun
   return per_layer;
 }
 
-Result<ModelSpec> make_model_spec(std::string name, int64_t vocab_size, std::vector<int> layer_ids,
+std::string_view dead_token_rule_name(DeadTokenRule rule) {
+  switch (rule) {
+    case DeadTokenRule::kBarrier: return "barrier";
+    case DeadTokenRule::kBarrierNoRow: return "barrier_no_row";
+    case DeadTokenRule::kLiteral: return "literal";
+  }
+  return "?";
+}
+
+std::optional<DeadTokenRule> parse_dead_token_rule(std::string_view text) {
+  for (DeadTokenRule rule : {DeadTokenRule::kBarrier, DeadTokenRule::kBarrierNoRow, DeadTokenRule::kLiteral})
+    if (text == dead_token_rule_name(rule)) return rule;
+  return std::nullopt;
+}
+
+Result<ModelSpec> make_model_spec(std::string name, int64_t engram_vocab_size, std::vector<int> layer_ids,
                                   std::vector<int> orders, int heads_per_order, RowFormat format,
                                   int dim, uint64_t seed) {
   ModelSpec spec;
   spec.name = std::move(name);
-  spec.vocab_size = vocab_size;
+  spec.engram_vocab_size = engram_vocab_size;
+  spec.compressed_vocab_size = engram_vocab_size;
+  spec.pad_id = 0;
+  spec.dead_token_rule = DeadTokenRule::kBarrier;
   spec.seed = seed;
-  if (vocab_size < 2)
-    return invalid_argument(fmt::format("model.vocab_size: {} is too small; use at least 2", vocab_size));
+  if (engram_vocab_size < 2)
+    return invalid_argument(
+        fmt::format("model.engram_vocab_size: {} is too small; use at least 2", engram_vocab_size));
   if (heads_per_order < 1)
     return invalid_argument(fmt::format("model.heads_per_order: {} must be at least 1", heads_per_order));
   if (orders.empty())
     return invalid_argument("model.orders: empty; give at least one n-gram order, e.g. [2, 3, 4]");
-  auto primes = draw_primes(vocab_size, static_cast<int>(layer_ids.size()), static_cast<int>(orders.size()),
+  auto primes = draw_primes(engram_vocab_size, static_cast<int>(layer_ids.size()), static_cast<int>(orders.size()),
                             heads_per_order);
   for (size_t i = 0; i < layer_ids.size(); ++i) {
     TableSpec t;
@@ -104,6 +123,10 @@ Result<ModelSpec> make_model_spec(std::string name, int64_t vocab_size, std::vec
 Status validate(const ModelSpec& spec) {
   if (spec.tables.empty()) return invalid_argument("model.layers: empty; give at least one Engram layer id");
   for (const TableSpec& t : spec.tables) {
+    // The multipliers' numpy seed is seed + 10007 * layer_id, which numpy
+    // requires to be non-negative.
+    if (t.layer_id < 0)
+      return invalid_argument(fmt::format("model.layers: layer id {} is negative; layer ids count from 0", t.layer_id));
     for (int o : t.orders)
       if (o < 1 || o > 8)
         return invalid_argument(fmt::format("model.orders: {} is out of range; n-gram orders are 1..8", o));
@@ -117,15 +140,67 @@ Status validate(const ModelSpec& spec) {
       return invalid_argument(fmt::format("layer {}: {} primes for {} orders x {} heads", t.layer_id,
                                           t.primes.size(), t.orders.size(), t.heads_per_order));
   }
+  if (spec.compressed_vocab_size < 1)
+    return invalid_argument(fmt::format(
+        "model.compressed_vocab_size: {} must be at least 1; give the size of the compressed tokenizer's vocabulary",
+        spec.compressed_vocab_size));
+  if (spec.pad_id < 0 || spec.pad_id >= spec.compressed_vocab_size)
+    return invalid_argument(fmt::format(
+        "model.pad_id: {} is outside the compressed vocabulary [0, {}); give the compressed id of the pad token",
+        spec.pad_id, spec.compressed_vocab_size));
   return Status::ok();
 }
 
 namespace {
+
+// DeepSeek-V4.1-Flash. Sources (engine ports of the checkpoint's
+// config.json; the config itself was not at hand):
+// - layers [1, 14], engram_max_ngram_size 4 (orders 2, 3, 4), engram_n_heads 8,
+//   engram_head_dim 256, engram_vocab_size 16,000,000: the config fields vLLM's
+//   EngramLayout (vllm/models/deepseek_v4_1/common/engram.py) and SGLang's
+//   build_engram_layout (python/sglang/srt/layers/engram.py) read; vLLM checks
+//   the primes against engram_num_embeddings [384006168, 384016682], which our
+//   table_spec_test checks too. Rows: FP8 E4M3 with UE8M0 scales per 32
+//   (both engines' lookup kernels).
+// - compressed_vocab_size 99,092: the config's engram_compressed_vocab_size as
+//   quoted by ports (e.g. ggml-org/llama.cpp pull 28696, "token_map compressing
+//   to the config's 99092"); the numpy multipliers it gives match the values
+//   third-party ports pin for layers 1 and 14.
+// - pad_id 2: NOT FOUND stated. The config names the raw pad token
+//   (engram_pad_token_id 2); the engines hash with its compressed id,
+//   token_map[2], which needs the tokenizer. Compressed ids are handed out in
+//   raw-id order, so token_map[2] == 2 when raw ids 0, 1, 2 (begin, end and pad
+//   special tokens in DeepSeek's tokenizers) normalise to three different keys.
+//   Settable (model.pad_id) for when the tokenizer says otherwise.
+// - seed 0 and the barrier DEAD rule: both engines draw default_rng(10007 *
+//   layer_id), the reference's seed + 10007 * layer_id with its default seed 0,
+//   and block the lookback at a DEAD token (vLLM _hash_ids_kernel, SGLang
+//   EngramHasher.forward).
+Result<ModelSpec> deepseek_v41_flash(const std::string& name) {
+  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, make_model_spec(name, 16'000'000, {1, 14}, {2, 3, 4}, 8,
+                                                          RowFormat::kFp8E4M3Ue8m0, 256, 0));
+  spec.compressed_vocab_size = 99'092;
+  spec.pad_id = 2;
+  spec.dead_token_rule = DeadTokenRule::kBarrier;
+  ENGRAM_RETURN_IF_ERROR(validate(spec));
+  return spec;
+}
+
+// Test-sized, V4.1's structure: two layers, primes above 1000, a compressed
+// vocabulary below the table size as in V4.1, the engines' DEAD rule.
+Result<ModelSpec> tiny(const std::string& name) {
+  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, make_model_spec(name, 1000, {1, 14}, {2, 3}, 2,
+                                                          RowFormat::kFp8E4M3Ue8m0, 64, 0x7179));
+  spec.compressed_vocab_size = 640;
+  spec.pad_id = 2;
+  spec.dead_token_rule = DeadTokenRule::kBarrier;
+  ENGRAM_RETURN_IF_ERROR(validate(spec));
+  return spec;
+}
+
 Result<ModelSpec> build_model_preset(const std::string& name) {
-  if (name == "deepseek-v4.1-flash")
-    return make_model_spec(name, 16'000'000, {1, 14}, {2, 3, 4}, 8, RowFormat::kFp8E4M3Ue8m0, 256, 0x5eed'4001);
-  if (name == "tiny")
-    return make_model_spec(name, 1000, {1, 14}, {2, 3}, 2, RowFormat::kFp8E4M3Ue8m0, 64, 0x7179);
+  if (name == "deepseek-v4.1-flash") return deepseek_v41_flash(name);
+  if (name == "tiny") return tiny(name);
   return invalid_argument(fmt::format("model: unknown model '{}'; known models: deepseek-v4.1-flash, tiny", name));
 }
 

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/status.h"
@@ -33,26 +35,51 @@ struct TableSpec {
   int order_of_head(int head) const { return orders[static_cast<size_t>(head / heads_per_order)]; }
 };
 
+// How a DEAD token (kDeadId: image tokens, idle DP slots, padding) enters
+// the hash. The engines agree on kBarrier; the others are named so a run can
+// choose them (see hashing.h for the exact rules).
+enum class DeadTokenRule : uint8_t {
+  kBarrier,       // vLLM, SGLang, the V4.1 reference: DEAD reads as the pad id and so does all before it
+  kBarrierNoRow,  // kBarrier's lookback, but a DEAD token's own ids are DEAD: it reads no row
+  kLiteral,       // engram_demo_v1: -1 is hashed as the value -1, numpy's floor modulo keeps rows in range
+};
+
+std::string_view dead_token_rule_name(DeadTokenRule rule);  // "barrier", "barrier_no_row", "literal"
+std::optional<DeadTokenRule> parse_dead_token_rule(std::string_view text);
+// For error messages: the names and what each means.
+inline constexpr std::string_view kDeadTokenRuleChoices =
+    "barrier (as vLLM and SGLang hash), barrier_no_row (the same, but a DEAD token reads no row) or literal (as "
+    "engram_demo_v1 hashes -1)";
+
 struct ModelSpec {
   std::string name;
-  int64_t vocab_size = 0;  // compressed vocabulary; the pad id is vocab_size - 1
+  // Table structure: each n-gram order's prime search starts at
+  // engram_vocab_size - 1 (the reference's per-order table size).
+  int64_t engram_vocab_size = 0;
   std::vector<TableSpec> tables;
-  uint64_t seed = 0;       // seeds the hash multipliers
+
+  // Token space: what the ids fed to the hash are.
+  int64_t compressed_vocab_size = 0;  // token ids are [0, compressed_vocab_size); it bounds the multipliers
+  int64_t pad_id = 0;                 // the compressed id of the tokenizer's pad token
+  DeadTokenRule dead_token_rule = DeadTokenRule::kBarrier;
+  uint64_t seed = 0;                  // multipliers from numpy default_rng(seed + 10007 * layer_id)
 
   uint64_t table_bytes_total() const;
-  int64_t pad_id() const { return vocab_size - 1; }
   int max_order() const;
 };
 
 inline constexpr int64_t kDeadId = -1;  // image tokens, idle DP slots, padding
 
 // Primes for a model: drawn in (layer, order, head) order; each order restarts
-// the search just above `vocab_size - 1` and skips primes already used.
-std::vector<std::vector<int64_t>> draw_primes(int64_t vocab_size, int layer_count,
+// the search just above `engram_vocab_size - 1` and skips primes already used.
+std::vector<std::vector<int64_t>> draw_primes(int64_t engram_vocab_size, int layer_count,
                                               int order_count, int heads_per_order);
 
-// Builds a spec from its structure, drawing the primes. Errors name the field.
-Result<ModelSpec> make_model_spec(std::string name, int64_t vocab_size, std::vector<int> layer_ids,
+// Builds a spec from its structure, drawing the primes. The token space is
+// the test-sized default: compressed_vocab_size = engram_vocab_size, pad id 0,
+// DEAD rule kBarrier; set the fields and call validate() to choose others.
+// Errors name the field.
+Result<ModelSpec> make_model_spec(std::string name, int64_t engram_vocab_size, std::vector<int> layer_ids,
                                   std::vector<int> orders, int heads_per_order, RowFormat format,
                                   int dim, uint64_t seed);
 

@@ -14,6 +14,7 @@
 #include "core/deployment/deployment_validate.h"
 #include "core/deployment/node_local_group.h"
 #include "core/deployment/shard_groups.h"
+#include "core/model/hash_overrides.h"
 #include "core/model/table_spec.h"
 #include "core/plan/handle_type_plan.h"
 #include "core/plan/memory_fit.h"
@@ -32,6 +33,10 @@ ModelSummary summarize(const ModelSpec& spec) {
     s.row_bytes = t.row_bytes();
   }
   s.table_bytes_total = spec.table_bytes_total();
+  s.compressed_vocab_size = spec.compressed_vocab_size;
+  s.pad_id = spec.pad_id;
+  s.dead_tokens = std::string(dead_token_rule_name(spec.dead_token_rule));
+  s.hash_seed = spec.seed;
   return s;
 }
 
@@ -240,7 +245,7 @@ void summarize_groups(PlanResult& plan, const Decisions& decisions, const Handle
 
 Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   ENGRAM_ASSIGN_OR_RETURN(Deployment d, validate_and_complete(input));
-  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, model_preset(d.model));
+  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, resolve_model(d.model, d.model_hash, "model"));
   const uint64_t table_total = spec.table_bytes_total();
 
   PlanResult plan;

@@ -26,6 +26,11 @@ struct ModelSummary {
   std::vector<uint64_t> table_bytes;
   uint64_t row_bytes = 0;
   uint64_t table_bytes_total = 0;
+  // How tokens become row ids (the model's token space).
+  int64_t compressed_vocab_size = 0;
+  int64_t pad_id = 0;
+  std::string dead_tokens;
+  uint64_t hash_seed = 0;
 };
 
 struct RankPlan {

@@ -83,6 +83,9 @@ std::string format_plan_report(const PlanResult& plan) {
                        format_gib(m.table_bytes[t]));
   }
   out += fmt::format("  all tables: {} B ({})\n", with_thousands(m.table_bytes_total), format_gib(m.table_bytes_total));
+  out += fmt::format("  hash ids: compressed vocabulary {}, pad id {}, DEAD tokens {}, seed {}\n",
+                     with_thousands(static_cast<uint64_t>(m.compressed_vocab_size)), m.pad_id, m.dead_tokens,
+                     m.hash_seed);
   int hosts_used = static_cast<int>(plan.hosts.size());
   out += fmt::format("layout: tp {} x dp {} = {} rank{} on {} host{}; ep {}, elastic EP {}, prefill cp {}\n",
                      d.layout.tp, d.layout.dp, d.layout.world_size(), d.layout.world_size() == 1 ? "" : "s",
@@ -159,6 +162,10 @@ Json plan_json(const PlanResult& plan) {
   model["row_bytes"] = m.row_bytes;
   model["table_bytes_total"] = m.table_bytes_total;
   model["tables"] = Json::array();
+  model["hash"] = {{"compressed_vocab_size", m.compressed_vocab_size},
+                   {"pad_id", m.pad_id},
+                   {"dead_tokens", m.dead_tokens},
+                   {"seed", m.hash_seed}};
   for (size_t t = 0; t < m.layer_ids.size(); ++t) {
     model["tables"].push_back({{"layer_id", m.layer_ids[t]},
                                {"heads", m.heads_per_table[t]},
