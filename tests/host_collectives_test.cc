@@ -1,12 +1,16 @@
-// TcpCollectives between forked processes on loopback, and the launcher
+// TcpCollectives between forked processes on loopback -- including
+// strangers of another uid on the rendezvous port -- and the launcher
 // environment rules.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -15,6 +19,8 @@
 
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/tcp_collectives.h"
+#include "backends/ipc/tcp_frames.h"
+#include "backends/ipc/wire.h"
 #include "core/base/bf16.h"
 
 namespace engram::ipc {
@@ -173,6 +179,284 @@ TEST(HostCollectives, AMissingRankEndsTheRendezvousAtItsDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   ASSERT_EQ(group.status().code(), ErrorCode::kUnavailable);
   EXPECT_NE(group.status().message().find("ranks 1 never joined"), std::string::npos) << group.status().message();
+}
+
+// --- strangers on the rendezvous port ---
+
+// Acts as another user from here on: uid/gid nobody when the test runs as
+// root (CI does), else the same user (the protocol must hold either way).
+bool become_stranger() {
+  if (::geteuid() != 0) return true;
+  return ::setresgid(65534, 65534, 65534) == 0 && ::setresuid(65534, 65534, 65534) == 0;
+}
+
+int tcp_socket_to(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads what arrives on `fd` until EOF or `ms` pass.
+std::string read_until_eof(int fd, int ms) {
+  std::string got;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    char buf[4096];
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+bool read_exact(int fd, void* out, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 3000) <= 0) return false;
+    const ssize_t r = ::recv(fd, static_cast<char*>(out) + got, n - got, 0);
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+void send_frame(int fd, uint32_t kind, const std::vector<std::byte>& payload) {
+  FrameHeader h;
+  h.kind = kind;
+  h.payload_bytes = payload.size();
+  ::send(fd, &h, sizeof(h), MSG_NOSIGNAL);
+  if (!payload.empty()) ::send(fd, payload.data(), payload.size(), MSG_NOSIGNAL);
+}
+
+void write_all(int fd, const std::string& text) {
+  size_t sent = 0;
+  while (sent < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + sent, text.size() - sent);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+std::string read_pipe(int fd) {
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+// Rank 0 is late; another user's process holds MASTER_PORT and answers the
+// member with a forged proof. The member must refuse it before saying
+// anything about the job, and the stranger must end up with nothing but a
+// random nonce.
+TEST(HostCollectives, AStrangerHoldingThePortLearnsNothingAndIsRefused) {
+  const uint16_t port = free_port();
+  int ready[2], captured[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(captured), 0);
+  const pid_t stranger = ::fork();
+  if (stranger == 0) {
+    ::close(ready[0]);
+    ::close(captured[0]);
+    if (!become_stranger()) ::_exit(20);
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener, 8) != 0) ::_exit(21);
+    if (::write(ready[1], "r", 1) != 1) ::_exit(22);
+    const int c = ::accept(listener, nullptr, nullptr);
+    if (c < 0) ::_exit(23);
+    FrameHeader first;
+    if (!read_exact(c, &first, sizeof(first))) ::_exit(24);
+    std::string got(reinterpret_cast<const char*>(&first), sizeof(first));
+    std::vector<char> body(std::min<uint64_t>(first.payload_bytes, 4096));
+    if (!read_exact(c, body.data(), body.size())) ::_exit(25);
+    got.append(body.data(), body.size());
+    send_frame(c, kLeaderProof, std::vector<std::byte>(64, std::byte{0x5a}));  // a nonce and a forged MAC
+    got += read_until_eof(c, 3000);
+    write_all(captured[1], got);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(captured[1]);
+  char byte;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the stranger never listened";
+  auto o = opts(1, 2, port);
+  o.join_timeout = 3000ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto group = TcpCollectives::join(o);
+  const auto took = std::chrono::steady_clock::now() - start;
+  const std::string got = read_pipe(captured[0]);
+  EXPECT_EQ(wait_child(stranger), 0);
+  ::close(ready[0]);
+  ::close(captured[0]);
+
+  ASSERT_EQ(group.status().code(), ErrorCode::kPermissionDenied) << group.status().to_string();
+  EXPECT_NE(group.status().message().find("failed authentication"), std::string::npos) << group.status().message();
+  EXPECT_NE(group.status().message().find("Nothing job-specific was sent"), std::string::npos);
+  EXPECT_EQ(group.status().context().step, "rendezvous");
+  EXPECT_LT(took, 2s) << "a forged proof is refused at once, not after the join timeout";
+  // All it heard: one frame of a version and a 32-byte random nonce.
+  EXPECT_EQ(got.size(), sizeof(FrameHeader) + 4 + 32);
+  EXPECT_EQ(got.find(kToken), std::string::npos);
+  EXPECT_EQ(got.find("colltest"), std::string::npos) << "not even the job id";
+}
+
+// A stranger that reaches the real leader and reflects the leader's own
+// proof back as a member's is refused without a word; the job goes on.
+TEST(HostCollectives, AReflectedProofDoesNotJoin) {
+  const uint16_t port = free_port();
+  const pid_t leader = ::fork();
+  if (leader == 0) ::_exit(rank_main(0, 2, port, /*expect_refused=*/1));
+  const pid_t stranger = ::fork();
+  if (stranger == 0) {
+    if (!become_stranger()) ::_exit(20);
+    int fd = -1;
+    for (int i = 0; i < 100 && fd < 0; ++i) {
+      fd = tcp_socket_to(port);
+      if (fd < 0) std::this_thread::sleep_for(20ms);
+    }
+    if (fd < 0) ::_exit(21);
+    ByteWriter nonce;
+    nonce.put<uint32_t>(1);
+    nonce.put(std::array<uint8_t, 32>{});
+    send_frame(fd, kMemberNonce, nonce.bytes());
+    FrameHeader h;
+    std::vector<std::byte> proof(64);
+    if (!read_exact(fd, &h, sizeof(h)) || h.kind != kLeaderProof || h.payload_bytes != 64) ::_exit(22);
+    if (!read_exact(fd, proof.data(), proof.size())) ::_exit(23);
+    ByteWriter claim;
+    claim.put_string("world");
+    claim.put_string("colltest");
+    claim.put_string("127.0.0.1");
+    claim.put<int32_t>(1);
+    claim.put<int32_t>(1);
+    claim.put<int32_t>(2);
+    claim.put_bytes(std::span(proof).subspan(32));  // the leader's MAC, reflected
+    send_frame(fd, kMemberProof, claim.bytes());
+    // Refused in silence: no refusal frame (that is for token holders), just EOF.
+    const std::string answer = read_until_eof(fd, 3000);
+    ::_exit(answer.empty() ? 0 : 24);
+  }
+  EXPECT_EQ(wait_child(stranger), 0) << "the reflected proof must be refused with nothing sent back";
+  const pid_t member = ::fork();
+  if (member == 0) ::_exit(rank_main(1, 2, port));
+  EXPECT_EQ(wait_child(leader), 0) << "rank 0 refuses exactly the stranger and finishes the job";
+  EXPECT_EQ(wait_child(member), 0);
+}
+
+// 1,100 idle connections from another user, more than rank 0's fd limit
+// allows: it holds a bounded number at a time, drops the silent ones, and
+// the job meets and runs.
+TEST(HostCollectives, AFloodOfIdleConnectionsDoesNotKeepTheJobFromMeeting) {
+  constexpr int kFlood = 1100;
+  const uint16_t port = free_port();
+  const pid_t leader = ::fork();
+  if (leader == 0) {
+    const rlimit few{256, 256};  // far below the flood: fds must stay bounded
+    if (::setrlimit(RLIMIT_NOFILE, &few) != 0) ::_exit(40);
+    auto o = opts(0, 3, port);
+    o.join_timeout = 20000ms;
+    auto group = TcpCollectives::join(o);
+    if (!group.is_ok()) {
+      std::fprintf(stderr, "rank 0: %s\n", group.status().to_string().c_str());
+      ::_exit(41);
+    }
+    const int refused = (*group)->refused_connections();
+    std::fprintf(stderr, "rank 0 refused %d connections\n", refused);
+    ::_exit((*group)->barrier().is_ok() && refused >= kFlood - 100 ? 0 : 42);
+  }
+  int ready[2], stop[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(stop), 0);
+  const pid_t stranger = ::fork();
+  if (stranger == 0) {
+    ::close(ready[0]);
+    ::close(stop[1]);
+    const rlimit many{4096, 4096};
+    ::setrlimit(RLIMIT_NOFILE, &many);  // as root, before dropping to nobody
+    if (!become_stranger()) ::_exit(20);
+    std::vector<int> held;
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (static_cast<int>(held.size()) < kFlood && std::chrono::steady_clock::now() < give_up) {
+      const int fd = tcp_socket_to(port);
+      if (fd >= 0) held.push_back(fd);
+      else std::this_thread::sleep_for(5ms);  // rank 0 not listening yet
+    }
+    if (static_cast<int>(held.size()) < kFlood) ::_exit(21);
+    if (::write(ready[1], "r", 1) != 1) ::_exit(22);
+    char byte;
+    (void)::read(stop[0], &byte, 1);  // holds them, silent, until the job is over
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  ::close(stop[0]);
+  char byte;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the stranger could not open its connections";
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> members;
+  for (int r = 1; r < 3; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      auto o = opts(r, 3, port);
+      o.join_timeout = 20000ms;
+      auto group = TcpCollectives::join(o);
+      if (!group.is_ok()) {
+        std::fprintf(stderr, "rank %d: %s\n", r, group.status().to_string().c_str());
+        ::_exit(50);
+      }
+      ::_exit((*group)->barrier().is_ok() ? 0 : 51);
+    }
+    members.push_back(pid);
+  }
+  EXPECT_EQ(wait_child(leader), 0);
+  for (pid_t pid : members) EXPECT_EQ(wait_child(pid), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  ::close(stop[1]);
+  ::close(ready[0]);
+  EXPECT_EQ(wait_child(stranger), 0);
+}
+
+// The leader dies while a member that has authenticated waits for the
+// welcome: an unavailable peer, not a token problem.
+TEST(HostCollectives, ALeaderKilledDuringTheRendezvousIsReportedUnavailable) {
+  const uint16_t port = free_port();
+  const pid_t leader = ::fork();
+  if (leader == 0) {
+    auto group = TcpCollectives::join(opts(0, 3, port));  // rank 2 never comes
+    ::_exit(group.is_ok() ? 1 : 0);
+  }
+  const pid_t member = ::fork();
+  if (member == 0) {
+    auto o = opts(1, 3, port);
+    o.join_timeout = 10000ms;
+    const auto start = std::chrono::steady_clock::now();
+    auto group = TcpCollectives::join(o);
+    const auto took = std::chrono::steady_clock::now() - start;
+    std::fprintf(stderr, "member: %s\n", group.status().to_string().c_str());
+    const bool named = group.status().code() == ErrorCode::kUnavailable &&
+                       group.status().message().find("died") != std::string::npos &&
+                       group.status().context().peer == 0;
+    ::_exit(named && took < 5s ? 0 : 1);
+  }
+  std::this_thread::sleep_for(1s);  // the member has met rank 0 and waits for rank 2
+  ::kill(leader, SIGKILL);
+  EXPECT_EQ(wait_child(leader), 100 + SIGKILL);
+  EXPECT_EQ(wait_child(member), 0) << "the member must report rank 0 as gone (unavailable), quickly";
 }
 
 // --- launcher environment ---

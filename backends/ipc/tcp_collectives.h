@@ -1,8 +1,9 @@
 // Collectives over TCP (Boost.Asio): a star through each group's leader.
 // The world group meets at rank 0's rendezvous (MASTER_ADDR:MASTER_PORT);
-// every member presents the job token first and a stranger is refused and
-// logged while the job goes on. A split group's leader opens its own port
-// and announces it through the parent group. Every wait is bounded: a dead
+// leader and member authenticate each other with MACs over fresh nonces
+// (tcp_rendezvous.h), so the job token never crosses the network, and a
+// stranger is refused and logged while the job goes on. A split group's
+// leader opens its own port and announces it through the parent group. Every wait is bounded: a dead
 // peer (EOF/reset) fails every waiting rank of the group with kUnavailable
 // naming the dead rank and the step; after a transport failure the group is
 // broken for good, as an NCCL communicator is.
@@ -19,6 +20,8 @@
 
 namespace engram::ipc {
 
+struct Frame;
+
 struct TcpCollectivesOptions {
   int rank = -1;
   int world_size = 0;
@@ -28,6 +31,10 @@ struct TcpCollectivesOptions {
   std::string job_id;
   std::chrono::milliseconds join_timeout{30000};  // for all ranks to reach the rendezvous / a split
   std::chrono::milliseconds op_timeout{60000};    // for all ranks to reach one collective
+  // For one connection to authenticate; the leader holds at most
+  // `max_pending_connections` such connections at a time.
+  std::chrono::milliseconds handshake_timeout{2000};
+  int max_pending_connections = 64;
 };
 
 TcpCollectivesOptions collectives_options(const LaunchEnv& env);
@@ -50,15 +57,36 @@ class TcpCollectives final : public Collectives {
   // The address each group rank reached its leader from (the leader's: the
   // one it listens on).
   const std::vector<std::string>& addresses() const { return addresses_; }
-  // Connections the leader refused (wrong token, job id, rank): logged too.
+  // Connections the leader refused or dropped (no valid proof of the token,
+  // a wrong claim, a handshake past its deadline): logged too.
   int refused_connections() const { return refused_connections_; }
 
   struct Impl;
 
  private:
+  // One collective call: which op, its step name for errors, its sequence number.
+  struct Round {
+    uint32_t op = 0;
+    const char* step = "";
+    uint64_t seq = 0;
+    std::string where;  // "all_gather #7"
+  };
+
   TcpCollectives();
+  // Every rank's bytes through the leader, and this rank's result back.
   Result<std::vector<std::byte>> round(uint32_t op, const char* step, std::span<const std::byte> mine,
                                        size_t expected_result_bytes);
+  Result<std::vector<std::byte>> round_as_member(const Round& round, std::span<const std::byte> mine);
+  Result<std::vector<std::byte>> round_as_leader(const Round& round, std::span<const std::byte> mine);
+  Status gather_member_inputs(const Round& round, std::chrono::steady_clock::time_point deadline,
+                              std::vector<Frame>& frames);
+  Status send_replies(const Round& round, const Status& error, std::vector<std::vector<std::byte>>& outputs,
+                      std::chrono::steady_clock::time_point deadline);
+  Result<std::vector<std::vector<std::byte>>> compute_outputs(const Round& round,
+                                                             const std::vector<std::span<const std::byte>>& inputs) const;
+  // Marks the group broken for good (as an NCCL communicator after a
+  // transport failure), closes every link and returns `why`.
+  Status break_group(Status why);
 
   TcpCollectivesOptions options_;
   int group_rank_ = 0;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ class ByteWriter {
     const auto* p = reinterpret_cast<const std::byte*>(s.data());
     bytes_.insert(bytes_.end(), p, p + s.size());
   }
+  void put_bytes(std::span<const std::byte> bytes) { bytes_.insert(bytes_.end(), bytes.begin(), bytes.end()); }
   std::vector<std::byte>& bytes() { return bytes_; }
 
  private:
@@ -49,6 +51,7 @@ class ByteReader {
     offset_ += *n;
     return s;
   }
+  bool at_end() const { return offset_ == size_; }
 
  private:
   const std::byte* data_;
