@@ -1,6 +1,10 @@
 // `engramlab shm list|clean [--job-id ID] [--dir DIR]`: the /dev/shm segments
-// engramlab jobs left, and removal of the stale ones (creator gone). A
-// segment whose creator still runs is listed as in use and never removed.
+// engramlab jobs left, and removal of the stale ones (our header, ours, and
+// the creator gone). A segment whose creator still runs, a file without our
+// header, another user's file, or anything that is not a regular file is
+// listed and never removed. `clean` also sweeps the socket directories of
+// jobs nobody listens for any more (--socket-root, default the one jobs use).
+// Exit codes: 0 done; 1 a removal failed; 2 bad input (a missing --dir).
 #include <fmt/format.h>
 
 #include <iostream>
@@ -8,6 +12,8 @@
 #include <string>
 
 #include "apps/command_registry.h"
+#include "backends/ipc/launch_env.h"
+#include "backends/ipc/socket_dir.h"
 #include "backends/shm/posix_shared_memory.h"
 #include "backends/shm/stale_segments.h"
 #include "core/base/json_output.h"
@@ -18,13 +24,16 @@ namespace {
 struct ShmFlags {
   std::string job_id;  // empty: every engramlab job
   std::string dir = "/dev/shm";
+  std::string socket_root;  // empty: ipc::default_socket_root()
   bool json = false;
 };
 
 Json segment_json(const shm::SegmentRecord& s) {
   return {{"name", s.name},
           {"path", s.path},
+          {"kind", s.kind},
           {"file_bytes", s.file_bytes},
+          {"owner_uid", s.owner_uid},
           {"header_valid", s.header_valid},
           {"creator_pid", s.creator_pid >= 0 ? Json(s.creator_pid) : Json(nullptr)},
           {"creator_alive", s.creator_alive},
@@ -32,7 +41,8 @@ Json segment_json(const shm::SegmentRecord& s) {
 }
 
 // Under --json every outcome, an error too, is one document on stdout.
-int fail(const ShmFlags& flags, const char* verb, const Status& status, int exit_code) {
+int fail(const ShmFlags& flags, const char* verb, const Status& status) {
+  const int exit_code = status.code() == ErrorCode::kInvalidArgument ? 2 : 1;
   std::cerr << "error: " << status.to_string() << "\n";
   if (flags.json) std::cout << dump_json(error_document(std::string("shm ") + verb, status)) << "\n";
   return exit_code;
@@ -42,9 +52,21 @@ std::string prefix_of(const ShmFlags& flags) {
   return flags.job_id.empty() ? std::string("engramlab-") : shm::job_segment_prefix(flags.job_id);
 }
 
+// The segments, or bad input when --dir or --job-id is wrong.
+Result<std::vector<shm::SegmentRecord>> segments_of(const ShmFlags& flags, bool remove) {
+  if (!flags.job_id.empty()) ENGRAM_RETURN_IF_ERROR(ipc::check_job_id(flags.job_id, "--job-id"));
+  auto r = remove ? shm::remove_stale_segments(flags.dir, prefix_of(flags))
+                  : shm::list_segments(flags.dir, prefix_of(flags));
+  if (!r.is_ok() && r.status().code() == ErrorCode::kNotFound) {
+    return invalid_argument(fmt::format("--dir {}: no such directory; give the tmpfs directory, e.g. --dir /dev/shm",
+                                        flags.dir));
+  }
+  return r;
+}
+
 int list(const ShmFlags& flags) {
-  auto segments = shm::list_segments(flags.dir, prefix_of(flags));
-  if (!segments.is_ok()) return fail(flags, "list", segments.status(), 2);
+  auto segments = segments_of(flags, /*remove=*/false);
+  if (!segments.is_ok()) return fail(flags, "list", segments.status());
   if (flags.json) {
     Json j = json_document("shm list");
     j["dir"] = flags.dir;
@@ -62,22 +84,35 @@ int list(const ShmFlags& flags) {
 }
 
 int clean(const ShmFlags& flags) {
-  auto removed = shm::remove_stale_segments(flags.dir, prefix_of(flags));
-  if (!removed.is_ok()) return fail(flags, "clean", removed.status(), 1);
+  auto removed = segments_of(flags, /*remove=*/true);
+  if (!removed.is_ok()) return fail(flags, "clean", removed.status());
+  const std::string root = flags.socket_root.empty() ? ipc::default_socket_root() : flags.socket_root;
+  auto swept = ipc::sweep_stale_socket_dirs(root, flags.job_id);
+  if (!swept.is_ok()) return fail(flags, "clean", swept.status());
+  int dirs_removed = 0;
+  for (const auto& d : swept.value()) dirs_removed += d.removed ? 1 : 0;
   if (flags.json) {
     Json j = json_document("shm clean");
     j["dir"] = flags.dir;
     j["job_id"] = flags.job_id.empty() ? Json(nullptr) : Json(flags.job_id);
     j["removed"] = Json::array();
     for (const auto& seg : removed.value()) j["removed"].push_back(segment_json(seg));
+    j["socket_root"] = root;
+    j["socket_dirs"] = Json::array();
+    for (const auto& d : swept.value())
+      j["socket_dirs"].push_back({{"path", d.path}, {"removed", d.removed}, {"outcome", d.outcome}});
     j["warnings"] = Json::array();
     j["error"] = nullptr;
     std::cout << dump_json(j) << "\n";
     return 0;
   }
   for (const auto& s : removed.value()) std::cout << "removed: " << s.describe() << "\n";
-  std::cout << fmt::format("{} stale segment(s) removed under {}; segments in use were kept\n", removed->size(),
-                           flags.dir);
+  std::cout << fmt::format("{} stale segment(s) removed under {}; segments in use and files engramlab did not make "
+                           "were kept\n",
+                           removed->size(), flags.dir);
+  for (const auto& d : swept.value()) std::cout << fmt::format("{}: {}\n", d.path, d.outcome);
+  std::cout << fmt::format("{} socket director{} of ended jobs removed under {}\n", dirs_removed,
+                           dirs_removed == 1 ? "y" : "ies", root);
   return 0;
 }
 
@@ -88,10 +123,16 @@ CommandRegistration reg("65-shm", [](CLI::App& app, int& exit_code) {
   for (const char* verb : {"list", "clean"}) {
     const bool is_clean = std::string(verb) == "clean";
     CLI::App* sub = cmd->add_subcommand(
-        verb, is_clean ? "remove segments whose creating process is gone (never one still in use)"
+        verb, is_clean ? "remove segments whose creating process is gone (never one still in use), and the socket "
+                         "directories of jobs that ended"
                        : "list segments with their creator and whether it still runs");
     sub->add_option("--job-id", flags->job_id, "only this job's segments (default: every engramlab job)");
     sub->add_option("--dir", flags->dir, "the tmpfs directory (default /dev/shm)");
+    if (is_clean) {
+      sub->add_option("--socket-root", flags->socket_root,
+                      "where the jobs' socket directories are (default: $XDG_RUNTIME_DIR/engramlab, /run/engramlab "
+                      "for root, else /tmp/engramlab-<uid>)");
+    }
     sub->add_flag("--json", flags->json, "print a machine-readable JSON document");
     sub->callback([flags, is_clean, &exit_code] { exit_code = is_clean ? clean(*flags) : list(*flags); });
   }

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backends/ipc/unix_fd_channel.h"
 
@@ -240,6 +241,54 @@ TEST(HostFdChannel, RecvFromASilentPeerEndsAtTheDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   ASSERT_EQ(got.status().code(), ErrorCode::kUnavailable);
   EXPECT_EQ(got.status().context().peer, 1);
+}
+
+// Idle connections of our own user queued ahead of the real sender: each may
+// take its handshake time, but the receive as a whole ends at its deadline.
+TEST(HostFdChannel, RecvEndsAtItsDeadlineHoweverManyIdleConnectionsQueue) {
+  Scratch scratch;
+  auto o = options_for(0, scratch.dir);
+  o.deadline = 1000ms;
+  o.handshake_timeout = 1000ms;
+  auto channel = UnixFdChannel::open(o);
+  ASSERT_TRUE(channel.is_ok()) << channel.status().to_string();
+  std::vector<int> idle;
+  for (int i = 0; i < 12; ++i) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, (*channel)->socket_path().c_str(), sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto got = (*channel)->recv_fd(1);
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (int fd : idle) ::close(fd);
+  ASSERT_EQ(got.status().code(), ErrorCode::kUnavailable);
+  EXPECT_LT(took, 1500ms) << "12 idle connections must not stretch a 1 s deadline";
+  EXPECT_GE(took, 900ms);
+}
+
+// The job's socket directory goes when the last rank leaves, passing or not.
+TEST(HostFdChannel, TheSocketDirectoryIsRemovedWhenTheLastRankLeaves) {
+  Scratch scratch;
+  {
+    auto a = UnixFdChannel::open(options_for(0, scratch.dir));
+    ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+    {
+      auto b = UnixFdChannel::open(options_for(1, scratch.dir));
+      ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+    }
+    EXPECT_TRUE(fs::exists(scratch.dir)) << "rank 0 still listens there";
+    EXPECT_FALSE(fs::exists(scratch.dir + "/rank-1.sock"));
+  }
+  EXPECT_FALSE(fs::exists(scratch.dir));
+  // A failed open (the path is too long for a Unix socket) leaves nothing either.
+  const std::string deep = scratch.base + "/" + std::string(120, 'd');
+  auto too_long = UnixFdChannel::open(options_for(0, deep));
+  ASSERT_EQ(too_long.status().code(), ErrorCode::kInvalidArgument) << too_long.status().to_string();
+  EXPECT_FALSE(fs::exists(deep));
 }
 
 TEST(HostFdChannel, SocketDirectoryOpenToOthersIsRefused) {

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -148,6 +150,70 @@ TEST(HostShm, StaleSegmentIsReportedNotReusedAndCanBeCleaned) {
   auto in_use = memory.create(segment_name("crashy", "layer1"), 4096);
   ASSERT_EQ(in_use.status().code(), ErrorCode::kAlreadyExists);
   EXPECT_NE(in_use.status().message().find("still running"), std::string::npos);
+}
+
+// A FIFO under a segment's name (put there by anyone: /dev/shm is world
+// writable) is looked at without opening it for reading, so nothing blocks:
+// listing, cleaning, creating and mapping all answer at once.
+TEST(HostShm, AFifoUnderASegmentNameNeverBlocks) {
+  ScratchDir dir;
+  const std::string name = segment_name("fifojob", "layer1");
+  ASSERT_EQ(::mkfifo((dir.path() + "/" + name).c_str(), 0600), 0);
+  PosixSharedMemory memory({.root_dir = dir.path()});
+  const auto start = std::chrono::steady_clock::now();
+
+  auto listed = list_segments(dir.path(), job_segment_prefix("fifojob"));
+  ASSERT_TRUE(listed.is_ok()) << listed.status().to_string();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_FALSE((*listed)[0].stale());
+  EXPECT_NE((*listed)[0].describe().find("a FIFO, not a segment: left alone"), std::string::npos);
+  auto removed = remove_stale_segments(dir.path(), job_segment_prefix("fifojob"));
+  ASSERT_TRUE(removed.is_ok());
+  EXPECT_TRUE(removed->empty());
+  EXPECT_TRUE(fs::exists(dir.path() + "/" + name));
+
+  auto created = memory.create(name, 4096);
+  ASSERT_EQ(created.status().code(), ErrorCode::kAlreadyExists);
+  EXPECT_NE(created.status().message().find("not a regular file"), std::string::npos) << created.status().message();
+  auto mapped = memory.open_read_only(name, 4096);
+  ASSERT_EQ(mapped.status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(mapped.status().message().find("not a regular file"), std::string::npos) << mapped.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+}
+
+// Cleanup removes segments that carry our header, belong to us and whose
+// creator is gone; a file without the header stays however old it is, and
+// so does another user's segment.
+TEST(HostShm, CleanupLeavesWhatItDidNotMake) {
+  ScratchDir dir;
+  const std::string notes = dir.path() + "/engramlab-important-notes.txt";
+  {
+    std::FILE* f = std::fopen(notes.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("not a segment", f);
+    std::fclose(f);
+  }
+  const timespec old_times[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3600, 0}};
+  ::utimensat(AT_FDCWD, notes.c_str(), old_times, 0);
+  const std::string theirs = segment_name("theirs", "layer1");
+  leave_segment_from_dead_process(dir.path(), theirs);
+  const bool can_chown = ::chown((dir.path() + "/" + theirs).c_str(), 65534, 65534) == 0;
+
+  auto removed = remove_stale_segments(dir.path(), "engramlab-");
+  ASSERT_TRUE(removed.is_ok()) << removed.status().to_string();
+  EXPECT_TRUE(fs::exists(notes));
+  if (can_chown) {
+    EXPECT_TRUE(removed->empty());
+    EXPECT_TRUE(fs::exists(dir.path() + "/" + theirs)) << "another uid's segment is that user's to clean";
+    auto listed = list_segments(dir.path(), job_segment_prefix("theirs"));
+    ASSERT_TRUE(listed.is_ok());
+    EXPECT_NE((*listed)[0].describe().find("belongs to uid 65534"), std::string::npos) << (*listed)[0].describe();
+  }
+  auto listed = list_segments(dir.path(), "engramlab-important");
+  ASSERT_TRUE(listed.is_ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_NE((*listed)[0].describe().find("no engramlab header"), std::string::npos);
+  EXPECT_EQ(list_segments(dir.path() + "/missing", "engramlab-").status().code(), ErrorCode::kNotFound);
 }
 
 // Runs `body` in a forked child inside a private mount namespace with a

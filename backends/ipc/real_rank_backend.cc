@@ -46,6 +46,8 @@ Result<std::unique_ptr<RealRankBackend>> RealRankBackend::create(const LaunchEnv
 
   if (env.local_rank == 0) {
     auto removed = shm::remove_stale_segments(options.shm_dir, shm::job_segment_prefix(env.job_id));
+    // No shm directory: nothing stale; creating a segment reports it if one is needed.
+    if (!removed.is_ok() && removed.status().code() == ErrorCode::kNotFound) removed = std::vector<shm::SegmentRecord>{};
     if (!removed.is_ok())
       return std::move(removed).take_status().with_context(me, -1, "stale segment cleanup");
     self->stale_removed_ = std::move(removed).value();

@@ -138,41 +138,6 @@ bool send_all(int fd, const void* buf, size_t n, int pass_fd, Clock::time_point 
   return true;
 }
 
-Status make_private_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0700) == 0) {
-    // mkdir's mode is filtered by the umask; set it exactly.
-    if (::chmod(path.c_str(), 0700) != 0) {
-      return permission_denied("chmod(" + path + ", 0700): " + std::strerror(errno));
-    }
-  } else if (errno != EEXIST) {
-    return Status(errno == EACCES ? ErrorCode::kPermissionDenied : ErrorCode::kFailedPrecondition,
-                  "cannot create the fd socket directory " + path + ": " + std::strerror(errno));
-  }
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) != 0) return failed_precondition("lstat(" + path + "): " + std::strerror(errno));
-  if (!S_ISDIR(st.st_mode)) {
-    return permission_denied(path + " is not a directory (a symlink or file put there by someone?); remove it");
-  }
-  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
-    return permission_denied("fd socket directory " + path + " is owned by uid " + std::to_string(st.st_uid) +
-                             " with mode " + std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
-                             std::to_string(st.st_mode & 7) + "; it must be ours (uid " + std::to_string(::geteuid()) +
-                             ") with mode 700 so no other user can reach the sockets. Remove it or pick another dir");
-  }
-  return Status::ok();
-}
-
-// Creates missing parents (0700) and checks the final directory.
-Status make_private_dirs(const std::string& path) {
-  for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
-    const std::string parent = path.substr(0, slash);
-    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
-      return failed_precondition("cannot create " + parent + ": " + std::strerror(errno));
-    }
-  }
-  return make_private_dir(path);
-}
-
 bool peer_uid(int fd, uid_t& uid, pid_t& pid) {
   ucred cred{};
   socklen_t len = sizeof(cred);
@@ -188,12 +153,6 @@ struct UnixFdChannel::Impl {
   boost::asio::io_context io;
   local::acceptor acceptor{io};
 };
-
-std::string default_socket_dir(const std::string& job_id) {
-  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
-  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/engramlab/" + job_id;
-  return "/tmp/engramlab-" + std::to_string(::geteuid()) + "/" + job_id;
-}
 
 std::string fd_socket_path(const std::string& socket_dir, int rank) {
   return socket_dir + "/rank-" + std::to_string(rank) + ".sock";
@@ -211,6 +170,9 @@ UnixFdChannel::~UnixFdChannel() {
   for (auto& [rank, fds] : queued_) {
     for (auto& received : fds) ::close(received.fd);
   }
+  // Sockets of ranks that were killed would keep the directory forever.
+  if (dir_) remove_dead_rank_sockets(dir_->path());
+  dir_.reset();  // last: it goes only once no socket is left in it
 }
 
 Result<std::unique_ptr<UnixFdChannel>> UnixFdChannel::open(FdChannelOptions options) {
@@ -222,48 +184,65 @@ Result<std::unique_ptr<UnixFdChannel>> UnixFdChannel::open(FdChannelOptions opti
   if (options.job_token.empty() || options.job_token.size() > kMaxTokenBytes) {
     return invalid_argument("fd channel: the job token must be 1.." + std::to_string(kMaxTokenBytes) + " bytes");
   }
-  if (options.socket_dir.empty()) options.socket_dir = default_socket_dir(options.job_id);
   std::unique_ptr<UnixFdChannel> channel(new UnixFdChannel(std::move(options)));
-  const FdChannelOptions& opts = channel->options_;
-  const int rank = opts.rank;
+  const int rank = channel->options_.rank;
   auto ctx = [&](Status s) { return std::move(s).with_context(rank, -1, "listen"); };
+  // A rank of this job that fails at once may remove the directory between
+  // our mkdir and our bind: then the directory is made again.
+  for (int attempt = 0;; ++attempt) {
+    const FdChannelOptions& opts = channel->options_;
+    auto dir = opts.socket_dir.empty() ? SocketDir::open_default(opts.job_id) : SocketDir::open(opts.socket_dir, 1);
+    if (!dir.is_ok()) return ctx(std::move(dir).take_status());
+    channel->dir_ = std::move(dir).value();
+    channel->socket_path_ = fd_socket_path(channel->dir_->path(), rank);
+    Status listening = channel->listen();
+    if (listening.is_ok()) return channel;
+    if (listening.code() != ErrorCode::kNotFound || attempt == 2) return ctx(std::move(listening));
+    channel->dir_.reset();
+  }
+}
 
-  ENGRAM_RETURN_IF_ERROR(ctx(make_private_dirs(opts.socket_dir)));
-  channel->socket_path_ = fd_socket_path(opts.socket_dir, rank);
-  const std::string& path = channel->socket_path_;
+Status UnixFdChannel::listen() {
+  const FdChannelOptions& opts = options_;
+  const std::string& path = socket_path_;
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return ctx(invalid_argument("fd socket path " + path + " is " + std::to_string(path.size()) +
-                                " bytes; Unix sockets allow " + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
-                                ": use a shorter socket dir or job id"));
+    return invalid_argument("fd socket path " + path + " is " + std::to_string(path.size()) +
+                            " bytes; Unix sockets allow " + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                            ": use a shorter socket dir or job id");
   }
   // A socket file left by a crashed run of this job id: reuse the name only
   // when nobody listens on it.
   struct stat st{};
   if (::lstat(path.c_str(), &st) == 0) {
-    local::socket probe(channel->impl_->io);
+    if (!S_ISSOCK(st.st_mode)) {
+      return permission_denied(path + " exists and is not a socket; remove it (nothing of engramlab's makes it)");
+    }
+    local::socket probe(impl_->io);
     boost::system::error_code ec;
     probe.connect(local::endpoint(path), ec);
     if (!ec) {
-      return ctx(Status(ErrorCode::kAlreadyExists,
-                        "a live process already listens on " + path + " as rank " + std::to_string(rank) +
-                            " of job '" + opts.job_id + "': two jobs with one job id? pick another --job-id"));
+      return Status(ErrorCode::kAlreadyExists,
+                    "a live process already listens on " + path + " as rank " + std::to_string(opts.rank) +
+                        " of job '" + opts.job_id + "': two jobs with one job id? pick another --job-id");
     }
     ::unlink(path.c_str());
   }
   boost::system::error_code ec;
-  auto& acceptor = channel->impl_->acceptor;
+  auto& acceptor = impl_->acceptor;
   acceptor.open(local(), ec);
   if (!ec) acceptor.bind(local::endpoint(path), ec);
   if (!ec) acceptor.listen(SOMAXCONN, ec);
   if (!ec) acceptor.non_blocking(true, ec);
   if (ec) {
+    const bool vanished = ec.value() == ENOENT;
     boost::system::error_code ignored;
     acceptor.close(ignored);
     ::unlink(path.c_str());
-    return ctx(unavailable("cannot listen on " + path + ": " + ec.message()));
+    return Status(vanished ? ErrorCode::kNotFound : ErrorCode::kUnavailable,
+                  "cannot listen on " + path + ": " + ec.message());
   }
   ::chmod(path.c_str(), 0600);
-  return channel;
+  return Status::ok();
 }
 
 Status UnixFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> header) {
@@ -336,7 +315,8 @@ Status UnixFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> 
   return Status::ok();
 }
 
-Result<std::optional<std::pair<int, ReceivedFd>>> UnixFdChannel::take_connection(int sock) {
+Result<std::optional<std::pair<int, ReceivedFd>>> UnixFdChannel::take_connection(int sock,
+                                                                                Clock::time_point deadline) {
   const int rank = options_.rank;
   std::optional<std::pair<int, ReceivedFd>> none;
   auto refuse = [&](const std::string& who, const std::string& why) {
@@ -356,7 +336,7 @@ Result<std::optional<std::pair<int, ReceivedFd>>> UnixFdChannel::take_connection
     refuse(who, "not this job's user (uid " + std::to_string(::geteuid()) + ")");
     return none;
   }
-  const auto handshake_deadline = Clock::now() + std::min(options_.handshake_timeout, options_.deadline);
+  const auto handshake_deadline = std::min(deadline, Clock::now() + options_.handshake_timeout);
   std::vector<int> fds;
   std::string why;
   Hello hello{};
@@ -385,7 +365,6 @@ Result<std::optional<std::pair<int, ReceivedFd>>> UnixFdChannel::take_connection
   }
   // Authenticated: now the fd and its header.
   std::vector<std::byte> body(1 + hello.header_bytes);
-  const auto deadline = Clock::now() + options_.deadline;
   if (!recv_exact(sock, body.data(), body.size(), deadline, fds, why) || fds.size() != 1 ||
       body[0] != std::byte{0xFD}) {
     const size_t count = fds.size();
@@ -425,7 +404,7 @@ Result<ReceivedFd> UnixFdChannel::recv_fd(int peer_rank) {
       return Status(ErrorCode::kUnavailable, "accept on " + socket_path_ + " failed: " + ec.message(),
                     {.rank = rank, .peer = peer_rank, .step = "recv"});
     }
-    ENGRAM_ASSIGN_OR_RETURN(auto taken, take_connection(connection.native_handle()));
+    ENGRAM_ASSIGN_OR_RETURN(auto taken, take_connection(connection.native_handle(), deadline));
     if (!taken) continue;  // refused and logged; keep serving
     if (taken->first == peer_rank) return std::move(taken->second);
     queued_[taken->first].push_back(std::move(taken->second));

@@ -1,5 +1,7 @@
 // FdChannel over Unix domain sockets with SCM_RIGHTS. Each rank listens on
-// <socket_dir>/rank-<r>.sock in a directory only this user can reach (0700).
+// <socket_dir>/rank-<r>.sock in a directory only this user can reach (0700,
+// every component of its path checked: socket_dir.h), removed when the last
+// rank leaves.
 // A sender connects, presents the job token and its rank, then sends the fd
 // with a small header; the receiver checks SO_PEERCRED and the token before
 // taking anything, refuses strangers (logged to stderr) and carries on.
@@ -13,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/ipc/socket_dir.h"
 #include "core/backend/fd_channel.h"
 
 namespace engram::ipc {
@@ -24,7 +27,8 @@ struct FdChannelOptions {
   std::string job_token;
   // Empty: default_socket_dir(job_id). Namespace tests point it at a private tmpfs.
   std::string socket_dir;
-  // Bound on every blocking operation (accept, read, write).
+  // Bound on every blocking call: a recv_fd returns by it however many
+  // connections are queued.
   std::chrono::milliseconds deadline{10000};
   // How long a send waits for the peer's socket to appear (startup races);
   // a rank on another host never gets one. Capped by `deadline`.
@@ -33,9 +37,6 @@ struct FdChannelOptions {
   std::chrono::milliseconds handshake_timeout{1000};
 };
 
-// $XDG_RUNTIME_DIR/engramlab/<job_id> when XDG_RUNTIME_DIR is set, else
-// /tmp/engramlab-<uid>/<job_id>.
-std::string default_socket_dir(const std::string& job_id);
 std::string fd_socket_path(const std::string& socket_dir, int rank);
 
 class UnixFdChannel final : public FdChannel {
@@ -43,7 +44,9 @@ class UnixFdChannel final : public FdChannel {
   // Creates the directory (0700, owned by us, checked) and listens. Call
   // before the job's first barrier so peers find the socket.
   static Result<std::unique_ptr<UnixFdChannel>> open(FdChannelOptions options);
-  ~UnixFdChannel() override;  // stops listening, unlinks the socket, closes queued fds
+  // Stops listening, unlinks the socket, closes queued fds, and removes the
+  // directory when no other rank's socket is left in it.
+  ~UnixFdChannel() override;
 
   Status send_fd(int peer_rank, int fd, std::span<const std::byte> header) override;
   Result<ReceivedFd> recv_fd(int peer_rank) override;
@@ -54,11 +57,15 @@ class UnixFdChannel final : public FdChannel {
  private:
   explicit UnixFdChannel(FdChannelOptions options);
   struct Impl;
-  // Reads one sender's hello and fd from an accepted connection; a refusal
-  // is logged and reported as nullopt-with-ok.
-  Result<std::optional<std::pair<int, ReceivedFd>>> take_connection(int connection_fd);
+  // Binds and listens on socket_path_ in dir_.
+  Status listen();
+  // Reads one sender's hello and fd from an accepted connection, all by
+  // `deadline`; a refusal is logged and reported as nullopt-with-ok.
+  Result<std::optional<std::pair<int, ReceivedFd>>> take_connection(int connection_fd,
+                                                                    std::chrono::steady_clock::time_point deadline);
 
   FdChannelOptions options_;
+  std::unique_ptr<SocketDir> dir_;
   std::string socket_path_;
   std::unique_ptr<Impl> impl_;
   std::map<int, std::deque<ReceivedFd>> queued_;  // fds that arrived from other peers first

@@ -103,11 +103,21 @@ Status PosixSharedMemory::describe_existing(const std::string& name) const {
   const std::string path = path_of(name);
   std::string creator = "with no engramlab creator record";
   bool stale = true;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return Status(ErrorCode::kAlreadyExists,
+                  "shm segment '" + name + "' cannot be created: " + path +
+                      " exists and is not a regular file (a FIFO, device, link or directory put there by someone "
+                      "else?); remove it or pick a different --job-id",
+                  {.step = "shm create"});
+  }
+  // Non-blocking: the name may have become a FIFO since the lstat.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd >= 0) {
     FdCloser closer(fd);
     SegmentHeader header{};
-    if (::pread(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) && header_is_valid(header)) {
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        ::pread(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) && header_is_valid(header)) {
       stale = !creator_is_alive(header);
       creator = "created by pid " + std::to_string(header.creator_pid) +
                 (stale ? ", which is no longer running" : ", which is still running");
@@ -206,7 +216,8 @@ Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::create(const std::string&
 Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::open_read_only(const std::string& name, uint64_t bytes) {
   ENGRAM_RETURN_IF_ERROR(check_name(name));
   const std::string path = path_of(name);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Non-blocking, so a FIFO under the segment's name cannot hang the reader.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) {
@@ -221,6 +232,12 @@ Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::open_read_only(const std:
   FdCloser closer(fd);
   struct stat st{};
   if (::fstat(fd, &st) != 0) return internal_error("fstat(" + path + "): " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) {
+    return Status(ErrorCode::kFailedPrecondition,
+                  "shm segment " + path + " is not a regular file (a FIFO or device put there by someone else?); "
+                  "remove it and run the job again",
+                  {.step = "shm map"});
+  }
   const uint64_t expected_bytes = kSegmentHeaderBytes + bytes;
   if (static_cast<uint64_t>(st.st_size) != expected_bytes) {
     return Status(ErrorCode::kFailedPrecondition,

@@ -2,60 +2,103 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 
 #include "backends/shm/segment_header.h"
 
 namespace engram::shm {
 namespace {
-// A segment with no header yet is only unrecorded for the microseconds
-// between open() and the header write; older than this, its creator died.
-constexpr time_t kUnrecordedGraceSeconds = 10;
+
+std::string kind_of(mode_t mode) {
+  if (S_ISREG(mode)) return "regular file";
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISLNK(mode)) return "symbolic link";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "device file";
+  return "special file";
+}
+
+// Reads what `name` holds without following links and without blocking on a
+// FIFO or a device: its type first, and only a regular file is opened.
+SegmentRecord inspect(int dir_fd, const std::string& root_dir, const std::string& name) {
+  SegmentRecord record;
+  record.name = name;
+  record.path = root_dir + "/" + name;
+  struct stat st{};
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    record.kind = std::string("unreadable entry (") + std::strerror(errno) + ")";
+    return record;
+  }
+  record.owner_uid = st.st_uid;
+  record.kind = kind_of(st.st_mode);
+  if (!S_ISREG(st.st_mode)) return record;
+  const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    record.kind = std::string("unreadable file (") + std::strerror(errno) + ")";
+    return record;
+  }
+  struct stat opened{};
+  if (::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode)) {  // swapped since the fstatat
+    record.kind = kind_of(opened.st_mode);
+    ::close(fd);
+    return record;
+  }
+  record.file_bytes = static_cast<uint64_t>(opened.st_size);
+  SegmentHeader header{};
+  if (::pread(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) && header_is_valid(header)) {
+    record.header_valid = true;
+    record.creator_pid = header.creator_pid;
+    record.creator_alive = creator_is_alive(header);
+  }
+  ::close(fd);
+  return record;
+}
+
 }  // namespace
 
+bool SegmentRecord::stale() const {
+  return regular() && header_valid && owner_uid == ::geteuid() && !creator_alive;
+}
+
 std::string SegmentRecord::describe() const {
-  std::string creator = header_valid ? "creator pid " + std::to_string(creator_pid) : "no creator record";
-  return path + " (" + std::to_string(file_bytes) + " bytes, " + creator + ", " +
-         (stale() ? "stale: creator gone" : "in use: creator running") + ")";
+  if (!regular()) return fmt::format("{} (a {}, not a segment: left alone)", path, kind);
+  if (!header_valid) {
+    return fmt::format("{} ({} bytes, no engramlab header: not made by engramlab, left alone)", path, file_bytes);
+  }
+  if (owner_uid != ::geteuid() && !creator_alive) {
+    return fmt::format("{} ({} bytes, creator pid {} gone, but it belongs to uid {}: left for that user to clean)", path,
+                       file_bytes, creator_pid, owner_uid);
+  }
+  return fmt::format("{} ({} bytes, creator pid {}, {})", path, file_bytes, creator_pid,
+                     creator_alive ? "in use: creator running" : "stale: creator gone");
 }
 
 Result<std::vector<SegmentRecord>> list_segments(const std::string& root_dir, const std::string& prefix) {
   if (prefix.empty()) return invalid_argument("list_segments: empty prefix would match every segment; pass job_segment_prefix(job_id)");
-  DIR* dir = ::opendir(root_dir.c_str());
-  if (dir == nullptr) {
+  const int dir_fd = ::open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
     const int err = errno;
-    if (err == ENOENT) return std::vector<SegmentRecord>{};
-    return failed_precondition("cannot list " + root_dir + ": " + std::strerror(err));
+    if (err == ENOENT) return Status(ErrorCode::kNotFound, fmt::format("{} does not exist", root_dir));
+    if (err == ENOTDIR) return invalid_argument(fmt::format("{} is not a directory", root_dir));
+    return failed_precondition(fmt::format("cannot list {}: {}", root_dir, std::strerror(err)));
+  }
+  DIR* dir = ::fdopendir(dir_fd);
+  if (dir == nullptr) {
+    ::close(dir_fd);
+    return failed_precondition(fmt::format("cannot list {}: {}", root_dir, std::strerror(errno)));
   }
   std::vector<SegmentRecord> records;
   while (dirent* entry = ::readdir(dir)) {
     const std::string name = entry->d_name;
     if (name.rfind(prefix, 0) != 0) continue;
-    SegmentRecord record;
-    record.name = name;
-    record.path = root_dir + "/" + name;
-    const int fd = ::open(record.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) continue;  // vanished meanwhile, or not a regular file we may read
-    struct stat st{};
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-      record.file_bytes = static_cast<uint64_t>(st.st_size);
-      SegmentHeader header{};
-      if (::pread(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) && header_is_valid(header)) {
-        record.header_valid = true;
-        record.creator_pid = header.creator_pid;
-        record.creator_alive = creator_is_alive(header);
-      } else {
-        record.creator_alive = (::time(nullptr) - st.st_mtime) < kUnrecordedGraceSeconds;
-      }
-      records.push_back(std::move(record));
-    }
-    ::close(fd);
+    records.push_back(inspect(dir_fd, root_dir, name));
   }
   ::closedir(dir);
   std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.name < b.name; });

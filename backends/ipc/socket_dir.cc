@@ -1,0 +1,359 @@
+#include "backends/ipc/socket_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+namespace engram::ipc {
+namespace {
+
+// Between a job directory's mkdir and its first socket's bind; an empty
+// directory younger than this may belong to a job that is starting.
+constexpr time_t kEmptyDirGraceSeconds = 10;
+constexpr int kOpenAttempts = 3;
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string mode_text(mode_t mode) { return fmt::format("{:03o}", mode & 07777); }
+
+std::string kind_of(mode_t mode) {
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISREG(mode)) return "regular file";
+  if (S_ISLNK(mode)) return "symbolic link";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "device file";
+  return "special file";
+}
+
+const char* kWayOut =
+    "set XDG_RUNTIME_DIR or ENGRAMLAB_SOCKET_DIR to a directory only you can write, or have root remove it";
+
+// Components of an absolute path; "." and ".." are refused (a checked
+// walk must not climb back out of what it checked).
+Result<std::vector<std::string>> components_of(const std::string& path) {
+  if (path.empty() || path[0] != '/') {
+    return invalid_argument(fmt::format("socket directory '{}' is not an absolute path; give one starting with /",
+                                        path));
+  }
+  std::vector<std::string> parts;
+  size_t at = 0;
+  while (at < path.size()) {
+    const size_t slash = path.find('/', at);
+    const std::string part = path.substr(at, slash == std::string::npos ? std::string::npos : slash - at);
+    if (part == "." || part == "..") {
+      return invalid_argument(fmt::format("socket directory '{}' holds '{}'; give it without . or ..", path, part));
+    }
+    if (!part.empty()) parts.push_back(part);
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
+  return parts;
+}
+
+// A directory above our own part: root's or ours, and sticky when others
+// may write it (as /tmp is), so nobody else can swap what we put in it.
+Status check_trusted(int fd, const std::string& shown) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return failed_precondition(fmt::format("fstat({}): {}", shown, std::strerror(errno)));
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return permission_denied(fmt::format("{} belongs to uid {}: every directory above the job's sockets must belong "
+                                         "to root or to us (uid {}); {}",
+                                         shown, st.st_uid, ::geteuid(), kWayOut));
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    return permission_denied(fmt::format("{} (mode {}) may be written by other users and is not sticky, so they could "
+                                         "replace what we put in it; {}",
+                                         shown, mode_text(st.st_mode), kWayOut));
+  }
+  return Status::ok();
+}
+
+// Our own part: a directory of ours that nobody else may enter.
+Status check_private(int fd, const std::string& shown) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return failed_precondition(fmt::format("fstat({}): {}", shown, std::strerror(errno)));
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    return permission_denied(fmt::format("{} belongs to uid {} with mode {}; it must be ours (uid {}) with mode 700 so "
+                                         "no other user can reach the job's sockets; {}",
+                                         shown, st.st_uid, mode_text(st.st_mode), ::geteuid(), kWayOut));
+  }
+  return Status::ok();
+}
+
+enum class Walk { kOpened, kParentVanished };
+
+// Opens `name` under `parent` without following a symlink we did not vet,
+// creating it (0700) when `create` allows. kParentVanished: `parent` was
+// removed under us (a job ending at the same moment); walk again.
+Result<Walk> open_component(int parent, const std::string& name, const std::string& shown, bool is_private, bool create,
+                            Fd& out) {
+  bool made = false;
+  for (int tries = 0; tries < 3; ++tries) {
+    struct stat st{};
+    if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT) {
+        return failed_precondition(fmt::format("cannot look at {}: {}", shown, std::strerror(errno)));
+      }
+      if (!create) return Status(ErrorCode::kNotFound, fmt::format("{} does not exist", shown));
+      if (::mkdirat(parent, name.c_str(), 0700) != 0) {
+        if (errno == EEXIST) continue;  // another rank made it first
+        if (errno == ENOENT) return Walk::kParentVanished;
+        return Status(errno == EACCES || errno == EPERM ? ErrorCode::kPermissionDenied : ErrorCode::kFailedPrecondition,
+                      fmt::format("cannot create the socket directory {}: {}", shown, std::strerror(errno)));
+      }
+      made = true;
+      continue;  // look again at what we made
+    }
+    int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
+    if (S_ISLNK(st.st_mode)) {
+      char target[256] = {};
+      const ssize_t n = ::readlinkat(parent, name.c_str(), target, sizeof(target) - 1);
+      const std::string to = n > 0 ? std::string(target, static_cast<size_t>(n)) : "?";
+      // A system path may be a link (/var/run -> /run) if root or we made it;
+      // our own part never is.
+      if (is_private || (st.st_uid != 0 && st.st_uid != ::geteuid())) {
+        return permission_denied(fmt::format("{} is a symbolic link to {} made by uid {}: it could redirect the job's "
+                                             "sockets to someone else's directory; {}",
+                                             shown, to, st.st_uid, kWayOut));
+      }
+      flags &= ~O_NOFOLLOW;
+    } else if (!S_ISDIR(st.st_mode)) {
+      return permission_denied(fmt::format("{} is a {} of uid {}, not a directory: something else holds the name the "
+                                           "job's sockets need; {}",
+                                           shown, kind_of(st.st_mode), st.st_uid, kWayOut));
+    }
+    Fd fd(::openat(parent, name.c_str(), flags));
+    if (fd.get() < 0) {
+      if (errno == ENOENT) continue;
+      return failed_precondition(fmt::format("cannot open {}: {}", shown, std::strerror(errno)));
+    }
+    // mkdir's mode went through the umask; what we made is exactly 0700.
+    // (What was there already is checked as it is, never widened or narrowed.)
+    struct stat opened{};
+    if (made && ::fstat(fd.get(), &opened) == 0 && opened.st_uid == ::geteuid()) ::fchmod(fd.get(), 0700);
+    ENGRAM_RETURN_IF_ERROR(is_private ? check_private(fd.get(), shown) : check_trusted(fd.get(), shown));
+    out = std::move(fd);
+    return Walk::kOpened;
+  }
+  return failed_precondition(fmt::format("{} keeps changing while we open it; is another process racing us?", shown));
+}
+
+// Walks `path` from "/" and returns the opened last component.
+Result<Fd> open_checked(const std::string& path, int private_components, bool create,
+                        std::vector<std::string>* private_paths) {
+  ENGRAM_ASSIGN_OR_RETURN(const std::vector<std::string> parts, components_of(path));
+  const int first_private = static_cast<int>(parts.size()) - private_components;
+  for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
+    Fd dir(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir.get() < 0) return failed_precondition(std::string("cannot open /: ") + std::strerror(errno));
+    ENGRAM_RETURN_IF_ERROR(check_trusted(dir.get(), "/"));
+    std::string shown;
+    bool vanished = false;
+    if (private_paths != nullptr) private_paths->clear();
+    for (int i = 0; i < static_cast<int>(parts.size()); ++i) {
+      shown += "/" + parts[static_cast<size_t>(i)];
+      const bool is_private = i >= first_private;
+      Fd next;
+      ENGRAM_ASSIGN_OR_RETURN(const Walk walk,
+                              open_component(dir.get(), parts[static_cast<size_t>(i)], shown, is_private, create, next));
+      if (walk == Walk::kParentVanished) {
+        vanished = true;
+        break;
+      }
+      if (is_private && private_paths != nullptr) private_paths->push_back(shown);
+      dir = std::move(next);
+    }
+    if (!vanished) return dir;
+  }
+  return failed_precondition(fmt::format("the directories of {} kept vanishing while we created them", path));
+}
+
+bool run_dir_usable_by_root() {
+  struct stat st{};
+  struct statvfs vfs{};
+  return ::geteuid() == 0 && ::lstat("/run", &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && ::statvfs("/run", &vfs) == 0 && (vfs.f_flag & ST_RDONLY) == 0;
+}
+
+// True when a process listens on the socket `name` in `dir_fd`.
+bool socket_has_listener(int dir_fd, const std::string& dir_path, const std::string& name) {
+  std::string path = dir_path + "/" + name;
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) path = fmt::format("/proc/self/fd/{}/{}", dir_fd, name);
+  if (path.size() >= sizeof(addr.sun_path)) return true;  // cannot probe: assume in use
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  Fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (probe.get() < 0) return true;
+  if (::connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return true;
+  return !(errno == ECONNREFUSED || errno == ENOENT);
+}
+
+bool is_rank_socket_name(const std::string& name) {
+  constexpr std::string_view prefix = "rank-", suffix = ".sock";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  for (size_t i = prefix.size(); i < name.size() - suffix.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  return true;
+}
+
+std::vector<std::string> entries_of(int dir_fd) {
+  std::vector<std::string> names;
+  const int copy = ::dup(dir_fd);
+  if (copy < 0) return names;
+  DIR* dir = ::fdopendir(copy);
+  if (dir == nullptr) {
+    ::close(copy);
+    return names;
+  }
+  ::rewinddir(dir);  // the copy shares its position with every other copy of the fd
+  while (dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+SweptSocketDir sweep_job_dir(int root_fd, const std::string& root, const std::string& name) {
+  SweptSocketDir out;
+  out.path = root + "/" + name;
+  struct stat st{};
+  if (::fstatat(root_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    out.outcome = fmt::format("kept: cannot look at it ({})", std::strerror(errno));
+    return out;
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    out.outcome = fmt::format("kept: a {} of uid {}, not a job directory of ours", kind_of(st.st_mode), st.st_uid);
+    return out;
+  }
+  Fd job(::openat(root_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (job.get() < 0) {
+    out.outcome = fmt::format("kept: cannot open it ({})", std::strerror(errno));
+    return out;
+  }
+  std::vector<std::string> sockets;
+  for (const std::string& entry : entries_of(job.get())) {
+    struct stat es{};
+    if (::fstatat(job.get(), entry.c_str(), &es, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISSOCK(es.st_mode) || es.st_uid != ::geteuid() || !is_rank_socket_name(entry)) {
+      out.outcome = fmt::format("kept: it holds {} (a {}), which engramlab does not make; remove it by hand", entry,
+                                kind_of(es.st_mode));
+      return out;
+    }
+    if (socket_has_listener(job.get(), out.path, entry)) {
+      out.outcome = fmt::format("kept: in use ({} has a listener)", entry);
+      return out;
+    }
+    sockets.push_back(entry);
+  }
+  if (sockets.empty() && ::time(nullptr) - st.st_mtime < kEmptyDirGraceSeconds) {
+    out.outcome = "kept: empty and new (a job may be starting)";
+    return out;
+  }
+  for (const std::string& s : sockets) ::unlinkat(job.get(), s.c_str(), 0);
+  if (::unlinkat(root_fd, name.c_str(), AT_REMOVEDIR) != 0) {
+    out.outcome = fmt::format("kept: removing it failed ({})", std::strerror(errno));
+    return out;
+  }
+  out.removed = true;
+  out.outcome = fmt::format("removed: {} dead socket(s), nobody listening", sockets.size());
+  return out;
+}
+
+}  // namespace
+
+void remove_dead_rank_sockets(const std::string& job_dir) {
+  Fd dir(::open(job_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dir.get() < 0) return;
+  for (const std::string& entry : entries_of(dir.get())) {
+    struct stat st{};
+    if (!is_rank_socket_name(entry) || ::fstatat(dir.get(), entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) {
+      continue;
+    }
+    if (!socket_has_listener(dir.get(), job_dir, entry)) ::unlinkat(dir.get(), entry.c_str(), 0);
+  }
+}
+
+std::string default_socket_root() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/engramlab";
+  if (run_dir_usable_by_root()) return "/run/engramlab";
+  return "/tmp/engramlab-" + std::to_string(::geteuid());
+}
+
+std::string default_socket_dir(const std::string& job_id) { return default_socket_root() + "/" + job_id; }
+
+Result<std::unique_ptr<SocketDir>> SocketDir::open(const std::string& path, int private_components) {
+  ENGRAM_CHECK(private_components >= 1);
+  std::unique_ptr<SocketDir> dir(new SocketDir());
+  ENGRAM_ASSIGN_OR_RETURN(Fd opened, open_checked(path, private_components, /*create=*/true, &dir->private_paths_));
+  dir->path_ = dir->private_paths_.empty() ? path : dir->private_paths_.back();
+  return dir;
+}
+
+Result<std::unique_ptr<SocketDir>> SocketDir::open_default(const std::string& job_id) {
+  return open(default_socket_dir(job_id), 2);
+}
+
+SocketDir::~SocketDir() {
+  // Deepest first; a directory another rank still uses is not empty and stays.
+  for (auto it = private_paths_.rbegin(); it != private_paths_.rend(); ++it) {
+    if (::rmdir(it->c_str()) != 0) break;
+  }
+}
+
+Result<std::vector<SweptSocketDir>> sweep_stale_socket_dirs(const std::string& root, const std::string& only_job) {
+  auto opened = open_checked(root, 1, /*create=*/false, nullptr);
+  if (!opened.is_ok()) {
+    if (opened.status().code() == ErrorCode::kNotFound) return std::vector<SweptSocketDir>{};
+    return std::move(opened).take_status();
+  }
+  const Fd root_fd = std::move(opened).value();
+  std::vector<SweptSocketDir> swept;
+  for (const std::string& name : entries_of(root_fd.get())) {
+    if (only_job.empty() || name == only_job) swept.push_back(sweep_job_dir(root_fd.get(), root, name));
+  }
+  if (entries_of(root_fd.get()).empty() && ::rmdir(root.c_str()) == 0) {
+    swept.push_back({root, "removed: the empty socket root", true});
+  }
+  return swept;
+}
+
+}  // namespace engram::ipc
