@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "apps/flag_numbers.h"
 #include "core/base/json_output.h"
 #include "core/report/latency_svg.h"
 #include "core/base/units.h"
@@ -31,16 +32,28 @@ namespace {
 struct BenchFlags {
   double shard_gib = 8.0;
   std::string tokens = "1,16,64,256,1024,8192";
-  int replays = 200;
-  int warmup = 20;
+  std::string replays_text = "200";
+  std::string warmup_text = "20";
   std::string svg = "bench_latency.svg";
   std::string csv;
   bool cold_l2 = false;
-  uint64_t seed = 2024;
-  int gpus = 0;
+  std::string seed_text = "2024";
+  std::string gpus_text = "0";
   bool variants = false;
   bool json = false;
+  // Read from the texts above by read_numbers().
+  int replays = 0, warmup = 0, gpus = 0;
+  uint64_t seed = 0;
 };
+
+// The whole-number flags, as every command reads them.
+Status read_numbers(BenchFlags& f) {
+  ENGRAM_ASSIGN_OR_RETURN(f.replays, whole_number_flag<int>("--replays", f.replays_text, 1, 1'000'000));
+  ENGRAM_ASSIGN_OR_RETURN(f.warmup, whole_number_flag<int>("--warmup", f.warmup_text, 0, 1'000'000));
+  ENGRAM_ASSIGN_OR_RETURN(f.seed, whole_number_flag<uint64_t>("--seed", f.seed_text, 0, UINT64_MAX));
+  ENGRAM_ASSIGN_OR_RETURN(f.gpus, whole_number_flag<int>("--gpus", f.gpus_text, 0, 1024));
+  return Status::ok();
+}
 
 [[maybe_unused]] Result<std::vector<int64_t>> parse_tokens(const std::string& text) {
   std::vector<int64_t> out;
@@ -52,7 +65,7 @@ struct BenchFlags {
     auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 1) {
       return invalid_argument(fmt::format("--tokens: '{}' in '{}' is not a whole number >= 1; write e.g. --tokens "
-                                          "1,64,8192", item, text));
+                                          "1,64,8192", excerpt(item), excerpt(text)));
     }
     out.push_back(value);
     at = comma + 1;
@@ -323,17 +336,20 @@ CommandRegistration reg("55-bench", [](CLI::App& app, int& exit_code) {
                                               "peer path vs the copy floor; table, SVG plot, CSV");
   cmd->add_option("--shard-gib", f->shard_gib, "table shard per GPU, GiB (V4.1 rows of 264 B)")->capture_default_str();
   cmd->add_option("--tokens", f->tokens, "tokens per rank to time, comma-separated")->capture_default_str();
-  cmd->add_option("--replays", f->replays, "timed graph replays per size")->capture_default_str();
-  cmd->add_option("--warmup", f->warmup, "untimed replays first")->capture_default_str();
+  cmd->add_option("--replays", f->replays_text, "timed graph replays per size")->capture_default_str();
+  cmd->add_option("--warmup", f->warmup_text, "untimed replays first")->capture_default_str();
   cmd->add_option("--svg", f->svg, "where to write the latency plot")->capture_default_str();
   cmd->add_option("--csv", f->csv, "where to write the numbers as CSV (none when empty)");
   cmd->add_flag("--cold-l2", f->cold_l2, "read a 4 x L2 buffer on every GPU before each replay (untimed)");
-  cmd->add_option("--seed", f->seed, "seed of the row ids and the table fill")->capture_default_str();
-  cmd->add_option("--gpus", f->gpus, "GPUs to use (0: all)")->capture_default_str();
+  cmd->add_option("--seed", f->seed_text, "seed of the row ids and the table fill")->capture_default_str();
+  cmd->add_option("--gpus", f->gpus_text, "GPUs to use (0: all)")->capture_default_str();
   cmd->add_flag("--json", f->json, "print a machine-readable JSON document (the table goes to stderr)");
   // Hidden: for tuning the peer kernel, not for users.
   cmd->add_flag("--variants", f->variants, "also time every compiled peer kernel variant")->group("");
-  cmd->callback([f, &exit_code] { exit_code = run_bench(*f); });
+  cmd->callback([f, &exit_code] {
+    Status numbers = read_numbers(*f);
+    exit_code = numbers.is_ok() ? run_bench(*f) : fail(*f, numbers);
+  });
 });
 
 }  // namespace

@@ -7,8 +7,10 @@
 
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "apps/command_registry.h"
+#include "apps/flag_numbers.h"
 #include "core/base/json_output.h"
 #include "core/base/progress.h"
 #include "harness/swarm.h"
@@ -17,8 +19,10 @@ namespace engram::app {
 namespace {
 
 struct FuzzFlags {
-  int seeds = 100;
-  uint64_t seed = 1;
+  std::string seeds_text = "100";
+  std::string seed_text = "1";
+  int seeds = 0;       // from seeds_text
+  uint64_t seed = 0;   // from seed_text
   bool check_determinism = false;
   bool verbose = false;  // one line per seed
   bool json = false;
@@ -65,10 +69,17 @@ Json fuzz_json(const FuzzFlags& flags, const sim::SwarmReport& report) {
   return j;
 }
 
-int run_fuzz(const FuzzFlags& flags) {
-  if (flags.seeds < 1) {
-    const Status bad =
-        invalid_argument(fmt::format("--seeds: {} is not a positive count; write e.g. --seeds 2000", flags.seeds));
+constexpr int kMaxSeeds = 10'000'000;
+
+// The whole-number flags, as every command reads them.
+Status read_numbers(FuzzFlags& flags) {
+  ENGRAM_ASSIGN_OR_RETURN(flags.seeds, whole_number_flag<int>("--seeds", flags.seeds_text, 1, kMaxSeeds));
+  ENGRAM_ASSIGN_OR_RETURN(flags.seed, whole_number_flag<uint64_t>("--seed", flags.seed_text, 0, UINT64_MAX));
+  return Status::ok();
+}
+
+int run_fuzz(FuzzFlags& flags) {
+  if (const Status bad = read_numbers(flags); !bad.is_ok()) {
     std::cerr << "error: " << bad.message() << "\n";
     if (flags.json) std::cout << dump_json(error_document("fuzz", bad)) << "\n";
     return 2;
@@ -119,8 +130,8 @@ CommandRegistration reg("40-fuzz", [](CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<FuzzFlags>();
   CLI::App* cmd = app.add_subcommand(
       "fuzz", "Swarm mode: draw topology, config and faults from each seed, run on the emulator, check invariants");
-  cmd->add_option("--seeds", flags->seeds, "how many seeds (default 100)");
-  cmd->add_option("--seed", flags->seed, "the first seed (default 1)");
+  cmd->add_option("--seeds", flags->seeds_text, "how many seeds (default 100)");
+  cmd->add_option("--seed", flags->seed_text, "the first seed (default 1)");
   cmd->add_flag("--check-determinism", flags->check_determinism, "run each seed twice and compare trace hashes");
   cmd->add_flag("--verbose", flags->verbose, "print each seed's job and outcome first");
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");

@@ -31,6 +31,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -38,8 +39,10 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "apps/flag_numbers.h"
 #include "backends/ipc/job_token.h"
 #include "backends/ipc/launch_env.h"
+#include "backends/ipc/socket_dir.h"
 
 namespace engram::app {
 namespace {
@@ -47,6 +50,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct LaunchOptions {
+  // The numbers as typed; check_options reads them into the fields below.
+  std::string nproc_per_node_text = "1", nnodes_text = "1", node_rank_text = "0", master_port_text = "0",
+              grace_ms_text = "3000";
   int nproc_per_node = 1;
   int nnodes = 1;
   int node_rank = 0;
@@ -144,19 +150,24 @@ void relay(OutputPipe& p, bool at_eof) {
   }
 }
 
+constexpr int kMaxRanksPerNode = 4096;
+constexpr int kMaxNodes = 65536;
+constexpr int kMaxGraceMs = 3600 * 1000;
+
 Status check_options(LaunchOptions& o) {
-  if (o.nproc_per_node < 1)
-    return invalid_argument("--nproc-per-node " + std::to_string(o.nproc_per_node) + ": need at least 1 rank per node");
-  if (o.nnodes < 1) return invalid_argument("--nnodes " + std::to_string(o.nnodes) + ": need at least 1 node");
-  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+  // Numbers in range, read and worded as every command does.
+  ENGRAM_ASSIGN_OR_RETURN(o.nproc_per_node,
+                          whole_number_flag<int>("--nproc-per-node", o.nproc_per_node_text, 1, kMaxRanksPerNode));
+  ENGRAM_ASSIGN_OR_RETURN(o.nnodes, whole_number_flag<int>("--nnodes", o.nnodes_text, 1, kMaxNodes));
+  ENGRAM_ASSIGN_OR_RETURN(o.node_rank, whole_number_flag<int>("--node-rank", o.node_rank_text, 0, kMaxNodes - 1));
+  ENGRAM_ASSIGN_OR_RETURN(o.master_port, whole_number_flag<int>("--master-port", o.master_port_text, 0, 65535));
+  ENGRAM_ASSIGN_OR_RETURN(o.grace_ms, whole_number_flag<int>("--grace-ms", o.grace_ms_text, 0, kMaxGraceMs));
+  if (o.node_rank >= o.nnodes) {
     return invalid_argument("--node-rank " + std::to_string(o.node_rank) + ": nodes are 0.." +
                             std::to_string(o.nnodes - 1) + " for --nnodes " + std::to_string(o.nnodes));
   }
   if (static_cast<int64_t>(o.nnodes) * o.nproc_per_node > (1 << 20))
     return invalid_argument("--nnodes x --nproc-per-node is too many ranks");
-  if (o.master_port < 0 || o.master_port > 65535)
-    return invalid_argument("--master-port " + std::to_string(o.master_port) + ": a TCP port is 1..65535");
-  if (o.grace_ms < 0) return invalid_argument("--grace-ms must be >= 0");
   if (o.command.empty())
     return invalid_argument("no command after `--`: engramlab launch --nproc-per-node N -- CMD ARGS...");
   if (o.nnodes > 1 && o.master_addr.empty()) {
@@ -164,6 +175,23 @@ Status check_options(LaunchOptions& o) {
                             " needs --master-addr: the address of node 0, where rank 0 listens (the same on every node)");
   }
   return Status::ok();
+}
+
+// Every rank is gone. Ranks remove their sockets and the job's directory
+// as they leave; a killed one cannot, so what it left goes now.
+void remove_socket_dir_of_ended_job(const std::string& job_id) {
+  const char* explicit_dir = std::getenv("ENGRAMLAB_SOCKET_DIR");
+  if (explicit_dir != nullptr && explicit_dir[0] != '\0') {
+    ipc::remove_dead_rank_sockets(explicit_dir);
+    ::rmdir(explicit_dir);  // only when empty
+    return;
+  }
+  const std::string root = ipc::default_socket_root();
+  auto swept = ipc::sweep_stale_socket_dirs(root, job_id);
+  if (!swept.is_ok()) {
+    std::fprintf(stderr, "engramlab launch: could not sweep the job's socket directory under %s: %s\n", root.c_str(),
+                 swept.status().to_string().c_str());
+  }
 }
 
 int launch(LaunchOptions o) {
@@ -390,6 +418,7 @@ int launch(LaunchOptions o) {
   }
   for (OutputPipe& p : pipes)
     if (p.fd >= 0) relay(p, true);
+  remove_socket_dir_of_ended_job(o.job_id);
   std::fflush(stderr);
   return exit_code;
 }
@@ -399,17 +428,17 @@ const CommandRegistration registration("60-launch", [](CLI::App& app, int& exit_
       "launch", "Start the ranks of one job on this host, one node or one node of many (torchrun's flags and "
                 "environment; output prefixed by rank; signals forwarded)");
   auto o = std::make_shared<LaunchOptions>();
-  cmd->add_option("-n,--nproc,--nproc-per-node", o->nproc_per_node, "ranks on this node")->required();
-  cmd->add_option("--nnodes", o->nnodes, "nodes in the job (default 1)");
-  cmd->add_option("--node-rank", o->node_rank, "this node's index, 0..nnodes-1 (default 0)");
+  cmd->add_option("-n,--nproc,--nproc-per-node", o->nproc_per_node_text, "ranks on this node")->required();
+  cmd->add_option("--nnodes", o->nnodes_text, "nodes in the job (default 1)");
+  cmd->add_option("--node-rank", o->node_rank_text, "this node's index, 0..nnodes-1 (default 0)");
   cmd->add_option("--master-addr", o->master_addr,
                   "address of node 0, where rank 0 listens (default 127.0.0.1; required with --nnodes > 1)");
-  cmd->add_option("--master-port", o->master_port,
+  cmd->add_option("--master-port", o->master_port_text,
                   "rendezvous port on node 0 (default: a free port on one node, 29500 on several)");
   cmd->add_option("--job-id", o->job_id,
                   "job id (names sockets and /dev/shm segments); default ENGRAMLAB_JOB_ID, else job-<pid>-<time> on "
                   "one node, launch-<master addr>-<port> on several");
-  cmd->add_option("--grace-ms", o->grace_ms, "after a rank fails or a signal arrives, how long the ranks may take "
+  cmd->add_option("--grace-ms", o->grace_ms_text, "after a rank fails or a signal arrives, how long the ranks may take "
                                              "to stop before SIGKILL (default 3000)");
   cmd->add_flag("--no-rank-prefix", o->no_rank_prefix, "pass the ranks' output through as is, without [rank N]");
   cmd->add_option("command", o->command, "the command each rank runs, after `--`")->required();

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "apps/command_registry.h"
+#include "apps/flag_numbers.h"
 #include "core/plan/deployment_plan.h"
 #include "core/deployment/deployment_yaml.h"
 #include "core/deployment/shard_groups.h"
@@ -34,20 +35,10 @@ struct PlanFlags {
   bool json = false;
 };
 
-Result<int> parse_int(const std::string& text, const char* flag, int min_value) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < min_value) {
-    return invalid_argument(fmt::format("{}: '{}' is not a whole number >= {}; write e.g. {} {}", flag, text,
-                                        min_value, flag, std::max(min_value, 1)));
-  }
-  return value;
-}
-
 Result<bool> parse_bool(const std::string& text, const char* flag) {
   if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
   if (text == "false" || text == "0" || text == "no" || text == "off") return false;
-  return invalid_argument(fmt::format("{}: '{}' is not a boolean; write {} or {}=false", flag, text, flag, flag));
+  return invalid_argument(fmt::format("{}: '{}' is not a boolean; write {} or {}=false", flag, excerpt(text), flag, flag));
 }
 
 // Applies a flag's value only when the user gave it (flags override the file).
@@ -69,19 +60,19 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   if (!f.model.empty()) d.model = f.model;
 
   // Layout first: the default GPUs per host follow from it.
-  auto int_of = [](const char* flag, int min_value) {
-    return [flag, min_value](const std::string& t) { return parse_int(t, flag, min_value); };
+  auto int_of = [](const char* flag, int min_value, int max_value) {
+    return [=](const std::string& t) { return whole_number_flag<int>(flag, t, min_value, max_value); };
   };
   auto bool_of = [](const char* flag) { return [flag](const std::string& t) { return parse_bool(t, flag); }; };
-  ENGRAM_RETURN_IF_ERROR(apply(f.tp, d.layout.tp, int_of("--tp", 1)));
-  ENGRAM_RETURN_IF_ERROR(apply(f.dp, d.layout.dp, int_of("--dp", 1)));
-  ENGRAM_RETURN_IF_ERROR(apply(f.ep, d.layout.ep, int_of("--ep", 1)));
-  ENGRAM_RETURN_IF_ERROR(apply(f.prefill_cp, d.layout.prefill_cp, int_of("--prefill-cp", 1)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.tp, d.layout.tp, int_of("--tp", 1, kMaxRanks)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.dp, d.layout.dp, int_of("--dp", 1, kMaxRanks)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.ep, d.layout.ep, int_of("--ep", 1, kMaxRanks)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.prefill_cp, d.layout.prefill_cp, int_of("--prefill-cp", 1, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.elastic_ep, d.layout.elastic_ep, bool_of("--elastic-ep")));
 
   // Hosts: from flags alone, or the file's hosts with flags applied to each.
   int host_count = from_file ? static_cast<int>(d.hosts.size()) : 1;
-  ENGRAM_RETURN_IF_ERROR(apply(f.hosts, host_count, int_of("--hosts", 1)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.hosts, host_count, int_of("--hosts", 1, kMaxHosts)));
   if (!from_file || !f.hosts.empty()) {
     HostSpec base;
     base.tmpfs_bytes_total = kDockerDefaultShmBytes;
@@ -109,7 +100,7 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     }
   }
   for (HostSpec& h : d.hosts) {
-    ENGRAM_RETURN_IF_ERROR(apply(f.gpus_per_host, h.gpu_count, int_of("--gpus-per-host", 1)));
+    ENGRAM_RETURN_IF_ERROR(apply(f.gpus_per_host, h.gpu_count, int_of("--gpus-per-host", 1, kMaxGpusPerHost)));
     if (!f.gpu_model.empty()) {
       h.gpu_model = f.gpu_model;
       if (f.gpu_memory.empty()) h.gpu_memory_bytes = 0;  // the new model's default
@@ -142,7 +133,7 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     while (start <= f.rank_hosts.size()) {
       size_t comma = f.rank_hosts.find(',', start);
       std::string item = f.rank_hosts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      ENGRAM_ASSIGN_OR_RETURN(int h, parse_int(item, "--rank-hosts", 0));
+      ENGRAM_ASSIGN_OR_RETURN(int h, whole_number_flag<int>("--rank-hosts", item, 0, kMaxHosts - 1));
       d.rank_hosts.push_back(h);
       if (comma == std::string::npos) break;
       start = comma + 1;
@@ -157,16 +148,16 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     else if (f.dp_shared_memory == "false") d.config.dp_shared_memory = false;
     else
       return invalid_argument(fmt::format("--dp-shared-memory: '{}' is not allowed; write true, false or unset",
-                                          f.dp_shared_memory));
+                                          excerpt(f.dp_shared_memory)));
   }
   if (!f.shard_group.empty()) {
     const std::optional<ShardGroup> kind = shard_group_from_name(f.shard_group);
     if (!kind)
-      return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write {}", f.shard_group,
+      return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write {}", excerpt(f.shard_group),
                                           shard_group_choices()));
     d.config.shard_group = *kind;
   }
-  ENGRAM_RETURN_IF_ERROR(apply(f.tokens_per_rank, d.config.tokens_per_rank_max, int_of("--tokens-per-rank", 1)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.tokens_per_rank, d.config.tokens_per_rank_max, int_of("--tokens-per-rank", 1, kMaxTokensPerRank)));
   if (!f.gpu_memory_fraction.empty()) {
     ENGRAM_ASSIGN_OR_RETURN(d.engine.gpu_memory_fraction,
                             parse_fraction(f.gpu_memory_fraction, "--gpu-memory-fraction"));

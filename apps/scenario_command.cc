@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "apps/flag_numbers.h"
 #include "harness/real_rank_process.h"
 #include "harness/real_scenario.h"
 #include "core/base/json_output.h"
@@ -64,11 +65,9 @@ int run_scenarios(const ScenarioFlags& flags) {
   };
   std::optional<uint64_t> seed;
   if (!flags.seed.empty()) {
-    uint64_t value = 0;
-    auto [end, ec] = std::from_chars(flags.seed.data(), flags.seed.data() + flags.seed.size(), value);
-    if (ec != std::errc() || end != flags.seed.data() + flags.seed.size())
-      return fail(invalid_argument(fmt::format("--seed: '{}' is not a whole number; write e.g. --seed 7", flags.seed)));
-    seed = value;
+    auto value = whole_number_flag<uint64_t>("--seed", flags.seed, 0, UINT64_MAX);
+    if (!value.is_ok()) return fail(value.status());
+    seed = value.value();
   }
   std::vector<Scenario> scenarios;
   for (const std::string& path : flags.paths) {

@@ -10,6 +10,7 @@
 
 #include "core/deployment/deployment_yaml.h"
 #include "core/deployment/model_yaml.h"
+#include "core/base/text_excerpt.h"
 #include "core/base/units.h"
 #include "core/base/yaml_fields.h"
 #include "sim/faults.h"
@@ -32,9 +33,11 @@ class Reader : public YamlFields {
     int64_t value = 0;
     auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
     if (ec != std::errc() || end != t.data() + t.size())
-      return error(node, path, fmt::format("'{}' is not a whole number; write e.g. {}", t, std::max<int64_t>(min_value, 1)));
+      return error(node, path, fmt::format("'{}' is not a whole number in [{}, {}]; write e.g. {}", excerpt(t), min_value,
+                                           max_value, std::max<int64_t>(min_value, 1)));
     if (value < min_value || value > max_value)
-      return error(node, path, fmt::format("{} is out of range; write a number in [{}, {}]", value, min_value, max_value));
+      return error(node, path, fmt::format("'{}' is not a whole number in [{}, {}]; write e.g. {}", value, min_value,
+                                           max_value, std::max<int64_t>(min_value, 1)));
     return value;
   }
 
@@ -43,15 +46,9 @@ class Reader : public YamlFields {
     uint64_t value = 0;
     auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
     if (ec != std::errc() || end != t.data() + t.size())
-      return error(node, path, fmt::format("'{}' is not a seed; write a whole number in [0, 2^64), e.g. 1", t));
+      return error(node, path, fmt::format("'{}' is not a whole number in [0, 18446744073709551615]; write e.g. 1",
+                                           excerpt(t)));
     return value;
-  }
-
-  Result<bool> boolean(const YAML::Node& node, std::string_view path) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node, path));
-    if (t == "true") return true;
-    if (t == "false") return false;
-    return error(node, path, fmt::format("'{}' is not a boolean; write true or false", t));
   }
 
   Result<double> probability(const YAML::Node& node, std::string_view path) const {
@@ -59,7 +56,7 @@ class Reader : public YamlFields {
     double value = 0;
     auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
     if (ec != std::errc() || end != t.data() + t.size() || !(value >= 0.0 && value <= 1.0))
-      return error(node, path, fmt::format("'{}' is not a probability; write a number in [0, 1], e.g. 0.05", t));
+      return error(node, path, fmt::format("'{}' is not a probability; write a number in [0, 1], e.g. 0.05", excerpt(t)));
     return value;
   }
 
@@ -77,7 +74,7 @@ class Reader : public YamlFields {
   Result<std::string> fault_site(const YAML::Node& node, std::string_view path) const {
     ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node, path));
     if (sim::parse_fault_site(t).is_ok()) return t;
-    return error(node, path, fmt::format("'{}' is not a fault site; write one of {}", t, sim::fault_site_names()));
+    return error(node, path, fmt::format("'{}' is not a fault site; write one of {}", excerpt(t), sim::fault_site_names()));
   }
 
   // A size as written, decimals allowed ("23.6GiB"); the tolerance is half
@@ -94,7 +91,7 @@ class Reader : public YamlFields {
     auto unit_bytes = parse_bytes("1" + unit, path);
     if (number_end == 0 || ec != std::errc() || end != t.data() + number_end || !unit_bytes.is_ok())
       return error(node, path,
-                   fmt::format("'{}' is not a size; write a number with a unit, e.g. 23.6GiB, 64MiB or 4096B", t));
+                   fmt::format("'{}' is not a size; write a number with a unit, e.g. 23.6GiB, 64MiB or 4096B", excerpt(t)));
     const size_t dot = t.find('.');
     const int decimals = dot == std::string::npos || dot >= number_end ? 0 : static_cast<int>(number_end - dot - 1);
     ExpectedSize s;
@@ -125,7 +122,7 @@ Result<Placement> placement_of(const Reader& r, const YAML::Node& node, std::str
     return r.error(node, path,
                    fmt::format("'{}' is not a placement; write device_collective, device_peer, host_shared, "
                                "host_head_sharded or host_private",
-                               t));
+                               excerpt(t)));
   return p.value();
 }
 
@@ -160,7 +157,7 @@ Status parse_faults(const Reader& r, const YAML::Node& node, Scenario& s) {
         ENGRAM_ASSIGN_OR_RETURN(fault.at, r.text(f["at"], path + ".at"));
         if (!sim::is_checkpoint(fault.at))
           return r.error(f["at"], path + ".at",
-                         fmt::format("'{}' is not a checkpoint; write one of {}", fault.at, sim::checkpoint_names()));
+                         fmt::format("'{}' is not a checkpoint; write one of {}", excerpt(fault.at), sim::checkpoint_names()));
       }
       if (f["delay_ms"]) {
         if (fault.site != "slow")
@@ -196,7 +193,7 @@ Status parse_lookup(const Reader& r, const YAML::Node& node, ScenarioLookup& l) 
       return r.error(node["model"].IsMap() ? node["model"]["name"] : node["model"], "lookup.model",
                      fmt::format("'{}' cannot be built for the lookup check; write tiny (a test-sized table of the "
                                  "same structure; the deployment's own model still decides the placement)",
-                                 l.model));
+                                 excerpt(l.model)));
   }
   if (node["tokens"]) {
     ENGRAM_ASSIGN_OR_RETURN(int64_t tokens, r.integer(node["tokens"], "lookup.tokens", 0, 4096));
@@ -247,7 +244,7 @@ Result<ErrorCode> error_kind_of(const Reader& r, const YAML::Node& node, std::st
     if (t == error_code_name(k)) return k;
     list += (list.empty() ? "" : ", ") + std::string(error_code_name(k));
   }
-  return r.error(node, path, fmt::format("'{}' is not an error kind; write one of {}", t, list));
+  return r.error(node, path, fmt::format("'{}' is not an error kind; write one of {}", excerpt(t), list));
 }
 
 Status parse_expect(const Reader& r, const YAML::Node& node, ScenarioExpect& x) {
@@ -281,7 +278,7 @@ Status parse_expect(const Reader& r, const YAML::Node& node, ScenarioExpect& x) 
     ENGRAM_ASSIGN_OR_RETURN(std::string t, r.text(h, "expect.handle_type"));
     if (t == "posix_fd") x.handle_type = HandleType::kPosixFd;
     else if (t == "fabric") x.handle_type = HandleType::kFabric;
-    else return r.error(h, "expect.handle_type", fmt::format("'{}' is not a handle type; write posix_fd or fabric", t));
+    else return r.error(h, "expect.handle_type", fmt::format("'{}' is not a handle type; write posix_fd or fabric", excerpt(t)));
   }
   if (node["lookup_equal"]) { ENGRAM_ASSIGN_OR_RETURN(x.lookup_equal, r.boolean(node["lookup_equal"], "expect.lookup_equal")); }
   if (node["shm_remote_numa_maps"]) {
@@ -332,7 +329,7 @@ Result<std::pair<int, int>> parse_rank_range(std::string_view text) {
   bool ok = dash == std::string_view::npos ? (number(text, first) && (last = first, true))
                                            : (number(text.substr(0, dash), first) && number(text.substr(dash + 1), last));
   if (!ok || last < first)
-    return invalid_argument(fmt::format("'{}' is not a rank range; write FIRST-LAST (e.g. 0-3) or one rank", text));
+    return invalid_argument(fmt::format("'{}' is not a rank range; write FIRST-LAST (e.g. 0-3) or one rank", excerpt(text)));
   return std::make_pair(first, last);
 }
 
@@ -345,7 +342,7 @@ Result<Scenario> parse_scenario(const YAML::Node& root, std::string_view source_
   Scenario s;
   s.source = std::string(source_name);
   s.name = stem_of(source_name);
-  if (root["name"]) { ENGRAM_ASSIGN_OR_RETURN(s.name, r.text(root["name"], "name")); }
+  if (root["name"]) { ENGRAM_ASSIGN_OR_RETURN(s.name, r.name(root["name"], "name", kMaxNameBytes)); }
   if (root["description"]) { ENGRAM_ASSIGN_OR_RETURN(s.description, r.text(root["description"], "description")); }
 
   // The deployment part, by the deployment parser, skipping our own keys.
@@ -381,7 +378,7 @@ Result<std::vector<std::string>> scenario_files(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_regular_file(path, ec)) return std::vector<std::string>{path};
   if (!std::filesystem::is_directory(path, ec))
-    return invalid_argument(fmt::format("scenario: '{}' is neither a file nor a directory; check the path", path));
+    return invalid_argument(fmt::format("scenario: '{}' is neither a file nor a directory; check the path", excerpt(path, 200)));
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
     if (!entry.is_regular_file()) continue;

@@ -3,6 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "core/plan/deployment_plan.h"
@@ -35,7 +41,7 @@ hosts:
     shm_size: 190GiB
     nvlink_domain: nvl72-a
     imex_channel: true
-    fabric_attribute: yes
+    fabric_attribute: true
     visible_gpus_per_rank: 1
   - {name: solo, gpus: 2, shm_size: none}
 rank_hosts: [0, tray-1, 2, 2, 0, 1, 0, 1, 1, 0]
@@ -103,9 +109,10 @@ TEST(DeploymentYaml, BadValuesNameLineColumnValueAndFix) {
   Status unit = parse_error("hosts:\n  - {name: a, gpus: 1, gpu_memory: 80GiBs}\n");
   EXPECT_THAT(unit.message(), AllOf(HasSubstr("hosts[0].gpu_memory"), HasSubstr("unknown unit")));
   Status zero = parse_error("hosts: [{name: a, gpus: 1}]\nlayout: {tp: 0}\n");
-  EXPECT_THAT(zero.message(), AllOf(HasSubstr("line 2, column 14"), HasSubstr("layout.tp"), HasSubstr("at least 1")));
+  EXPECT_THAT(zero.message(), AllOf(HasSubstr("line 2, column 14"), HasSubstr("layout.tp"),
+                                    HasSubstr("'0' is not a whole number in [1, 65536]")));
   Status negative_dp = parse_error("hosts: [{name: a, gpus: 1}]\nlayout: {dp: -2}\n");
-  EXPECT_THAT(negative_dp.message(), HasSubstr("layout.dp: -2 is out of range"));
+  EXPECT_THAT(negative_dp.message(), HasSubstr("layout.dp: '-2' is not a whole number in [1, 65536]"));
   Status tri = parse_error("hosts: [{name: a, gpus: 1}]\nconfig: {dp_shared_memory: maybe}\n");
   EXPECT_THAT(tri.message(), AllOf(HasSubstr("config.dp_shared_memory"), HasSubstr("'maybe'"),
                                    HasSubstr("true, false or unset")));
@@ -121,6 +128,119 @@ TEST(DeploymentYaml, BadValuesNameLineColumnValueAndFix) {
   EXPECT_THAT(missing.message(), AllOf(HasSubstr("line 2, column 5"), HasSubstr("hosts[0].name"), HasSubstr("missing")));
   Status shape = parse_error("hosts: {name: a}\n");
   EXPECT_THAT(shape.message(), AllOf(HasSubstr("line 1, column 8"), HasSubstr("expected a list of hosts")));
+}
+
+// What an adversarial run found: each is refused with an error naming where,
+// never aborted on, and quickly.
+TEST(DeploymentYaml, CountBombIsRefusedBeforeAnyHostIsMade) {
+  std::string bomb = "hosts:\n";
+  for (int i = 0; i < 1000; ++i) bomb += fmt::format("  - {{name: h{}, gpus: 8, count: 100000}}\n", i);
+  Status s = parse_error(bomb);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("line 2, column"), HasSubstr("hosts[0].count"),
+                                 HasSubstr("'100000' is not a whole number in [1, 65536]")));
+  Status many = parse_error("hosts:\n  - {name: a, gpus: 1, count: 60000}\n  - {name: b, gpus: 1, count: 6000}\n");
+  EXPECT_THAT(many.message(), AllOf(HasSubstr("hosts[1].count"), HasSubstr("66000 in all")));
+}
+
+TEST(DeploymentYaml, AliasBombIsRefusedByItsExpandedSize) {
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 8; ++i) {
+    text += fmt::format("a{}: &a{} [", i, i);
+    for (int j = 0; j < 10; ++j) text += fmt::format("{}*a{}", j ? ", " : "", i - 1);
+    text += "]\n";
+  }
+  text += "hosts: *a8\n";
+  ASSERT_LT(text.size(), 8000u) << "a small file";
+  Status s = parse_error(text);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("more than 200000 values"), HasSubstr("alias")));
+}
+
+TEST(DeploymentYaml, DuplicateKeysAreRefusedWithBothPlaces) {
+  Status top = parse_error("hosts: [{name: a, gpus: 1}]\nconfig: {cpu_offload: true}\nconfig: {cpu_offload: false}\n");
+  EXPECT_THAT(top.message(), AllOf(HasSubstr("line 3, column 1"), HasSubstr("key 'config' appears twice"),
+                                   HasSubstr("first at line 2")));
+  Status inner = parse_error("hosts: [{name: a, gpus: 1, gpus: 2}]\n");
+  EXPECT_THAT(inner.message(), AllOf(HasSubstr("line 1, column 28"), HasSubstr("key 'gpus' appears twice")));
+}
+
+TEST(DeploymentYaml, ASecondDocumentIsRefused) {
+  Status s = parse_error("hosts: [{name: a, gpus: 1}]\n---\nhosts: [{name: b, gpus: 1}]\n");
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("line 3"), HasSubstr("a second YAML document")));
+}
+
+TEST(DeploymentYaml, BooleansAreExactlyTrueOrFalse) {
+  for (const char* word : {"yes", "no", "on", "off", "True", "FALSE", "1", "y"}) {
+    Status s = parse_error(fmt::format("hosts: [{{name: a, gpus: 1}}]\nconfig: {{cpu_offload: {}}}\n", word));
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("config.cpu_offload"), HasSubstr(fmt::format("'{}' is not a boolean", word)),
+                                   HasSubstr("write true or false")));
+  }
+  Status layout = parse_error("hosts: [{name: a, gpus: 1}]\nlayout: {elastic_ep: on}\n");
+  EXPECT_THAT(layout.message(), HasSubstr("layout.elastic_ep"));
+}
+
+TEST(DeploymentYaml, QuotedRankHostsAreNamesPlainNumbersAreIndices) {
+  auto named = parse_deployment_text(
+      "hosts: [{name: '1', gpus: 1}, {name: '0', gpus: 1}]\nrank_hosts: ['0', '1']\nlayout: {dp: 2}\n", "d.yaml");
+  ASSERT_TRUE(named.is_ok()) << named.status().to_string();
+  EXPECT_EQ(named->rank_hosts, (std::vector<int>{1, 0}));
+  auto indexed = parse_deployment_text(
+      "hosts: [{name: '1', gpus: 1}, {name: '0', gpus: 1}]\nrank_hosts: [0, 1]\nlayout: {dp: 2}\n", "d.yaml");
+  ASSERT_TRUE(indexed.is_ok()) << indexed.status().to_string();
+  EXPECT_EQ(indexed->rank_hosts, (std::vector<int>{0, 1}));
+  Status unknown = parse_error("hosts: [{name: a, gpus: 1}]\nrank_hosts: ['0']\n");
+  EXPECT_THAT(unknown.message(), HasSubstr("'0' names no hosts"));
+}
+
+TEST(DeploymentYaml, DeepNestingIsRefusedAsTooDeep) {
+  for (int depth : {100, 500, 5000}) {
+    Status s = parse_error("hosts: " + std::string(static_cast<size_t>(depth), '[') +
+                           std::string(static_cast<size_t>(depth), ']') + "\n");
+    EXPECT_THAT(s.message(), HasSubstr("nested deeper than 64 levels")) << depth;
+  }
+}
+
+TEST(DeploymentYaml, LongValuesAreEchoedAsExcerpts) {
+  const std::string huge(200000, 'x');
+  for (const std::string& text : {"hosts: [{name: a, gpus: " + huge + "}]\n",
+                                   "hosts: [{name: a, gpus: 1}]\n? " + huge + "\n: 1\n",  // an explicit key: any length
+                                   "hosts: [{name: a, gpus: 1, shm_size: " + huge + "}]\n",
+                                   "hosts: [{name: " + huge + ", gpus: 1}]\n",
+                                   "hosts: [{name: a, gpus: 1}]\nconfig: {shard_group: " + huge + "}\n"}) {
+    Status s = parse_error(text);
+    EXPECT_LT(s.message().size(), 1024u) << s.message().substr(0, 300);
+    EXPECT_THAT(s.message(), HasSubstr("(200000 bytes)"));
+  }
+  Status raw = parse_error("hosts: [{name: a, gpus: \"\\xff\\x01\"}]\n");
+  EXPECT_THAT(raw.message(), HasSubstr("\\x01")) << "a control character is shown, not sent to the terminal";
+}
+
+TEST(DeploymentYaml, SizesAboveOneExbibyteAreRefused) {
+  Status s = parse_error("hosts: [{name: a, gpus: 1, gpu_memory: 16000000TiB}]\n");
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("hosts[0].gpu_memory"), HasSubstr("larger than 1 EiB")));
+}
+
+TEST(DeploymentYaml, FilesThatAreNotRegularAreRefusedAtOnce) {
+  char templ[] = "/tmp/engramlab-yamlfifo-XXXXXX";
+  const std::string dir = ::mkdtemp(templ);
+  const std::string fifo = dir + "/deploy.yaml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto from_fifo = load_deployment_file(fifo);
+  auto from_zero = load_deployment_file("/dev/zero");
+  auto from_dir = load_deployment_file(dir);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_THAT(from_fifo.status().message(), AllOf(HasSubstr(fifo), HasSubstr("is a FIFO, not a regular file")));
+  EXPECT_THAT(from_zero.status().message(), HasSubstr("is a device, not a regular file"));
+  EXPECT_THAT(from_dir.status().message(), HasSubstr("is a directory"));
+  const std::string big = dir + "/big.yaml";
+  {
+    std::FILE* f = std::fopen(big.c_str(), "w");
+    const std::string line(1023, '#');
+    for (int i = 0; i < 1100; ++i) std::fprintf(f, "%s\n", line.c_str());
+    std::fclose(f);
+  }
+  EXPECT_THAT(load_deployment_file(big).status().message(), HasSubstr("larger than 1048576 bytes"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DeploymentYaml, SyntaxErrorsHaveLineAndColumn) {

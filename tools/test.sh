@@ -35,6 +35,13 @@ run_ctest() {
   fi
 }
 
+# What engramlab names in /tmp, /dev/shm and /run (socket directories,
+# segments, test scratch), one path a line.
+engramlab_paths() {
+  find /tmp /dev/shm /run -maxdepth 1 -name 'engramlab*' 2>/dev/null | sort
+}
+paths_before="$(engramlab_paths)"
+
 # 1. Release build and its suite.
 stage setup tools/setup.sh build
 run_ctest build ctest
@@ -50,6 +57,22 @@ stage scenarios build/apps/engramlab scenario run scenarios/
 tail -n 1 build-logs/scenarios.log | sed "s/^/[scenarios] /"
 stage fuzz build/apps/engramlab fuzz --seeds 2000 --seed 1 --check-determinism
 tail -n 1 build-logs/fuzz.log | sed "s/^/[fuzz] /"
+
+# 4. Nothing left behind: every test, scenario and run removes its sockets,
+# socket directories and segments, passing or failing. (Paths that were
+# there before this script started are not ours to judge.)
+left_behind() {
+  local left
+  left="$(comm -13 <(printf '%s\n' "$paths_before") <(engramlab_paths) | sed '/^$/d')"
+  if [ -n "$left" ]; then
+    echo "left behind after the suite:"
+    printf '%s\n' "$left" | while read -r p; do ls -ld "$p"; done
+    return 1
+  fi
+  echo "nothing left in /tmp, /dev/shm or /run"
+}
+stage leftovers left_behind
+echo "[leftovers] $(tail -n 1 build-logs/leftovers.log)"
 
 # One closing line over every stage (ctest counts skipped tests as passed;
 # they are subtracted and shown apart).

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "core/base/text_excerpt.h"
+
 namespace engram::ipc {
 namespace {
 
@@ -99,13 +101,13 @@ EnvLookup process_env() {
 
 Status check_job_id(const std::string& job_id, const std::string& where) {
   if (job_id.empty() || job_id.size() > 64) {
-    return invalid_argument(where + " '" + job_id + "' must be 1..64 characters of [A-Za-z0-9._-]");
+    return invalid_argument(where + " '" + excerpt(job_id) + "' must be 1..64 characters of [A-Za-z0-9._-]");
   }
   for (char c : job_id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
                     c == '_' || c == '-';
     if (!ok) {
-      return invalid_argument(where + " '" + job_id + "' holds '" + std::string(1, c) +
+      return invalid_argument(where + " '" + excerpt(job_id) + "' holds '" + excerpt(std::string(1, c)) +
                               "': only [A-Za-z0-9._-] may appear (it names sockets and /dev/shm segments)");
     }
   }

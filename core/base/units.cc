@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/base/text_excerpt.h"
+
 namespace engram {
 
 Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
@@ -15,7 +17,7 @@ Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
     return invalid_argument(fmt::format(
         "{}: '{}' is not a size ({}); write a number with a unit, e.g. 64MiB, 190GiB or 190GB (GiB and G are "
         "powers of 1024, GB of 1000)",
-        field, text, why));
+        field, excerpt(text), why));
   };
   size_t i = 0;
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
@@ -38,7 +40,7 @@ Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
     return invalid_argument(fmt::format(
         "{}: '{}' has no unit; write {}GiB (powers of 1024, as G in docker --shm-size), {}GB (powers of 1000) or "
         "{}B for bytes",
-        field, text, number, number, number));
+        field, excerpt(text), excerpt(number, 24), excerpt(number, 24), excerpt(number, 24)));
   }
 
   long double multiplier = 0;
@@ -51,14 +53,14 @@ Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
   else if (unit == "mb") multiplier = 1e6;
   else if (unit == "gb") multiplier = 1e9;
   else if (unit == "tb") multiplier = 1e12;
-  else return bad("unknown unit '" + unit + "'");
+  else return bad("unknown unit '" + excerpt(unit, 16) + "'");
 
   char* end = nullptr;
   long double value = std::strtold(number.c_str(), &end);
   if (end != number.c_str() + number.size()) return bad("malformed number");
   // Fractions of a unit ("189.9GiB") round to the nearest byte.
   long double bytes = std::nearbyint(value * multiplier);
-  if (bytes > static_cast<long double>(std::numeric_limits<uint64_t>::max())) return bad("too large");
+  if (!(bytes <= static_cast<long double>(kMaxSizeBytes))) return bad("larger than 1 EiB");
   return static_cast<uint64_t>(bytes);
 }
 
@@ -68,7 +70,7 @@ Result<double> parse_fraction(std::string_view text, std::string_view field) {
   errno = 0;
   const double value = std::strtod(copy.c_str(), &end);
   if (copy.empty() || end != copy.c_str() + copy.size() || errno != 0 || !(value > 0.0 && value <= 1.0)) {
-    return invalid_argument(fmt::format("{}: '{}' is not a fraction in (0, 1]; write e.g. 0.9", field, text));
+    return invalid_argument(fmt::format("{}: '{}' is not a fraction in (0, 1]; write e.g. 0.9", field, excerpt(text)));
   }
   return value;
 }

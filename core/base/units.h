@@ -12,11 +12,15 @@ namespace engram {
 inline constexpr uint64_t kKiB = 1024ull;
 inline constexpr uint64_t kMiB = 1024ull * kKiB;
 inline constexpr uint64_t kGiB = 1024ull * kMiB;
+// The largest size any field takes (1 EiB): sums of a few thousand such
+// sizes still fit in 64 bits, signed.
+inline constexpr uint64_t kMaxSizeBytes = 1ull << 60;
 
 // Accepts a number with a unit: B, KiB, MiB, GiB, TiB (binary) and KB, MB,
 // GB, TB (decimal); K/M/G/T alone mean binary, as in `docker --shm-size`.
 // A bare number is refused (the error shows the three ways to write it);
-// fractions round to the nearest byte. `field` names the setting in the error.
+// fractions round to the nearest byte; at most kMaxSizeBytes. `field` names
+// the setting in the error, which shows the text cut to a readable length.
 Result<uint64_t> parse_bytes(std::string_view text, std::string_view field);
 
 // A fraction in (0, 1], e.g. "0.9"; anything else is invalid_argument naming `field`.

@@ -2,9 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "core/base/text_excerpt.h"
 
 namespace engram {
 
@@ -29,7 +37,8 @@ Status YamlFields::check_keys(const YAML::Node& map, std::string_view path, std:
     if (!ok) {
       std::string list;
       for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      return error(key, join(path, name), fmt::format("unknown field '{}'; known fields here: {}", name, list));
+      return error(key, join(path, excerpt(name)),
+                   fmt::format("unknown field '{}'; known fields here: {}", excerpt(name), list));
     }
   }
   return Status::ok();
@@ -40,6 +49,23 @@ Result<std::string> YamlFields::text(const YAML::Node& node, std::string_view pa
   return node.Scalar();
 }
 
+Result<std::string> YamlFields::name(const YAML::Node& node, std::string_view path, size_t max_bytes) const {
+  ENGRAM_ASSIGN_OR_RETURN(std::string value, text(node, path));
+  if (value.size() > max_bytes) {
+    return error(node, path, fmt::format("'{}' is longer than {} bytes; use a shorter name", excerpt(value), max_bytes));
+  }
+  return value;
+}
+
+Result<bool> YamlFields::boolean(const YAML::Node& node, std::string_view path) const {
+  ENGRAM_ASSIGN_OR_RETURN(std::string value, text(node, path));
+  if (value == "true") return true;
+  if (value == "false") return false;
+  return error(node, path, fmt::format("'{}' is not a boolean; write true or false", excerpt(value)));
+}
+
+bool YamlFields::is_quoted(const YAML::Node& node) { return node.IsScalar() && node.Tag() == "!"; }
+
 std::string YamlFields::join(std::string_view path, std::string_view field) {
   return path.empty() ? std::string(field) : fmt::format("{}.{}", path, field);
 }
@@ -47,28 +73,138 @@ std::string YamlFields::join(std::string_view path, std::string_view field) {
 std::string YamlFields::describe(const YAML::Node& node) {
   switch (node.Type()) {
     case YAML::NodeType::Null: return "nothing";
-    case YAML::NodeType::Scalar: return fmt::format("'{}'", node.Scalar());
+    case YAML::NodeType::Scalar: return fmt::format("'{}'", excerpt(node.Scalar()));
     case YAML::NodeType::Sequence: return "a list";
     case YAML::NodeType::Map: return "a map";
     default: return "an undefined node";
   }
 }
 
+namespace {
+
+// Walks the document once before any field is read: depth, size (aliases
+// counted at every use) and duplicate keys.
+class DocumentCheck {
+ public:
+  explicit DocumentCheck(std::string_view source) : source_(source) {}
+
+  Status walk(const YAML::Node& node, int depth) {
+    if (++nodes_ > kMaxYamlNodes) {
+      return at(node, fmt::format("more than {} values (each use of an alias counts): refused as too large; a "
+                                  "deployment or scenario needs a few hundred",
+                                  kMaxYamlNodes));
+    }
+    if (depth > kMaxYamlDepth) {
+      return at(node, fmt::format("nested deeper than {} levels; a deployment or scenario needs a handful",
+                                  kMaxYamlDepth));
+    }
+    if (node.IsSequence()) {
+      for (const YAML::Node& item : node) ENGRAM_RETURN_IF_ERROR(walk(item, depth + 1));
+    } else if (node.IsMap()) {
+      std::map<std::string, YAML::Mark> seen;
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        const YAML::Node key = it->first;
+        const YAML::Node value = it->second;
+        if (key.IsScalar()) {
+          auto [first, inserted] = seen.emplace(key.Scalar(), key.Mark());
+          if (!inserted) {
+            return at(key, fmt::format("key '{}' appears twice in one map (first at line {}); YAML readers disagree "
+                                       "on which one wins, so write it once",
+                                       excerpt(key.Scalar()), first->second.line + 1));
+          }
+        }
+        ENGRAM_RETURN_IF_ERROR(walk(key, depth + 1));
+        ENGRAM_RETURN_IF_ERROR(walk(value, depth + 1));
+      }
+    }
+    return Status::ok();
+  }
+
+ private:
+  Status at(const YAML::Node& node, std::string_view problem) const {
+    const YAML::Mark m = node.Mark();
+    if (m.is_null()) return invalid_argument(fmt::format("{}: {}", source_, problem));
+    return invalid_argument(fmt::format("{}: line {}, column {}: {}", source_, m.line + 1, m.column + 1, problem));
+  }
+
+  std::string_view source_;
+  size_t nodes_ = 0;
+};
+
+std::string file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "not a regular file";
+}
+
+}  // namespace
+
 Result<YAML::Node> load_yaml_text(std::string_view text, std::string_view source_name) {
+  std::vector<YAML::Node> documents;
   try {
-    return YAML::Load(std::string(text));
+    documents = YAML::LoadAll(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    return invalid_argument(fmt::format("{}: line {}, column {}: nested deeper than {} levels; a deployment or "
+                                        "scenario needs a handful",
+                                        source_name, e.mark.line + 1, e.mark.column + 1, kMaxYamlDepth));
   } catch (const YAML::ParserException& e) {
     return invalid_argument(fmt::format("{}: line {}, column {}: not valid YAML: {}", source_name, e.mark.line + 1,
                                         e.mark.column + 1, e.msg));
+  } catch (const YAML::Exception& e) {
+    return invalid_argument(fmt::format("{}: not valid YAML: {}", source_name, excerpt(e.what(), 200)));
   }
+  if (documents.empty()) return YAML::Node();
+  if (documents.size() > 1) {
+    const YAML::Mark m = documents[1].Mark();
+    return invalid_argument(fmt::format("{}: line {}: a second YAML document (after a --- line); a file holds one "
+                                        "deployment or scenario: remove the --- or split the file",
+                                        source_name, m.is_null() ? 0 : m.line + 1));
+  }
+  DocumentCheck check(source_name);
+  ENGRAM_RETURN_IF_ERROR(check.walk(documents[0], 0));
+  return documents[0];
 }
 
-Result<std::string> read_text_file(const std::string& path, std::string_view what) {
-  std::ifstream in(path);
-  if (!in) return invalid_argument(fmt::format("{}: cannot read '{}'; check the path", what, path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+Result<std::string> read_text_file(const std::string& path, std::string_view what, size_t max_bytes) {
+  // Non-blocking: opening a FIFO for reading would otherwise wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    return invalid_argument(
+        fmt::format("{}: cannot read '{}': {}; check the path", what, excerpt(path, 200), std::strerror(errno)));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    return invalid_argument(fmt::format("{}: cannot read '{}': {}", what, excerpt(path, 200), std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return invalid_argument(fmt::format("{}: '{}' is {}, not a regular file; give a YAML file", what,
+                                        excerpt(path, 200), file_kind(st.st_mode)));
+  }
+  auto too_large = [&] {
+    return invalid_argument(fmt::format("{}: '{}' is larger than {} bytes, the most a deployment or scenario file "
+                                        "may be",
+                                        what, excerpt(path, 200), max_bytes));
+  };
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) return too_large();
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return invalid_argument(fmt::format("{}: reading '{}' failed: {}", what, excerpt(path, 200), std::strerror(errno)));
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > max_bytes) return too_large();  // it grew while we read
+  }
+  return text;
 }
 
 }  // namespace engram

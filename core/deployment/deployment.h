@@ -14,6 +14,16 @@
 
 namespace engram {
 
+// The most one deployment may describe: far above any real job, low enough
+// that a plan of it fits in memory and no size sum can wrap. Parsers and
+// validate_and_complete refuse more with an error naming the cap.
+inline constexpr int kMaxHosts = 65536;
+inline constexpr int kMaxRanks = 65536;
+inline constexpr int kMaxGpusPerHost = 1024;
+inline constexpr int kMaxTokensPerRank = 1 << 20;
+// Names, boot ids, NVLink domains: a DNS name's length.
+inline constexpr size_t kMaxNameBytes = 253;
+
 struct HostSpec {
   std::string name;                 // hostname
   std::string boot_id;              // defaults to a value derived from name

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/base/text_excerpt.h"
 #include "core/base/units.h"
 #include "core/model/gpu_models.h"
 
@@ -64,22 +65,43 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
   ENGRAM_RETURN_IF_ERROR(positive("layout.ep", l.ep));
   ENGRAM_RETURN_IF_ERROR(positive("layout.prefill_cp", l.prefill_cp));
   ENGRAM_RETURN_IF_ERROR(positive("config.tokens_per_rank_max", d.config.tokens_per_rank_max));
-  if (static_cast<int64_t>(l.tp) * l.dp > (1 << 24)) {
-    return invalid_argument(fmt::format("layout: tp * dp = {} * {} is too large", l.tp, l.dp));
+  if (d.config.tokens_per_rank_max > kMaxTokensPerRank) {
+    return invalid_argument(fmt::format("config.tokens_per_rank_max: {} is more than {}, the largest DP slot a plan "
+                                        "takes",
+                                        d.config.tokens_per_rank_max, kMaxTokensPerRank));
+  }
+  if (static_cast<int64_t>(l.tp) * l.dp > kMaxRanks) {
+    return invalid_argument(fmt::format("layout: tp * dp = {} * {} = {} ranks; a deployment holds at most {}", l.tp,
+                                        l.dp, static_cast<int64_t>(l.tp) * l.dp, kMaxRanks));
   }
   if (l.world_size() % l.ep != 0) {
     return invalid_argument(fmt::format("layout.ep: {} does not divide the world of tp * dp = {} ranks; "
                                         "choose an ep that divides it", l.ep, l.world_size()));
   }
   if (d.hosts.empty()) return invalid_argument("hosts: no hosts given; describe at least one host");
+  if (d.hosts.size() > static_cast<size_t>(kMaxHosts)) {
+    return invalid_argument(fmt::format("hosts: {} hosts; a deployment holds at most {}", d.hosts.size(), kMaxHosts));
+  }
   // Defaults are announced once per GPU model, however many hosts use them.
   std::map<std::string, int> gpu_memory_defaulted, host_memory_defaulted;
   for (size_t i = 0; i < d.hosts.size(); ++i) {
     HostSpec& h = d.hosts[i];
     if (h.name.empty()) return invalid_argument(fmt::format("hosts[{}].name: empty; give each host a name", i));
-    if (h.gpu_count < 1) {
-      return invalid_argument(fmt::format("hosts[{}].gpus: {} for host '{}'; a host needs at least 1 GPU",
-                                          i, h.gpu_count, h.name));
+    for (const auto& [field, value] : {std::pair{"name", &h.name}, std::pair{"boot_id", &h.boot_id},
+                                       std::pair{"gpu_model", &h.gpu_model}, std::pair{"nvlink_domain", &h.nvlink_domain}}) {
+      if (value->size() > kMaxNameBytes) {
+        return invalid_argument(fmt::format("hosts[{}].{}: '{}' is longer than {} bytes; use a shorter one", i, field,
+                                            excerpt(*value), kMaxNameBytes));
+      }
+    }
+    if (h.gpu_count < 1 || h.gpu_count > kMaxGpusPerHost) {
+      return invalid_argument(fmt::format("hosts[{}].gpus: {} for host '{}'; a host has 1 to {} GPUs", i, h.gpu_count,
+                                          h.name, kMaxGpusPerHost));
+    }
+    if (h.gpu_memory_bytes > kMaxSizeBytes || h.tmpfs_bytes_total > kMaxSizeBytes ||
+        h.host_memory_bytes > kMaxSizeBytes) {
+      return invalid_argument(fmt::format(
+          "hosts[{}]: gpu_memory, host_memory or shm_size of host '{}' is larger than 1 EiB", i, h.name));
     }
     if (h.visible_gpus_per_rank < 0 || h.visible_gpus_per_rank > h.gpu_count) {
       return invalid_argument(fmt::format(

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <vector>
 
+#include "core/base/text_excerpt.h"
 #include "core/base/text_list.h"
 #include "core/base/units.h"
 #include "core/deployment/shard_groups.h"
@@ -25,26 +26,15 @@ class Parser : public YamlFields {
     return error(node, path, fmt::format("expected a map of fields, found {}", describe(node)));
   }
 
-  Result<int> int_of(const YAML::Node& node, std::string_view path, int min_value) const {
+  Result<int> int_of(const YAML::Node& node, std::string_view path, int min_value, int max_value) const {
     ENGRAM_ASSIGN_OR_RETURN(std::string text, this->text(node, path));
-    int value = 0;
+    int64_t value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size()) {
-      return error(node, path, fmt::format("'{}' is not a whole number; write e.g. {}", text, std::max(min_value, 1)));
+    if (ec != std::errc() || end != text.data() + text.size() || value < min_value || value > max_value) {
+      return error(node, path, fmt::format("'{}' is not a whole number in [{}, {}]; write e.g. {}", excerpt(text),
+                                           min_value, max_value, std::max(min_value, 1)));
     }
-    if (value < min_value) {
-      return error(node, path, fmt::format("{} is out of range; it must be at least {}", value, min_value));
-    }
-    return value;
-  }
-
-  Result<bool> bool_of(const YAML::Node& node, std::string_view path) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string text, this->text(node, path));
-    std::string lower = text;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (lower == "true" || lower == "yes" || lower == "on") return true;
-    if (lower == "false" || lower == "no" || lower == "off") return false;
-    return error(node, path, fmt::format("'{}' is not a boolean; write true or false", text));
+    return static_cast<int>(value);
   }
 
   Result<uint64_t> size_of(const YAML::Node& node, std::string_view path) const {
@@ -76,6 +66,9 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
   if (!node.IsSequence()) {
     return p.error(node, "hosts", fmt::format("expected a list of hosts, found {}", Parser::describe(node)));
   }
+  if (node.size() > static_cast<size_t>(kMaxHosts)) {
+    return p.error(node, "hosts", fmt::format("{} entries; a deployment holds at most {} hosts", node.size(), kMaxHosts));
+  }
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node& h = node[i];
     const std::string path = fmt::format("hosts[{}]", i);
@@ -84,12 +77,12 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
     HostSpec host;
     host.tmpfs_bytes_total = kDockerDefaultShmBytes;
     if (!h["name"]) return p.error(h, path + ".name", "missing; give each host a name");
-    ENGRAM_ASSIGN_OR_RETURN(host.name, p.text(h["name"], path + ".name"));
+    ENGRAM_ASSIGN_OR_RETURN(host.name, p.name(h["name"], path + ".name", kMaxNameBytes));
     if (host.name.empty()) return p.error(h["name"], path + ".name", "empty; give each host a name");
     if (!h["gpus"]) return p.error(h, path + ".gpus", "missing; give the number of GPUs, e.g. gpus: 8");
-    ENGRAM_ASSIGN_OR_RETURN(host.gpu_count, p.int_of(h["gpus"], path + ".gpus", 1));
-    if (h["boot_id"]) { ENGRAM_ASSIGN_OR_RETURN(host.boot_id, p.text(h["boot_id"], path + ".boot_id")); }
-    if (h["gpu_model"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_model, p.text(h["gpu_model"], path + ".gpu_model")); }
+    ENGRAM_ASSIGN_OR_RETURN(host.gpu_count, p.int_of(h["gpus"], path + ".gpus", 1, kMaxGpusPerHost));
+    if (h["boot_id"]) { ENGRAM_ASSIGN_OR_RETURN(host.boot_id, p.name(h["boot_id"], path + ".boot_id", kMaxNameBytes)); }
+    if (h["gpu_model"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_model, p.name(h["gpu_model"], path + ".gpu_model", kMaxNameBytes)); }
     if (h["gpu_memory"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_memory_bytes, p.size_of(h["gpu_memory"], path + ".gpu_memory")); }
     if (h["host_memory"]) {
       ENGRAM_ASSIGN_OR_RETURN(host.host_memory_bytes, p.size_of(h["host_memory"], path + ".host_memory"));
@@ -100,7 +93,7 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
       if (!environment.is_ok()) {
         return p.error(h["environment"], path + ".environment",
                        fmt::format("'{}' is not a runtime environment; write bare_metal, docker, kubernetes or unknown",
-                                   text));
+                                   excerpt(text)));
       }
       host.environment = environment.value();
     }
@@ -114,12 +107,12 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
         ENGRAM_ASSIGN_OR_RETURN(host.tmpfs_bytes_total, p.size_of(s, path + ".shm_size"));
       }
     }
-    if (h["nvlink_domain"]) { ENGRAM_ASSIGN_OR_RETURN(host.nvlink_domain, p.text(h["nvlink_domain"], path + ".nvlink_domain")); }
-    if (h["imex_channel"]) { ENGRAM_ASSIGN_OR_RETURN(host.imex_channel, p.bool_of(h["imex_channel"], path + ".imex_channel")); }
-    if (h["fabric_attribute"]) { ENGRAM_ASSIGN_OR_RETURN(host.fabric_attribute, p.bool_of(h["fabric_attribute"], path + ".fabric_attribute")); }
+    if (h["nvlink_domain"]) { ENGRAM_ASSIGN_OR_RETURN(host.nvlink_domain, p.name(h["nvlink_domain"], path + ".nvlink_domain", kMaxNameBytes)); }
+    if (h["imex_channel"]) { ENGRAM_ASSIGN_OR_RETURN(host.imex_channel, p.boolean(h["imex_channel"], path + ".imex_channel")); }
+    if (h["fabric_attribute"]) { ENGRAM_ASSIGN_OR_RETURN(host.fabric_attribute, p.boolean(h["fabric_attribute"], path + ".fabric_attribute")); }
     if (h["visible_gpus_per_rank"]) {
       ENGRAM_ASSIGN_OR_RETURN(host.visible_gpus_per_rank,
-                              p.int_of(h["visible_gpus_per_rank"], path + ".visible_gpus_per_rank", 0));
+                              p.int_of(h["visible_gpus_per_rank"], path + ".visible_gpus_per_rank", 0, kMaxGpusPerHost));
     }
     if (h["shm_size_limit"]) {
       ENGRAM_ASSIGN_OR_RETURN(host.tmpfs_bytes_enforced, p.size_of(h["shm_size_limit"], path + ".shm_size_limit"));
@@ -136,8 +129,15 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
     }
     int count = 1;
     if (h["count"]) {
-      ENGRAM_ASSIGN_OR_RETURN(count, p.int_of(h["count"], path + ".count", 1));
-      if (count > 100000) return p.error(h["count"], path + ".count", fmt::format("{} is too many hosts", count));
+      ENGRAM_ASSIGN_OR_RETURN(count, p.int_of(h["count"], path + ".count", 1, kMaxHosts));
+      // Checked before the copies are made: 1,000 entries of count 100000 stop here.
+      if (hosts.size() + static_cast<size_t>(count) > static_cast<size_t>(kMaxHosts)) {
+        return p.error(h["count"], path + ".count",
+                       fmt::format("{} more hosts make {} in all; a deployment holds at most {} hosts", count,
+                                   hosts.size() + static_cast<size_t>(count), kMaxHosts));
+      }
+    } else if (hosts.size() + 1 > static_cast<size_t>(kMaxHosts)) {
+      return p.error(h, path, fmt::format("a deployment holds at most {} hosts", kMaxHosts));
     }
     if (!h["count"]) {
       hosts.push_back(host);
@@ -153,19 +153,26 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
   return Status::ok();
 }
 
+// A plain number is a host index; anything else, and a number written in
+// quotes, is a host name (hosts may well be named "0" and "1").
 Status parse_rank_hosts(const Parser& p, const YAML::Node& node, Deployment& d) {
   if (!node.IsSequence()) {
     return p.error(node, "rank_hosts", fmt::format("expected a list of host indices or names, found {}",
                                                    Parser::describe(node)));
   }
+  if (node.size() > static_cast<size_t>(kMaxRanks)) {
+    return p.error(node, "rank_hosts", fmt::format("{} entries; a deployment holds at most {} ranks", node.size(),
+                                                   kMaxRanks));
+  }
   for (size_t r = 0; r < node.size(); ++r) {
     const YAML::Node& e = node[r];
     const std::string path = fmt::format("rank_hosts[{}]", r);
     ENGRAM_ASSIGN_OR_RETURN(std::string text, p.text(e, path));
-    int index = 0;
+    int64_t index = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
-    if (ec == std::errc() && end == text.data() + text.size()) {
-      if (index < 0 || index >= static_cast<int>(d.hosts.size())) {
+    const bool is_index = !Parser::is_quoted(e) && ec == std::errc() && end == text.data() + text.size();
+    if (is_index) {
+      if (index < 0 || index >= static_cast<int64_t>(d.hosts.size())) {
         return p.error(e, path, fmt::format("host index {} is out of range; hosts are 0..{}", index,
                                             static_cast<int>(d.hosts.size()) - 1));
       }
@@ -173,12 +180,12 @@ Status parse_rank_hosts(const Parser& p, const YAML::Node& node, Deployment& d) 
       auto matches = std::count_if(d.hosts.begin(), d.hosts.end(), [&](const HostSpec& h) { return h.name == text; });
       if (matches != 1) {
         return p.error(e, path, fmt::format("'{}' names {} hosts; use a host index or a unique host name",
-                                            text, matches == 0 ? "no" : "several"));
+                                            excerpt(text), matches == 0 ? "no" : "several"));
       }
-      index = static_cast<int>(std::find_if(d.hosts.begin(), d.hosts.end(),
-                                            [&](const HostSpec& h) { return h.name == text; }) - d.hosts.begin());
+      index = std::find_if(d.hosts.begin(), d.hosts.end(), [&](const HostSpec& h) { return h.name == text; }) -
+              d.hosts.begin();
     }
-    d.rank_hosts.push_back(index);
+    d.rank_hosts.push_back(static_cast<int>(index));
   }
   return Status::ok();
 }
@@ -186,11 +193,11 @@ Status parse_rank_hosts(const Parser& p, const YAML::Node& node, Deployment& d) 
 Status parse_layout(const Parser& p, const YAML::Node& node, ParallelLayout& l) {
   ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "layout"));
   ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "layout", kLayoutKeys));
-  if (node["tp"]) { ENGRAM_ASSIGN_OR_RETURN(l.tp, p.int_of(node["tp"], "layout.tp", 1)); }
-  if (node["dp"]) { ENGRAM_ASSIGN_OR_RETURN(l.dp, p.int_of(node["dp"], "layout.dp", 1)); }
-  if (node["ep"]) { ENGRAM_ASSIGN_OR_RETURN(l.ep, p.int_of(node["ep"], "layout.ep", 1)); }
-  if (node["prefill_cp"]) { ENGRAM_ASSIGN_OR_RETURN(l.prefill_cp, p.int_of(node["prefill_cp"], "layout.prefill_cp", 1)); }
-  if (node["elastic_ep"]) { ENGRAM_ASSIGN_OR_RETURN(l.elastic_ep, p.bool_of(node["elastic_ep"], "layout.elastic_ep")); }
+  if (node["tp"]) { ENGRAM_ASSIGN_OR_RETURN(l.tp, p.int_of(node["tp"], "layout.tp", 1, kMaxRanks)); }
+  if (node["dp"]) { ENGRAM_ASSIGN_OR_RETURN(l.dp, p.int_of(node["dp"], "layout.dp", 1, kMaxRanks)); }
+  if (node["ep"]) { ENGRAM_ASSIGN_OR_RETURN(l.ep, p.int_of(node["ep"], "layout.ep", 1, kMaxRanks)); }
+  if (node["prefill_cp"]) { ENGRAM_ASSIGN_OR_RETURN(l.prefill_cp, p.int_of(node["prefill_cp"], "layout.prefill_cp", 1, kMaxRanks)); }
+  if (node["elastic_ep"]) { ENGRAM_ASSIGN_OR_RETURN(l.elastic_ep, p.boolean(node["elastic_ep"], "layout.elastic_ep")); }
   return Status::ok();
 }
 
@@ -203,7 +210,7 @@ Status parse_engine(const Parser& p, const YAML::Node& node, EngineMemory& e) {
     auto fraction = parse_fraction(text, "engine.gpu_memory_fraction");
     if (!fraction.is_ok()) {
       return p.error(n, "engine.gpu_memory_fraction",
-                     fmt::format("'{}' is not a fraction in (0, 1]; write e.g. 0.9", text));
+                     fmt::format("'{}' is not a fraction in (0, 1]; write e.g. 0.9", excerpt(text)));
     }
     e.gpu_memory_fraction = fraction.value();
     e.fraction_given = true;
@@ -218,14 +225,14 @@ Status parse_engine(const Parser& p, const YAML::Node& node, EngineMemory& e) {
 Status parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c) {
   ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "config"));
   ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "config", kConfigKeys));
-  if (node["cpu_offload"]) { ENGRAM_ASSIGN_OR_RETURN(c.cpu_offload, p.bool_of(node["cpu_offload"], "config.cpu_offload")); }
-  if (node["peer_shards"]) { ENGRAM_ASSIGN_OR_RETURN(c.peer_shards, p.bool_of(node["peer_shards"], "config.peer_shards")); }
+  if (node["cpu_offload"]) { ENGRAM_ASSIGN_OR_RETURN(c.cpu_offload, p.boolean(node["cpu_offload"], "config.cpu_offload")); }
+  if (node["peer_shards"]) { ENGRAM_ASSIGN_OR_RETURN(c.peer_shards, p.boolean(node["peer_shards"], "config.peer_shards")); }
   if (node["dp_shared_memory"]) {
     const YAML::Node& n = node["dp_shared_memory"];
     if (n.IsNull() || (n.IsScalar() && (n.Scalar() == "unset" || n.Scalar() == "~"))) {
       c.dp_shared_memory.reset();
     } else {
-      auto value = p.bool_of(n, "config.dp_shared_memory");
+      auto value = p.boolean(n, "config.dp_shared_memory");
       if (!value.is_ok()) {
         return p.error(n, "config.dp_shared_memory",
                        fmt::format("{} is not allowed; write true, false or unset", Parser::describe(n)));
@@ -238,12 +245,12 @@ Status parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c) {
     const std::optional<ShardGroup> kind = shard_group_from_name(s);
     if (!kind)
       return p.error(node["shard_group"], "config.shard_group",
-                     fmt::format("'{}' is not a shard group; write {}", s, shard_group_choices()));
+                     fmt::format("'{}' is not a shard group; write {}", excerpt(s), shard_group_choices()));
     c.shard_group = *kind;
   }
   if (node["tokens_per_rank_max"]) {
     ENGRAM_ASSIGN_OR_RETURN(c.tokens_per_rank_max,
-                            p.int_of(node["tokens_per_rank_max"], "config.tokens_per_rank_max", 1));
+                            p.int_of(node["tokens_per_rank_max"], "config.tokens_per_rank_max", 1, kMaxTokensPerRank));
   }
   return Status::ok();
 }

@@ -5,6 +5,9 @@
 #include <charconv>
 #include <limits>
 
+#include "core/base/text_excerpt.h"
+#include "core/deployment/deployment.h"
+
 namespace engram {
 namespace {
 
@@ -17,10 +20,10 @@ Result<T> whole_number(const YamlFields& f, const YAML::Node& node, const std::s
   T value{};
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec == std::errc::result_out_of_range)
-    return f.error(node, path, fmt::format("{} is out of range; it must be at most {}", text,
+    return f.error(node, path, fmt::format("{} is out of range; it must be at most {}", excerpt(text),
                                            std::numeric_limits<T>::max()));
   if (ec != std::errc() || end != text.data() + text.size())
-    return f.error(node, path, fmt::format("'{}' is not a whole number; write e.g. {}", text, example));
+    return f.error(node, path, fmt::format("'{}' is not a whole number; write e.g. {}", excerpt(text), example));
   if (value < min_value)
     return f.error(node, path, fmt::format("{} is out of range; it must be at least {}", value, min_value));
   return value;
@@ -32,7 +35,7 @@ Status parse_model_field(const YamlFields& f, const YAML::Node& node, std::strin
                          HashOverrides& overrides) {
   const std::string at(path);
   if (node.IsScalar()) {
-    ENGRAM_ASSIGN_OR_RETURN(name, f.text(node, at));
+    ENGRAM_ASSIGN_OR_RETURN(name, f.name(node, at, kMaxNameBytes));
     return Status::ok();
   }
   if (!node.IsMap())
@@ -42,7 +45,7 @@ Status parse_model_field(const YamlFields& f, const YAML::Node& node, std::strin
                                YamlFields::describe(node)));
   ENGRAM_RETURN_IF_ERROR(f.check_keys(node, at, kModelKeys));
   if (!node["name"]) return f.error(node, at + ".name", "missing; name the model preset, e.g. name: deepseek-v4.1-flash");
-  ENGRAM_ASSIGN_OR_RETURN(name, f.text(node["name"], at + ".name"));
+  ENGRAM_ASSIGN_OR_RETURN(name, f.name(node["name"], at + ".name", kMaxNameBytes));
   HashOverrides o;
   if (const YAML::Node v = node["compressed_vocab_size"]) {
     ENGRAM_ASSIGN_OR_RETURN(o.compressed_vocab_size,
@@ -56,7 +59,7 @@ Status parse_model_field(const YamlFields& f, const YAML::Node& node, std::strin
     o.dead_token_rule = parse_dead_token_rule(text);
     if (!o.dead_token_rule)
       return f.error(v, at + ".dead_tokens",
-                     fmt::format("'{}' is not a DEAD-token rule; write {}", text, kDeadTokenRuleChoices));
+                     fmt::format("'{}' is not a DEAD-token rule; write {}", excerpt(text), kDeadTokenRuleChoices));
   }
   if (const YAML::Node v = node["hash_seed"]) {
     ENGRAM_ASSIGN_OR_RETURN(o.seed, whole_number<uint64_t>(f, v, at + ".hash_seed", 0, "0"));
@@ -67,7 +70,7 @@ Status parse_model_field(const YamlFields& f, const YAML::Node& node, std::strin
   if (!preset.is_ok()) {
     std::string known;
     for (const std::string& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
-    return f.error(node["name"], at + ".name", fmt::format("unknown model '{}'; known models: {}", name, known));
+    return f.error(node["name"], at + ".name", fmt::format("unknown model '{}'; known models: {}", excerpt(name), known));
   }
   const int64_t vocab = o.compressed_vocab_size.value_or(preset->compressed_vocab_size);
   const int64_t pad = o.pad_id.value_or(preset->pad_id);

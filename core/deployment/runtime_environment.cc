@@ -1,4 +1,5 @@
 #include "core/deployment/runtime_environment.h"
+#include "core/base/text_excerpt.h"
 
 #include <fmt/format.h>
 
@@ -21,7 +22,7 @@ Result<RuntimeEnvironment> parse_runtime_environment(std::string_view text, std:
   }
   return invalid_argument(fmt::format("{}: '{}' is not a runtime environment; write bare_metal, docker, kubernetes "
                                       "or unknown",
-                                      field, text));
+                                      field, excerpt(text)));
 }
 
 }  // namespace engram

@@ -1,4 +1,5 @@
 #include "core/model/gpu_models.h"
+#include "core/base/text_excerpt.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -48,7 +49,7 @@ Result<GpuModelInfo> find_gpu_model(std::string_view gpu_model) {
     if (same_ignoring_case(gpu_model, m.name)) return m;
   return invalid_argument(fmt::format("gpu_model: unknown GPU model '{}'; known: {} (any case); for another GPU "
                                       "give its gpu_memory and host_memory",
-                                      gpu_model, fmt::join(known_gpu_models(), ", ")));
+                                      excerpt(gpu_model), fmt::join(known_gpu_models(), ", ")));
 }
 
 Result<uint64_t> default_gpu_memory_bytes(std::string_view gpu_model) {

@@ -1,4 +1,5 @@
 #include "core/model/table_spec.h"
+#include "core/base/text_excerpt.h"
 
 #include <fmt/format.h>
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/text_excerpt.h"
 #include "core/placements/device_collective.h"
 #include "core/placements/device_peer.h"
 #include "core/placements/host_head_sharded.h"
@@ -52,7 +53,7 @@ Result<Placement> parse_placement(std::string_view name) {
     if (name == ops.name) return ops.id;
     known += (known.empty() ? "" : ", ") + std::string(ops.name);
   }
-  return invalid_argument(fmt::format("placement: unknown placement '{}'; known: {}", name, known));
+  return invalid_argument(fmt::format("placement: unknown placement '{}'; known: {}", excerpt(name), known));
 }
 
 const char* placement_group_text(PlacementGroup group) {

@@ -51,31 +51,45 @@ Status validate_dp_shared_memory_strict(const EngramConfig& config, const Parall
     if (h.min_node_local_group_size <= 1 && layout.dp > 1) alone.push_back(h.host_name);
     if (!h.shm_mounted) missing.push_back(h.host_name);
   }
+  // Each fix is given once, after the list: repeated per host size it
+  // would make the message grow with the deployment.
+  std::vector<std::string> fixes;
   if (!alone.empty()) {
     unmet.push_back(fmt::format(
         "replicas not co-located: the node-local Engram DP group has size 1 on host(s) {} (a replica "
-        "straddles hosts, or no other replica of the same TP rank is on the host); {}",
-        join_limited(alone), colocation_fix_text(RuntimeEnvironment::kUnknown)));
+        "straddles hosts, or no other replica of the same TP rank is on the host)",
+        join_limited(alone)));
+    fixes.push_back(colocation_fix_text(RuntimeEnvironment::kUnknown));
   }
   if (!missing.empty()) {
-    unmet.push_back(fmt::format("/dev/shm missing on host(s) {}: {} needed; {}", join_limited(missing),
-                                format_size_short(table_bytes_total),
-                                shm_fix_text(table_bytes_total, RuntimeEnvironment::kUnknown)));
+    unmet.push_back(fmt::format("/dev/shm missing on host(s) {}: {} needed", join_limited(missing),
+                                format_size_short(table_bytes_total)));
   }
-  // Hosts grouped by their tmpfs total, so a thousand alike hosts make one line.
+  // Hosts grouped by their tmpfs total, so a thousand alike hosts make one
+  // line; past a few sizes, the rest are counted.
+  constexpr size_t kSizesShown = 3;
   std::map<uint64_t, std::vector<std::string>> small_by_total;
   for (const HostShmFacts& h : hosts)
     if (h.shm_mounted && h.tmpfs_bytes_total < table_bytes_total) small_by_total[h.tmpfs_bytes_total].push_back(h.host_name);
+  size_t sizes = 0, hosts_not_shown = 0;
   for (const auto& [total, names] : small_by_total) {
-    unmet.push_back(fmt::format(
-        "/dev/shm too small on host(s) {}: {} needed, {} available (tmpfs total); {}", join_limited(names),
-        format_size_short(table_bytes_total), format_size_short(total),
-        shm_fix_text(table_bytes_total, RuntimeEnvironment::kUnknown)));
+    if (sizes++ >= kSizesShown) {
+      hosts_not_shown += names.size();
+      continue;
+    }
+    unmet.push_back(fmt::format("/dev/shm too small on host(s) {}: {} needed, {} available (tmpfs total)",
+                                join_limited(names), format_size_short(table_bytes_total), format_size_short(total)));
   }
+  if (hosts_not_shown > 0) {
+    unmet.push_back(fmt::format("/dev/shm too small on {} more host(s) of {} other sizes", hosts_not_shown,
+                                sizes - kSizesShown));
+  }
+  if (!missing.empty() || !small_by_total.empty()) fixes.push_back(shm_fix_text(table_bytes_total, RuntimeEnvironment::kUnknown));
   if (unmet.empty()) return Status::ok();
   std::string message = fmt::format("dp_shared_memory: true cannot work ({} unmet requirement{}): ",
                                     unmet.size(), unmet.size() == 1 ? "" : "s");
   for (size_t i = 0; i < unmet.size(); ++i) message += fmt::format("{}({}) {}", i ? "; " : "", i + 1, unmet[i]);
+  for (const std::string& fix : fixes) message += ". " + fix;
   return failed_precondition(std::move(message));
 }
 

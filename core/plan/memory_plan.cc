@@ -1,5 +1,7 @@
 #include "core/plan/memory_plan.h"
 
+#include "core/base/checked_math.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -46,8 +48,8 @@ struct CopyCounter {
 
 int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engine, uint64_t engram_hbm_bytes) {
   ENGRAM_CHECK(engine.gpu_memory_fraction > 0.0 && engine.gpu_memory_fraction <= 1.0);
-  const auto budget = static_cast<int64_t>(static_cast<double>(gpu_memory_bytes) * engine.gpu_memory_fraction);
-  return budget - static_cast<int64_t>(engram_hbm_bytes) - static_cast<int64_t>(engine.gpu_reserved_bytes.value_or(0));
+  const auto budget = static_cast<uint64_t>(static_cast<double>(gpu_memory_bytes) * engine.gpu_memory_fraction);
+  return checked_signed_difference(budget, checked_add(engram_hbm_bytes, engine.gpu_reserved_bytes.value_or(0)));
 }
 
 MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
@@ -74,7 +76,7 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
     m.hbm_buffer_bytes = cost.hbm_buffer_bytes;
     m.host_private_bytes = cost.host_private_bytes;
     m.host_shared_mapped_bytes = cost.host_shared_mapped_bytes;
-    const uint64_t hbm = m.hbm_table_bytes + m.hbm_buffer_bytes;
+    const uint64_t hbm = checked_add(m.hbm_table_bytes, m.hbm_buffer_bytes);
     m.kv_budget_bytes = static_cast<uint64_t>(static_cast<double>(m.gpu_memory_bytes) * engine.gpu_memory_fraction);
     m.gpu_reserved_bytes = engine.gpu_reserved_bytes.value_or(0);
     m.kv_cache_left_bytes = kv_cache_left_bytes(m.gpu_memory_bytes, engine, hbm);
@@ -91,12 +93,12 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
     ++hm.rank_count;
     hm.hbm_bytes_per_gpu_max = std::max(hm.hbm_bytes_per_gpu_max, hbm);
     hm.kv_cache_left_bytes_min = std::min(hm.kv_cache_left_bytes_min, m.kv_cache_left_bytes);
-    hm.host_table_bytes += m.host_private_bytes;
+    hm.host_table_bytes = checked_add(hm.host_table_bytes, m.host_private_bytes);
     if (copies.first(cost.table_copy, in, static_cast<int>(r))) {
       ++hm.table_copies;
       // A host-wide copy (/dev/shm) is in the host's memory once, whoever maps it.
-      hm.shm_bytes += cost.host_shm_bytes;
-      hm.host_table_bytes += cost.host_shm_bytes;
+      hm.shm_bytes = checked_add(hm.shm_bytes, cost.host_shm_bytes);
+      hm.host_table_bytes = checked_add(hm.host_table_bytes, cost.host_shm_bytes);
     }
   }
   for (size_t h = 0; h < hosts.size(); ++h)

@@ -59,8 +59,12 @@ struct MemoryPlan {
 // tables and buffer, less what the engine reserves. Negative: none.
 int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engine, uint64_t engram_hbm_bytes);
 
-// `hosts` complete (gpu_memory_bytes set). O(ranks + distinct cost inputs):
-// costs are computed once per (placement, PlacementCostInput).
+// `hosts` complete (gpu_memory_bytes set) and within the deployment's caps
+// (validate_and_complete): sizes at most kMaxSizeBytes, at most kMaxRanks
+// ranks and kMaxTokensPerRank tokens, so no sum here can wrap (the
+// arithmetic is checked and stops the program if one would).
+// O(ranks + distinct cost inputs): costs are computed once per (placement,
+// PlacementCostInput).
 MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
                        std::span<const RankMemoryInput> ranks, int tokens_per_rank_max,
                        const EngineMemory& engine = {});

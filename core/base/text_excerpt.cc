@@ -1,0 +1,49 @@
+#include "core/base/text_excerpt.h"
+
+#include <fmt/format.h>
+
+namespace engram {
+
+size_t utf8_sequence_bytes(std::string_view text, size_t at) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(at);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  uint32_t min_code = 0;
+  uint32_t code = 0;
+  if ((lead & 0xE0) == 0xC0) length = 2, min_code = 0x80, code = lead & 0x1F;
+  else if ((lead & 0xF0) == 0xE0) length = 3, min_code = 0x800, code = lead & 0x0F;
+  else if ((lead & 0xF8) == 0xF0) length = 4, min_code = 0x10000, code = lead & 0x07;
+  else return 0;
+  if (at + length > text.size()) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xC0) != 0x80) return 0;
+    code = (code << 6) | (byte(at + i) & 0x3F);
+  }
+  // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
+  if (code < min_code || (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) return 0;
+  return length;
+}
+
+std::string excerpt(std::string_view text, size_t max_bytes) {
+  std::string out;
+  size_t at = 0;
+  while (at < text.size() && at < max_bytes) {
+    const unsigned char c = static_cast<unsigned char>(text[at]);
+    const size_t n = utf8_sequence_bytes(text, at);
+    if (n == 0 || c < 0x20 || c == 0x7F) {
+      if (c == '\n') out += "\\n";
+      else if (c == '\t') out += "\\t";
+      else out += fmt::format("\\x{:02x}", c);
+      ++at;
+      continue;
+    }
+    if (at + n > max_bytes) break;  // never cut a character in half
+    out.append(text.substr(at, n));
+    at += n;
+  }
+  if (at < text.size()) out += fmt::format("... ({} bytes)", text.size());
+  return out;
+}
+
+}  // namespace engram

@@ -1,0 +1,122 @@
+// The built `engramlab` against hostile input: numbers out of range are
+// refused alike by every command (exit 2, one wording); files that are not
+// regular files are refused at once; sizes that would overflow the memory
+// plan are refused, not printed wrapped; and raw bytes in a host name
+// still give valid UTF-8 JSON.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/base/text_excerpt.h"
+#include "process_run.h"
+
+namespace engram {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing::run;
+
+const std::string kBin = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
+
+bool valid_utf8(const std::string& text) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t n = utf8_sequence_bytes(text, at);
+    if (n == 0) return false;
+    at += n;
+  }
+  return true;
+}
+
+struct TempDir {
+  TempDir() {
+    char templ[] = "/tmp/engramlab-hostile-XXXXXX";
+    path = ::mkdtemp(templ);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+TEST(HostileInput, OutOfRangeNumbersAreRefusedAlikeByEveryCommand) {
+  const std::string scenario = std::string(ENGRAM_SOURCE_DIR) + "/scenarios/dep4_shared.yaml";
+  struct Case {
+    std::string args, flag;
+  };
+  for (const Case& c : {Case{"fuzz --seeds 1 --seed -1", "--seed: '-1'"},
+                        Case{"fuzz --seeds -3", "--seeds: '-3'"},
+                        Case{"fuzz --seeds 1 --seed 18446744073709551616", "--seed: '18446744073709551616'"},
+                        Case{"scenario run --seed -5 " + scenario, "--seed: '-5'"},
+                        Case{"launch --grace-ms -5 -n 1 -- true", "--grace-ms: '-5'"},
+                        Case{"launch -n 0 -- true", "--nproc-per-node: '0'"},
+                        Case{"launch -n 2 --master-port 99999999999 -- true", "--master-port: '99999999999'"},
+                        Case{"plan --tp -1", "--tp: '-1'"},
+                        Case{"plan --tokens-per-rank 2147483647", "--tokens-per-rank: '2147483647'"},
+                        Case{"plan --hosts 99999999999", "--hosts: '99999999999'"}}) {
+    const auto r = run(kBin + " " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    EXPECT_THAT(r.output, AllOf(HasSubstr(c.flag), HasSubstr("is not a whole number in ["))) << c.args;
+  }
+}
+
+// Whatever a flag holds, the error shows an excerpt of it.
+TEST(HostileInput, LongFlagValuesAreEchoedAsExcerpts) {
+  const std::string huge(100000, '7');
+  for (const std::string& args : {"plan --model " + huge, "plan --gpu-model " + huge + " --tp 1",
+                                  "plan --gpu-memory " + huge, "plan --tp " + huge, "fuzz --seed " + huge,
+                                  "shm list --job-id " + huge}) {
+    const auto r = run(kBin + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args.substr(0, 40) << "\n" << r.output.substr(0, 300);
+    EXPECT_LT(r.output.size(), 1024u) << args.substr(0, 40) << "\n" << r.output.substr(0, 300);
+    EXPECT_THAT(r.output, HasSubstr("(100000 bytes)")) << args.substr(0, 40);
+  }
+}
+
+TEST(HostileInput, MemoryPlanSizesThatWouldOverflowAreRefused) {
+  const auto huge = run(kBin + " plan --tp 1 --dp 2 --gpu-memory 16000000TiB");
+  EXPECT_EQ(huge.exit_code, 2) << huge.output;
+  EXPECT_THAT(huge.output, AllOf(HasSubstr("--gpu-memory"), HasSubstr("larger than 1 EiB")));
+  EXPECT_THAT(huge.output, ::testing::Not(HasSubstr("-795869231")));
+}
+
+TEST(HostileInput, PlanRefusesFilesThatAreNotRegularAtOnce) {
+  TempDir dir;
+  const std::string fifo = dir.path + "/deploy.yaml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& file : {fifo, std::string("/dev/zero")}) {
+    const auto r = run(kBin + " plan --file " + file);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("not a regular file"));
+    EXPECT_LT(r.took, std::chrono::seconds(2)) << file;
+  }
+}
+
+TEST(HostileInput, RawBytesInAHostNameStillGiveUtf8Json) {
+  TempDir dir;
+  const std::string file = dir.path + "/deploy.yaml";
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << "hosts: [{name: \"node\xff\xfe\", gpus: 2}]\nlayout: {tp: 1, dp: 2}\nconfig: {shard_group: host}\n";
+  }
+  for (const std::string& extra : {std::string(""), std::string(" --tp 3")}) {  // a plan, and an error
+    const auto r = run("(" + kBin + " plan --json --file " + file + extra + " 2>/dev/null)");  // stdout alone
+    EXPECT_TRUE(valid_utf8(r.output)) << r.output;
+    EXPECT_EQ(r.output.front(), '{') << r.output;
+  }
+}
+
+TEST(HostileInput, ShmAndScenarioRefuseMissingPlaces) {
+  const auto shm = run(kBin + " shm list --dir /nonexistent/engramlab-dir");
+  EXPECT_EQ(shm.exit_code, 2) << shm.output;
+  const auto scenario = run(kBin + " scenario run /nonexistent/engramlab-scenario.yaml");
+  EXPECT_EQ(scenario.exit_code, 2) << scenario.output;
+}
+
+}  // namespace
+}  // namespace engram
