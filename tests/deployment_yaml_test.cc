@@ -230,7 +230,7 @@ TEST(DeploymentYaml, FilesThatAreNotRegularAreRefusedAtOnce) {
   auto from_dir = load_deployment_file(dir);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
   EXPECT_THAT(from_fifo.status().message(), AllOf(HasSubstr(fifo), HasSubstr("is a FIFO, not a regular file")));
-  EXPECT_THAT(from_zero.status().message(), HasSubstr("is a device, not a regular file"));
+  EXPECT_THAT(from_zero.status().message(), HasSubstr("is a device file, not a regular file"));
   EXPECT_THAT(from_dir.status().message(), HasSubstr("is a directory"));
   const std::string big = dir + "/big.yaml";
   {

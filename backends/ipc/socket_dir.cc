@@ -14,6 +14,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/base/file_type.h"
+
 namespace engram::ipc {
 namespace {
 
@@ -46,16 +48,6 @@ class Fd {
 };
 
 std::string mode_text(mode_t mode) { return fmt::format("{:03o}", mode & 07777); }
-
-std::string kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "directory";
-  if (S_ISREG(mode)) return "regular file";
-  if (S_ISLNK(mode)) return "symbolic link";
-  if (S_ISFIFO(mode)) return "FIFO";
-  if (S_ISSOCK(mode)) return "socket";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "device file";
-  return "special file";
-}
 
 const char* kWayOut =
     "set XDG_RUNTIME_DIR or ENGRAMLAB_SOCKET_DIR to a directory only you can write, or have root remove it";
@@ -152,7 +144,7 @@ Result<Walk> open_component(int parent, const std::string& name, const std::stri
     } else if (!S_ISDIR(st.st_mode)) {
       return permission_denied(fmt::format("{} is a {} of uid {}, not a directory: something else holds the name the "
                                            "job's sockets need; {}",
-                                           shown, kind_of(st.st_mode), st.st_uid, kWayOut));
+                                           shown, file_type_name(st.st_mode), st.st_uid, kWayOut));
     }
     Fd fd(::openat(parent, name.c_str(), flags));
     if (fd.get() < 0) {
@@ -259,7 +251,7 @@ SweptSocketDir sweep_job_dir(int root_fd, const std::string& root, const std::st
     return out;
   }
   if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
-    out.outcome = fmt::format("kept: a {} of uid {}, not a job directory of ours", kind_of(st.st_mode), st.st_uid);
+    out.outcome = fmt::format("kept: a {} of uid {}, not a job directory of ours", file_type_name(st.st_mode), st.st_uid);
     return out;
   }
   Fd job(::openat(root_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -273,7 +265,7 @@ SweptSocketDir sweep_job_dir(int root_fd, const std::string& root, const std::st
     if (::fstatat(job.get(), entry.c_str(), &es, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (!S_ISSOCK(es.st_mode) || es.st_uid != ::geteuid() || !is_rank_socket_name(entry)) {
       out.outcome = fmt::format("kept: it holds {} (a {}), which engramlab does not make; remove it by hand", entry,
-                                kind_of(es.st_mode));
+                                file_type_name(es.st_mode));
       return out;
     }
     if (socket_has_listener(job.get(), out.path, entry)) {

@@ -11,19 +11,10 @@
 #include <cstring>
 
 #include "backends/shm/segment_header.h"
+#include "core/base/file_type.h"
 
 namespace engram::shm {
 namespace {
-
-std::string kind_of(mode_t mode) {
-  if (S_ISREG(mode)) return "regular file";
-  if (S_ISDIR(mode)) return "directory";
-  if (S_ISLNK(mode)) return "symbolic link";
-  if (S_ISFIFO(mode)) return "FIFO";
-  if (S_ISSOCK(mode)) return "socket";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "device file";
-  return "special file";
-}
 
 // Reads what `name` holds without following links and without blocking on a
 // FIFO or a device: its type first, and only a regular file is opened.
@@ -37,7 +28,7 @@ SegmentRecord inspect(int dir_fd, const std::string& root_dir, const std::string
     return record;
   }
   record.owner_uid = st.st_uid;
-  record.kind = kind_of(st.st_mode);
+  record.kind = file_type_name(st.st_mode);
   if (!S_ISREG(st.st_mode)) return record;
   const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
@@ -46,7 +37,7 @@ SegmentRecord inspect(int dir_fd, const std::string& root_dir, const std::string
   }
   struct stat opened{};
   if (::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode)) {  // swapped since the fstatat
-    record.kind = kind_of(opened.st_mode);
+    record.kind = file_type_name(opened.st_mode);
     ::close(fd);
     return record;
   }

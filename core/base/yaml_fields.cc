@@ -13,6 +13,7 @@
 #include <map>
 
 #include "core/base/text_excerpt.h"
+#include "core/base/file_type.h"
 
 namespace engram {
 
@@ -131,14 +132,6 @@ class DocumentCheck {
   size_t nodes_ = 0;
 };
 
-std::string file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  return "not a regular file";
-}
-
 }  // namespace
 
 Result<YAML::Node> load_yaml_text(std::string_view text, std::string_view source_name) {
@@ -184,7 +177,7 @@ Result<std::string> read_text_file(const std::string& path, std::string_view wha
   }
   if (!S_ISREG(st.st_mode)) {
     return invalid_argument(fmt::format("{}: '{}' is {}, not a regular file; give a YAML file", what,
-                                        excerpt(path, 200), file_kind(st.st_mode)));
+                                        excerpt(path, 200), "a " + file_type_name(st.st_mode)));
   }
   auto too_large = [&] {
     return invalid_argument(fmt::format("{}: '{}' is larger than {} bytes, the most a deployment or scenario file "
