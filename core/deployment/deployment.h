@@ -17,8 +17,8 @@ namespace engram {
 // The most one deployment may describe: far above any real job, low enough
 // that a plan of it fits in memory and no size sum can wrap. Parsers and
 // validate_and_complete refuse more with an error naming the cap.
-inline constexpr int kMaxHosts = 65536;
-inline constexpr int kMaxRanks = 65536;
+inline constexpr int kMaxHosts = 1 << 17;  // 131,072
+inline constexpr int kMaxRanks = 1 << 20;  // 1,048,576
 inline constexpr int kMaxGpusPerHost = 1024;
 inline constexpr int kMaxTokensPerRank = 1 << 20;
 // Names, boot ids, NVLink domains: a DNS name's length.
