@@ -8,14 +8,18 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "apps/flag_numbers.h"
 #include "backends/ipc/imex_channels.h"
 #include "backends/ipc/runtime_environment_probe.h"
 #include "core/base/json_output.h"
+#include "core/deployment/deployment.h"
+#include "core/lookup/tp_heads.h"
 #include "core/model/table_spec.h"
 #include "core/plan/shm_fix.h"
 #include "core/base/units.h"
@@ -141,13 +145,28 @@ void probe_gpus(Facts& f) {
 }
 #endif
 
+// The host tables' sizes the verdicts quote: the whole tables (one copy per
+// node or replica) and, at --tp, the largest TP slice a rank holds or maps.
+struct HostTableSizes {
+  uint64_t tables_bytes = 0;
+  int tp = 1;
+  uint64_t tp_slice_bytes_max = 0;
+};
+
+HostTableSizes host_table_sizes(const ModelSpec& spec, int tp) {
+  HostTableSizes sizes{spec.table_bytes_total(), tp, 0};
+  for (int t = 0; t < tp; ++t) sizes.tp_slice_bytes_max = std::max(sizes.tp_slice_bytes_max, tp_slice_host_bytes(spec, tp, t));
+  return sizes;
+}
+
 // What each placement would do on this machine: {placement, verdict}.
 struct PlacementVerdict {
   std::string placement;
   std::string verdict;
 };
 
-std::vector<PlacementVerdict> judge_placements(const Facts& f, uint64_t tables_bytes) {
+std::vector<PlacementVerdict> judge_placements(const Facts& f, const HostTableSizes& sizes) {
+  const uint64_t tables_bytes = sizes.tables_bytes;
   std::vector<PlacementVerdict> out;
   auto add = [&](const char* placement, std::string verdict) { out.push_back({placement, std::move(verdict)}); };
   const bool have_gpus = !f.gpus.empty();
@@ -207,17 +226,22 @@ std::vector<PlacementVerdict> judge_placements(const Facts& f, uint64_t tables_b
                                    shm_fix_text(tables_bytes, f.environment)));
   } else {
     add("host_shared",
-        fmt::format("one copy per node fits: /dev/shm total {} >= tables {}{}", format_gib(f.shm_total_bytes),
-                    format_gib(tables_bytes),
+        fmt::format("one copy per node fits: /dev/shm total {} >= tables {}; each rank maps its TP slice ({} at tp "
+                    "{}){}",
+                    format_gib(f.shm_total_bytes), format_gib(tables_bytes), format_gib(sizes.tp_slice_bytes_max),
+                    sizes.tp,
                     f.shm_free_bytes < tables_bytes ? fmt::format(" (but only {} free now)", format_gib(f.shm_free_bytes))
                                                     : std::string()));
   }
-  add("host_head_sharded", "available: host memory, 1/dp of the heads per DP rank, collectives per step");
-  add("host_private", fmt::format("available: {} of host memory per rank", format_gib(tables_bytes)));
+  add("host_head_sharded", "available: one table per node in host memory, each rank one TP-major shard of the "
+                           "heads (1/(tp x node-local replicas)), collectives per step");
+  add("host_private", fmt::format("available: one table per replica, {} of host memory per rank at tp {} (its TP "
+                                  "slice)",
+                                  format_gib(sizes.tp_slice_bytes_max), sizes.tp));
   return out;
 }
 
-void report(const Facts& f, const std::string& model_name, uint64_t tables_bytes) {
+void report(const Facts& f, const std::string& model_name, const HostTableSizes& sizes) {
   fmt::print("engramlab doctor\n\n");
   fmt::print("host: {} (boot id {}; {})\n", f.hostname, f.boot_id, runtime_environment_name(f.environment));
   if (f.shm_mounted) {
@@ -245,11 +269,11 @@ void report(const Facts& f, const std::string& model_name, uint64_t tables_bytes
       for (const auto& line : f.p2p_lines) fmt::print("  {}\n", line);
     }
   }
-  fmt::print("\nplacements here (model {}, tables {}):\n", model_name, format_gib(tables_bytes));
-  for (const PlacementVerdict& v : judge_placements(f, tables_bytes)) fmt::print("  {}: {}\n", v.placement, v.verdict);
+  fmt::print("\nplacements here (model {}, tables {}, tp {}):\n", model_name, format_gib(sizes.tables_bytes), sizes.tp);
+  for (const PlacementVerdict& v : judge_placements(f, sizes)) fmt::print("  {}: {}\n", v.placement, v.verdict);
 }
 
-Json doctor_json(const Facts& f, const std::string& model_name, uint64_t tables_bytes) {
+Json doctor_json(const Facts& f, const std::string& model_name, const HostTableSizes& sizes) {
   Json j = json_document("doctor");
   j["host"] = {{"hostname", f.hostname}, {"boot_id", f.boot_id},
                {"environment", runtime_environment_name(f.environment)}};
@@ -273,9 +297,12 @@ Json doctor_json(const Facts& f, const std::string& model_name, uint64_t tables_
                           gpu.nvlink_domain.empty() ? Json(gpu.nvlink_domain_reason) : Json(nullptr)}});
   }
   j["p2p"] = f.p2p_lines;
-  j["model"] = {{"name", model_name}, {"table_bytes_total", tables_bytes}};
+  j["model"] = {{"name", model_name},
+                {"table_bytes_total", sizes.tables_bytes},
+                {"tp", sizes.tp},
+                {"tp_slice_bytes_max", sizes.tp_slice_bytes_max}};
   j["placements"] = Json::array();
-  for (const PlacementVerdict& v : judge_placements(f, tables_bytes))
+  for (const PlacementVerdict& v : judge_placements(f, sizes))
     j["placements"].push_back({{"placement", v.placement}, {"verdict", v.verdict}});
   j["warnings"] = Json::array();
   j["error"] = nullptr;
@@ -285,12 +312,15 @@ Json doctor_json(const Facts& f, const std::string& model_name, uint64_t tables_
 CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
   struct Flags {
     std::string model = "deepseek-v4.1-flash";
+    std::string tp_text = "1";
     bool json = false;
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("doctor", "Preflight: GPUs, VMM handle types, FABRIC probe, IMEX, P2P, /dev/shm, "
                                                "and what each placement would do here");
   cmd->add_option("--model", flags->model, "model preset whose tables size the host placements")->capture_default_str();
+  cmd->add_option("--tp", flags->tp_text, "attention TP ranks per replica: host placements hold TP slices")
+      ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");
   cmd->callback([flags, &exit_code] {
     auto spec = model_preset(flags->model);
@@ -300,13 +330,20 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
       exit_code = 2;
       return;
     }
+    auto tp = whole_number_flag<int>("--tp", flags->tp_text, 1, kMaxGpusPerHost);
+    if (!tp.is_ok()) {
+      fmt::print(stderr, "engramlab doctor: {}\n", tp.status().to_string());
+      if (flags->json) fmt::print("{}\n", dump_json(error_document("doctor", tp.status())));
+      exit_code = 2;
+      return;
+    }
     Facts facts;
     probe_host(facts);
     probe_gpus(facts);
     if (flags->json) {
-      fmt::print("{}\n", dump_json(doctor_json(facts, flags->model, spec->table_bytes_total())));
+      fmt::print("{}\n", dump_json(doctor_json(facts, flags->model, host_table_sizes(*spec, *tp))));
     } else {
-      report(facts, flags->model, spec->table_bytes_total());
+      report(facts, flags->model, host_table_sizes(*spec, *tp));
     }
     exit_code = 0;
   });

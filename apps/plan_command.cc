@@ -29,7 +29,7 @@ struct PlanFlags {
   std::string file, model, hosts, gpus_per_host, gpu_model, gpu_memory, shm_size, nvlink_domain;
   std::string no_shm, imex_channel, fabric_attribute;  // flags: "true" when given bare
   std::string tp, dp, ep, prefill_cp, elastic_ep;
-  std::string cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank;
+  std::string cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank, sequence_parallel;
   std::string rank_hosts;
   std::string host_memory, gpu_memory_fraction, gpu_reserved, environment;
   bool json = false;
@@ -142,6 +142,7 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
 
   ENGRAM_RETURN_IF_ERROR(apply(f.cpu_offload, d.config.cpu_offload, bool_of("--cpu-offload")));
   ENGRAM_RETURN_IF_ERROR(apply(f.peer_shards, d.config.peer_shards, bool_of("--peer-shards")));
+  ENGRAM_RETURN_IF_ERROR(apply(f.sequence_parallel, d.config.sequence_parallel, bool_of("--sequence-parallel")));
   if (!f.dp_shared_memory.empty()) {
     if (f.dp_shared_memory == "unset") d.config.dp_shared_memory.reset();
     else if (f.dp_shared_memory == "true") d.config.dp_shared_memory = true;
@@ -234,6 +235,8 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--elastic-ep{true}", f.elastic_ep, "elastic expert parallelism is on");
   cmd->add_flag("--cpu-offload{true}", f.cpu_offload, "Engram tables offloaded to host memory");
   cmd->add_flag("--peer-shards{true}", f.peer_shards, "opt in to device_peer row shards");
+  cmd->add_flag("--sequence-parallel{true}", f.sequence_parallel,
+                "each TP rank gets back its own token shard (needs tp > 1)");
   cmd->add_option("--dp-shared-memory", f.dp_shared_memory, "true | false | unset (default unset)");
   cmd->add_option("--shard-group", f.shard_group,
                   fmt::format("device row-shard group: {} (default {})", shard_group_choices(),

@@ -97,7 +97,7 @@ void BM_Lookup(benchmark::State& state, Which which) {
       case kDeviceCollective: s = lookup_device_collective(solo, request, layout, whole); break;
       case kDevicePeer: s = lookup_device_peer(solo, request, layout, shards); break;
       case kHostShared: s = lookup_host_shared(solo, request, whole); break;
-      case kHostHeadSharded: s = lookup_host_head_sharded(solo, request, whole); break;
+      case kHostHeadSharded: s = lookup_host_head_sharded(solo, solo, request, whole); break;
       case kHostPrivate: s = lookup_host_private(solo, request, whole); break;
     }
     if (!s.is_ok()) {

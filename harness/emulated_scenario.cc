@@ -11,6 +11,7 @@
 
 #include "core/base/bf16.h"
 #include "core/deployment/deployment_validate.h"
+#include "core/lookup/tp_heads.h"
 #include "core/placements/host_shared.h"
 #include "core/runtime/engram_runtime.h"
 #include "core/model/hashing.h"
@@ -85,7 +86,11 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
     for (const TableSpec& small : model.value().tables)
       for (const TableSpec& real : placement_model.value().tables)
         if (real.layer_id == small.layer_id)
-          spec.shm_modelled_bytes[host_table_segment_name(job_id, small.layer_id)] = real.table_bytes();
+          for (int t = 0; t < d.layout.tp; ++t)  // one file per TP slice, each at the real slice's size
+            spec.shm_modelled_bytes[host_table_slice_segment_name(job_id, small.layer_id, d.layout.tp, t)] =
+                static_cast<uint64_t>(
+                    rows_of_heads(real, tp_head_slice(real.head_count(), d.layout.tp, t)).row_count) *
+                real.row_bytes();
 
   const int world_size = static_cast<int>(spec.ranks.size());
   out.ranks.assign(static_cast<size_t>(world_size), RankOutcome{});
@@ -182,22 +187,31 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
                            fail);
 
   // Memory, as plan shows it.
-  if (x.hbm_per_gpu || x.host_per_node) {
+  if (x.hbm_per_gpu || x.host_per_node || x.host_per_rank || x.copies_per_node) {
     if (!out.plan.is_ok()) {
       fail.push_back("expect.memory: plan refused the deployment, so it shows no memory: " +
                      out.plan.status().to_string());
     } else {
-      uint64_t hbm = 0, host = 0;
+      uint64_t hbm = 0, host = 0, rank_host = 0;
+      int copies = 0;
       for (const HostMemory& h : out.plan->hosts) {
         hbm = std::max(hbm, h.hbm_bytes_per_gpu_max);
         host = std::max(host, h.host_table_bytes);
+        copies = std::max(copies, h.table_copies);
       }
+      for (const RankPlan& r : out.plan->ranks)
+        rank_host = std::max(rank_host, r.memory.host_private_bytes + r.memory.host_shared_mapped_bytes);
       if (x.hbm_per_gpu && !x.hbm_per_gpu->matches(hbm))
         fail.push_back(fmt::format("memory: hbm_per_gpu expected {}, plan shows {} ({} bytes)", x.hbm_per_gpu->text,
                                    format_gib(hbm), hbm));
       if (x.host_per_node && !x.host_per_node->matches(host))
         fail.push_back(fmt::format("memory: host_per_node expected {}, plan shows {} ({} bytes)",
                                    x.host_per_node->text, format_gib(host), host));
+      if (x.host_per_rank && !x.host_per_rank->matches(rank_host))
+        fail.push_back(fmt::format("memory: host_per_rank expected {}, plan shows {} ({} bytes)",
+                                   x.host_per_rank->text, format_gib(rank_host), rank_host));
+      if (x.copies_per_node && *x.copies_per_node != copies)
+        fail.push_back(fmt::format("memory: copies_per_node expected {}, plan shows {}", *x.copies_per_node, copies));
     }
   }
 

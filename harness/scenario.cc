@@ -108,11 +108,12 @@ constexpr const char* kScenarioKeys[] = {"name", "description", "seed", "faults"
                                          "model", "hosts", "rank_hosts", "layout", "config", "timeouts"};
 constexpr const char* kFaultKeys[] = {"planned", "rates"};
 constexpr const char* kPlannedKeys[] = {"site", "rank", "occurrence", "at", "delay_ms"};
-constexpr const char* kLookupKeys[] = {"run", "model", "tokens"};
+constexpr const char* kLookupKeys[] = {"run", "model", "tokens", "batches"};
+constexpr const char* kBatchKeys[] = {"tokens", "dead"};
 constexpr const char* kExpectKeys[] = {"placement", "warnings", "error", "memory", "handle_type",
                                        "lookup_equal", "faults_fired", "no_leaks", "shm_remote_numa_maps"};
 constexpr const char* kErrorKeys[] = {"kind", "contains", "rank", "step"};
-constexpr const char* kMemoryKeys[] = {"hbm_per_gpu", "host_per_node"};
+constexpr const char* kMemoryKeys[] = {"hbm_per_gpu", "host_per_node", "host_per_rank", "copies_per_node"};
 constexpr const char* kPlacementRangeKeys[] = {"ranks", "placement"};
 
 Result<Placement> placement_of(const Reader& r, const YAML::Node& node, std::string_view path) {
@@ -188,16 +189,47 @@ Status parse_lookup(const Reader& r, const YAML::Node& node, ScenarioLookup& l) 
   if (node["run"]) { ENGRAM_ASSIGN_OR_RETURN(l.run, r.boolean(node["run"], "lookup.run")); }
   if (node["model"]) {
     ENGRAM_RETURN_IF_ERROR(parse_model_field(r, node["model"], "lookup.model", l.model, l.model_hash));
-    // The lookup builds whole tables in memory: only the test-sized preset.
-    if (l.model != "tiny")
+    // The lookup builds whole tables in memory: only the test-sized presets.
+    if (l.model != "tiny" && l.model != "tiny-8h" && l.model != "tiny-7h")
       return r.error(node["model"].IsMap() ? node["model"]["name"] : node["model"], "lookup.model",
-                     fmt::format("'{}' cannot be built for the lookup check; write tiny (a test-sized table of the "
-                                 "same structure; the deployment's own model still decides the placement)",
+                     fmt::format("'{}' cannot be built for the lookup check; write tiny, tiny-8h or tiny-7h "
+                                 "(test-sized tables; the deployment's own model still decides the placement)",
                                  excerpt(l.model)));
   }
   if (node["tokens"]) {
     ENGRAM_ASSIGN_OR_RETURN(int64_t tokens, r.integer(node["tokens"], "lookup.tokens", 0, 4096));
     l.tokens = static_cast<int>(tokens);
+  }
+  if (const YAML::Node batches = node["batches"]) {
+    if (!batches.IsSequence() || batches.size() == 0)
+      return r.error(batches, "lookup.batches",
+                     fmt::format("expected a list of steps, found {}; write e.g. [{{tokens: [8, 8]}}, {{tokens: [7, 7], "
+                                 "dead: [1]}}]",
+                                 Reader::describe(batches)));
+    for (size_t b = 0; b < batches.size(); ++b) {
+      const std::string path = fmt::format("lookup.batches[{}]", b);
+      const YAML::Node batch = batches[b];
+      ENGRAM_RETURN_IF_ERROR(r.expect_map(batch, path, "{tokens: [8, 8, 8, 8], dead: [1]}"));
+      ENGRAM_RETURN_IF_ERROR(r.check_keys(batch, path, kBatchKeys));
+      ScenarioBatch out;
+      auto numbers = [&](const char* key, int64_t max_value, std::vector<int>& into) -> Status {
+        const YAML::Node list = batch[key];
+        if (!list.IsSequence())
+          return r.error(list, path + "." + key,
+                         fmt::format("expected a list of whole numbers, found {}; write e.g. [7, 0, 5, 1]",
+                                     Reader::describe(list)));
+        for (size_t i = 0; i < list.size(); ++i) {
+          ENGRAM_ASSIGN_OR_RETURN(int64_t v, r.integer(list[i], fmt::format("{}.{}[{}]", path, key, i), 0, max_value));
+          into.push_back(static_cast<int>(v));
+        }
+        return Status::ok();
+      };
+      if (!batch["tokens"])
+        return r.error(batch, path + ".tokens", "missing; give the tokens of each DP replica, e.g. tokens: [7, 0, 5, 1]");
+      ENGRAM_RETURN_IF_ERROR(numbers("tokens", 4096, out.tokens_by_replica));
+      if (batch["dead"]) ENGRAM_RETURN_IF_ERROR(numbers("dead", 1 << 20, out.dead_replicas));
+      l.batches.push_back(std::move(out));
+    }
   }
   return Status::ok();
 }
@@ -273,6 +305,11 @@ Status parse_expect(const Reader& r, const YAML::Node& node, ScenarioExpect& x) 
     ENGRAM_RETURN_IF_ERROR(r.check_keys(m, "expect.memory", kMemoryKeys));
     if (m["hbm_per_gpu"]) { ENGRAM_ASSIGN_OR_RETURN(x.hbm_per_gpu, r.size(m["hbm_per_gpu"], "expect.memory.hbm_per_gpu")); }
     if (m["host_per_node"]) { ENGRAM_ASSIGN_OR_RETURN(x.host_per_node, r.size(m["host_per_node"], "expect.memory.host_per_node")); }
+    if (m["host_per_rank"]) { ENGRAM_ASSIGN_OR_RETURN(x.host_per_rank, r.size(m["host_per_rank"], "expect.memory.host_per_rank")); }
+    if (m["copies_per_node"]) {
+      ENGRAM_ASSIGN_OR_RETURN(int64_t copies, r.integer(m["copies_per_node"], "expect.memory.copies_per_node", 0, 1 << 20));
+      x.copies_per_node = static_cast<int>(copies);
+    }
   }
   if (const YAML::Node h = node["handle_type"]) {
     ENGRAM_ASSIGN_OR_RETURN(std::string t, r.text(h, "expect.handle_type"));
@@ -361,6 +398,20 @@ Result<Scenario> parse_scenario(const YAML::Node& root, std::string_view source_
   if (s.expect.lookup_equal && !s.lookup.run)
     return r.error(root["expect"]["lookup_equal"], "expect.lookup_equal",
                    "lookup.run is false, so no lookup is compared; set lookup.run: true or remove lookup_equal");
+  for (size_t b = 0; b < s.lookup.batches.size(); ++b) {
+    const ScenarioBatch& batch = s.lookup.batches[b];
+    const int dp = s.deployment.layout.dp;
+    const YAML::Node at = root["lookup"]["batches"][b];
+    if (static_cast<int>(batch.tokens_by_replica.size()) != dp)
+      return r.error(at["tokens"], fmt::format("lookup.batches[{}].tokens", b),
+                     fmt::format("{} entries for {} DP replicas (layout.dp); give one token count per replica",
+                                 batch.tokens_by_replica.size(), dp));
+    for (int replica : batch.dead_replicas)
+      if (replica >= dp)
+        return r.error(at["dead"], fmt::format("lookup.batches[{}].dead", b),
+                       fmt::format("replica {} does not exist; replicas are 0..{} (layout.dp is {})", replica, dp - 1,
+                                   dp));
+  }
   return s;
 }
 

@@ -15,12 +15,12 @@
 //     planned: [{site: import, rank: 2, occurrence: 1}, {site: rank_death, rank: 1, at: collective},
 //               {site: slow, rank: 3, at: shm_write, delay_ms: 90000}]
 //     rates: {send: 0.1}
-//   lookup: {model: tiny, tokens: 8, run: true}
+//   lookup: {model: tiny, tokens: 8, run: true}   # or batches: [{tokens: [8, 8]}, {tokens: [7, 0], dead: [1]}]
 //   expect:
 //     placement: host_head_sharded         # or [{ranks: 0-3, placement: ...}, ...]
 //     warnings: ["188.8 GiB", "--shm-size"] # [] = no warning allowed; absent = not checked
 //     error: {kind: failed_precondition, contains: [IMEX], rank: 0, step: import}
-//     memory: {hbm_per_gpu: 47.2GiB, host_per_node: 188.8GiB}
+//     memory: {hbm_per_gpu: 47.2GiB, host_per_node: 188.8GiB, host_per_rank: 47.2GiB, copies_per_node: 1}
 //     handle_type: fabric
 //     lookup_equal: true
 //     faults_fired: [import]
@@ -59,11 +59,21 @@ struct ScenarioFaultRate {
   double probability = 0.0;
 };
 
+// One step of lookups: tokens per DP replica (every TP rank of a replica
+// brings the replica's ids), and replicas whose ids are all DEAD.
+struct ScenarioBatch {
+  std::vector<int> tokens_by_replica;
+  std::vector<int> dead_replicas;
+};
+
 struct ScenarioLookup {
   bool run = true;
   std::string model = "tiny";  // the table model really built and looked up
   HashOverrides model_hash;    // its token-space settings over the preset (model: {name: tiny, pad_id: 5})
-  int tokens = 4;              // per rank (every fourth rank brings none: an idle replica)
+  int tokens = 4;              // per replica (every fourth replica brings none: an idle one)
+  // Steps looked up in turn (vLLM's test matrix: [8,8,8,8], [7,0,5,1], then
+  // [7,7,7,7] with replica 1 all DEAD); empty: one step of `tokens`.
+  std::vector<ScenarioBatch> batches;
 };
 
 struct ExpectedPlacement {
@@ -94,6 +104,8 @@ struct ScenarioExpect {
   std::optional<ExpectedError> error;               // absent: every rank must succeed
   std::optional<ExpectedSize> hbm_per_gpu;          // plan: tables + buffer on the busiest GPU
   std::optional<ExpectedSize> host_per_node;        // plan: Engram table bytes in the busiest host's memory
+  std::optional<ExpectedSize> host_per_rank;        // plan: the most host table bytes one rank holds or maps
+  std::optional<int> copies_per_node;               // plan: whole table sets in the busiest host's memory
   std::optional<HandleType> handle_type;
   bool lookup_equal = false;                        // lookups must run, succeed and equal the direct lookup
   std::vector<std::string> faults_fired;            // each site must have fired at least once

@@ -31,15 +31,21 @@ RuntimeOptions scenario_runtime_options(const Deployment& completed, const Model
   return options;
 }
 
-std::vector<int64_t> scenario_tokens(const ModelSpec& model, uint64_t seed, int rank, int tokens) {
-  const int count = rank % 4 == 3 ? 0 : tokens;
-  std::vector<int64_t> out(static_cast<size_t>(std::max(count, 0)));
-  for (int t = 0; t < count; ++t)
+std::vector<int64_t> scenario_tokens(const ModelSpec& model, uint64_t seed, int replica, int tokens) {
+  std::vector<int64_t> out(static_cast<size_t>(std::max(tokens, 0)));
+  for (int t = 0; t < tokens; ++t)
     out[static_cast<size_t>(t)] =
         t % 5 == 4 ? kDeadId
-                   : static_cast<int64_t>(splitmix64_at(seed ^ 0x70c3e5ull, static_cast<uint64_t>(rank) * 65536 + t) %
+                   : static_cast<int64_t>(splitmix64_at(seed ^ 0x70c3e5ull, static_cast<uint64_t>(replica) * 65536 + t) %
                                           static_cast<uint64_t>(model.compressed_vocab_size));
   return out;
+}
+
+std::vector<ScenarioBatch> scenario_batches(const ScenarioLookup& lookup, int dp) {
+  if (!lookup.batches.empty()) return lookup.batches;
+  ScenarioBatch step;
+  for (int d = 0; d < dp; ++d) step.tokens_by_replica.push_back(d % 4 == 3 ? 0 : lookup.tokens);
+  return {step};
 }
 
 uint64_t fnv1a64(std::span<const std::byte> bytes) {
@@ -59,30 +65,57 @@ Status run_scenario_rank(RankBackend& backend, const ScenarioRankInputs& inputs,
   out.placement = runtime->placement();
   out.handle_type = runtime->facts().handle_type;
   if (inputs.lookup.run) {
-    const int slot = std::max(1, inputs.lookup.tokens);
-    const std::vector<int64_t> tokens = scenario_tokens(model, inputs.seed, r, inputs.lookup.tokens);
-    for (size_t t = 0; t < model.tables.size(); ++t) {
-      const TableSpec& table = model.tables[t];
-      const size_t heads = static_cast<size_t>(table.head_count());
-      std::vector<int64_t> ids(tokens.size() * heads);
-      Status hashed = (*inputs.hashers)[t].hash(tokens, {}, ids);
-      ENGRAM_CHECK(hashed.is_ok());
-      // One id past the table and one DEAD id (the engines' hash yields
-      // neither): a zero row on every path, never row 0.
-      if (!ids.empty()) ids.back() = table.row_count() + r;
-      if (ids.size() >= 2) ids.front() = kDeadId;
-      std::vector<uint16_t> got(ids.size() * static_cast<size_t>(table.dim), 0xdead);
-      Status looked = runtime->lookup(static_cast<int>(t), ids, slot, got);
-      if (!looked.is_ok()) {
-        runtime->stop().ignore();
-        return looked;
-      }
-      out.lookup_hashes.push_back(fnv1a64(std::as_bytes(std::span<const uint16_t>(got))));
-      std::vector<uint16_t> want(got.size());
-      inputs.reference(static_cast<int>(t), ids, want);
-      if (out.lookup_mismatch.empty()) {
-        std::string diff = first_difference(want, got, table.dim);
-        if (!diff.empty()) out.lookup_mismatch = fmt::format("table {} (layer {}): {}", t, table.layer_id, diff);
+    const ParallelLayout& layout = inputs.options.layout;
+    const int replica = r / layout.tp;
+    const int tp_rank = r % layout.tp;
+    const bool sequence_parallel = inputs.options.config.sequence_parallel && layout.tp > 1;
+    const std::vector<ScenarioBatch> batches = scenario_batches(inputs.lookup, layout.dp);
+    for (size_t b = 0; b < batches.size(); ++b) {
+      const ScenarioBatch& batch = batches[b];
+      const int slot = std::max(1, *std::max_element(batch.tokens_by_replica.begin(), batch.tokens_by_replica.end()));
+      const bool dead = std::find(batch.dead_replicas.begin(), batch.dead_replicas.end(), replica) !=
+                        batch.dead_replicas.end();
+      const std::vector<int64_t> tokens = scenario_tokens(model, inputs.seed ^ (b * 0x9e37ull), replica,
+                                                          batch.tokens_by_replica[static_cast<size_t>(replica)]);
+      for (size_t t = 0; t < model.tables.size(); ++t) {
+        const TableSpec& table = model.tables[t];
+        const size_t heads = static_cast<size_t>(table.head_count());
+        const size_t token_values = heads * static_cast<size_t>(table.dim);
+        std::vector<int64_t> ids(tokens.size() * heads);
+        Status hashed = (*inputs.hashers)[t].hash(tokens, {}, ids);
+        ENGRAM_CHECK(hashed.is_ok());
+        if (dead) {
+          std::fill(ids.begin(), ids.end(), kDeadId);  // a replica of image tokens / idle slots only
+        } else {
+          // One id past the table and one DEAD id (the engines' hash yields
+          // neither): a zero row on every path, never row 0.
+          if (!ids.empty()) ids.back() = table.row_count() + replica;
+          if (ids.size() >= 2) ids.front() = kDeadId;
+        }
+        // This TP rank's token shard under sequence parallelism, zero-padded.
+        const size_t token_count = tokens.size();
+        const size_t shard = sequence_parallel ? (token_count + static_cast<size_t>(layout.tp) - 1) /
+                                                     static_cast<size_t>(layout.tp)
+                                               : token_count;
+        const size_t first = sequence_parallel ? static_cast<size_t>(tp_rank) * shard : 0;
+        std::vector<uint16_t> got(shard * token_values, 0xdead);
+        Status looked = runtime->lookup(static_cast<int>(t), ids, slot, got);
+        if (!looked.is_ok()) {
+          runtime->stop().ignore();
+          return looked;
+        }
+        out.lookup_hashes.push_back(fnv1a64(std::as_bytes(std::span<const uint16_t>(got))));
+        std::vector<uint16_t> every_token(ids.size() * static_cast<size_t>(table.dim));
+        inputs.reference(static_cast<int>(t), ids, every_token);
+        std::vector<uint16_t> want(got.size(), 0);
+        for (size_t k = 0; k < shard && first + k < token_count; ++k)
+          std::copy_n(every_token.begin() + static_cast<std::ptrdiff_t>((first + k) * token_values), token_values,
+                      want.begin() + static_cast<std::ptrdiff_t>(k * token_values));
+        if (out.lookup_mismatch.empty()) {
+          std::string diff = first_difference(want, got, table.dim);
+          if (!diff.empty())
+            out.lookup_mismatch = fmt::format("step {}, table {} (layer {}): {}", b, t, table.layer_id, diff);
+        }
       }
     }
     out.looked_up = true;

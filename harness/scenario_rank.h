@@ -1,9 +1,10 @@
 // What one rank of a scenario does, on the emulator and on real processes
 // alike (one implementation, so the two can be compared byte for byte):
-// EngramRuntime::start with options from the scenario's deployment, a lookup
-// of its own tokens in every table (deterministic token ids, a few DEAD, one
-// id past the table), each output checked against a reference lookup and
-// hashed, then stop.
+// EngramRuntime::start with options from the scenario's deployment, per
+// step a lookup of its replica's tokens in every table (deterministic token
+// ids, a few DEAD, one id past the table; a DEAD replica all DEAD), each
+// output (this TP rank's token shard under sequence parallelism) checked
+// against a reference lookup and hashed, then stop.
 #pragma once
 
 #include <cstddef>
@@ -51,9 +52,13 @@ struct ScenarioRankInputs {
 // The deployment must be completed (plan's or validate_and_complete's output).
 RuntimeOptions scenario_runtime_options(const Deployment& completed, const ModelSpec& table_model, std::string job_id);
 
-// Rank r's tokens: every fourth rank is an idle replica (no tokens); every
-// fifth token is DEAD (an image token); ids from the seed and the rank.
-std::vector<int64_t> scenario_tokens(const ModelSpec& model, uint64_t seed, int rank, int tokens);
+// Replica d's `tokens` tokens: every fifth is DEAD (an image token); ids
+// from the seed and the replica (every TP rank of a replica brings them).
+std::vector<int64_t> scenario_tokens(const ModelSpec& model, uint64_t seed, int replica, int tokens);
+
+// The steps a scenario looks up: its batches, or one step of lookup.tokens
+// per replica in which every fourth replica is idle.
+std::vector<ScenarioBatch> scenario_batches(const ScenarioLookup& lookup, int dp);
 
 // FNV-1a, 64 bit.
 uint64_t fnv1a64(std::span<const std::byte> bytes);

@@ -40,12 +40,14 @@ std::string describe(const Deployment& d, const FaultPlan& faults, const Scenari
     for (int h : d.rank_hosts) rank_hosts += std::to_string(h);
   }
   return fmt::format(
-      "[{}]{} tp={} dp={}{} offload={} peer={} dp_shared_memory={} shard_group={} tokens={} timeouts={}/{}ms "
+      "[{}]{} tp={} dp={}{}{} offload={} peer={} dp_shared_memory={} shard_group={} tokens={}{} timeouts={}/{}ms "
       "faults: {}",
-      hosts, rank_hosts, d.layout.tp, d.layout.dp, d.layout.elastic_ep ? " elastic_ep" : "", d.config.cpu_offload,
+      hosts, rank_hosts, d.layout.tp, d.layout.dp, d.layout.elastic_ep ? " elastic_ep" : "",
+      d.config.sequence_parallel ? " sequence_parallel" : "", d.config.cpu_offload,
       d.config.peer_shards,
       d.config.dp_shared_memory ? (*d.config.dp_shared_memory ? "true" : "false") : "unset",
-      shard_group_name(d.config.shard_group), lookup.tokens, d.timeouts.collective_ms, d.timeouts.join_ms,
+      shard_group_name(d.config.shard_group), lookup.tokens, lookup.model == "tiny" ? "" : " model=" + lookup.model,
+      d.timeouts.collective_ms, d.timeouts.join_ms,
       faults.to_string());
 }
 
@@ -283,6 +285,13 @@ SwarmCase draw_swarm_case(uint64_t seed) {
   c.job.faults = std::move(faults);
   c.job.lookup.tokens = static_cast<int>(rng.below(7));
   c.job.lookup.run = true;
+  // Drawn last, so the draws above stay what they were for every seed.
+  // Above TP1 the host layouts hold TP slices: sometimes sequence parallel,
+  // sometimes a 7-head table whose last slice is padded.
+  if (c.job.deployment.layout.tp > 1) {
+    c.job.deployment.config.sequence_parallel = rng.chance(0.4);
+    if (rng.chance(0.3)) c.job.lookup.model = "tiny-7h";
+  }
   c.description = describe(c.job.deployment, c.job.faults, c.job.lookup);
   return c;
 }

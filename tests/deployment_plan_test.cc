@@ -102,9 +102,11 @@ TEST(PlanDeployment, ReplicasNotCoLocatedFallsBack) {
   EXPECT_EQ(p.warnings[0].key, "dp_shared_memory.fallback.group_size_1");
   EXPECT_THAT(p.warnings[0].text, HasSubstr("co-located"));
   EXPECT_THAT(p.warnings[0].text, HasSubstr("n0, n1"));
-  // Each group of one holds a whole table set: one per rank.
-  EXPECT_EQ(p.hosts[0].table_copies, 2);
-  EXPECT_EQ(p.hosts[0].host_table_bytes, 2 * kFlashTableBytesTotal);
+  // Each host holds one replica, whose two TP ranks hold a slice each (a
+  // group of one splits nothing further): one table per host.
+  EXPECT_EQ(p.hosts[0].table_copies, 1);
+  EXPECT_EQ(p.hosts[0].host_table_bytes, kFlashTableBytesTotal);
+  EXPECT_EQ(p.ranks[0].memory.host_private_bytes + p.ranks[1].memory.host_private_bytes, kFlashTableBytesTotal);
 }
 
 TEST(PlanDeployment, StraddlingReplicasFallBackOnTheHostsTheyTouch) {

@@ -135,10 +135,11 @@ TEST(LookupPlacements, WrongTableBytesAreNamedErrors) {
     std::vector<uint16_t> out(4 * 64);
     LookupRequest request{&table, ids, 2, out};
     const auto short_table = std::span(bytes).first(bytes.size() - 1);
-    Status shared = lookup_host_shared(world, request, short_table);
+    ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<Collectives> solo, world.split(rank, 0));  // TP1: its own replica
+    Status shared = lookup_host_shared(*solo, request, short_table);
     if (shared.code() != ErrorCode::kInvalidArgument || shared.message().find("host_shared") == std::string::npos)
       return internal_error("host_shared: " + shared.to_string());
-    Status priv = lookup_host_private(world, request, short_table);
+    Status priv = lookup_host_private(*solo, request, short_table);
     if (priv.code() != ErrorCode::kInvalidArgument) return internal_error("host_private: " + priv.to_string());
     const RowShardLayout layout(table.row_count(), 2);
     std::vector<std::span<const std::byte>> one_shard = {std::span(bytes)};

@@ -90,6 +90,8 @@ inline PlacementRun run_placement(LookupPlacement placement, const TableSpec& ta
     run.output[static_cast<size_t>(r)].assign(ids_by_rank[static_cast<size_t>(r)].size() * static_cast<size_t>(table.dim),
                                               kUnwritten);
   auto ranks = sim::run_ranks(group, seed, [&](int rank, Collectives& world) -> Status {
+    // Every rank its own replica at TP1: a TP group of one.
+    ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<Collectives> solo, world.split(rank, 0));
     LookupRequest request;
     request.table = &table;
     request.row_ids = ids_by_rank[static_cast<size_t>(rank)];
@@ -101,16 +103,16 @@ inline PlacementRun run_placement(LookupPlacement placement, const TableSpec& ta
       case LookupPlacement::kDevicePeer:
         return lookup_device_peer(world, request, layout, shard_views);
       case LookupPlacement::kHostShared:
-        return lookup_host_shared(world, request, node_copy);
+        return lookup_host_shared(*solo, request, node_copy);
       case LookupPlacement::kHostHeadSharded: {
         const HeadShardRows rows = head_shard_rows(table, group, rank);
         std::vector<std::byte> mine(table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.first_row) * row_bytes),
                                     table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.first_row + rows.row_count) * row_bytes));
-        return lookup_host_head_sharded(world, request, mine);
+        return lookup_host_head_sharded(world, *solo, request, mine);
       }
       case LookupPlacement::kHostPrivate: {
         std::vector<std::byte> private_copy(table_bytes.begin(), table_bytes.end());
-        return lookup_host_private(world, request, private_copy);
+        return lookup_host_private(*solo, request, private_copy);
       }
     }
     return internal_error("unknown placement");

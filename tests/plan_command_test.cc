@@ -158,17 +158,49 @@ TEST(PlanCommand, NoArgumentsSaysWhatIsWrongAndExitsNonZero) {
                            HasSubstr("Change one of")));
 }
 
-TEST(PlanCommand, Tp8WithOffloadOnOneH200BoxShowsHostMemory) {
-  // dp 1: sharing resolves off, each of the 8 ranks keeps a host copy.
+TEST(PlanCommand, Tp8WithOffloadOnOneH200BoxHoldsOneTableInSlices) {
+  // dp 1: sharing resolves off; the replica's 8 TP ranks hold a slice each:
+  // 3 of the 24 heads, 23.6 GiB per rank, one table on the host.
   CommandRun r = run_plan("--tp 8 --cpu-offload");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("host_private"), HasSubstr("each TP rank holds a slice of 3 of the 24 heads"),
+                           HasSubstr("23.604 GiB"), HasSubstr("host_memory (1 host of H200)"),
+                           HasSubstr("1862.645 GiB"), HasSubstr("warnings: none")));
+}
+
+TEST(PlanCommand, Dp8PrivateCopiesShowHostMemory) {
+  // dp_shared_memory false: each of the 8 replicas keeps a host copy.
+  CommandRun r = run_plan("--dp 8 --cpu-offload --dp-shared-memory false");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, AllOf(HasSubstr("host_private"), HasSubstr("[memory.host_tables_near_ram]"), HasSubstr("8 table copies"),
                            HasSubstr("host_memory (1 host of H200)"), HasSubstr("1862.645 GiB")));
   // On a host with 1 TiB of RAM it cannot run: the error names the placement and the fix.
-  CommandRun small = run_plan("--tp 8 --cpu-offload --host-memory 1TiB");
+  CommandRun small = run_plan("--dp 8 --cpu-offload --dp-shared-memory false --host-memory 1TiB");
   EXPECT_EQ(small.exit_code, 1) << small.out;
   EXPECT_THAT(small.err, AllOf(HasSubstr("host(s) node-0 (host_private)"), HasSubstr("more than the host's 1024.0 GiB"),
                                HasSubstr("dp_shared_memory"), HasSubstr("cpu_offload: false")));
+}
+
+TEST(PlanCommand, TpSlicesGiveTheEnginesPerRankFiguresAndOneTablePerNode) {
+  // vLLM's TP4 split: 47.2 GiB per rank, one table per node, whether one
+  // replica keeps it private or two share it head-sharded over TP2 x DP2.
+  CommandRun tp4 = run_plan("--cpu-offload --tp 4 --dp 1 --gpus-per-host 4 --shm-size 190GiB");
+  EXPECT_EQ(tp4.exit_code, 0) << tp4.err;
+  EXPECT_THAT(tp4.out, AllOf(HasSubstr("ranks 0-3: host_private"), HasSubstr("47.209 GiB"),
+                             HasSubstr("188.833 GiB       1")));
+  CommandRun tp2dp2 = run_plan("--cpu-offload --tp 2 --dp 2 --gpus-per-host 4 --shm-size 64MiB");
+  EXPECT_EQ(tp2dp2.exit_code, 0) << tp2dp2.err;
+  EXPECT_THAT(tp2dp2.out, AllOf(HasSubstr("ranks 0-3: host_head_sharded, 2 groups of 2"),
+                                HasSubstr("4 TP-major shards of 6"), HasSubstr("47.209 GiB"),
+                                HasSubstr("188.833 GiB       1")));
+  CommandRun json = run_plan("--cpu-offload --tp 2 --dp 2 --gpus-per-host 4 --shm-size 64MiB --json");
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, AllOf(HasSubstr("\"table_copies\":1"), HasSubstr("\"sequence_parallel\":false")));
+  // Sequence parallelism exists only above TP1.
+  CommandRun sp = run_plan("--cpu-offload --tp 1 --dp 4 --gpus-per-host 4 --sequence-parallel");
+  EXPECT_EQ(sp.exit_code, 2) << sp.out << sp.err;
+  EXPECT_THAT(sp.err, AllOf(HasSubstr("invalid_argument"), HasSubstr("config.sequence_parallel: true needs tp > 1"),
+                            HasSubstr("raise tp")));
 }
 
 TEST(PlanCommand, KvCacheLeftCountsTheEngineShareAndReserve) {

@@ -15,12 +15,15 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "backends/shm/posix_shared_memory.h"
 #include "harness/scenario_rank_record.h"
 #include "tests/process_run.h"
+#include "tests/tp_matrix_cases.h"
 
 namespace {
 
@@ -88,6 +91,37 @@ TEST(RealRuntime, HostPrivateEqualsTheEmulatorsBytes) {
   EXPECT_EQ(r->exit_code, 0) << r->output;
   EXPECT_EQ(count(r->output, "host_private       host_private"), 4u) << r->output;
   EXPECT_NE(r->output.find("1 passed, 0 skipped, 0 failed"), std::string::npos) << r->output;
+}
+
+// vLLM's Engram test matrix (tests/tp_matrix_cases.h) on real processes: 18
+// scenarios, each rank's bytes equal to the direct lookup (its token shard
+// under sequence parallelism) and to the emulator's, rank by rank.
+TEST(RealRuntime, VllmTpMatrixOnRealProcessesEqualsTheDirectLookupAndTheEmulator) {
+  char templ[] = "/tmp/engramlab-tpmatrix-XXXXXX";
+  const std::string dir = ::mkdtemp(templ);
+  std::map<std::string, std::string> files_by_tmpfs;  // "190GiB" -> paths
+  size_t cases = 0;
+  for (const engram::testing::TpMatrixCase& c : engram::testing::tp_matrix_cases()) {
+    const std::string path = dir + "/" + c.name() + ".yaml";
+    std::ofstream(path) << c.scenario_text();
+    files_by_tmpfs[c.tmpfs] += " " + path;
+    ++cases;
+  }
+  size_t passed = 0;
+  bool ran = false;
+  for (const auto& [tmpfs, files] : files_by_tmpfs) {
+    auto r = in_namespace(tmpfs == "190GiB" ? "190g" : "64m", "h200-0", real_run(files));
+    if (!r) break;
+    ran = true;
+    EXPECT_EQ(r->exit_code, 0) << r->output;
+    const size_t here = static_cast<size_t>(std::count(files.begin(), files.end(), ' '));
+    EXPECT_NE(r->output.find(fmt::format("{} passed, 0 skipped, 0 failed", here)), std::string::npos) << r->output;
+    EXPECT_EQ(count(r->output, "DIFFERENT"), 0u) << r->output;
+    passed += here;
+  }
+  fs::remove_all(dir);
+  SKIP_WITHOUT_NAMESPACES(ran);
+  EXPECT_EQ(passed, cases);
 }
 
 TEST(RealRuntime, TheComparisonCatchesADifferentMachine) {

@@ -71,6 +71,10 @@ struct EngramConfig {
   std::optional<bool> dp_shared_memory;     // unset | true | false
   ShardGroup shard_group = ShardGroup::kWorld;
   int tokens_per_rank_max = 1024;           // DP slot size for the collective buffer
+  // Sequence parallelism (only above TP1): each TP rank of a replica gets
+  // back its own token shard, ceil(tokens / tp) tokens zero-padded, instead
+  // of every token's heads.
+  bool sequence_parallel = false;
 };
 
 // What the engine itself takes from each GPU, so "KV cache left" is what the

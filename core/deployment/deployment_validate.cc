@@ -53,6 +53,15 @@ Result<std::vector<int>> resolve_rank_hosts(const Deployment& d) {
   return d.rank_hosts;
 }
 
+Status check_sequence_parallel(const EngramConfig& config, const ParallelLayout& layout) {
+  if (!config.sequence_parallel || layout.tp > 1) return Status::ok();
+  return invalid_argument(fmt::format(
+      "config.sequence_parallel: true needs tp > 1, but layout.tp is {}: sequence parallelism splits a replica's "
+      "tokens over its TP ranks, and one TP rank has nothing to split with; set sequence_parallel: false (or drop "
+      "--sequence-parallel), or raise tp",
+      layout.tp));
+}
+
 Result<Deployment> validate_and_complete(const Deployment& input) {
   Deployment d = input;
   const ParallelLayout& l = d.layout;
@@ -70,6 +79,7 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
                                         "takes",
                                         d.config.tokens_per_rank_max, kMaxTokensPerRank));
   }
+  ENGRAM_RETURN_IF_ERROR(check_sequence_parallel(d.config, l));
   if (static_cast<int64_t>(l.tp) * l.dp > kMaxRanks) {
     return invalid_argument(fmt::format("layout: tp * dp = {} * {} = {} ranks; a deployment holds at most {}", l.tp,
                                         l.dp, static_cast<int64_t>(l.tp) * l.dp, kMaxRanks));

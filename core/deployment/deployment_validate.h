@@ -10,6 +10,10 @@
 
 namespace engram {
 
+// sequence_parallel exists only above TP1: invalid_argument naming the
+// field, the value and the fix otherwise.
+Status check_sequence_parallel(const EngramConfig& config, const ParallelLayout& layout);
+
 // A deployment with every default made explicit: rank_hosts has world_size
 // entries, each host has a boot id and its GPU memory.
 Result<Deployment> validate_and_complete(const Deployment& deployment);

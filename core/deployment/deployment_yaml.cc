@@ -59,7 +59,7 @@ constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved"};
 constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
 constexpr const char* kConfigKeys[] = {"cpu_offload", "peer_shards", "dp_shared_memory", "shard_group",
-                                       "tokens_per_rank_max"};
+                                       "tokens_per_rank_max", "sequence_parallel"};
 
 Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec>& hosts,
                    std::vector<std::string>& shm_defaulted) {
@@ -244,6 +244,9 @@ Status parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c) {
       return p.error(node["shard_group"], "config.shard_group",
                      fmt::format("'{}' is not a shard group; write {}", excerpt(s), shard_group_choices()));
     c.shard_group = *kind;
+  }
+  if (node["sequence_parallel"]) {
+    ENGRAM_ASSIGN_OR_RETURN(c.sequence_parallel, p.boolean(node["sequence_parallel"], "config.sequence_parallel"));
   }
   if (node["tokens_per_rank_max"]) {
     ENGRAM_ASSIGN_OR_RETURN(c.tokens_per_rank_max,

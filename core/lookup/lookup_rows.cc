@@ -118,13 +118,21 @@ void lookup_rows_from_shards(const TableSpec& table, const RowShardLayout& layou
 void lookup_rows_owned(const TableSpec& table, const RowShardLayout& layout, int shard,
                        std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
                        std::span<uint16_t> out) {
-  const Shape s = shape_of(table, row_ids, static_cast<size_t>(table.head_count()), out.size());
   ENGRAM_CHECK(layout.row_count() == table.row_count());
   ENGRAM_CHECK(shard >= 0 && shard < layout.shard_count());
-  ENGRAM_CHECK(shard_bytes.size() == static_cast<uint64_t>(layout.shard_rows(shard)) * s.row_bytes);
+  lookup_rows_in_range(table, layout.shard_begin(shard), layout.shard_rows(shard), shard_bytes, row_ids, out);
+}
+
+void lookup_rows_in_range(const TableSpec& table, int64_t first_row, int64_t row_count,
+                          std::span<const std::byte> range_bytes, std::span<const int64_t> row_ids,
+                          std::span<uint16_t> out) {
+  const Shape s = shape_of(table, row_ids, static_cast<size_t>(table.head_count()), out.size());
+  ENGRAM_CHECK(first_row >= 0 && row_count >= 0 && first_row + row_count <= table.row_count());
+  ENGRAM_CHECK(range_bytes.size() == static_cast<uint64_t>(row_count) * s.row_bytes);
   std::fill(out.begin(), out.end(), uint16_t{0});
-  const int64_t begin = layout.shard_begin(shard);
-  const int64_t end = layout.shard_end(shard);
+  const int64_t begin = first_row;
+  const int64_t end = first_row + row_count;
+  const std::span<const std::byte> shard_bytes = range_bytes;
   for (size_t t = 0; t < s.tokens; ++t) {
     if (t + kPrefetchTokensAhead < s.tokens)
       for (size_t h = 0; h < s.heads; ++h) {

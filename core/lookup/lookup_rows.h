@@ -41,6 +41,14 @@ void lookup_rows_owned(const TableSpec& table, const RowShardLayout& layout, int
                        std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
                        std::span<uint16_t> out);
 
+// Only the rows [first_row, first_row + row_count) that `range_bytes` holds,
+// at every head position (a host placement's TP slice): `out` is zero-filled
+// first, then rows in the range are written; every other row stays zero.
+// out is [token][heads][dim].
+void lookup_rows_in_range(const TableSpec& table, int64_t first_row, int64_t row_count,
+                          std::span<const std::byte> range_bytes, std::span<const int64_t> row_ids,
+                          std::span<uint16_t> out);
+
 // Head positions [heads.begin, heads.end) of every token (host_head_sharded).
 // shard_bytes holds rows [shard_first_row, shard_first_row + shard_row_count)
 // (this rank's heads' buckets). An id outside the table gives a zero row; an

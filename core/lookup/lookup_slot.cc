@@ -21,12 +21,19 @@ Status check_request_shape(const LookupRequest& request, int world_rank) {
   if (request.tokens_per_rank_max < 1)
     return fail(fmt::format("lookup: tokens_per_rank_max is {}; the DP slot must hold at least one token",
                             request.tokens_per_rank_max));
-  const uint64_t expected = static_cast<uint64_t>(request.token_count()) *
+  if (request.sequence_parallel_shards < 1)
+    return fail(fmt::format("lookup: sequence_parallel_shards is {}; use 1 (off) or the TP size",
+                            request.sequence_parallel_shards));
+  const uint64_t expected = static_cast<uint64_t>(request.output_token_count()) *
                             static_cast<uint64_t>(request.values_per_token());
   if (request.output.size() != expected)
-    return fail(fmt::format("lookup: output holds {} bf16 values; {} tokens x {} heads x {} dim need {}",
-                            request.output.size(), request.token_count(), table.head_count(), table.dim,
-                            expected));
+    return fail(fmt::format("lookup: output holds {} bf16 values; {} tokens{} x {} heads x {} dim need {}",
+                            request.output.size(), request.output_token_count(),
+                            request.sequence_parallel_shards > 1
+                                ? fmt::format(" (this TP rank's shard of {} over {})", request.token_count(),
+                                              request.sequence_parallel_shards)
+                                : std::string(),
+                            table.head_count(), table.dim, expected));
   return Status::ok();
 }
 

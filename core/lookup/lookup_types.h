@@ -35,9 +35,18 @@ struct LookupRequest {
   // takes its part and every rank of the group fails the step instead of
   // waiting on it or reading the wrong table's rows.
   bool table_unknown = false;
+  // Sequence parallelism (host placements above TP1, core/lookup/tp_assembly.h):
+  // every TP rank of a replica brings the replica's ids, and `output` holds
+  // only this TP rank's token shard, ceil(tokens / sequence_parallel_shards)
+  // tokens, zero-padded. 1: `output` holds every token.
+  int sequence_parallel_shards = 1;
 
   int heads() const { return table->head_count(); }
   int64_t token_count() const { return static_cast<int64_t>(row_ids.size()) / table->head_count(); }
+  // Tokens `output` holds: every token, or one TP rank's shard under sequence parallelism.
+  int64_t output_token_count() const {
+    return (token_count() + sequence_parallel_shards - 1) / sequence_parallel_shards;
+  }
   // bf16 values per token: heads x dim.
   int64_t values_per_token() const { return static_cast<int64_t>(table->head_count()) * table->dim; }
 };

@@ -2,6 +2,7 @@
 #include "core/base/text_excerpt.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -187,22 +188,32 @@ Result<ModelSpec> deepseek_v41_flash(const std::string& name) {
   return spec;
 }
 
-// Test-sized, V4.1's structure: two layers, primes above 1000, a compressed
-// vocabulary below the table size as in V4.1, the engines' DEAD rule.
-Result<ModelSpec> tiny(const std::string& name) {
-  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, make_model_spec(name, 1000, {1, 14}, {2, 3}, 2,
-                                                          RowFormat::kFp8E4M3Ue8m0, 64, 0x7179));
-  spec.compressed_vocab_size = 640;
+// Test-sized, V4.1's structure: two layers (1 and 14), FP8 rows, a
+// compressed vocabulary below the table size as in V4.1, pad id 2, the
+// engines' DEAD rule.
+Result<ModelSpec> test_sized(const std::string& name, int64_t engram_vocab_size, std::vector<int> orders,
+                             int heads_per_order, int dim, uint64_t seed, int64_t compressed_vocab_size) {
+  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, make_model_spec(name, engram_vocab_size, {1, 14}, std::move(orders),
+                                                          heads_per_order, RowFormat::kFp8E4M3Ue8m0, dim, seed));
+  spec.compressed_vocab_size = compressed_vocab_size;
   spec.pad_id = 2;
   spec.dead_token_rule = DeadTokenRule::kBarrier;
   ENGRAM_RETURN_IF_ERROR(validate(spec));
   return spec;
 }
 
+// tiny: primes above 1000, 4 heads. tiny-8h / tiny-7h: vLLM's
+// test_engram_dp_shard tables, prime buckets near 100, dim 64, 8 heads that
+// split evenly over 4 shards and 7 that leave one padded.
+Result<ModelSpec> tiny(const std::string& name) { return test_sized(name, 1000, {2, 3}, 2, 64, 0x7179, 640); }
+
 Result<ModelSpec> build_model_preset(const std::string& name) {
   if (name == "deepseek-v4.1-flash") return deepseek_v41_flash(name);
   if (name == "tiny") return tiny(name);
-  return invalid_argument(fmt::format("model: unknown model '{}'; known models: deepseek-v4.1-flash, tiny", name));
+  if (name == "tiny-8h") return test_sized(name, 100, {2, 3}, 4, 64, 0x7e57, 64);
+  if (name == "tiny-7h") return test_sized(name, 100, {2}, 7, 64, 0x7e57, 64);
+  return invalid_argument(fmt::format("model: unknown model '{}'; known models: {}", excerpt(name),
+                                      fmt::join(model_preset_names(), ", ")));
 }
 
 }  // namespace
@@ -219,6 +230,6 @@ Result<ModelSpec> model_preset(const std::string& name) {
   return spec;
 }
 
-std::vector<std::string> model_preset_names() { return {"deepseek-v4.1-flash", "tiny"}; }
+std::vector<std::string> model_preset_names() { return {"deepseek-v4.1-flash", "tiny", "tiny-8h", "tiny-7h"}; }
 
 }  // namespace engram

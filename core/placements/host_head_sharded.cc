@@ -6,23 +6,33 @@
 #include <vector>
 
 #include "core/lookup/lookup_rows.h"
+#include "core/lookup/tp_assembly.h"
 #include "core/model/row_format.h"
 #include "core/lookup/shard_layout.h"
+#include "core/lookup/tp_heads.h"
 
 namespace engram {
 namespace {
 
-RowRange own_heads(const TableSpec& table, const Collectives& group) {
-  return head_shard_rows(table, group.size(), group.rank());
+// This rank's Engram DP head shard: TP-major over the replica's TP ranks
+// and the rank's Engram DP group (core/lookup/tp_heads.h).
+HeadRange shard_heads(const TableSpec& table, const Collectives& dp_group, const Collectives& tp_group, int member) {
+  return engram_head_shard(table.head_count(), tp_group.size(), tp_group.rank(), dp_group.size(), member);
+}
+
+RowRange own_heads(const TableSpec& table, const Collectives& dp_group, const Collectives& tp_group) {
+  return rows_of_heads(table, shard_heads(table, dp_group, tp_group, dp_group.rank()));
 }
 
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
-  return {.host_private_bytes = head_shard_host_bytes(model, in.node_local_group_size, in.node_local_index),
+  return {.host_private_bytes =
+              head_shard_host_bytes(model, in.tp_size * in.node_local_group_size,
+                                    engram_head_shard_rank(in.tp_rank, in.node_local_group_size, in.node_local_index)),
           .table_copy = TableCopyScope::kNodeLocalGroup};
 }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
-  return build_private_host_rows(context.group, context.model, context.fill_seed, own_heads,
+  return build_private_host_rows(context.group, context.tp_group, context.model, context.fill_seed, own_heads,
                                  lookup_host_head_sharded);
 }
 
@@ -30,25 +40,34 @@ size_t heads_times_dim(const TableSpec& table) {
   return static_cast<size_t>(table.head_count()) * static_cast<size_t>(table.dim);
 }
 
-// Strays: in-table ids at a head position whose rank does not hold the row
-// (an id from another head's bucket; hashing never makes one, but the lookup
-// rule says any in-table id reads its row). Every rank sees the same gathered
-// ids, so every rank finds the same strays and agrees, with no extra
-// collective, whether this second exchange runs at all. The holder sends each
-// stray row to the token's rank; entries go in (slot token, head) order, which
-// sender and receiver both derive from the ids.
-Status serve_strays(Collectives& group, const TableSpec& table, HeadShardRows my_rows,
-                    std::span<const std::byte> own_head_shard_bytes, std::span<const int64_t> all_ids,
-                    size_t slot_tokens, std::span<uint16_t> assembled) {
+// Strays: in-table ids whose row this group holds (TP rank t's block) but
+// not at the head position's own shard: an id of another member's bucket at
+// a position of the block, or any id of the block at a position outside it
+// (the TP step then hands it to the TP rank of that position:
+// core/lookup/tp_assembly.h). Hashing never makes one, but the lookup rule
+// says any in-table id reads its row. Every rank sees the same gathered ids,
+// so every rank finds the same strays and agrees, with no extra collective,
+// whether this second exchange runs at all. The holder sends each stray row
+// to the token's rank; entries go in (slot token, head) order, which sender
+// and receiver both derive from the ids. Received rows land in `local`
+// ([own tokens][heads][dim]) at their (token, head).
+Status serve_strays(Collectives& group, const TableSpec& table, const TpHeadBlocks& blocks, int tp_rank,
+                    int shard_width, RowRange my_rows, std::span<const std::byte> own_head_shard_bytes,
+                    std::span<const int64_t> all_ids, size_t slot_tokens, std::span<uint16_t> local) {
   const int group_size = group.size();
   const size_t members = static_cast<size_t>(group_size);
   const int heads = table.head_count();
   const size_t dim = static_cast<size_t>(table.dim);
+  const HeadRange block = blocks.block(tp_rank);
+  const int64_t block_first_row = table.head_offset(block.begin);
+  const int64_t block_end_row = table.head_offset(block.end);
   std::vector<int64_t> bounds(static_cast<size_t>(heads) + 1, 0);
   for (int h = 0; h < heads; ++h) bounds[static_cast<size_t>(h) + 1] = table.head_offset(h + 1);
+  // The group member whose shard holds head `head` of the block.
+  auto member_of_head = [&](int head) { return (head - block.begin) / shard_width; };
   auto holder_of_row = [&](int64_t row) {
     const auto it = std::upper_bound(bounds.begin(), bounds.end(), row);
-    return head_owner(heads, group_size, static_cast<int>(it - bounds.begin()) - 1);
+    return member_of_head(static_cast<int>(it - bounds.begin()) - 1);
   };
   // strays[holder * members + member]: indexes (slot token * heads + head) into member's ids.
   std::vector<std::vector<size_t>> strays(members * members);
@@ -56,9 +75,10 @@ Status serve_strays(Collectives& group, const TableSpec& table, HeadShardRows my
   for (size_t member = 0; member < members; ++member) {
     for (size_t i = 0; i < slot_tokens * static_cast<size_t>(heads); ++i) {
       const int64_t row = all_ids[member * slot_tokens * static_cast<size_t>(heads) + i];
-      if (!row_in_table(table.row_count(), row)) continue;
+      if (row < block_first_row || row >= block_end_row) continue;  // not this group's (or not in the table)
       const int holder = holder_of_row(row);
-      if (holder == head_owner(heads, group_size, static_cast<int>(i % static_cast<size_t>(heads)))) continue;
+      const int head = static_cast<int>(i % static_cast<size_t>(heads));
+      if (head >= block.begin && head < block.end && holder == member_of_head(head)) continue;
       auto& list = strays[static_cast<size_t>(holder) * members + member];
       list.push_back(i);
       widest = std::max(widest, list.size());
@@ -82,13 +102,13 @@ Status serve_strays(Collectives& group, const TableSpec& table, HeadShardRows my
   }
   std::vector<uint16_t> received(members * chunk_values);
   ENGRAM_RETURN_IF_ERROR(group.all_to_all(std::as_bytes(std::span(send)), std::as_writable_bytes(std::span(received))));
-  const size_t own_tokens = assembled.size() / heads_times_dim(table);
+  const size_t own_tokens = local.size() / heads_times_dim(table);
   for (size_t holder = 0; holder < members; ++holder) {
     const auto& list = strays[holder * members + me];
     for (size_t k = 0; k < list.size(); ++k) {
       if (list[k] / static_cast<size_t>(heads) >= own_tokens) continue;  // padding is DEAD; never a stray
       std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(holder * chunk_values + k * dim), dim,
-                  assembled.begin() + static_cast<std::ptrdiff_t>(list[k] * dim));
+                  local.begin() + static_cast<std::ptrdiff_t>(list[k] * dim));
     }
   }
   return Status::ok();
@@ -100,8 +120,8 @@ const PlacementOps& host_head_sharded_ops() {
   static const PlacementOps ops{
       .id = Placement::kHostHeadSharded, .name = "host_head_sharded", .group = PlacementGroup::kNodeLocalGroup,
       .collective_lookup = true, .cost = cost,
-      .host_memory_fix = "host_head_sharded keeps one table set per node-local group: co-locate more replicas per "
-                         "node so the groups are larger",
+      .host_memory_fix = "host_head_sharded keeps one table per node-local set of replicas: co-locate more replicas "
+                         "per node so the groups are larger",
       .build = build};
   return ops;
 }
@@ -127,29 +147,38 @@ HeadShardRows head_shard_rows(const TableSpec& table, int group_size, int shard)
   return rows;
 }
 
-Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request,
+Status lookup_host_head_sharded(Collectives& group, Collectives& tp_group, const LookupRequest& request,
                                 std::span<const std::byte> own_head_shard_bytes) {
   const int world_rank = group.world_rank();
   // A malformed request still takes its part in the group's collectives (all
   // DEAD ids, nothing written) so its peers finish instead of waiting on it;
   // only a request without a table or a slot cannot, since the buffer sizes
-  // come from them.
+  // come from them (its TP peers still get its header: core/lookup/tp_assembly.h).
   const Status shape = check_request_shape(request, world_rank);
-  if (!shape.is_ok() && (request.table == nullptr || request.tokens_per_rank_max <= 0)) return shape;
+  if (!shape.is_ok() && (request.table == nullptr || request.tokens_per_rank_max <= 0))
+    return agree_tp_step(tp_group, request, shape);
   const TableSpec& table = *request.table;
   const int group_size = group.size();
-  const HeadRange my_heads = head_shard(table.head_count(), group_size, group.rank());
-  const HeadShardRows my_rows = head_shard_rows(table, group_size, group.rank());
+  const int tp = tp_group.size();
+  const HeadRange my_heads = engram_head_shard(table.head_count(), tp, tp_group.rank(), group_size, group.rank());
+  const RowRange my_rows = rows_of_heads(table, my_heads);
   const uint64_t expected = static_cast<uint64_t>(my_rows.row_count) * table.row_bytes();
   if (own_head_shard_bytes.size() != expected)
-    return invalid_argument(fmt::format("host_head_sharded: rank {} of {} holds heads [{}, {}) of layer {}: {} rows "
-                                        "of {} B = {} bytes, but its shard holds {} bytes",
-                                        group.rank(), group_size, my_heads.begin, my_heads.end, table.layer_id,
-                                        my_rows.row_count, table.row_bytes(), expected, own_head_shard_bytes.size()))
-        .with_context(world_rank, -1, "lookup");
+    return agree_tp_step(
+        tp_group, request,
+        invalid_argument(fmt::format("host_head_sharded: rank {} of {} (TP rank {} of {}, head shard {}) holds heads "
+                                     "[{}, {}) of layer {}: {} rows of {} B = {} bytes, but its shard holds {} bytes",
+                                     group.rank(), group_size, tp_group.rank(), tp,
+                                     engram_head_shard_rank(tp_group.rank(), group_size, group.rank()), my_heads.begin,
+                                     my_heads.end, table.layer_id, my_rows.row_count, table.row_bytes(), expected,
+                                     own_head_shard_bytes.size()))
+            .with_context(world_rank, -1, "lookup"));
 
-  const Status slot =
-      shape.is_ok() ? check_slot(request.token_count(), request.tokens_per_rank_max, world_rank) : shape;
+  Status slot = shape.is_ok() ? check_slot(request.token_count(), request.tokens_per_rank_max, world_rank) : shape;
+  if (slot.is_ok() && request.sequence_parallel_shards != 1 && request.sequence_parallel_shards != tp)
+    slot = invalid_argument(fmt::format("lookup: sequence parallelism over {} TP ranks, but this replica has {}",
+                                        request.sequence_parallel_shards, tp))
+               .with_context(world_rank, -1, "lookup");
   const std::vector<int64_t> mine = header_and_slot(request, slot.is_ok(), world_rank);
   const size_t members = static_cast<size_t>(group_size);
   std::vector<int64_t> gathered(mine.size() * members);
@@ -166,9 +195,10 @@ Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request
   std::vector<uint16_t> my_rows_out(members * slot_tokens * my_width * dim);
   lookup_rows_head_shard(table, my_heads, my_rows.first_row, own_head_shard_bytes, all_ids, my_rows_out);
 
-  // all_to_all needs equal chunks: pad every member's part to the widest head
-  // shard (the first; the last may be short or empty).
-  const size_t widest = static_cast<size_t>(head_shard(table.head_count(), group_size, 0).size());
+  // all_to_all needs equal chunks: pad every member's part to the shard
+  // width (the last shards may be short or empty).
+  const int shard_width = (table.head_count() + tp * group_size - 1) / (tp * group_size);
+  const size_t widest = static_cast<size_t>(shard_width);
   const size_t chunk_values = slot_tokens * widest * dim;
   std::vector<uint16_t> send;
   if (my_width == widest) {
@@ -185,27 +215,42 @@ Status lookup_host_head_sharded(Collectives& group, const LookupRequest& request
   ENGRAM_RETURN_IF_ERROR(group.all_to_all(std::as_bytes(std::span(send)), std::as_writable_bytes(std::span(received))));
   // An overrunning rank contributed only DEAD ids: it assembles nothing but
   // still takes part in the stray exchange below.
-  // Rows are assembled straight into the output (after a collective error
-  // its contents are unspecified; after a slot error it is untouched).
+  // At TP1 with every token wanted, rows are assembled straight into the
+  // output (after a collective error its contents are unspecified; after a
+  // slot error it is untouched); otherwise into this TP rank's block of
+  // every own token, for the TP step.
   const size_t tokens = slot.is_ok() ? static_cast<size_t>(request.token_count()) : 0;
-  const std::span<uint16_t> assembled = request.output.first(tokens * heads_times_dim(table));
+  const bool direct = tp == 1 && request.sequence_parallel_shards == 1;
+  std::vector<uint16_t> local_rows(direct ? 0 : tokens * heads_times_dim(table), 0);
+  const std::span<uint16_t> local =
+      direct ? request.output.first(tokens * heads_times_dim(table)) : std::span<uint16_t>(local_rows);
 
   // Chunk from member m holds m's heads for this rank's tokens.
   const size_t heads = static_cast<size_t>(table.head_count());
   for (size_t member = 0; member < members; ++member) {
-    const HeadRange theirs = head_shard(table.head_count(), group_size, static_cast<int>(member));
+    const HeadRange theirs =
+        engram_head_shard(table.head_count(), tp, tp_group.rank(), group_size, static_cast<int>(member));
     const size_t width = static_cast<size_t>(theirs.size());
     for (size_t t = 0; t < tokens; ++t)
       std::copy_n(received.begin() + static_cast<std::ptrdiff_t>(member * chunk_values + t * widest * dim),
                   width * dim,
-                  assembled.begin() + static_cast<std::ptrdiff_t>((t * heads + static_cast<size_t>(theirs.begin)) * dim));
+                  local.begin() + static_cast<std::ptrdiff_t>((t * heads + static_cast<size_t>(theirs.begin)) * dim));
   }
   // Whether there are strays depends on the table, so a group that did not
   // agree on one skips that exchange; the check above fails on every rank
   // of such a group (each sees a header unlike its own), so all skip it.
-  if (!agreed.is_ok()) return slot.is_ok() ? agreed : slot;
-  ENGRAM_RETURN_IF_ERROR(serve_strays(group, table, my_rows, own_head_shard_bytes, all_ids, slot_tokens, assembled));
-  return slot;
+  const TpHeadBlocks blocks = TpHeadBlocks::engram_dp_groups(table.head_count(), tp, group_size);
+  Status step = !agreed.is_ok() ? (slot.is_ok() ? agreed : slot) : Status::ok();
+  if (agreed.is_ok()) {
+    Status served = serve_strays(group, table, blocks, tp_group.rank(), shard_width, my_rows, own_head_shard_bytes,
+                                 all_ids, slot_tokens, local);
+    if (!served.is_ok()) return served;  // a collective failed: the TP step would wait on a gone peer too
+    step = slot;
+  }
+  // The TP step: every member takes part, each with its own verdict.
+  ENGRAM_RETURN_IF_ERROR(agree_tp_step(tp_group, request, step));
+  if (direct) return Status::ok();
+  return exchange_tp_heads(tp_group, request, blocks, local);
 }
 
 }  // namespace engram

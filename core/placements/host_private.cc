@@ -1,19 +1,29 @@
 #include "core/placements/host_private.h"
 
-#include "core/lookup/lookup_whole_table.h"
+#include "core/lookup/lookup_tp_slice.h"
+#include "core/lookup/tp_heads.h"
 #include "core/placements/private_host_rows.h"
 
 namespace engram {
 namespace {
 
-RowRange whole_table(const TableSpec& table, const Collectives&) { return {0, table.row_count()}; }
+RowRange tp_slice(const TableSpec& table, const Collectives&, const Collectives& tp_group) {
+  return rows_of_heads(table, tp_head_slice(table.head_count(), tp_group.size(), tp_group.rank()));
+}
 
-PlacementCost cost(const ModelSpec& model, const PlacementCostInput&) {
-  return {.host_private_bytes = model.table_bytes_total(), .table_copy = TableCopyScope::kRank};
+Status lookup_slice(Collectives&, Collectives& tp_group, const LookupRequest& request,
+                    std::span<const std::byte> slice_bytes) {
+  return lookup_host_private(tp_group, request, slice_bytes);
+}
+
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
+  return {.host_private_bytes = tp_slice_host_bytes(model, in.tp_size, in.tp_rank),
+          .table_copy = TableCopyScope::kReplica};
 }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
-  return build_private_host_rows(context.group, context.model, context.fill_seed, whole_table, lookup_host_private);
+  return build_private_host_rows(context.group, context.tp_group, context.model, context.fill_seed, tp_slice,
+                                 lookup_slice);
 }
 
 }  // namespace
@@ -21,15 +31,15 @@ Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
 const PlacementOps& host_private_ops() {
   static const PlacementOps ops{
       .id = Placement::kHostPrivate, .name = "host_private", .group = PlacementGroup::kNodeLocalGroup, .cost = cost,
-      .host_memory_fix = "host_private keeps one table per rank: with dp > 1 and the replicas co-located, leave "
+      .host_memory_fix = "host_private keeps one table per replica (each TP rank its slice): with dp > 1 and the replicas co-located, leave "
                          "dp_shared_memory unset (or true) for host_shared, one copy per node",
       .build = build};
   return ops;
 }
 
-Status lookup_host_private(Collectives& group, const LookupRequest& request,
-                           std::span<const std::byte> private_table_bytes) {
-  return lookup_whole_table(group, request, private_table_bytes, "host_private: the private copy");
+Status lookup_host_private(Collectives& tp_group, const LookupRequest& request,
+                           std::span<const std::byte> private_slice_bytes) {
+  return lookup_tp_slice(tp_group, request, private_slice_bytes, "host_private: the private copy");
 }
 
 }  // namespace engram

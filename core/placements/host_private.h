@@ -1,6 +1,7 @@
-// host_private (DESIGN.md section 2): every rank holds its own whole copy of
-// the table in private host memory (the footprint sharing exists to avoid:
-// one table set per rank). No collective; each rank looks up its own tokens.
+// host_private (DESIGN.md section 2): every replica holds its own copy of
+// the table in private host memory, each TP rank its TP slice
+// (core/lookup/tp_heads.h): one table per replica, the footprint sharing
+// exists to avoid. No DP collective; the TP group assembles the heads.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +15,9 @@ namespace engram {
 
 const PlacementOps& host_private_ops();
 
-// private_table_bytes: this rank's whole copy (row_count rows). `group` names
-// this rank in errors.
-Status lookup_host_private(Collectives& group, const LookupRequest& request,
-                           std::span<const std::byte> private_table_bytes);
+// private_slice_bytes: this TP rank's slice of its replica's copy (the
+// whole table at TP1). Collective over tp_group above TP1.
+Status lookup_host_private(Collectives& tp_group, const LookupRequest& request,
+                           std::span<const std::byte> private_slice_bytes);
 
 }  // namespace engram

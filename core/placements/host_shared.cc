@@ -9,41 +9,51 @@
 
 #include "core/base/progress.h"
 #include "core/exchange/group_agreement.h"
-#include "core/lookup/lookup_whole_table.h"
+#include "core/lookup/lookup_tp_slice.h"
+#include "core/lookup/tp_heads.h"
 #include "core/model/table_fill.h"
 
 namespace engram {
 namespace {
 
-// The node's /dev/shm copy of every table, as this rank maps it (the writer
-// read-write, the others read-only).
+// The node's /dev/shm copy of every table, one file per TP slice
+// (core/lookup/tp_heads.h), as this rank maps its slice (the writer creates
+// and fills every slice read-write, the others map theirs read-only).
 class HostSharedTables final : public PlacementTables {
  public:
   explicit HostSharedTables(PlacementContext& context)
-      : context_(context), shm_(*context.backend.shm), host_(context.host_group) {}
+      : context_(context), shm_(*context.backend.shm), host_(context.host_group),
+        tp_size_(context.tp_group.size()), tp_rank_(context.tp_group.rank()) {
+    // Every rank names every slice file alike: survivors of a dead writer remove them.
+    for (const TableSpec& spec : context_.model.tables)
+      for (int t = 0; t < tp_size_; ++t)
+        if (slice_rows(spec, t).row_count > 0) files_.push_back({&spec, t, segment_name(spec, t)});
+  }
 
   // Local clean-up: unmap; the writer also removes the files (a peer may be
   // gone, so nobody waits for the others).
   ~HostSharedTables() override {
-    for (std::unique_ptr<ShmMapping>& segment : segments_) {
-      if (!segment) continue;
-      const std::string name = segment->name();
-      segment.reset();
-      if (context_.is_host_writer()) shm_.unlink(name).ignore();
-    }
+    created_.clear();
+    segments_.clear();
+    if (!context_.is_host_writer()) return;
+    for (const SliceFile& file : files_)
+      if (file.created) shm_.unlink(file.name).ignore();
   }
 
   Status lookup(int table_index, const LookupRequest& request) override {
-    return lookup_host_shared(context_.group, request, segments_[static_cast<size_t>(table_index)]->data());
+    const std::unique_ptr<ShmMapping>& segment = segments_[static_cast<size_t>(table_index)];
+    // An empty slice (tp above the head count) has no file: nothing to read.
+    return lookup_host_shared(context_.tp_group, request,
+                              segment ? segment->data() : std::span<const std::byte>());
   }
 
   // Readers and the writer unmap; the files go after the host's barrier.
   Status release() override {
-    for (std::unique_ptr<ShmMapping>& segment : segments_) {
-      if (!segment) continue;
-      unlink_after_barrier_.push_back(segment->name());
-      segment.reset();
-    }
+    created_.clear();
+    segments_.clear();
+    for (SliceFile& file : files_)
+      if (file.created || !context_.is_host_writer()) unlink_after_barrier_.push_back(file.name);
+    for (SliceFile& file : files_) file.created = false;
     return Status::ok();
   }
 
@@ -68,6 +78,7 @@ class HostSharedTables final : public PlacementTables {
   // read-only. On failure nothing outlives the start.
   Status build() {
     segments_.resize(context_.model.tables.size());
+    created_.resize(files_.size());
     int gone = -1;
     Status agreed = agree_on_status(host_, create_segments(), "shm table create", &gone);
     if (agreed.is_ok()) agreed = fill_segments(gone);
@@ -77,43 +88,62 @@ class HostSharedTables final : public PlacementTables {
   }
 
  private:
-  std::string segment_name(const TableSpec& spec) const {
-    return host_table_segment_name(context_.job_id, spec.layer_id);
+  // One file of a table's TP slice: engramlab-<job>-layer<id>[-tp<t>].
+  struct SliceFile {
+    const TableSpec* spec = nullptr;
+    int tp_rank = 0;
+    std::string name;
+    bool created = false;  // by this rank (the writer), in this build
+  };
+
+  RowRange slice_rows(const TableSpec& spec, int tp_rank) const {
+    return rows_of_heads(spec, tp_head_slice(spec.head_count(), tp_size_, tp_rank));
+  }
+  std::string segment_name(const TableSpec& spec, int tp_rank) const {
+    return host_table_slice_segment_name(context_.job_id, spec.layer_id, tp_size_, tp_rank);
   }
 
   Status create_segments() {
     if (!context_.is_host_writer()) return Status::ok();
-    for (size_t i = 0; i < segments_.size(); ++i) {
-      const TableSpec& spec = context_.model.tables[i];
-      auto segment = shm_.create(segment_name(spec), spec.table_bytes());
+    for (size_t k = 0; k < files_.size(); ++k) {
+      SliceFile& file = files_[k];
+      const uint64_t bytes = static_cast<uint64_t>(slice_rows(*file.spec, file.tp_rank).row_count) *
+                             file.spec->row_bytes();
+      auto segment = shm_.create(file.name, bytes);
       if (!segment.is_ok()) return std::move(segment).take_status().with_context(host_.world_rank(), -1, "shm_create");
-      segments_[i] = std::move(segment).value();
-      footprint_.shared_host_bytes += spec.table_bytes();
+      created_[k] = std::move(segment).value();
+      file.created = true;
+      footprint_.shared_host_bytes += bytes;
     }
     return Status::ok();
   }
 
+  // Every rank walks the same chunks (the slices follow from the model and
+  // tp), so the agreements line up.
   Status fill_segments(int& gone) {
     Status agreed;
-    for (size_t i = 0; i < segments_.size() && agreed.is_ok(); ++i) {
-      const TableSpec& spec = context_.model.tables[i];
+    for (size_t k = 0; k < files_.size() && agreed.is_ok(); ++k) {
+      const TableSpec& spec = *files_[k].spec;
+      const RowRange rows = slice_rows(spec, files_[k].tp_rank);
       const uint64_t row_bytes = spec.row_bytes();
       const int64_t rows_per_chunk =
           std::max<int64_t>(1, static_cast<int64_t>(context_.host_fill_chunk_bytes / row_bytes));
       // A full table takes minutes to fill: the writer shows how far it got.
       std::optional<Progress> progress;
       if (context_.is_host_writer()) {
-        progress.emplace(fmt::format("rank {}: filling the /dev/shm table of layer {}", host_.world_rank(),
-                                     spec.layer_id),
-                         "rows", static_cast<uint64_t>(spec.row_count()));
+        progress.emplace(fmt::format("rank {}: filling the /dev/shm table of layer {}{}", host_.world_rank(),
+                                     spec.layer_id,
+                                     tp_size_ > 1 ? fmt::format(", TP slice {} of {}", files_[k].tp_rank, tp_size_)
+                                                  : std::string()),
+                         "rows", static_cast<uint64_t>(rows.row_count));
       }
-      for (int64_t first = 0; first < spec.row_count() && agreed.is_ok(); first += rows_per_chunk) {
+      for (int64_t first = 0; first < rows.row_count && agreed.is_ok(); first += rows_per_chunk) {
         if (context_.is_host_writer()) {
-          const int64_t rows = std::min(rows_per_chunk, spec.row_count() - first);
-          fill_table_rows(spec, context_.fill_seed, first,
-                          segments_[i]->bytes().subspan(static_cast<size_t>(first) * row_bytes,
-                                                        static_cast<size_t>(rows) * row_bytes));
-          progress->update(static_cast<uint64_t>(first + rows));
+          const int64_t count = std::min(rows_per_chunk, rows.row_count - first);
+          fill_table_rows(spec, context_.fill_seed, rows.first_row + first,
+                          created_[k]->bytes().subspan(static_cast<size_t>(first) * row_bytes,
+                                                       static_cast<size_t>(count) * row_bytes));
+          progress->update(static_cast<uint64_t>(first + count));
         }
         agreed = agree_on_status(host_, Status::ok(), "shm table fill", &gone);
       }
@@ -121,11 +151,22 @@ class HostSharedTables final : public PlacementTables {
     return agreed;
   }
 
+  // The writer keeps its own slice's writable maps and lets go of the other
+  // slices' (the files stay in tmpfs); every other rank maps its slice read-only.
   Status open_segments() {
-    if (context_.is_host_writer()) return Status::ok();
+    if (context_.is_host_writer()) {
+      for (size_t k = 0; k < files_.size(); ++k)
+        if (files_[k].tp_rank == tp_rank_)
+          segments_[static_cast<size_t>(files_[k].spec - context_.model.tables.data())] = std::move(created_[k]);
+      created_.clear();
+      return Status::ok();
+    }
     for (size_t i = 0; i < segments_.size(); ++i) {
       const TableSpec& spec = context_.model.tables[i];
-      auto segment = shm_.open_read_only(segment_name(spec), spec.table_bytes());
+      const RowRange rows = slice_rows(spec, tp_rank_);
+      if (rows.row_count == 0) continue;
+      auto segment = shm_.open_read_only(segment_name(spec, tp_rank_),
+                                         static_cast<uint64_t>(rows.row_count) * spec.row_bytes());
       if (!segment.is_ok()) return std::move(segment).take_status().with_context(host_.world_rank(), -1, "shm_open");
       segments_[i] = std::move(segment).value();
     }
@@ -139,10 +180,12 @@ class HostSharedTables final : public PlacementTables {
   // under them is this job's).
   Status undo_failed_build(Status agreed, int gone) {
     const bool writer_gone = gone == context_.host_writer_world_rank || gone == kUnknownMemberGone;
-    for (size_t i = 0; i < segments_.size(); ++i) {
-      const std::string name = segment_name(context_.model.tables[i]);
-      const bool created_here = context_.is_host_writer() && segments_[i] != nullptr;
-      segments_[i].reset();
+    for (std::unique_ptr<ShmMapping>& segment : segments_) segment.reset();
+    created_.clear();
+    for (SliceFile& file : files_) {
+      const std::string& name = file.name;
+      const bool created_here = context_.is_host_writer() && file.created;
+      file.created = false;
       if (!created_here && (context_.is_host_writer() || !writer_gone)) continue;
       Status unlinked = shm_.unlink(name);
       if (!unlinked.is_ok() && unlinked.code() != ErrorCode::kNotFound) {
@@ -159,12 +202,16 @@ class HostSharedTables final : public PlacementTables {
   PlacementContext context_;  // a copy: the groups, backend and model it names outlive these tables
   HostSharedMemory& shm_;
   Collectives& host_;
-  std::vector<std::unique_ptr<ShmMapping>> segments_;  // per table
+  int tp_size_ = 1;
+  int tp_rank_ = 0;
+  std::vector<SliceFile> files_;                        // every table's every non-empty slice
+  std::vector<std::unique_ptr<ShmMapping>> created_;    // the writer's writable maps, by file, while it fills
+  std::vector<std::unique_ptr<ShmMapping>> segments_;   // per table: this rank's slice, read-only
   std::vector<std::string> unlink_after_barrier_;
 };
 
-PlacementCost cost(const ModelSpec& model, const PlacementCostInput&) {
-  return {.host_shared_mapped_bytes = model.table_bytes_total(),
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
+  return {.host_shared_mapped_bytes = tp_slice_host_bytes(model, in.tp_size, in.tp_rank),
           .table_copy = TableCopyScope::kHost,
           .host_shm_bytes = model.table_bytes_total()};
 }
@@ -188,9 +235,15 @@ std::string host_table_segment_name(const std::string& job_id, int layer_id) {
   return fmt::format("{}layer{}", shm_segment_prefix(job_id), layer_id);
 }
 
-Status lookup_host_shared(Collectives& group, const LookupRequest& request,
-                          std::span<const std::byte> node_table_bytes) {
-  return lookup_whole_table(group, request, node_table_bytes, "host_shared: the shared table");
+std::string host_table_slice_segment_name(const std::string& job_id, int layer_id, int tp_size, int tp_rank) {
+  ENGRAM_CHECK(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size);
+  if (tp_size == 1) return host_table_segment_name(job_id, layer_id);
+  return fmt::format("{}-tp{}", host_table_segment_name(job_id, layer_id), tp_rank);
+}
+
+Status lookup_host_shared(Collectives& tp_group, const LookupRequest& request,
+                          std::span<const std::byte> node_slice_bytes) {
+  return lookup_tp_slice(tp_group, request, node_slice_bytes, "host_shared: the shared table");
 }
 
 }  // namespace engram

@@ -1,7 +1,9 @@
 // host_shared (DESIGN.md section 2): one copy of the table per node in host
-// shared memory (/dev/shm), created and filled by the host's lowest rank and
-// mapped read-only by every co-located DP replica. No collective per step:
-// each replica looks up only its own tokens. Costs one table set per node.
+// shared memory (/dev/shm), one file per TP slice (core/lookup/tp_heads.h),
+// created and filled by the host's lowest rank; each rank maps its TP
+// slice read-only, shared by the co-located DP replicas. No DP collective
+// per step: each replica looks up only its own tokens; the TP group
+// assembles the heads. Costs one table set per node.
 #pragma once
 
 #include <cstddef>
@@ -18,10 +20,12 @@ const PlacementOps& host_shared_ops();
 
 // The node's segment of one table: engramlab-<job_id>-layer<layer_id>.
 std::string host_table_segment_name(const std::string& job_id, int layer_id);
+// Of one TP slice of it: that name, then -tp<tp_rank> above TP1.
+std::string host_table_slice_segment_name(const std::string& job_id, int layer_id, int tp_size, int tp_rank);
 
-// node_table_bytes: the whole table (row_count rows), e.g. a /dev/shm
-// mapping. `group` (the node-local group) names this rank in errors.
-Status lookup_host_shared(Collectives& group, const LookupRequest& request,
-                          std::span<const std::byte> node_table_bytes);
+// node_slice_bytes: this TP rank's slice of the node's table (the whole
+// table at TP1), e.g. a /dev/shm mapping. Collective over tp_group above TP1.
+Status lookup_host_shared(Collectives& tp_group, const LookupRequest& request,
+                          std::span<const std::byte> node_slice_bytes);
 
 }  // namespace engram

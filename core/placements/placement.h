@@ -32,7 +32,7 @@ enum class Placement : uint8_t {
   kDevicePeer,        // row shard in exportable VMM memory, peers map each other
   kHostShared,        // one copy per node in /dev/shm
   kHostHeadSharded,   // one table per node-local group, heads split over its members
-  kHostPrivate,       // one host copy per rank
+  kHostPrivate,       // one host copy per replica, a TP slice per rank
 };
 
 // The group a placement's tables are cut over and its collectives run in.
@@ -52,14 +52,16 @@ struct PlacementCostInput {
   int node_local_index = 0;
   int tokens_per_rank_max = 0;    // the DP slot
   uint64_t vmm_granularity_bytes = 0;
+  int tp_size = 1;                // host placements hold TP slices (core/lookup/tp_heads.h)
+  int tp_rank = 0;
   auto operator<=>(const PlacementCostInput&) const = default;
 };
 
 // Host tables a placement keeps, counted as whole table sets ("copies").
 enum class TableCopyScope : uint8_t {
   kNone,            // no host table
-  kRank,            // one per rank
-  kNodeLocalGroup,  // one per node-local group (its members hold parts)
+  kReplica,         // one per DP replica (its TP ranks hold slices)
+  kNodeLocalGroup,  // one per node-local set of replicas (the Engram DP groups of its TP ranks hold parts)
   kHost,            // one per host, shared by its ranks
 };
 
@@ -78,6 +80,7 @@ struct PlacementCost {
 struct PlacementContext {
   RankBackend& backend;
   Collectives& group;       // the placement's group (PlacementOps::group)
+  Collectives& tp_group;    // this rank's replica, by TP rank: host placements hold TP slices
   Collectives& host_group;  // every rank of this host, by world rank
   int host_writer_world_rank = -1;  // the host's lowest world rank: creates and unlinks host-wide files
   const ModelSpec& model;   // the tables really built (tests use small ones of the same structure)

@@ -11,23 +11,21 @@
 
 #include "core/backend/collectives.h"
 #include "core/lookup/lookup_types.h"
+#include "core/lookup/tp_heads.h"
 #include "core/placements/placement.h"
 
 namespace engram {
 
-struct RowRange {
-  int64_t first_row = 0;
-  int64_t row_count = 0;
-};
-
-// The rows this rank of `group` holds of `table`.
-using RowsHeld = RowRange (*)(const TableSpec& table, const Collectives& group);
+// The rows this rank holds of `table` (`group`: the placement's group;
+// `tp_group`: its replica's TP ranks).
+using RowsHeld = RowRange (*)(const TableSpec& table, const Collectives& group, const Collectives& tp_group);
 // The placement's lookup over the rows held.
-using LookupHeld = Status (*)(Collectives& group, const LookupRequest& request, std::span<const std::byte> rows);
+using LookupHeld = Status (*)(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                              std::span<const std::byte> rows);
 
 // Fills every table's rows; no collective.
-std::unique_ptr<PlacementTables> build_private_host_rows(Collectives& group, const ModelSpec& model,
-                                                         uint64_t fill_seed, RowsHeld rows_held,
-                                                         LookupHeld lookup_held);
+std::unique_ptr<PlacementTables> build_private_host_rows(Collectives& group, Collectives& tp_group,
+                                                         const ModelSpec& model, uint64_t fill_seed,
+                                                         RowsHeld rows_held, LookupHeld lookup_held);
 
 }  // namespace engram

@@ -29,15 +29,19 @@ class CostMemo {
   std::map<std::pair<Placement, PlacementCostInput>, PlacementCost> memo_;
 };
 
-// The whole table sets one host keeps, each counted once per its scope.
+// The whole table sets one host keeps, each counted once per its scope. A
+// replica's TP ranks hold one set together (slices, or the Engram DP groups
+// of its TP ranks), so a set is counted at its TP rank 0: where a replica
+// straddles hosts, on the host of its TP rank 0.
 struct CopyCounter {
   std::set<std::tuple<TableCopyScope, int, Placement>> seen;  // (scope, group or host, placement)
   // True the first time this rank's copy is seen.
   bool first(TableCopyScope scope, const RankMemoryInput& in, int rank) {
     switch (scope) {
       case TableCopyScope::kNone: return false;
-      case TableCopyScope::kRank: return seen.insert({scope, rank, in.placement}).second;
-      case TableCopyScope::kNodeLocalGroup: return seen.insert({scope, in.node_local_group, in.placement}).second;
+      case TableCopyScope::kReplica: return in.tp_rank == 0 && seen.insert({scope, rank, in.placement}).second;
+      case TableCopyScope::kNodeLocalGroup:
+        return in.tp_rank == 0 && seen.insert({scope, in.node_local_group, in.placement}).second;
       case TableCopyScope::kHost: return seen.insert({scope, in.host, in.placement}).second;
     }
     return false;
@@ -66,8 +70,14 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
     ENGRAM_CHECK(in.host >= 0 && static_cast<size_t>(in.host) < hosts.size());
     const HostSpec& host = hosts[static_cast<size_t>(in.host)];
     ENGRAM_CHECK(host.gpu_memory_bytes > 0);
-    const PlacementCostInput cost_input{in.shard_group_size, in.node_local_group_size, in.node_local_index,
-                                        tokens_per_rank_max, kVmmGranularityBytes};
+    ENGRAM_CHECK(in.tp_size >= 1 && in.tp_rank >= 0 && in.tp_rank < in.tp_size);
+    const PlacementCostInput cost_input{.shard_group_size = in.shard_group_size,
+                                        .node_local_group_size = in.node_local_group_size,
+                                        .node_local_index = in.node_local_index,
+                                        .tokens_per_rank_max = tokens_per_rank_max,
+                                        .vmm_granularity_bytes = kVmmGranularityBytes,
+                                        .tp_size = in.tp_size,
+                                        .tp_rank = in.tp_rank};
     const PlacementCost& cost = memo.cost(in.placement, cost_input);
 
     RankMemory& m = plan.ranks[r];

@@ -24,6 +24,8 @@ struct RankMemoryInput {
   int node_local_group = -1;      // host placements
   int node_local_group_size = 1;
   int node_local_index = 0;
+  int tp_size = 1;  // host placements hold TP slices
+  int tp_rank = 0;
 };
 
 struct RankMemory {

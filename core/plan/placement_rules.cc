@@ -38,7 +38,7 @@ PlacementDecision decide_rank_placement(const EngramConfig& config, const DpShar
   }
   if (!shared.enabled) {
     d.placement = Placement::kHostPrivate;
-    d.reason = fmt::format("cpu_offload on, dp_shared_memory {}: host_private (one host copy per rank)",
+    d.reason = fmt::format("cpu_offload on, dp_shared_memory {}: host_private (one host copy per replica, a TP slice per rank)",
                            shared.is_explicit ? "false as written" : "resolved disabled");
     return d;
   }

@@ -52,6 +52,20 @@ std::vector<HostRow> host_rows(const std::vector<HostMemory>& hosts) {
   return rows;
 }
 
+// How a host placement cuts the heads over TP (and the Engram DP group).
+std::string host_heads_text(const PlacementGroupSummary& g, const ParallelLayout& layout, const ModelSummary& m) {
+  if (is_device_placement(g.placement) || m.heads_per_table.empty()) return "";
+  const int heads = m.heads_per_table.front();
+  const int tp = layout.tp;
+  if (g.placement == Placement::kHostHeadSharded) {
+    const int shards = tp * g.group_size;
+    return fmt::format("; heads in {} TP-major shards of {} (shard = tp_rank x {} + group index)", shards,
+                       (heads + shards - 1) / shards, g.group_size);
+  }
+  if (tp == 1) return "";
+  return fmt::format("; each TP rank holds a slice of {} of the {} heads", (heads + tp - 1) / tp, heads);
+}
+
 }  // namespace
 
 std::string format_defaults_used(const std::vector<DefaultUsed>& defaults) {
@@ -92,10 +106,10 @@ std::string format_plan_report(const PlanResult& plan) {
                      hosts_used, hosts_used == 1 ? "" : "s",
                      d.layout.ep, d.layout.elastic_ep ? "on" : "off", d.layout.prefill_cp);
   out += fmt::format("config: cpu_offload {}, peer_shards {}, dp_shared_memory {}, shard_group {}, "
-                     "tokens_per_rank_max {}\n",
+                     "tokens_per_rank_max {}, sequence_parallel {}\n",
                      d.config.cpu_offload ? "on" : "off", d.config.peer_shards ? "on" : "off",
                      dp_shared_text(plan.dp_shared_memory, d.config), shard_group_name(d.config.shard_group),
-                     d.config.tokens_per_rank_max);
+                     d.config.tokens_per_rank_max, d.config.sequence_parallel ? "on" : "off");
 
   out += "\nplacement:\n";
   for (const PlacementGroupSummary& g : plan.groups) {
@@ -103,6 +117,7 @@ std::string format_plan_report(const PlanResult& plan) {
                        g.group_count, g.group_count == 1 ? "" : "s", g.group_size,
                        placement_group_text(placement_ops(g.placement).group));
     if (g.handle_type) out += fmt::format(", handle type {}", handle_type_name(*g.handle_type));
+    out += host_heads_text(g, d.layout, m);
     out += "\n";
   }
 
@@ -120,22 +135,23 @@ std::string format_plan_report(const PlanResult& plan) {
                      "reserved {}):\n",
                      d.engine.gpu_memory_fraction,
                      d.engine.gpu_reserved_bytes ? format_gib(*d.engine.gpu_reserved_bytes) : "(not counted)");
-  out += fmt::format("  {:<16} {:<18} {:>14} {:>14} {:>14} {:>14} {:>16}\n", "ranks", "placement", "GPU memory",
+  out += fmt::format("  {:<16} {:<18} {:>14} {:>14} {:>14} {:>14} {:>18}\n", "ranks", "placement", "GPU memory",
                      "HBM tables", "HBM buffer", "KV cache left", "host per rank");
   for (const PlacementGroupSummary& g : plan.groups) {
     // Members differ only in head-shard bytes; show the largest.
     const RankPlan& first = plan.ranks[static_cast<size_t>(g.ranks.front())];
-    uint64_t host_max = 0;
+    uint64_t host_max = 0, mapped_max = 0;
     int64_t kv_min = first.memory.kv_cache_left_bytes;
     for (int r : g.ranks) {
       const RankMemory& rm = plan.ranks[static_cast<size_t>(r)].memory;
       host_max = std::max(host_max, rm.host_private_bytes);
+      mapped_max = std::max(mapped_max, rm.host_shared_mapped_bytes);
       kv_min = std::min(kv_min, rm.kv_cache_left_bytes);
     }
-    std::string host_text = first.memory.host_shared_mapped_bytes > 0
-                                ? "0 (maps shared)"
-                                : (host_max ? format_gib(host_max) : std::string("0"));
-    out += fmt::format("  {:<16} {:<18} {:>14} {:>14} {:>14} {:>14} {:>16}\n", g.ranks_text,
+    // A shared copy's TP slice is mapped, not allocated: the node holds it once.
+    std::string host_text = mapped_max > 0 ? "maps " + format_gib(mapped_max)
+                                           : (host_max ? format_gib(host_max) : std::string("0"));
+    out += fmt::format("  {:<16} {:<18} {:>14} {:>14} {:>14} {:>14} {:>18}\n", g.ranks_text,
                        placement_name(g.placement), format_gib(first.memory.gpu_memory_bytes),
                        format_gib(first.memory.hbm_table_bytes), format_gib(first.memory.hbm_buffer_bytes),
                        signed_gib(kv_min), host_text);
@@ -182,6 +198,7 @@ Json plan_json(const PlanResult& plan) {
   config["dp_shared_memory"] = d.config.dp_shared_memory ? Json(*d.config.dp_shared_memory) : Json(nullptr);
   config["shard_group"] = shard_group_name(d.config.shard_group);
   config["tokens_per_rank_max"] = d.config.tokens_per_rank_max;
+  config["sequence_parallel"] = d.config.sequence_parallel;
   j["engine"] = {{"gpu_memory_fraction", d.engine.gpu_memory_fraction},
                  {"gpu_reserved_bytes", d.engine.gpu_reserved_bytes ? Json(*d.engine.gpu_reserved_bytes) : Json(nullptr)}};
   j["defaults_used"] = Json::array();

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "core/exchange/gather_facts.h"
 #include "core/plan/deployment_plan.h"
@@ -61,10 +62,10 @@ std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
                                             const std::shared_ptr<const GatheredFacts>& facts) {
   const EngramConfig& c = options.config;
   const ParallelLayout& l = options.layout;
-  const std::string key = fmt::format("{}|{},{},{},{},{}|{},{},{},{},{}", options.placement_model, l.tp, l.dp, l.ep,
-                                      l.elastic_ep, l.prefill_cp, c.cpu_offload, c.peer_shards,
+  const std::string key = fmt::format("{}|{},{},{},{},{}|{},{},{},{},{},{}", options.placement_model, l.tp, l.dp,
+                                      l.ep, l.elastic_ep, l.prefill_cp, c.cpu_offload, c.peer_shards,
                                       c.dp_shared_memory ? (*c.dp_shared_memory ? 1 : 0) : -1,
-                                      static_cast<int>(c.shard_group), c.tokens_per_rank_max);
+                                      static_cast<int>(c.shard_group), c.tokens_per_rank_max, c.sequence_parallel);
   struct Entry {
     std::shared_ptr<const GatheredFacts> facts;  // pins the identity while the entry lives
     std::string key;
@@ -165,6 +166,7 @@ Status check_options(const RuntimeOptions& options, const Collectives& world) {
 
 struct EngramRuntime::State {
   std::unique_ptr<Collectives> placement_group;  // the placement's: shard group or node-local group
+  std::unique_ptr<Collectives> tp_group;         // this rank's replica, by TP rank
   std::unique_ptr<Collectives> host_group;       // every rank of this host
   int host_writer_world_rank = -1;               // the host's lowest world rank: host_group rank 0
   std::unique_ptr<PlacementTables> tables;
@@ -218,6 +220,8 @@ Status EngramRuntime::join_groups(const PlanResult& plan, int host_writer_world_
   const int color = shard_group ? rank_plan.shard_group : rank_plan.node_local_group;
   const int key = shard_group ? rank_plan.shard_index : rank_plan.node_local_index;
   ENGRAM_ASSIGN_OR_RETURN(state.placement_group, world.split(color, key));
+  ENGRAM_ASSIGN_OR_RETURN(state.tp_group, world.split(rank_plan.dp_rank, rank_plan.tp_rank));
+  ENGRAM_CHECK(state.tp_group->size() == options_.layout.tp && state.tp_group->rank() == rank_plan.tp_rank);
   ENGRAM_ASSIGN_OR_RETURN(state.host_group, world.split(rank_plan.host, me));
   // Every rank knows its host's writer from the plan (host_group orders by
   // world rank), so survivors can tell when it is the writer that is gone.
@@ -234,6 +238,7 @@ Status EngramRuntime::build_tables() {
   PlacementContext context{
       .backend = backend_,
       .group = *state_->placement_group,
+      .tp_group = *state_->tp_group,
       .host_group = *state_->host_group,
       .host_writer_world_rank = state_->host_writer_world_rank,
       .model = options_.table_model,
@@ -256,10 +261,19 @@ Status EngramRuntime::lookup(int table_index, std::span<const int64_t> row_ids, 
   if (stopped_) return Status(ErrorCode::kFailedPrecondition, "lookup after stop()", {me, -1, "lookup"});
   const std::vector<TableSpec>& tables = options_.table_model.tables;
   const bool known = table_index >= 0 && table_index < static_cast<int>(tables.size());
+  const int tp = options_.layout.tp;
+  const bool sequence_parallel = options_.config.sequence_parallel && tp > 1;
+  const PlacementOps& ops = placement_ops(facts_.placement);
   if (known) {
-    return state_->tables->lookup(table_index,
-                                  LookupRequest{&tables[static_cast<size_t>(table_index)], row_ids,
-                                                tokens_per_rank_max, output});
+    LookupRequest request{&tables[static_cast<size_t>(table_index)], row_ids, tokens_per_rank_max, output};
+    if (!sequence_parallel) return state_->tables->lookup(table_index, request);
+    if (!ops.needs_device) {
+      request.sequence_parallel_shards = tp;  // the host placements' TP step trades token shards
+      return state_->tables->lookup(table_index, request);
+    }
+    // Device placements hold row shards, so every rank looks up every token
+    // of its own; its token shard is then cut from that.
+    return lookup_token_shard(table_index, row_ids, tokens_per_rank_max, output);
   }
   const Status unknown = Status(ErrorCode::kInvalidArgument,
                                 fmt::format("table index {} is out of range: the model has {} Engram tables (0..{})",
@@ -270,13 +284,43 @@ Status EngramRuntime::lookup(int table_index, std::span<const int64_t> row_ids, 
   // rank rather than waiting on this one; the others have no collective to
   // join. The ids and output are the caller's for a table we do not know:
   // contribute nothing, so no shape check fails the step early.
-  if (!placement_ops(facts_.placement).collective_lookup || tables.empty()) return unknown;
+  // Above TP1 every host placement's lookup is collective over the TP group.
+  const bool collective = ops.collective_lookup || (!ops.needs_device && tp > 1);
+  if (!collective || tables.empty()) return unknown;
   LookupRequest request{&tables[0], {}, tokens_per_rank_max, {}};
   request.table_unknown = true;
+  if (sequence_parallel && !ops.needs_device) request.sequence_parallel_shards = tp;
   const Status joined = state_->tables->lookup(0, request);
   // The group's verdict is about the others; this rank's error is its index.
   if (joined.code() != ErrorCode::kOk && joined.code() != ErrorCode::kFailedPrecondition) return joined;
   return unknown;
+}
+
+Status EngramRuntime::lookup_token_shard(int table_index, std::span<const int64_t> row_ids,
+                                        int64_t tokens_per_rank_max, std::span<uint16_t> output) {
+  const int me = backend_.world->world_rank();
+  const TableSpec& table = options_.table_model.tables[static_cast<size_t>(table_index)];
+  const int tp = options_.layout.tp;
+  const size_t heads = static_cast<size_t>(table.head_count());
+  const size_t token_values = heads * static_cast<size_t>(table.dim);
+  const size_t tokens = row_ids.size() / heads;
+  const size_t shard = (tokens + static_cast<size_t>(tp) - 1) / static_cast<size_t>(tp);
+  // The whole-token lookup, with the shape of its output checked against the shard.
+  std::vector<uint16_t> all(row_ids.size() % heads == 0 ? tokens * token_values : 0);
+  Status looked_up = state_->tables->lookup(table_index, LookupRequest{&table, row_ids, tokens_per_rank_max, all});
+  ENGRAM_RETURN_IF_ERROR(looked_up);
+  if (output.size() != shard * token_values)
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("lookup: output holds {} bf16 values; this TP rank's shard of {} tokens over {} is {} "
+                              "tokens x {} heads x {} dim = {}",
+                              output.size(), tokens, tp, shard, heads, table.dim, shard * token_values),
+                  {me, -1, "lookup"});
+  const size_t first = static_cast<size_t>(state_->tp_group->rank()) * shard;
+  std::fill(output.begin(), output.end(), uint16_t{0});
+  for (size_t k = 0; k < shard && first + k < tokens; ++k)
+    std::copy_n(all.begin() + static_cast<std::ptrdiff_t>((first + k) * token_values), token_values,
+                output.begin() + static_cast<std::ptrdiff_t>(k * token_values));
+  return Status::ok();
 }
 
 Status EngramRuntime::stop() {

@@ -73,9 +73,12 @@ class EngramRuntime {
   const RuntimeFacts& facts() const { return facts_; }
   Placement placement() const { return facts_.placement; }
 
-  // Collective over the placement's group (every rank calls it, also with no
-  // tokens). row_ids: [tokens][heads] of table `table_index`; output:
-  // tokens x heads x dim bf16.
+  // Collective over the placement's group, and above TP1 for the host
+  // placements over the replica's TP ranks (every rank calls it, also with
+  // no tokens). row_ids: [tokens][heads] of table `table_index`, the same
+  // on every TP rank of a replica; output: tokens x heads x dim bf16, or
+  // with config.sequence_parallel this TP rank's token shard of
+  // ceil(tokens / tp) tokens, zero-padded.
   Status lookup(int table_index, std::span<const int64_t> row_ids, int64_t tokens_per_rank_max,
                 std::span<uint16_t> output);
 
@@ -88,6 +91,9 @@ class EngramRuntime {
   EngramRuntime(RankBackend& backend, RuntimeOptions options);
   Status join_groups(const PlanResult& plan, int host_writer_world_rank);
   Status build_tables();
+  // Sequence parallelism on a device placement: the whole-token lookup, cut to this TP rank's shard.
+  Status lookup_token_shard(int table_index, std::span<const int64_t> row_ids, int64_t tokens_per_rank_max,
+                            std::span<uint16_t> output);
   RankBackend& backend_;
   RuntimeOptions options_;
   RuntimeFacts facts_;

@@ -1,0 +1,76 @@
+// vLLM's Engram test matrix (tests/distributed/test_engram_dp_shard.py) as
+// scenario files: (tp, dp, sequence parallel) in {(1, 4, no), (2, 2, no),
+// (2, 2, yes)} x heads {8, 7} x the three host placements, cpu_offload on,
+// token counts per replica (8, 8, 8, 8), (7, 0, 5, 1) and (7, 7, 7, 7) with
+// replica 1 all DEAD in the last step. The emulator test and the real
+// processes' test run the same texts.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+namespace engram::testing {
+
+struct TpMatrixCase {
+  int tp = 1;
+  int dp = 4;
+  bool sequence_parallel = false;
+  int heads = 8;
+  std::string placement;  // host_private, host_shared or host_head_sharded
+  std::string tmpfs;      // the /dev/shm size that gives the placement ("190GiB", "64MiB")
+
+  std::string name() const {
+    return fmt::format("tp{}_dp{}{}_{}h_{}", tp, dp, sequence_parallel ? "_sp" : "", heads, placement);
+  }
+  // vLLM's _token_counts(dp): even loads, then uneven ones with an idle replica.
+  std::string batches() const {
+    const int uneven[] = {7, 0, 5, 1};
+    std::string even, second, last;
+    for (int d = 0; d < dp; ++d) {
+      even += fmt::format("{}8", d ? ", " : "");
+      second += fmt::format("{}{}", d ? ", " : "", uneven[d]);
+      last += fmt::format("{}7", d ? ", " : "");
+    }
+    return fmt::format("[{{tokens: [{}]}}, {{tokens: [{}]}}, {{tokens: [{}], dead: [1]}}]", even, second, last);
+  }
+  std::string scenario_text() const {
+    return fmt::format(
+        "description: vLLM's Engram DP-shard matrix, {name}\n"
+        "hosts:\n"
+        "  - {{name: h200-0, gpus: 4, gpu_model: H200, shm_size: {tmpfs}}}\n"
+        "layout: {{tp: {tp}, dp: {dp}}}\n"
+        "config: {{cpu_offload: true, sequence_parallel: {sp}{private_}}}\n"
+        "seed: {seed}\n"
+        "lookup: {{model: tiny-{heads}h, batches: {batches}}}\n"
+        "expect:\n"
+        "  placement: {placement}\n"
+        "  lookup_equal: true\n",
+        fmt::arg("name", name()), fmt::arg("tmpfs", tmpfs), fmt::arg("tp", tp), fmt::arg("dp", dp),
+        fmt::arg("sp", sequence_parallel ? "true" : "false"),
+        fmt::arg("private_", placement == "host_private" ? ", dp_shared_memory: false" : ""),
+        fmt::arg("seed", 100 + tp * 10 + heads), fmt::arg("heads", heads), fmt::arg("batches", batches()),
+        fmt::arg("placement", placement));
+  }
+};
+
+inline std::vector<TpMatrixCase> tp_matrix_cases() {
+  struct Layout {
+    int tp, dp;
+    bool sp;
+  };
+  const Layout layouts[] = {{1, 4, false}, {2, 2, false}, {2, 2, true}};
+  struct Where {
+    const char* placement;
+    const char* tmpfs;
+  };
+  const Where wheres[] = {{"host_private", "190GiB"}, {"host_shared", "190GiB"}, {"host_head_sharded", "64MiB"}};
+  std::vector<TpMatrixCase> out;
+  for (const Layout& l : layouts)
+    for (int heads : {8, 7})
+      for (const Where& w : wheres) out.push_back({l.tp, l.dp, l.sp, heads, w.placement, w.tmpfs});
+  return out;
+}
+
+}  // namespace engram::testing
