@@ -163,6 +163,17 @@ TEST(JsonOutput, ErrorsOfEveryKindAreDocumentsToo) {
   const Json doctor = expect_document(run_stdout("doctor --json"), "doctor", false);
   EXPECT_TRUE(doctor["placements"].is_array());
   expect_document(run_stdout("doctor --json --model nope"), "doctor", true);
+  // At --tp 4 the host placements quote a TP slice: 47.2 GiB of V4.1-Flash's 188.8 GiB.
+  const Json tp4 = expect_document(run_stdout("doctor --json --tp 4"), "doctor", false);
+  EXPECT_EQ(tp4["model"]["tp"], 4);
+  EXPECT_EQ(tp4["model"]["tp_slice_bytes_max"], 50'690'014'848ull);
+  bool private_line = false;
+  for (const Json& p : tp4["placements"])
+    if (p["placement"] == "host_private")
+      private_line = p["verdict"].get<std::string>().find("47.209 GiB of host memory per rank at tp 4") !=
+                     std::string::npos;
+  EXPECT_TRUE(private_line) << tp4.dump();
+  expect_document(run_stdout("doctor --json --tp 0"), "doctor", true);
   // Without a GPU (or without CUDA built in) bench fails, as a document.
   const JsonRun bench = run_stdout("bench --json --tokens 0");
   expect_document(bench, "bench", true);
