@@ -30,6 +30,27 @@ TEST(Swarm, FixedSeedSweepHoldsEveryInvariantDeterministically) {
   EXPECT_GE(error_kinds, 4) << report.outcome_table();
 }
 
+// Above TP1 the host layouts hold TP slices; the sweep's first seeds reach
+// them with and without sequence parallelism, and with a padded 7-head
+// table, and those runs succeed with lookups equal to the direct lookup.
+TEST(Swarm, DrawsCoverTpSlicedHostLayoutsAndTheyHold) {
+  int sliced = 0, sequence_parallel = 0, seven_heads = 0;
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    const SwarmCase c = draw_swarm_case(seed);
+    const Deployment& d = c.job.deployment;
+    if (d.layout.tp == 1 || !d.config.cpu_offload || d.config.peer_shards) continue;
+    const SwarmSeedResult r = run_swarm_seed(seed, false);
+    EXPECT_TRUE(r.violations.empty()) << "seed " << seed << ": " << c.description;
+    if (r.outcome.rfind("ok host_", 0) != 0) continue;
+    ++sliced;
+    sequence_parallel += d.config.sequence_parallel;
+    seven_heads += c.job.lookup.model == "tiny-7h";
+  }
+  EXPECT_GE(sliced, 10);
+  EXPECT_GE(sequence_parallel, 3);
+  EXPECT_GE(seven_heads, 2);
+}
+
 TEST(Swarm, DrawsDependOnTheSeedAlone) {
   std::set<std::string> descriptions;
   for (uint64_t seed = 1; seed <= 50; ++seed) {
