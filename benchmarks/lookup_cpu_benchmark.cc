@@ -79,7 +79,9 @@ const BenchTable& bench_table() {
   return table;
 }
 
-enum Which { kDeviceCollective, kDevicePeer, kHostShared, kHostHeadSharded, kHostPrivate };
+// The host placements: the device placements look up on the device (their
+// emulated form is the emulator's, not a CPU benchmark's).
+enum Which { kHostShared, kHostHeadSharded, kHostPrivate };
 
 void BM_Lookup(benchmark::State& state, Which which) {
   const BenchTable& table = bench_table();
@@ -88,14 +90,10 @@ void BM_Lookup(benchmark::State& state, Which which) {
   std::vector<uint16_t> out(static_cast<size_t>(tokens) * 24 * 256);
   LookupRequest request{&spec, std::span(table.ids).first(static_cast<size_t>(tokens) * 24), tokens, out};
   SoloCollectives solo;
-  const RowShardLayout layout(spec.row_count(), 1);
   const std::span<const std::byte> whole(table.bytes);
-  const std::span<const std::byte> shards[] = {whole};
   for (auto _ : state) {
     Status s;
     switch (which) {
-      case kDeviceCollective: s = lookup_device_collective(solo, request, layout, whole); break;
-      case kDevicePeer: s = lookup_device_peer(solo, request, layout, shards); break;
       case kHostShared: s = lookup_host_shared(solo, request, whole); break;
       case kHostHeadSharded: s = lookup_host_head_sharded(solo, solo, request, whole); break;
       case kHostPrivate: s = lookup_host_private(solo, request, whole); break;
@@ -146,8 +144,6 @@ void token_counts(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_MemoryRead)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemoryCopy)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Lookup, device_collective, kDeviceCollective)->Apply(token_counts);
-BENCHMARK_CAPTURE(BM_Lookup, device_peer, kDevicePeer)->Apply(token_counts);
 BENCHMARK_CAPTURE(BM_Lookup, host_shared, kHostShared)->Apply(token_counts);
 BENCHMARK_CAPTURE(BM_Lookup, host_head_sharded, kHostHeadSharded)->Apply(token_counts);
 BENCHMARK_CAPTURE(BM_Lookup, host_private, kHostPrivate)->Apply(token_counts);

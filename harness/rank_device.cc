@@ -29,14 +29,17 @@ VisibleGpus visible_gpus() {
 Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted, HostProbe& base) {
   ENGRAM_CHECK(local_rank >= 0 && world_rank >= 0);
   RankDevice out;
-  if (!wanted) {
-    out.none_reason = "the scenario places this rank on the host";
-    return out;
-  }
   const VisibleGpus gpus = visible_gpus();
   if (gpus.count == 0) {
     // The runtime refuses a device placement without a device, naming it.
     out.none_reason = gpus.reason;
+    return out;
+  }
+  if (!wanted && local_rank >= gpus.count) {
+    // A host placement works without one; with one its tables are also read
+    // by the GPU (registered host memory).
+    out.none_reason = fmt::format("LOCAL_RANK {} has no GPU of its own ({} visible): host lookups only", local_rank,
+                                  gpus.count);
     return out;
   }
   if (local_rank >= gpus.count)

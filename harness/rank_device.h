@@ -34,12 +34,14 @@ struct RankDevice {
   std::string none_reason;               // why memory is null
 };
 
-// `wanted`: the scenario places this rank on the device. Then, where GPUs
-// are visible, opens GPU `local_rank`; `base` must outlive the result.
+// Where GPUs are visible, opens GPU `local_rank`; `base` must outlive the
+// result. `wanted`: the scenario places this rank on the device, so a
+// missing GPU of its own is an error; otherwise (a host placement, whose
+// tables the GPU then also reads) it is no device.
 // Errors: failed_precondition naming LOCAL_RANK and the visible count when
-// local_rank has no GPU of its own (no wrapping onto a shared GPU: two ranks
-// on one GPU are not what the scenario describes), or the driver's error
-// when opening it fails. Not wanted, or no GPU at all: no device, ok.
+// local_rank has no GPU of its own and `wanted` (no wrapping onto a shared
+// GPU: two ranks on one GPU are not what the scenario describes), or the
+// driver's error when opening it fails. No GPU at all: no device, ok.
 Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted, HostProbe& base);
 
 }  // namespace engram::app

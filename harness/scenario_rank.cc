@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/base/bf16.h"
+#include "core/base/coverage_probe.h"
 #include "core/base/splitmix64.h"
 
 namespace engram {
@@ -103,6 +104,29 @@ Status run_scenario_rank(RankBackend& backend, const ScenarioRankInputs& inputs,
         if (!looked.is_ok()) {
           runtime->stop().ignore();
           return looked;
+        }
+        // Where the rank has a device, a host placement's table is also read
+        // by the device through its registration (a device placement's
+        // lookup above already went through the device): the same bytes.
+        // The device lookup writes whole tokens (not the SP shard), and
+        // host_head_sharded reads its shards on the device at tp 1 only.
+        const bool device_reads_host_table =
+            backend.compute != nullptr && !is_device_placement(out.placement) && !sequence_parallel &&
+            !(out.placement == Placement::kHostHeadSharded && layout.tp > 1);
+        if (device_reads_host_table) {
+          std::vector<uint16_t> on_device(got.size(), 0xbeef);
+          Status device_looked = runtime->lookup_through_device(static_cast<int>(t), ids, slot, on_device);
+          if (!device_looked.is_ok()) {
+            runtime->stop().ignore();
+            return device_looked;
+          }
+          coverage_probe("lookup: a host table read by the device");
+          if (out.lookup_mismatch.empty()) {
+            std::string diff = first_difference(got, on_device, table.dim);
+            if (!diff.empty())
+              out.lookup_mismatch = fmt::format("step {}, table {} (layer {}), the device's read of the host table: {}",
+                                                b, t, table.layer_id, diff);
+          }
         }
         out.lookup_hashes.push_back(fnv1a64(std::as_bytes(std::span<const uint16_t>(got))));
         std::vector<uint16_t> every_token(ids.size() * static_cast<size_t>(table.dim));

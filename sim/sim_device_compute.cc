@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -16,8 +17,9 @@ namespace {
 
 // Registered host memory gets device addresses in a window of its own per
 // rank, apart from the VMM windows, so a host address used as a device one
-// (or another rank's) is an illegal address, as on hardware.
-constexpr DevicePtr kHostWindowBase = 0x100000000000ull;
+// (or another rank's) is an illegal address, as on hardware. Above every VMM
+// window (those grow with the rank count: 1,152 ranks reach past 2^50).
+constexpr DevicePtr kHostWindowBase = 1ull << 62;
 constexpr DevicePtr kHostWindowBytes = 1ull << 36;
 
 TableSpec row_table(const DeviceRowLayout& layout) {
@@ -289,6 +291,36 @@ void SimDeviceCompute::release_process() {
 }
 
 Status SimDeviceCompute::synchronize(StreamRef) { return alive("cudaStreamSynchronize"); }
+
+namespace {
+
+class SimDeviceGraph final : public DeviceGraph {
+ public:
+  explicit SimDeviceGraph(std::function<Status(StreamRef)> enqueue) : enqueue_(std::move(enqueue)) {}
+  Status replay() override { return enqueue_(StreamRef{}); }
+  Result<std::vector<double>> time(int warmup, int replays) override {
+    ENGRAM_CHECK(warmup >= 0 && replays >= 1);
+    for (int i = 0; i < warmup; ++i) ENGRAM_RETURN_IF_ERROR(enqueue_(StreamRef{}));
+    std::vector<double> us;
+    for (int i = 0; i < replays; ++i) {
+      // Wall time of the CPU rules: a figure for the report, never for a trace.
+      const auto start = std::chrono::steady_clock::now();
+      ENGRAM_RETURN_IF_ERROR(enqueue_(StreamRef{}));
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    }
+    return us;
+  }
+
+ private:
+  std::function<Status(StreamRef)> enqueue_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceGraph>> SimDeviceCompute::capture(const std::function<Status(StreamRef)>& enqueue) {
+  ENGRAM_RETURN_IF_ERROR(alive("cudaStreamBeginCapture"));
+  return std::unique_ptr<DeviceGraph>(new SimDeviceGraph(enqueue));
+}
 
 Result<std::unique_ptr<DeviceCollectives>> SimDeviceCompute::connect(Collectives& bootstrap) {
   ENGRAM_RETURN_IF_ERROR(alive("ncclCommInitRank"));

@@ -36,6 +36,9 @@ class SimDeviceCompute final : public DeviceCompute {
   Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows,
                          StreamRef stream) override;
   Status synchronize(StreamRef stream) override;
+  // Keeps `enqueue`; each replay calls it again (the emulator executes at
+  // enqueue, so a replay is the calls themselves).
+  Result<std::unique_ptr<DeviceGraph>> capture(const std::function<Status(StreamRef)>& enqueue) override;
   Result<std::unique_ptr<DeviceCollectives>> connect(Collectives& bootstrap) override;
 
   // What the driver and the OS undo when the process dies: its host

@@ -48,12 +48,9 @@ inline std::vector<DeviceStepCase> failing_device_calls() {
          if (!range.is_ok()) return internal_error("set-up: " + range.status().to_string());
          return d.set_access(range->address(), g);
        }},
-      {"unmap of a reserved range that nothing maps", DeviceStep::kUnmap,
-       [](DeviceMemory& d, uint64_t g) {
-         auto range = DeviceRange::reserve(d, g);
-         if (!range.is_ok()) return internal_error("set-up: " + range.status().to_string());
-         return d.unmap(range->address(), g);
-       }},
+      // (Unmapping a reserved range that nothing maps succeeds on the CUDA 13
+      // driver of an H200, so the failing unmap is one of address 0.)
+      {"unmap of address 0", DeviceStep::kUnmap, [](DeviceMemory& d, uint64_t g) { return d.unmap(0, g); }},
       {"free of a range never reserved", DeviceStep::kFreeReservation,
        [](DeviceMemory& d, uint64_t g) { return d.free_reservation(0, g); }},
       {"close of fd -1", DeviceStep::kCloseFd, [](DeviceMemory& d, uint64_t) { return d.close_fd(-1); }},

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,7 +20,11 @@
 #include "core/lookup/shard_layout.h"
 #include "core/model/table_fill.h"
 #include "kernels/gather_reference.h"
+#include "core/exchange/peer_shard_table.h"
+#include "core/lookup/device_lookup.h"
+#include "core/placements/host_lookup_staging.h"
 #include "sim/sim_collectives.h"
+#include "sim/world.h"
 
 namespace engram::testing {
 
@@ -65,6 +71,102 @@ struct PlacementRun {
 
 inline constexpr uint16_t kUnwritten = 0x5a5a;
 
+// The device placements' lookups on emulated GPUs (one host, a GPU per
+// rank), through the device path the runtime runs: device_peer's shards
+// exchanged and gathered by owner; device_collective's collective over row
+// ranges. Ids are uploaded and outputs downloaded around it.
+inline PlacementRun run_device_placement(LookupPlacement placement, const TableSpec& table,
+                                         std::span<const std::byte> table_bytes,
+                                         const std::vector<std::vector<int64_t>>& ids_by_rank, int64_t slot_tokens,
+                                         uint64_t seed) {
+  const int group = static_cast<int>(ids_by_rank.size());
+  const uint64_t row_bytes = table.row_bytes();
+  const RowShardLayout layout(table.row_count(), group);
+  ModelSpec model;
+  model.tables = {table};
+  PlacementRun run;
+  run.output.resize(static_cast<size_t>(group));
+  run.statuses.assign(static_cast<size_t>(group), Status::ok());
+  for (int r = 0; r < group; ++r)
+    run.output[static_cast<size_t>(r)].assign(ids_by_rank[static_cast<size_t>(r)].size() * static_cast<size_t>(table.dim),
+                                              kUnwritten);
+  sim::WorldSpec spec;
+  spec.hosts = sim::plain_hosts("gpu-host-", 1, group, "H200");
+  spec.seed = seed;
+  auto world = sim::run_world(spec, [&](RankBackend& b) -> Status {
+    const int me = b.world_rank;
+    DeviceCompute& c = *b.compute;
+    const std::vector<int64_t>& ids = ids_by_rank[static_cast<size_t>(me)];
+    std::vector<uint16_t>& out = run.output[static_cast<size_t>(me)];
+    // The host wrapper the runtime uses (shape checks, upload, download): a
+    // malformed request still joins the collective with contribute false.
+    ENGRAM_ASSIGN_OR_RETURN(HostLookupStaging staging, HostLookupStaging::make(c, model, slot_tokens));
+    std::vector<DevicePtr> to_free;
+    std::function<Status(const DeviceLookupRequest&)> device_lookup;
+    std::optional<PeerShardTable> shards;
+    std::unique_ptr<DeviceCollectives> comm;
+    CollectiveWorkspace w;
+    if (placement == LookupPlacement::kDevicePeer) {
+      auto built = PeerShardTable::build(b, *b.world, table.row_count(), row_bytes,
+                                         host_staged_filler(*b.device, row_bytes, [&](int64_t first, std::span<std::byte> rows) {
+                                           std::copy_n(table_bytes.begin() + static_cast<std::ptrdiff_t>(first * row_bytes),
+                                                       rows.size(), rows.begin());
+                                           return Status::ok();
+                                         }));
+      if (!built.is_ok()) return built.status();
+      shards.emplace(std::move(built).value());
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr starts, c.allocate(shards->shard_starts().size() * 8));
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr bases, c.allocate(shards->shard_pointers().size() * 8));
+      to_free.push_back(starts);
+      to_free.push_back(bases);
+      ENGRAM_RETURN_IF_ERROR(c.copy_to_device(starts, std::as_bytes(shards->shard_starts())));
+      ENGRAM_RETURN_IF_ERROR(c.copy_to_device(bases, std::as_bytes(shards->shard_pointers())));
+      device_lookup = [&, starts, bases](const DeviceLookupRequest& r) -> Status {
+        ENGRAM_RETURN_IF_ERROR(check_device_request(r, me));
+        if (!r.contribute) return Status::ok();
+        ENGRAM_RETURN_IF_ERROR(check_device_slot(r, me));
+        if (r.tokens == 0) return Status::ok();
+        DeviceGather g;
+        g.ids = r.row_ids;
+        g.tokens = r.tokens;
+        g.ids_per_token = table.head_count();
+        g.head_count = table.head_count();
+        g.shard_starts = starts;
+        g.shard_bases = bases;
+        g.shard_count = group;
+        g.layout = device_row_layout(table);
+        g.out = r.output;
+        return c.gather(g, r.stream);
+      };
+    } else {
+      ENGRAM_ASSIGN_OR_RETURN(comm, c.connect(*b.world));
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr shard, c.allocate(std::max<int64_t>(1, layout.shard_rows(me)) * row_bytes));
+      to_free.push_back(shard);
+      const auto own = table_bytes.subspan(static_cast<size_t>(layout.shard_begin(me)) * row_bytes,
+                                           static_cast<size_t>(layout.shard_rows(me)) * row_bytes);
+      if (!own.empty()) ENGRAM_RETURN_IF_ERROR(c.copy_to_device(shard, own));
+      ENGRAM_ASSIGN_OR_RETURN(w, make_collective_workspace(c, slot_tokens, model, group, me));
+      device_lookup = [&, shard](const DeviceLookupRequest& r) {
+        return lookup_collective_on_device(c, *comm, w,
+                                           OwnedRows{layout.shard_begin(me), layout.shard_rows(me), shard, nullptr}, 0,
+                                           r, me);
+      };
+    }
+    const Status looked = staging.run(c, LookupRequest{&table, ids, slot_tokens, out}, me, device_lookup);
+    if (shards) ENGRAM_RETURN_IF_ERROR(shards->teardown());
+    if (comm) ENGRAM_RETURN_IF_ERROR(free_collective_workspace(c, w));
+    ENGRAM_RETURN_IF_ERROR(staging.release(c));
+    for (DevicePtr p : to_free) ENGRAM_RETURN_IF_ERROR(c.free(p));
+    return looked;
+  });
+  if (!world.is_ok()) {
+    run.statuses.assign(static_cast<size_t>(group), world.status());
+    return run;
+  }
+  run.statuses = world->statuses;
+  return run;
+}
+
 // Runs `placement` on ids_by_rank.size() emulated ranks. Every rank gets its
 // own copies of what it holds (its shard, the node's table, its private copy)
 // cut from `table_bytes`, so a placement that reads the wrong bytes shows.
@@ -72,16 +174,10 @@ inline PlacementRun run_placement(LookupPlacement placement, const TableSpec& ta
                                   std::span<const std::byte> table_bytes,
                                   const std::vector<std::vector<int64_t>>& ids_by_rank, int64_t slot_tokens,
                                   uint64_t seed) {
+  if (placement == LookupPlacement::kDevicePeer || placement == LookupPlacement::kDeviceCollective)
+    return run_device_placement(placement, table, table_bytes, ids_by_rank, slot_tokens, seed);
   const int group = static_cast<int>(ids_by_rank.size());
   const uint64_t row_bytes = table.row_bytes();
-  const RowShardLayout layout(table.row_count(), group);
-  std::vector<std::vector<std::byte>> row_shards(static_cast<size_t>(group));
-  for (int r = 0; r < group; ++r) {
-    auto begin = table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(layout.shard_begin(r)) * row_bytes);
-    row_shards[static_cast<size_t>(r)].assign(begin, begin + static_cast<std::ptrdiff_t>(
-                                                                 static_cast<uint64_t>(layout.shard_rows(r)) * row_bytes));
-  }
-  std::vector<std::span<const std::byte>> shard_views(row_shards.begin(), row_shards.end());
   const std::vector<std::byte> node_copy(table_bytes.begin(), table_bytes.end());
 
   PlacementRun run;
@@ -98,10 +194,6 @@ inline PlacementRun run_placement(LookupPlacement placement, const TableSpec& ta
     request.tokens_per_rank_max = slot_tokens;
     request.output = run.output[static_cast<size_t>(rank)];
     switch (placement) {
-      case LookupPlacement::kDeviceCollective:
-        return lookup_device_collective(world, request, layout, row_shards[static_cast<size_t>(rank)]);
-      case LookupPlacement::kDevicePeer:
-        return lookup_device_peer(world, request, layout, shard_views);
       case LookupPlacement::kHostShared:
         return lookup_host_shared(*solo, request, node_copy);
       case LookupPlacement::kHostHeadSharded: {
@@ -114,8 +206,9 @@ inline PlacementRun run_placement(LookupPlacement placement, const TableSpec& ta
         std::vector<std::byte> private_copy(table_bytes.begin(), table_bytes.end());
         return lookup_host_private(*solo, request, private_copy);
       }
+      default:
+        return internal_error("device placements run on emulated GPUs");
     }
-    return internal_error("unknown placement");
   });
   run.statuses = std::move(ranks.statuses);
   return run;

@@ -34,11 +34,24 @@ sim::WorldSpec four_gpus_one_host() {
 // Uneven on purpose: 100,003 rows over 4 ranks, ~26 MiB per shard.
 constexpr int64_t kRows = 100003;
 
+// Row `row` as this rank's device reads it through its owner's mapping
+// (DEAD and out-of-table rows: zero, as every lookup gives them).
+Status read_through_owner(RankBackend& b, const PeerShardTable& table, int64_t row, std::span<std::byte> out) {
+  const int owner = table.layout().owner_of(row);
+  if (owner < 0) {
+    std::fill(out.begin(), out.end(), std::byte{0});
+    return Status::ok();
+  }
+  const DevicePtr at = table.shard_pointers()[static_cast<size_t>(owner)] +
+                       static_cast<uint64_t>(row - table.layout().shard_begin(owner)) * kRowBytes;
+  return b.device->copy_from_device(out, at);
+}
+
 Status build_and_check_every_row(RankBackend& b, int64_t rows) {
-  PeerShardTableOptions options;
-  options.fill_chunk_bytes = 1 << 20;  // several chunks per shard
+  // 1 MiB host chunks: several per shard.
   ENGRAM_ASSIGN_OR_RETURN(PeerShardTable table,
-                          PeerShardTable::build(b, *b.world, rows, kRowBytes, fill_rows, options));
+                          PeerShardTable::build(b, *b.world, rows, kRowBytes,
+                                                host_staged_filler(*b.device, kRowBytes, fill_rows, 1 << 20)));
   if (table.shard_starts().size() != 5 || table.shard_starts().back() != rows)
     return internal_error("shard starts do not cover the table");
   if (table.shard_allocation_bytes() % (2 * kMiB) != 0) return internal_error("shard not rounded to granularity");
@@ -52,14 +65,14 @@ Status build_and_check_every_row(RankBackend& b, int64_t rows) {
     probe_rows.push_back(table.layout().shard_end(s) - 1);
   }
   for (int64_t r : probe_rows) {
-    ENGRAM_RETURN_IF_ERROR(table.read_row(r, got));
+    ENGRAM_RETURN_IF_ERROR(read_through_owner(b, table, r, got));
     for (uint64_t i = 0; i < kRowBytes; ++i)
       if (got[i] != row_byte(r, i))
         return internal_error("row " + std::to_string(r) + " read through its owner differs from the filler");
   }
   for (int64_t dead : {kDeadId, rows, rows + 1000}) {
     std::fill(got.begin(), got.end(), std::byte{0xff});
-    ENGRAM_RETURN_IF_ERROR(table.read_row(dead, got));
+    ENGRAM_RETURN_IF_ERROR(read_through_owner(b, table, dead, got));
     for (std::byte x : got)
       if (x != std::byte{0}) return internal_error("DEAD or out-of-table id did not give a zero row");
   }
@@ -86,11 +99,12 @@ TEST(PeerShardTable, FabricAcrossHostsOfOneDomain) {
   spec.hosts.resize(2);  // two trays of one rack: 8 ranks
   HandleType seen = HandleType::kPosixFd;
   auto run = sim::run_world(spec, [&](RankBackend& b) -> Status {
-    ENGRAM_ASSIGN_OR_RETURN(PeerShardTable table, PeerShardTable::build(b, *b.world, 4099, kRowBytes, fill_rows));
+    ENGRAM_ASSIGN_OR_RETURN(PeerShardTable table, PeerShardTable::build(b, *b.world, 4099, kRowBytes,
+                                                                      host_staged_filler(*b.device, kRowBytes, fill_rows)));
     seen = table.handle_type();
     std::vector<std::byte> got(kRowBytes);
     const int64_t row = (b.world_rank * 613) % 4099;
-    ENGRAM_RETURN_IF_ERROR(table.read_row(row, got));
+    ENGRAM_RETURN_IF_ERROR(read_through_owner(b, table, row, got));
     for (uint64_t i = 0; i < kRowBytes; ++i)
       if (got[i] != row_byte(row, i)) return internal_error("fabric row differs");
     return table.teardown();
@@ -103,10 +117,11 @@ TEST(PeerShardTable, FabricAcrossHostsOfOneDomain) {
 
 TEST(PeerShardTable, AFailedFillOnOneRankFailsAllAndLeavesNothing) {
   auto run = sim::run_world(four_gpus_one_host(), [](RankBackend& b) -> Status {
-    auto table = PeerShardTable::build(b, *b.world, kRows, kRowBytes, [&](int64_t first, std::span<std::byte> rows) {
-      if (b.world_rank == 1) return resource_exhausted("checkpoint file truncated");
-      return fill_rows(first, rows);
-    });
+    auto table = PeerShardTable::build(b, *b.world, kRows, kRowBytes,
+                                       host_staged_filler(*b.device, kRowBytes, [&](int64_t first, std::span<std::byte> rows) {
+                                         if (b.world_rank == 1) return resource_exhausted("checkpoint file truncated");
+                                         return fill_rows(first, rows);
+                                       }));
     if (table.is_ok()) return internal_error("build succeeded although rank 1 could not fill");
     return table.status();
   });

@@ -199,7 +199,9 @@ TEST(SimDeviceCompute, CollectiveOverRowRangesEqualsTheDirectLookupAndAnOverrunn
     const RowShardLayout layout(t.row_count(), ranks);
     ENGRAM_ASSIGN_OR_RETURN(DevicePtr shard, c.allocate(std::max<int64_t>(1, layout.shard_rows(me)) * t.row_bytes()));
     ENGRAM_RETURN_IF_ERROR(c.fill_table_rows(shard, t, 5, layout.shard_begin(me), layout.shard_rows(me), {}));
-    ENGRAM_ASSIGN_OR_RETURN(CollectiveWorkspace w, make_collective_workspace(c, slot, t.head_count(), t.dim, ranks));
+    ModelSpec model;
+    model.tables = {t};
+    ENGRAM_ASSIGN_OR_RETURN(CollectiveWorkspace w, make_collective_workspace(c, slot, model, ranks, me));
     const int64_t tokens = tokens_of[me];
     const auto ids = random_ids(t, tokens, 100 + me);
     ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(std::span(ids))));
@@ -211,7 +213,7 @@ TEST(SimDeviceCompute, CollectiveOverRowRangesEqualsTheDirectLookupAndAnOverrunn
     r.tokens_per_rank_max = slot;
     r.output = out_d;
     OwnedRows owned{layout.shard_begin(me), layout.shard_rows(me), shard, nullptr};
-    Status looked = lookup_collective_on_device(c, *group, w, owned, r, me);
+    Status looked = lookup_collective_on_device(c, *group, w, owned, 0, r, me);
     Status checked;
     if (me == 3) {
       if (looked.code() != ErrorCode::kInvalidArgument || looked.message().find("tokens_per_rank_max") == std::string::npos)

@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_device_compute.h"
 
+#include "backends/cuda/graph_timing.h"
+
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -249,6 +251,53 @@ Status CudaDeviceCompute::synchronize(StreamRef stream) {
   ENGRAM_RETURN_IF_ERROR(make_current("synchronize"));
   return cuda_runtime_status(cudaStreamSynchronize(stream_of(stream)), "cudaStreamSynchronize", ordinal_,
                              "synchronize");
+}
+
+namespace {
+
+// A captured lookup on this rank's GPU, replayed and timed by the bench's
+// method (backends/cuda/graph_timing.h). The timer's stream is the graph's.
+class CudaDeviceGraph final : public DeviceGraph {
+ public:
+  CudaDeviceGraph(std::unique_ptr<GraphTimer> timer, GpuGraphs graphs)
+      : timer_(std::move(timer)), graphs_(std::move(graphs)) {}
+
+  Status replay() override {
+    ENGRAM_RETURN_IF_ERROR(timer_->launch(graphs_));
+    return timer_->synchronize();
+  }
+
+  Result<std::vector<double>> time(int warmup, int replays) override {
+    ENGRAM_CHECK(warmup >= 0 && replays >= 1);
+    // The timer's replay count is fixed when it is made (with the stream
+    // the graph was captured on), so replays are timed in rounds of it.
+    for (int i = 0; i < warmup; ++i) ENGRAM_RETURN_IF_ERROR(timer_->launch(graphs_));
+    std::vector<double> out;
+    while (static_cast<int>(out.size()) < replays) {
+      ENGRAM_ASSIGN_OR_RETURN(std::vector<double> round, timer_->time([&] { return timer_->launch(graphs_); }));
+      out.insert(out.end(), round.begin(), round.end());
+    }
+    out.resize(static_cast<size_t>(replays));
+    ENGRAM_RETURN_IF_ERROR(timer_->synchronize());
+    return out;
+  }
+
+ private:
+  std::unique_ptr<GraphTimer> timer_;
+  GpuGraphs graphs_;
+};
+
+constexpr int kTimedReplaysPerRound = 20;
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceGraph>> CudaDeviceCompute::capture(const std::function<Status(StreamRef)>& enqueue) {
+  ENGRAM_RETURN_IF_ERROR(make_current("capture"));
+  ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<GraphTimer> timer,
+                          GraphTimer::create({ordinal_}, kTimedReplaysPerRound, /*warmup=*/0, /*cold_l2=*/false));
+  const StreamRef stream{reinterpret_cast<uintptr_t>(timer->stream(0))};
+  ENGRAM_ASSIGN_OR_RETURN(GpuGraphs graphs, timer->capture([&] { return enqueue(stream); }));
+  return std::unique_ptr<DeviceGraph>(new CudaDeviceGraph(std::move(timer), std::move(graphs)));
 }
 
 Result<std::unique_ptr<DeviceCollectives>> CudaDeviceCompute::connect(Collectives& bootstrap) {

@@ -45,6 +45,7 @@ class CudaDeviceCompute final : public DeviceCompute {
   Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows,
                          StreamRef stream) override;
   Status synchronize(StreamRef stream) override;
+  Result<std::unique_ptr<DeviceGraph>> capture(const std::function<Status(StreamRef)>& enqueue) override;
   Result<std::unique_ptr<DeviceCollectives>> connect(Collectives& bootstrap) override;
 
  private:

@@ -16,8 +16,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/backend/collectives.h"
 #include "core/backend/device_memory.h"
@@ -88,6 +90,18 @@ class DeviceCollectives {
   virtual Status all_to_all(DevicePtr send, DevicePtr receive, uint64_t bytes_per_rank, StreamRef stream) = 0;
 };
 
+// A lookup captured once and replayed: a CUDA graph on the real backend;
+// the emulator keeps the enqueueing calls and runs them again.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  // One replay, waited for.
+  virtual Status replay() = 0;
+  // `warmup` untimed replays, then `replays` timed ones back to back: each
+  // one's device time in microseconds (the emulator: its wall time).
+  virtual Result<std::vector<double>> time(int warmup, int replays) = 0;
+};
+
 class DeviceCompute {
  public:
   virtual ~DeviceCompute() = default;
@@ -120,6 +134,12 @@ class DeviceCompute {
   virtual Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row,
                                  int64_t rows, StreamRef stream) = 0;
   virtual Status synchronize(StreamRef stream) = 0;
+
+  // Captures what `enqueue` enqueues on the stream it is given (a stream of
+  // the graph's own) into a graph. Nothing runs until a replay. Collective
+  // calls inside are captured too, so every member of their group captures
+  // and replays alike.
+  virtual Result<std::unique_ptr<DeviceGraph>> capture(const std::function<Status(StreamRef)>& enqueue) = 0;
 
   // Device collectives over the members of `bootstrap` (collective: every
   // member calls it; the bootstrap carries the setup, e.g. NCCL's unique id).

@@ -20,8 +20,7 @@ PeerShardTable::PeerShardTable(RankBackend& backend, SharedMapping mapping, RowS
 }
 
 Result<PeerShardTable> PeerShardTable::build(RankBackend& backend, Collectives& group, int64_t row_count,
-                                             uint64_t row_bytes, const ShardFiller& fill,
-                                             PeerShardTableOptions options) {
+                                             uint64_t row_bytes, const ShardFiller& fill) {
   const int me_world = group.world_rank();
   if (row_count < 0 || row_bytes == 0)
     return Status(ErrorCode::kInvalidArgument,
@@ -34,21 +33,10 @@ Result<PeerShardTable> PeerShardTable::build(RankBackend& backend, Collectives& 
   const uint64_t shard_bytes = static_cast<uint64_t>(std::max<int64_t>(layout.max_shard_rows(), 1)) * row_bytes;
   ENGRAM_ASSIGN_OR_RETURN(SharedMapping mapping, exchange_shareable_handles(backend, group, shard_bytes));
 
-  // Fill this rank's shard through its own mapping, one bounded chunk at a time.
+  // Fill this rank's shard through its own mapping.
   const int me = group.rank();
   const int64_t begin = layout.shard_begin(me);
-  const int64_t end = layout.shard_end(me);
-  const int64_t chunk_rows = std::max<int64_t>(1, static_cast<int64_t>(options.fill_chunk_bytes / row_bytes));
-  Status filled;
-  std::vector<std::byte> staging;
-  for (int64_t row = begin; row < end && filled.is_ok(); row += chunk_rows) {
-    const int64_t rows = std::min(chunk_rows, end - row);
-    staging.assign(static_cast<size_t>(rows) * row_bytes, std::byte{0});
-    filled = fill(row, staging);
-    if (filled.is_ok())
-      filled = backend.device->copy_to_device(mapping.local() + static_cast<uint64_t>(row - begin) * row_bytes,
-                                              staging);
-  }
+  Status filled = fill(mapping.local(), begin, layout.shard_rows(me));
   if (!filled.is_ok()) filled = std::move(filled).with_context(me_world, -1, "fill");
 
   // Agree that every shard is filled (the all-gather also orders the writes
@@ -64,17 +52,20 @@ Result<PeerShardTable> PeerShardTable::build(RankBackend& backend, Collectives& 
   return PeerShardTable(backend, std::move(mapping), std::move(layout), row_bytes);
 }
 
-Status PeerShardTable::read_row(int64_t row, std::span<std::byte> out) const {
-  if (out.size() != row_bytes_)
-    return invalid_argument(fmt::format("read_row: output holds {} bytes, a row is {}", out.size(), row_bytes_));
-  const int owner = layout_.owner_of(row);  // -1 for DEAD and out-of-table ids
-  if (owner < 0) {
-    std::memset(out.data(), 0, out.size());
+ShardFiller host_staged_filler(DeviceMemory& device, uint64_t row_bytes, HostRowsFill fill, uint64_t chunk_bytes) {
+  ENGRAM_CHECK(row_bytes > 0);
+  return [&device, row_bytes, fill = std::move(fill), chunk_bytes](DevicePtr at, int64_t first_row,
+                                                                   int64_t rows) -> Status {
+    const int64_t chunk_rows = std::max<int64_t>(1, static_cast<int64_t>(chunk_bytes / row_bytes));
+    std::vector<std::byte> staging;
+    for (int64_t done = 0; done < rows; done += chunk_rows) {
+      const int64_t n = std::min(chunk_rows, rows - done);
+      staging.assign(static_cast<size_t>(n) * row_bytes, std::byte{0});
+      ENGRAM_RETURN_IF_ERROR(fill(first_row + done, staging));
+      ENGRAM_RETURN_IF_ERROR(device.copy_to_device(at + static_cast<uint64_t>(done) * row_bytes, staging));
+    }
     return Status::ok();
-  }
-  const DevicePtr address =
-      shard_pointers_[static_cast<size_t>(owner)] + static_cast<uint64_t>(row - layout_.shard_begin(owner)) * row_bytes_;
-  return backend_->device->copy_from_device(out, address);
+  };
 }
 
 }  // namespace engram

@@ -15,12 +15,17 @@
 
 namespace engram {
 
-// Writes rows [first_row, first_row + rows.size() / row_bytes) of the table.
-using ShardFiller = std::function<Status(int64_t first_row, std::span<std::byte> rows)>;
+// Writes rows [first_row, first_row + rows) of the table at `at`: this
+// rank's shard, the device address of row first_row (e.g. the device's own
+// table fill, DeviceCompute::fill_table_rows).
+using ShardFiller = std::function<Status(DevicePtr at, int64_t first_row, int64_t rows)>;
 
-struct PeerShardTableOptions {
-  uint64_t fill_chunk_bytes = 8ull << 20;  // host staging per copy: bounded whatever the shard size
-};
+// Rows made on the host: `fill` writes rows [first_row, ...) into a bounded
+// host chunk, each chunk copied to the device (backends without a device
+// fill, tests with their own byte patterns).
+using HostRowsFill = std::function<Status(int64_t first_row, std::span<std::byte> rows)>;
+ShardFiller host_staged_filler(DeviceMemory& device, uint64_t row_bytes, HostRowsFill fill,
+                               uint64_t chunk_bytes = 8ull << 20);
 
 class PeerShardTable {
  public:
@@ -29,7 +34,7 @@ class PeerShardTable {
   // (rounded to the granularity), fill this rank's shard from `fill`, and
   // agree that every rank filled before returning.
   static Result<PeerShardTable> build(RankBackend& backend, Collectives& group, int64_t row_count,
-                                      uint64_t row_bytes, const ShardFiller& fill, PeerShardTableOptions options = {});
+                                      uint64_t row_bytes, const ShardFiller& fill);
 
   const RowShardLayout& layout() const { return layout_; }
   // group size + 1 entries (the last is row_count): what the kernel copies.
@@ -40,11 +45,6 @@ class PeerShardTable {
   uint64_t row_bytes() const { return row_bytes_; }
   uint64_t shard_allocation_bytes() const { return mapping_.bytes_per_rank(); }
   HandleType handle_type() const { return mapping_.handle_type(); }
-
-  // The CPU lookup: copies `row` from its owner's shard into `out`
-  // (row_bytes long). DEAD (-1) and rows outside the table give a zero row
-  // and read nothing, as on every path.
-  Status read_row(int64_t row, std::span<std::byte> out) const;
 
   // Collective: see SharedMapping::teardown.
   Status teardown() { return mapping_.teardown(); }

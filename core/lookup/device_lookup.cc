@@ -2,7 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
+#include "core/lookup/lookup_types.h"
+
 namespace engram {
+namespace {
+
+// Header values ride as ids out of every table: -2 - value (value >= -1).
+int64_t encode_header(int64_t value) { return -2 - value; }
+int64_t decode_header(int64_t id) { return -2 - id; }
+
+}  // namespace
 
 Status check_device_request(const DeviceLookupRequest& r, int world_rank) {
   auto bad = [world_rank](std::string message) {
@@ -14,7 +25,7 @@ Status check_device_request(const DeviceLookupRequest& r, int world_rank) {
     return bad(fmt::format("device lookup: tokens_per_rank_max {} must be positive (the DP slot every rank of the "
                            "group pads to)", r.tokens_per_rank_max));
   }
-  if (r.tokens > 0 && (r.row_ids == 0 || r.output == 0)) {
+  if (r.contribute && r.tokens > 0 && (r.row_ids == 0 || r.output == 0)) {
     return bad(fmt::format("device lookup: {} tokens but row_ids {:#x} / output {:#x}; pass device buffers of "
                            "tokens x heads ids and tokens x heads x dim bf16", r.tokens, r.row_ids, r.output));
   }
@@ -22,34 +33,35 @@ Status check_device_request(const DeviceLookupRequest& r, int world_rank) {
 }
 
 Status check_device_slot(const DeviceLookupRequest& r, int world_rank) {
-  if (r.tokens <= r.tokens_per_rank_max) return Status::ok();
-  return Status(ErrorCode::kInvalidArgument,
-                fmt::format("rank {} brought {} tokens but the DP slot holds {} (tokens_per_rank_max); raise "
-                            "tokens_per_rank_max to at least {} or split the batch",
-                            world_rank, r.tokens, r.tokens_per_rank_max, r.tokens),
-                {world_rank, -1, "lookup"});
+  // One rule and one message for the host and the device lookup.
+  return check_slot(r.tokens, r.tokens_per_rank_max, world_rank);
 }
 
-uint64_t CollectiveWorkspace::bytes_needed(int64_t slot, int heads, int dim, int group) {
-  const uint64_t ids = static_cast<uint64_t>(slot) * static_cast<uint64_t>(heads);
-  const uint64_t values = ids * static_cast<uint64_t>(dim);
-  return ids * 8 + ids * 8 * static_cast<uint64_t>(group) + values * 2 * static_cast<uint64_t>(group) + values * 2;
-}
-
-Result<CollectiveWorkspace> make_collective_workspace(DeviceCompute& compute, int64_t slot, int heads, int dim,
-                                                      int group) {
-  ENGRAM_CHECK(slot > 0 && heads > 0 && dim > 0 && group > 0);
+Result<CollectiveWorkspace> make_collective_workspace(DeviceCompute& compute, int64_t slot, const ModelSpec& model,
+                                                      int group, int world_rank) {
+  ENGRAM_CHECK(slot > 0 && group > 0 && !model.tables.empty());
   CollectiveWorkspace w;
   w.tokens_per_rank_max = slot;
-  w.heads_max = heads;
-  w.dim_max = dim;
+  w.heads = model.tables[0].head_count();
   w.group_size = group;
-  const uint64_t ids = static_cast<uint64_t>(slot) * static_cast<uint64_t>(heads);
-  const uint64_t values = ids * static_cast<uint64_t>(dim);
+  w.world_rank = world_rank;
+  w.table_count = static_cast<int>(model.tables.size());
+  for (const TableSpec& t : model.tables) {
+    if (t.head_count() != w.heads) {
+      return invalid_argument(fmt::format("device lookup: tables of {} and {} heads; the collective's buffers hold one "
+                                          "shape, as every Engram layer of a model has", w.heads, t.head_count()));
+    }
+    w.dim_max = std::max(w.dim_max, t.dim);
+  }
+  ENGRAM_CHECK(w.heads > 0 && w.dim_max > 0);
+  w.header_tokens = (static_cast<int>(kGroupHeaderWords) + w.heads - 1) / w.heads;
+  const uint64_t ids = static_cast<uint64_t>(w.slot_tokens()) * static_cast<uint64_t>(w.heads);
+  const uint64_t values = ids * static_cast<uint64_t>(w.dim_max);
+  const uint64_t header_ids = static_cast<uint64_t>(w.header_tokens) * static_cast<uint64_t>(w.heads);
   const uint64_t sizes[] = {ids * 8, ids * 8 * static_cast<uint64_t>(group), values * 2 * static_cast<uint64_t>(group),
-                            values * 2};
-  DevicePtr* slots[] = {&w.slot_ids, &w.gathered_ids, &w.rows, &w.mine};
-  for (int i = 0; i < 4; ++i) {
+                            values * 2, header_ids * 8 * (model.tables.size() + 1)};
+  DevicePtr* slots[] = {&w.slot_ids, &w.gathered_ids, &w.rows, &w.mine, &w.headers};
+  for (int i = 0; i < 5; ++i) {
     auto allocated = compute.allocate(sizes[i]);
     if (!allocated.is_ok()) {
       free_collective_workspace(compute, w).ignore();  // the allocation's error is the one to report
@@ -57,12 +69,25 @@ Result<CollectiveWorkspace> make_collective_workspace(DeviceCompute& compute, in
     }
     *slots[i] = *allocated;
   }
+  // Each table's header, then the unknown table's, written once here so a
+  // lookup only copies device to device.
+  std::vector<int64_t> headers(header_ids * (model.tables.size() + 1), kDeadId);
+  for (size_t t = 0; t <= model.tables.size(); ++t) {
+    const int64_t layer = t < model.tables.size() ? model.tables[t].layer_id : kUnknownTableTag;
+    headers[t * header_ids] = encode_header(layer);
+    headers[t * header_ids + 1] = encode_header(world_rank);
+  }
+  Status uploaded = compute.copy_to_device(w.headers, std::as_bytes(std::span(headers)));
+  if (!uploaded.is_ok()) {
+    free_collective_workspace(compute, w).ignore();
+    return uploaded;
+  }
   return w;
 }
 
 Status free_collective_workspace(DeviceCompute& compute, CollectiveWorkspace& w) {
   Status first;
-  for (DevicePtr* p : {&w.slot_ids, &w.gathered_ids, &w.rows, &w.mine}) {
+  for (DevicePtr* p : {&w.slot_ids, &w.gathered_ids, &w.rows, &w.mine, &w.headers}) {
     if (*p == 0) continue;
     Status freed = compute.free(*p);
     if (first.is_ok()) first = std::move(freed);
@@ -72,39 +97,52 @@ Status free_collective_workspace(DeviceCompute& compute, CollectiveWorkspace& w)
 }
 
 Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& group, CollectiveWorkspace& w,
-                                   const OwnedRows& owned, const DeviceLookupRequest& r, int world_rank) {
+                                   const OwnedRows& owned, int table_index, const DeviceLookupRequest& r,
+                                   int world_rank, bool* took_part) {
   ENGRAM_RETURN_IF_ERROR(check_device_request(r, world_rank));
   const TableSpec& table = *r.table;
   const int heads = table.head_count();
-  if (r.tokens_per_rank_max != w.tokens_per_rank_max || heads > w.heads_max || table.dim > w.dim_max ||
+  if (r.tokens_per_rank_max > w.tokens_per_rank_max || heads != w.heads || table.dim > w.dim_max ||
       group.size() != w.group_size) {
     return Status(ErrorCode::kInvalidArgument,
                   fmt::format("device lookup: slot {} x {} heads x dim {} over {} ranks does not fit the workspace "
-                              "built for slot {} x {} heads x dim {} over {} ranks; pass the tokens_per_rank_max the "
-                              "tables were built with",
-                              r.tokens_per_rank_max, heads, table.dim, group.size(), w.tokens_per_rank_max,
-                              w.heads_max, w.dim_max, w.group_size),
+                              "built for slot {} x {} heads x dim {} over {} ranks; raise tokens_per_rank_max in the "
+                              "config to the largest slot a lookup uses",
+                              r.tokens_per_rank_max, heads, table.dim, group.size(), w.tokens_per_rank_max, w.heads,
+                              w.dim_max, w.group_size),
                   {world_rank, -1, "lookup"});
   }
-  // A rank over the slot still takes its part, all DEAD, and writes nothing.
+  // A rank over the slot (or one told not to contribute) still takes its
+  // part, all DEAD, and writes nothing.
   const Status slot = check_device_slot(r, world_rank);
-  const bool contribute = slot.is_ok();
-  const uint64_t slot_ids = static_cast<uint64_t>(r.tokens_per_rank_max) * static_cast<uint64_t>(heads);
+  const bool contribute = r.contribute && slot.is_ok();
+  // This call's slot (at most the workspace's), then the header tokens.
+  const int64_t slot_tokens = r.tokens_per_rank_max + w.header_tokens;
+  const uint64_t slot_ids = static_cast<uint64_t>(slot_tokens) * static_cast<uint64_t>(heads);
   const uint64_t slot_values = slot_ids * static_cast<uint64_t>(table.dim);
+  const uint64_t header_ids = static_cast<uint64_t>(w.header_tokens) * static_cast<uint64_t>(heads);
+  const uint64_t tokens_ids = static_cast<uint64_t>(r.tokens_per_rank_max) * static_cast<uint64_t>(heads);
   const int members = group.size();
   auto step = [world_rank](Status s, const char* name) {
     return s.is_ok() ? s : std::move(s).with_context(world_rank, -1, name);
   };
   // DEAD is -1: every byte 0xff.
-  ENGRAM_RETURN_IF_ERROR(step(compute.fill_async(w.slot_ids, 0xff, slot_ids * 8, r.stream), "pad ids"));
+  ENGRAM_RETURN_IF_ERROR(step(compute.fill_async(w.slot_ids, 0xff, tokens_ids * 8, r.stream), "pad ids"));
   if (contribute && r.tokens > 0) {
     ENGRAM_RETURN_IF_ERROR(step(
         compute.copy_async(w.slot_ids, r.row_ids, static_cast<uint64_t>(r.tokens) * heads * 8, r.stream), "pad ids"));
   }
+  // This table's header after the tokens (the unknown table's: the last block).
+  const uint64_t block = r.table_unknown ? static_cast<uint64_t>(w.table_count) : static_cast<uint64_t>(table_index);
+  ENGRAM_CHECK(r.table_unknown || (table_index >= 0 && table_index < w.table_count));
+  ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(w.slot_ids + tokens_ids * 8,
+                                                 w.headers + block * header_ids * 8,
+                                                 header_ids * 8, r.stream),
+                              "header"));
   ENGRAM_RETURN_IF_ERROR(step(group.all_gather(w.slot_ids, w.gathered_ids, slot_ids * 8, r.stream), "all-gather ids"));
   DeviceGather g;
   g.ids = w.gathered_ids;
-  g.tokens = r.tokens_per_rank_max * members;
+  g.tokens = slot_tokens * members;
   g.ids_per_token = heads;
   g.head_begin = 0;
   g.head_count = heads;
@@ -126,12 +164,36 @@ Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& gr
   }
   ENGRAM_RETURN_IF_ERROR(step(compute.gather(g, r.stream), "gather owned"));
   ENGRAM_RETURN_IF_ERROR(step(group.reduce_scatter_sum_bf16(w.rows, w.mine, slot_values, r.stream), "reduce-scatter"));
-  if (!contribute) return slot;
+  if (took_part != nullptr) *took_part = true;
+  if (!r.contribute) return Status::ok();
+  if (!slot.is_ok()) return slot;
   if (r.tokens > 0) {
     const uint64_t bytes = static_cast<uint64_t>(r.tokens) * heads * table.dim * 2;
     ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(r.output, w.mine, bytes, r.stream), "copy out"));
   }
   return Status::ok();
+}
+
+Status check_device_group_headers(DeviceCompute& compute, const CollectiveWorkspace& w,
+                                  const DeviceLookupRequest& request, int world_rank) {
+  const uint64_t header_ids = static_cast<uint64_t>(w.header_tokens) * static_cast<uint64_t>(w.heads);
+  const uint64_t member_ids =
+      static_cast<uint64_t>(request.tokens_per_rank_max + w.header_tokens) * static_cast<uint64_t>(w.heads);
+  const uint64_t tokens_ids = static_cast<uint64_t>(request.tokens_per_rank_max) * static_cast<uint64_t>(w.heads);
+  // [member][layer, world rank], as check_group_headers reads them.
+  std::vector<int64_t> headers;
+  std::vector<int64_t> block(header_ids);
+  for (int m = 0; m < w.group_size; ++m) {
+    const DevicePtr at = w.gathered_ids + (static_cast<uint64_t>(m) * member_ids + tokens_ids) * 8;
+    ENGRAM_RETURN_IF_ERROR(compute.copy_to_host(std::as_writable_bytes(std::span(block)), at)
+                               .with_context(world_rank, -1, "check headers"));
+    headers.push_back(decode_header(block[0]));
+    headers.push_back(decode_header(block[1]));
+  }
+  LookupRequest as_host;
+  as_host.table = request.table;
+  as_host.table_unknown = request.table_unknown;
+  return check_group_headers(headers, kGroupHeaderWords, as_host, world_rank);
 }
 
 }  // namespace engram

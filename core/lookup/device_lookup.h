@@ -29,6 +29,11 @@ struct DeviceLookupRequest {
   int64_t tokens_per_rank_max = 0;  // the DP slot of the group's collectives
   DevicePtr output = 0;             // bf16 [tokens][output heads][dim] (device)
   StreamRef stream;
+  // false: take part in the group's collectives with all DEAD ids and write
+  // nothing (a malformed request, or one for a table this rank does not
+  // have: table_unknown, `table` then only sizes the step).
+  bool contribute = true;
+  bool table_unknown = false;
 };
 
 // Shapes: a table, tokens >= 0, ids and output given when tokens > 0, a
@@ -42,23 +47,34 @@ Status check_device_slot(const DeviceLookupRequest& request, int world_rank);
 // host_head_sharded over the rows of its heads) ----
 
 // Buffers of one rank for lookups of up to `tokens_per_rank_max` tokens of
-// tables of at most `heads_max` heads and `dim_max` values, in a group of
-// `group_size`: this rank's slot of ids, every member's slots, every
-// member's rows, and this rank's summed rows.
+// `tables` (widest heads and dim), in a group of `group_size`: this rank's
+// slot of ids, every member's slots, every member's rows, this rank's summed
+// rows, and each table's group header.
+//
+// The group header: every member's slot carries, after its tokens, the
+// layer it looks up and its world rank (core/lookup/lookup_types.h), so a
+// host that downloads the gathered ids can tell when ranks of one group
+// asked for different tables. It rides in extra "tokens" whose ids are the
+// two values encoded as negative ids (-2 - value): out of every table, so
+// the gather reads nothing for them, and no second collective is needed.
 struct CollectiveWorkspace {
   int64_t tokens_per_rank_max = 0;
-  int heads_max = 0;
+  int header_tokens = 0;       // ceil(2 / heads): the pseudo-tokens after the slot
+  int heads = 0;               // every table's head count (one shape for all tables)
   int dim_max = 0;
   int group_size = 0;
-  DevicePtr slot_ids = 0;      // int64 [slot][heads]
-  DevicePtr gathered_ids = 0;  // int64 [group][slot][heads]
-  DevicePtr rows = 0;          // bf16 [group][slot][heads][dim]
-  DevicePtr mine = 0;          // bf16 [slot][heads][dim]
+  int world_rank = -1;
+  int table_count = 0;
+  DevicePtr slot_ids = 0;      // int64 [slot + header tokens][heads]
+  DevicePtr gathered_ids = 0;  // int64 [group][slot + header tokens][heads]
+  DevicePtr rows = 0;          // bf16 [group][slot + header tokens][heads][dim]
+  DevicePtr mine = 0;          // bf16 [slot + header tokens][heads][dim]
+  DevicePtr headers = 0;       // int64 [tables + 1][header tokens x heads]: each table's, then the unknown one's
 
-  static uint64_t bytes_needed(int64_t tokens_per_rank_max, int heads_max, int dim_max, int group_size);
+  int64_t slot_tokens() const { return tokens_per_rank_max + header_tokens; }
 };
 Result<CollectiveWorkspace> make_collective_workspace(DeviceCompute& compute, int64_t tokens_per_rank_max,
-                                                      int heads_max, int dim_max, int group_size);
+                                                      const ModelSpec& model, int group_size, int world_rank);
 // Frees what make_collective_workspace allocated; the first failure, after trying all.
 Status free_collective_workspace(DeviceCompute& compute, CollectiveWorkspace& workspace);
 
@@ -72,11 +88,23 @@ struct OwnedRows {
   const std::byte* host_rows = nullptr;
 };
 
-// All-gather every member's slot of ids (DEAD-padded), gather the rows this
-// rank owns for all of them (the others stay zero), reduce-scatter (sum)
-// back, copy this rank's tokens to the output: DESIGN.md's device_collective
-// algorithm, every step on the request's stream.
+// All-gather every member's slot of ids (DEAD-padded, with its header),
+// gather the rows this rank owns for all of them (the others stay zero),
+// reduce-scatter (sum) back, copy this rank's tokens to the output:
+// DESIGN.md's device_collective algorithm, every step on the request's
+// stream. `table_index` picks the header (request.table_unknown: the
+// unknown one).
+// `took_part` (optional): set once this rank's part of the group's
+// collectives is enqueued, whatever is returned after (e.g. its slot error).
 Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& group, CollectiveWorkspace& workspace,
-                                   const OwnedRows& owned, const DeviceLookupRequest& request, int world_rank);
+                                   const OwnedRows& owned, int table_index, const DeviceLookupRequest& request,
+                                   int world_rank, bool* took_part = nullptr);
+
+// After a lookup_collective_on_device whose stream was synchronised: every
+// member's header, checked as check_group_headers does (failed_precondition
+// naming the first member that asked for another table). Downloads
+// group x header tokens of ids; host-side lookups only.
+Status check_device_group_headers(DeviceCompute& compute, const CollectiveWorkspace& workspace,
+                                  const DeviceLookupRequest& request, int world_rank);
 
 }  // namespace engram

@@ -64,64 +64,6 @@ void lookup_rows_whole_table(const TableSpec& table, std::span<const std::byte> 
   }
 }
 
-bool lookup_rows_by_reader(const TableSpec& table, const RowReader& read_row, std::span<const int64_t> row_ids,
-                           std::span<uint16_t> out) {
-  const Shape s = shape_of(table, row_ids, static_cast<size_t>(table.head_count()), out.size());
-  const int64_t row_count = table.row_count();
-  std::vector<std::byte> row_bytes(s.row_bytes);
-  for (size_t i = 0; i < row_ids.size(); ++i) {
-    std::span<uint16_t> dst = out.subspan(i * s.dim, s.dim);
-    if (!row_in_table(row_count, row_ids[i])) {
-      std::fill(dst.begin(), dst.end(), uint16_t{0});
-      continue;
-    }
-    if (!read_row(row_ids[i], row_bytes)) return false;
-    dequantize_row(table.row_format, table.dim, row_bytes, dst);
-  }
-  return true;
-}
-
-void lookup_rows_from_shards(const TableSpec& table, const RowShardLayout& layout,
-                             std::span<const std::span<const std::byte>> shards_by_owner,
-                             std::span<const int64_t> row_ids, std::span<uint16_t> out) {
-  const Shape s = shape_of(table, row_ids, static_cast<size_t>(table.head_count()), out.size());
-  ENGRAM_CHECK(layout.row_count() == table.row_count());
-  ENGRAM_CHECK(static_cast<int>(shards_by_owner.size()) == layout.shard_count());
-  for (int shard = 0; shard < layout.shard_count(); ++shard)
-    ENGRAM_CHECK(shards_by_owner[static_cast<size_t>(shard)].size() ==
-                 static_cast<uint64_t>(layout.shard_rows(shard)) * s.row_bytes);
-  for (size_t t = 0; t < s.tokens; ++t) {
-    if (t + kPrefetchTokensAhead < s.tokens)
-      for (size_t h = 0; h < s.heads; ++h) {
-        const int64_t ahead = row_ids[(t + kPrefetchTokensAhead) * s.heads + h];
-        const int owner = layout.owner_of(ahead);
-        if (owner >= 0)
-          prefetch_row(shards_by_owner[static_cast<size_t>(owner)].data() +
-                           static_cast<uint64_t>(ahead - layout.shard_begin(owner)) * s.row_bytes,
-                       s.row_bytes);
-      }
-    for (size_t h = 0; h < s.heads; ++h) {
-      const int64_t row = row_ids[t * s.heads + h];
-      std::span<uint16_t> dst = out.subspan((t * s.heads + h) * s.dim, s.dim);
-      const int owner = layout.owner_of(row);  // -1 outside the table
-      if (owner < 0) {
-        std::fill(dst.begin(), dst.end(), uint16_t{0});
-        continue;
-      }
-      dequantize_row(table.row_format, table.dim,
-                     row_at(shards_by_owner[static_cast<size_t>(owner)], row - layout.shard_begin(owner), s.row_bytes),
-                     dst);
-    }
-  }
-}
-
-void lookup_rows_owned(const TableSpec& table, const RowShardLayout& layout, int shard,
-                       std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
-                       std::span<uint16_t> out) {
-  ENGRAM_CHECK(layout.row_count() == table.row_count());
-  ENGRAM_CHECK(shard >= 0 && shard < layout.shard_count());
-  lookup_rows_in_range(table, layout.shard_begin(shard), layout.shard_rows(shard), shard_bytes, row_ids, out);
-}
 
 void lookup_rows_in_range(const TableSpec& table, int64_t first_row, int64_t row_count,
                           std::span<const std::byte> range_bytes, std::span<const int64_t> row_ids,

@@ -7,7 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <span>
 
 #include "core/lookup/shard_layout.h"
@@ -19,27 +18,6 @@ namespace engram {
 // reference). table_bytes holds row_count rows.
 void lookup_rows_whole_table(const TableSpec& table, std::span<const std::byte> table_bytes,
                              std::span<const int64_t> row_ids, std::span<uint16_t> out);
-
-// Rows in contiguous row shards, every shard readable (device_peer): the
-// owner of a row is found by binary search over the shard starts.
-// shards_by_owner[s] holds layout.shard_rows(s) rows.
-void lookup_rows_from_shards(const TableSpec& table, const RowShardLayout& layout,
-                             std::span<const std::span<const std::byte>> shards_by_owner,
-                             std::span<const int64_t> row_ids, std::span<uint16_t> out);
-
-// Rows fetched one at a time by `read_row` (device_peer on a backend whose
-// shards the CPU cannot address directly: each in-table row is copied from
-// its owner's mapping, as the peer kernel reads it). `read_row` fills
-// table.row_bytes() bytes; its first error is returned.
-using RowReader = std::function<bool(int64_t row, std::span<std::byte> row_bytes)>;
-bool lookup_rows_by_reader(const TableSpec& table, const RowReader& read_row, std::span<const int64_t> row_ids,
-                           std::span<uint16_t> out);
-
-// Only the rows shard `shard` owns (device_collective): `out` is zero-filled
-// first, then owned rows are written; every other row stays zero.
-void lookup_rows_owned(const TableSpec& table, const RowShardLayout& layout, int shard,
-                       std::span<const std::byte> shard_bytes, std::span<const int64_t> row_ids,
-                       std::span<uint16_t> out);
 
 // Only the rows [first_row, first_row + row_count) that `range_bytes` holds,
 // at every head position (a host placement's TP slice): `out` is zero-filled

@@ -22,11 +22,4 @@ const PlacementOps& device_collective_ops();
 // layer (layers run one after another), sized for the widest table.
 uint64_t collective_buffer_bytes(const ModelSpec& spec, int group_size, int tokens_per_rank_max);
 
-// own_shard_bytes: layout.shard_rows(group.rank()) rows. A malformed request
-// returns at once; a slot overrun still takes part with DEAD ids (so peers
-// finish) and then returns its error, leaving `output` unwritten. After a
-// collective error the contents of `output` are unspecified.
-Status lookup_device_collective(Collectives& group, const LookupRequest& request, const RowShardLayout& layout,
-                                std::span<const std::byte> own_shard_bytes);
-
 }  // namespace engram

@@ -6,57 +6,159 @@
 #include <vector>
 
 #include "core/exchange/peer_shard_table.h"
-#include "core/lookup/lookup_rows.h"
-#include "core/model/table_fill.h"
 #include "core/placements/device_row_shards.h"
+#include "core/placements/host_lookup_staging.h"
 
 namespace engram {
 namespace {
 
 // One peer-shard table per Engram table (core/exchange/peer_shard_table.h):
-// this rank's shard, and its mappings of every peer's.
+// this rank's shard, filled on its device, and its mappings of every peer's;
+// the shard table (starts and mapped bases) uploaded once so the gather
+// kernel finds each row's owner; and, with the cross-check, the collective
+// over the same shards.
 class DevicePeerTables final : public PlacementTables {
  public:
-  explicit DevicePeerTables(Collectives& group) : group_(group) {}
+  DevicePeerTables(RankBackend& backend, Collectives& group)
+      : backend_(backend), compute_(*backend.compute), group_(group) {}
+
+  ~DevicePeerTables() override {
+    // Local clean-up: device buffers; each PeerShardTable undoes its own part.
+    if (backend_.device != nullptr) backend_.device->synchronize().ignore();
+    free_device_buffers().ignore();
+  }
 
   Status lookup(int table_index, const LookupRequest& request) override {
-    const PeerShardTable& table = tables_[static_cast<size_t>(table_index)];
-    return lookup_device_peer_by_row(group_, request, [&table](int64_t row, std::span<std::byte> bytes) {
-      return table.read_row(row, bytes);
-    });
+    return staging_.run(compute_, request, group_.world_rank(),
+                        [&](const DeviceLookupRequest& d) { return lookup_device(table_index, d); });
+  }
+
+  Status lookup_device(int table_index, const DeviceLookupRequest& r) override {
+    const int me = group_.world_rank();
+    ENGRAM_RETURN_IF_ERROR(check_device_request(r, me));
+    if (!r.contribute) return Status::ok();  // no collective to take part in
+    ENGRAM_RETURN_IF_ERROR(check_device_slot(r, me));
+    if (r.tokens == 0) return Status::ok();
+    const Table& t = tables_[static_cast<size_t>(table_index)];
+    DeviceGather g;
+    g.ids = r.row_ids;
+    g.tokens = r.tokens;
+    g.ids_per_token = r.table->head_count();
+    g.head_begin = 0;
+    g.head_count = g.ids_per_token;
+    g.shard_starts = t.starts;
+    g.shard_bases = t.bases;
+    g.shard_count = group_.size();
+    g.zero_missing = true;
+    g.layout = device_row_layout(*r.table);
+    g.out = r.output;
+    return compute_.gather(g, r.stream).with_context(me, -1, "gather_peer");
+  }
+
+  Status lookup_device_collective(int table_index, const DeviceLookupRequest& r) override {
+    if (!cross_check_) return PlacementTables::lookup_device_collective(table_index, r);
+    const Table& t = tables_[static_cast<size_t>(table_index)];
+    const RowShardLayout& layout = t.shards.layout();
+    const int me = group_.rank();
+    const OwnedRows owned{layout.shard_begin(me), layout.shard_rows(me), t.shards.shard_pointers()[static_cast<size_t>(me)],
+                          nullptr};
+    return lookup_collective_on_device(compute_, *cross_check_->comm, cross_check_->workspace, owned, table_index, r,
+                                       group_.world_rank());
   }
 
   // Collective per table (SharedMapping::teardown); tables already built
   // when a later one fails are released locally by the destructor.
   Status release() override {
-    Status first;
-    for (PeerShardTable& table : tables_) {
-      Status torn = table.teardown();
+    Status first = compute_.synchronize({});
+    Status freed = free_device_buffers();
+    if (first.is_ok()) first = std::move(freed);
+    for (Table& t : tables_) {
+      Status torn = t.shards.teardown();
       if (first.is_ok()) first = std::move(torn);
     }
     tables_.clear();
     return first;
   }
 
-  Status build(RankBackend& backend, const ModelSpec& model, uint64_t fill_seed) {
-    for (const TableSpec& spec : model.tables) {
-      auto table = PeerShardTable::build(backend, group_, spec.row_count(), spec.row_bytes(),
-                                         [&spec, fill_seed](int64_t first_row, std::span<std::byte> rows) {
-                                           fill_table_rows(spec, fill_seed, first_row, rows);
-                                           return Status::ok();
-                                         });
+  Status build(const PlacementContext& context) {
+    const int me = group_.world_rank();
+    for (const TableSpec& spec : context.model.tables) {
+      const uint64_t seed = context.fill_seed;
+      DeviceCompute& compute = compute_;
+      // The shard is filled by its own device, at device speed.
+      auto shards = PeerShardTable::build(backend_, group_, spec.row_count(), spec.row_bytes(),
+                                          [&compute, &spec, seed](DevicePtr at, int64_t first_row, int64_t rows) {
+                                            ENGRAM_RETURN_IF_ERROR(
+                                                compute.fill_table_rows(at, spec, seed, first_row, rows, {}));
+                                            return compute.synchronize({});
+                                          });
       // This one left nothing behind; those built before go with this object.
-      if (!table.is_ok()) return std::move(table).take_status();
-      tables_.push_back(std::move(table).value());
-      footprint_.handle_type = tables_.back().handle_type();
-      footprint_.device_bytes += tables_.back().shard_allocation_bytes();
+      if (!shards.is_ok()) return std::move(shards).take_status();
+      tables_.push_back(Table{std::move(shards).value(), 0, 0});
+      Table& t = tables_.back();
+      footprint_.handle_type = t.shards.handle_type();
+      footprint_.device_bytes += t.shards.shard_allocation_bytes();
+      ENGRAM_ASSIGN_OR_RETURN(t.starts, upload(std::as_bytes(std::span(t.shards.layout().starts()))));
+      ENGRAM_ASSIGN_OR_RETURN(t.bases, upload(std::as_bytes(t.shards.shard_pointers())));
+    }
+    auto staging = HostLookupStaging::make(compute_, context.model, context.tokens_per_rank_max);
+    if (!staging.is_ok()) return std::move(staging).take_status().with_context(me, -1, "lookup buffers");
+    staging_ = std::move(staging).value();
+    if (context.collective_cross_check) {
+      auto comm = compute_.connect(group_);
+      if (!comm.is_ok()) return std::move(comm).take_status().with_context(me, -1, "connect");
+      auto workspace = make_collective_workspace(compute_, context.tokens_per_rank_max, context.model, group_.size(), me);
+      if (!workspace.is_ok()) return std::move(workspace).take_status().with_context(me, -1, "lookup buffers");
+      cross_check_.emplace(CrossCheck{std::move(comm).value(), *workspace});
     }
     return Status::ok();
   }
 
  private:
+  struct Table {
+    PeerShardTable shards;
+    DevicePtr starts = 0;  // int64 [group + 1]
+    DevicePtr bases = 0;   // DevicePtr [group]
+  };
+  struct CrossCheck {
+    std::unique_ptr<DeviceCollectives> comm;
+    CollectiveWorkspace workspace;
+  };
+
+  Result<DevicePtr> upload(std::span<const std::byte> bytes) {
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr at, compute_.allocate(bytes.size()));
+    Status copied = compute_.copy_to_device(at, bytes);
+    if (!copied.is_ok()) {
+      compute_.free(at).ignore();
+      return std::move(copied).with_context(group_.world_rank(), -1, "upload shard table");
+    }
+    return at;
+  }
+
+  Status free_device_buffers() {
+    Status first = staging_.release(compute_);
+    for (Table& t : tables_) {
+      for (DevicePtr* p : {&t.starts, &t.bases}) {
+        if (*p == 0) continue;
+        Status freed = compute_.free(*p);
+        if (first.is_ok()) first = std::move(freed);
+        *p = 0;
+      }
+    }
+    if (cross_check_) {
+      Status freed = free_collective_workspace(compute_, cross_check_->workspace);
+      if (first.is_ok()) first = std::move(freed);
+      cross_check_.reset();
+    }
+    return first;
+  }
+
+  RankBackend& backend_;
+  DeviceCompute& compute_;
   Collectives& group_;
-  std::vector<PeerShardTable> tables_;
+  std::vector<Table> tables_;
+  HostLookupStaging staging_;
+  std::optional<CrossCheck> cross_check_;
 };
 
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
@@ -66,8 +168,8 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
 Status capable(const RankBackend& backend) { return needs_a_device(backend, Placement::kDevicePeer); }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
-  auto tables = std::make_unique<DevicePeerTables>(context.group);
-  ENGRAM_RETURN_IF_ERROR(tables->build(context.backend, context.model, context.fill_seed));
+  auto tables = std::make_unique<DevicePeerTables>(context.backend, context.group);
+  ENGRAM_RETURN_IF_ERROR(tables->build(context));
   return std::unique_ptr<PlacementTables>(std::move(tables));
 }
 
@@ -80,43 +182,5 @@ const PlacementOps& device_peer_ops() {
   return ops;
 }
 
-Status lookup_device_peer(Collectives& group, const LookupRequest& request, const RowShardLayout& layout,
-                          std::span<const std::span<const std::byte>> shards_by_owner) {
-  const int world_rank = group.world_rank();
-  ENGRAM_RETURN_IF_ERROR(check_request(request, world_rank));
-  const TableSpec& table = *request.table;
-  if (layout.row_count() != table.row_count() || static_cast<int>(shards_by_owner.size()) != layout.shard_count())
-    return invalid_argument(fmt::format("device_peer: {} shard mappings for a layout of {} rows in {} shards; "
-                                        "layer {} has {} rows",
-                                        shards_by_owner.size(), layout.row_count(), layout.shard_count(),
-                                        table.layer_id, table.row_count()))
-        .with_context(world_rank, -1, "lookup");
-  for (int s = 0; s < layout.shard_count(); ++s) {
-    const uint64_t expected = static_cast<uint64_t>(layout.shard_rows(s)) * table.row_bytes();
-    if (shards_by_owner[static_cast<size_t>(s)].size() != expected)
-      return invalid_argument(fmt::format("device_peer: the mapping of shard {} holds {} bytes; {} rows of {} B "
-                                          "need {}",
-                                          s, shards_by_owner[static_cast<size_t>(s)].size(), layout.shard_rows(s),
-                                          table.row_bytes(), expected))
-          .with_context(world_rank, s, "lookup");
-  }
-  lookup_rows_from_shards(table, layout, shards_by_owner, request.row_ids, request.output);
-  return Status::ok();
-}
-
-Status lookup_device_peer_by_row(Collectives& group, const LookupRequest& request, const PeerRowRead& read_row) {
-  const int world_rank = group.world_rank();
-  ENGRAM_RETURN_IF_ERROR(check_request(request, world_rank));
-  Status failed;
-  const bool ok = lookup_rows_by_reader(
-      *request.table,
-      [&](int64_t row, std::span<std::byte> bytes) {
-        failed = read_row(row, bytes);
-        return failed.is_ok();
-      },
-      request.row_ids, request.output);
-  if (!ok) return std::move(failed).with_context(world_rank, -1, "lookup");
-  return Status::ok();
-}
 
 }  // namespace engram

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <span>
 
 #include "core/backend/collectives.h"
@@ -19,17 +18,5 @@
 namespace engram {
 
 const PlacementOps& device_peer_ops();
-
-// shards_by_owner[s]: layout.shard_rows(s) rows, as mapped from shard s's
-// owner. `group` names this rank in errors; no collective is called.
-Status lookup_device_peer(Collectives& group, const LookupRequest& request, const RowShardLayout& layout,
-                          std::span<const std::span<const std::byte>> shards_by_owner);
-
-// The same lookup where the shards are reachable only through the device's
-// peer mappings: each in-table row is read by `read_row` (the row rule is
-// lookup_rows_by_reader's), so no rank keeps a host copy of the peers'
-// shards. read_row's errors are returned with this rank and step "lookup".
-using PeerRowRead = std::function<Status(int64_t row, std::span<std::byte> row_bytes)>;
-Status lookup_device_peer_by_row(Collectives& group, const LookupRequest& request, const PeerRowRead& read_row);
 
 }  // namespace engram

@@ -32,8 +32,7 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
 }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
-  return build_private_host_rows(context.group, context.tp_group, context.model, context.fill_seed, own_heads,
-                                 lookup_host_head_sharded);
+  return build_private_host_rows(context, own_heads, lookup_host_head_sharded, DeviceRowsLookup::kHeadShards);
 }
 
 size_t heads_times_dim(const TableSpec& table) {

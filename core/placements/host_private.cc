@@ -22,8 +22,7 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
 }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
-  return build_private_host_rows(context.group, context.tp_group, context.model, context.fill_seed, tp_slice,
-                                 lookup_slice);
+  return build_private_host_rows(context, tp_slice, lookup_slice, DeviceRowsLookup::kTpSlice);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include "core/lookup/lookup_tp_slice.h"
 #include "core/lookup/tp_heads.h"
 #include "core/model/table_fill.h"
+#include "core/placements/host_rows_on_device.h"
+#include "core/placements/private_host_rows.h"
 
 namespace engram {
 namespace {
@@ -33,6 +35,7 @@ class HostSharedTables final : public PlacementTables {
   // Local clean-up: unmap; the writer also removes the files (a peer may be
   // gone, so nobody waits for the others).
   ~HostSharedTables() override {
+    device_.release().ignore();  // unregistered before the segments unmap
     created_.clear();
     segments_.clear();
     if (!context_.is_host_writer()) return;
@@ -47,14 +50,24 @@ class HostSharedTables final : public PlacementTables {
                               segment ? segment->data() : std::span<const std::byte>());
   }
 
-  // Readers and the writer unmap; the files go after the host's barrier.
+  Status lookup_device(int table_index, const DeviceLookupRequest& request) override {
+    if (!device_.built()) {
+      return Status(ErrorCode::kFailedPrecondition, "device lookup on a rank without a device (no DeviceCompute)",
+                    {context_.group.world_rank(), -1, "lookup"});
+    }
+    return device_.lookup_device(table_index, request);
+  }
+
+  // Readers and the writer unregister and unmap; the files go after the
+  // host's barrier.
   Status release() override {
+    Status first = device_.release();
     created_.clear();
     segments_.clear();
     for (SliceFile& file : files_)
       if (file.created || !context_.is_host_writer()) unlink_after_barrier_.push_back(file.name);
     for (SliceFile& file : files_) file.created = false;
-    return Status::ok();
+    return first;
   }
 
   // After the barrier every rank has unmapped. The writer unlinks; if the
@@ -84,7 +97,7 @@ class HostSharedTables final : public PlacementTables {
     if (agreed.is_ok()) agreed = fill_segments(gone);
     if (agreed.is_ok()) agreed = agree_on_status(host_, open_segments(), "shm table open", &gone);
     if (!agreed.is_ok()) return undo_failed_build(std::move(agreed), gone);
-    return agreed;
+    return register_with_device();
   }
 
  private:
@@ -140,9 +153,10 @@ class HostSharedTables final : public PlacementTables {
       for (int64_t first = 0; first < rows.row_count && agreed.is_ok(); first += rows_per_chunk) {
         if (context_.is_host_writer()) {
           const int64_t count = std::min(rows_per_chunk, rows.row_count - first);
-          fill_table_rows(spec, context_.fill_seed, rows.first_row + first,
-                          created_[k]->bytes().subspan(static_cast<size_t>(first) * row_bytes,
-                                                       static_cast<size_t>(count) * row_bytes));
+          const uint64_t chunk_bytes = static_cast<uint64_t>(count) * row_bytes;
+          fill_table_rows_parallel(spec, context_.fill_seed, rows.first_row + first,
+                                   created_[k]->bytes().subspan(static_cast<size_t>(first) * row_bytes, chunk_bytes),
+                                   fill_threads_for(chunk_bytes));
           progress->update(static_cast<uint64_t>(first + count));
         }
         agreed = agree_on_status(host_, Status::ok(), "shm table fill", &gone);
@@ -153,6 +167,27 @@ class HostSharedTables final : public PlacementTables {
 
   // The writer keeps its own slice's writable maps and lets go of the other
   // slices' (the files stay in tmpfs); every other rank maps its slice read-only.
+  // The rank's device reads its slice of the node's copy through its own
+  // registration (read-only where the driver allows): the whole table at
+  // tp 1, else the TP group's collective over its slices' rows.
+  Status register_with_device() {
+    if (context_.backend.compute == nullptr) return Status::ok();
+    std::vector<std::span<const std::byte>> spans;
+    std::vector<RowRange> ranges;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      const TableSpec& spec = context_.model.tables[i];
+      const RowRange rows = slice_rows(spec, tp_rank_);
+      spans.push_back(segments_[i] ? segments_[i]->data().first(static_cast<size_t>(rows.row_count) * spec.row_bytes())
+                                   : std::span<const std::byte>());
+      ranges.push_back(segments_[i] ? rows : RowRange{rows.first_row, 0});
+    }
+    return device_.build(*context_.backend.compute, context_.tp_group, context_.model, std::move(spans),
+                         std::move(ranges),
+                         tp_size_ > 1 ? HostRowsOnDevice::Lookup::kCollectiveOverRows
+                                      : HostRowsOnDevice::Lookup::kWholeTable,
+                         context_.tokens_per_rank_max);
+  }
+
   Status open_segments() {
     if (context_.is_host_writer()) {
       for (size_t k = 0; k < files_.size(); ++k)
@@ -208,6 +243,7 @@ class HostSharedTables final : public PlacementTables {
   std::vector<std::unique_ptr<ShmMapping>> created_;    // the writer's writable maps, by file, while it fills
   std::vector<std::unique_ptr<ShmMapping>> segments_;   // per table: this rank's slice, read-only
   std::vector<std::string> unlink_after_barrier_;
+  HostRowsOnDevice device_;  // declared last: unregistered before the segments unmap
 };
 
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {

@@ -21,6 +21,7 @@
 #include "core/backend/device_memory.h"
 #include "core/backend/rank_backend.h"
 #include "core/base/status.h"
+#include "core/lookup/device_lookup.h"
 #include "core/lookup/lookup_types.h"
 #include "core/model/table_spec.h"
 
@@ -87,6 +88,13 @@ struct PlacementContext {
   uint64_t fill_seed = 1;   // core/model/table_fill.h: identical bytes on every rank
   std::string job_id;       // names host-wide files: engramlab-<job_id>-layer<id>
   uint64_t host_fill_chunk_bytes = 1ull << 30;  // a /dev/shm fill agrees after each chunk
+  // Device lookups (backend.compute set): their buffers are made at build
+  // time for lookups of up to this many tokens per rank.
+  int64_t tokens_per_rank_max = 1024;
+  // device_peer also builds the collective over its shards, so a check can
+  // compare the two paths on the same rows (one V4.1 table set fits a GPU,
+  // two do not).
+  bool collective_cross_check = false;
   bool is_host_writer() const { return host_group.world_rank() == host_writer_world_rank; }
 };
 
@@ -111,12 +119,18 @@ class PlacementTables {
   // placement's group where the placement's lookup is (collective_lookup).
   virtual Status lookup(int table_index, const LookupRequest& request) = 0;
 
-  // Issue 12's seam: the device lookup (ids and output in device memory,
-  // enqueued on the caller's stream, no allocation or host sync inside) is
-  // a second lookup beside this one, and each placement's device resources
-  // (device shard tables, registered host tables, communicators) are members
-  // of its own PlacementTables, built in its build and given back in
-  // release() and the destructor like everything here.
+  // The device lookup (core/lookup/device_lookup.h): ids and output in
+  // device memory, enqueued on request.stream, nothing allocated or
+  // synchronised inside. Collective over the placement's group where its
+  // lookup is. Needs the rank's DeviceCompute (backend.compute); each
+  // placement's device resources (shard tables, registered host tables,
+  // communicators, buffers) are members of its tables, made in its build
+  // and given back in release() and the destructor like everything here.
+  virtual Status lookup_device(int table_index, const DeviceLookupRequest& request) = 0;
+
+  // device_peer built with collective_cross_check: the same lookup through
+  // the collective over the same shards. Others: failed_precondition.
+  virtual Status lookup_device_collective(int table_index, const DeviceLookupRequest& request);
 
   // Collective over the placement's group: gives back everything this rank
   // holds. Returns the first failure and carries on past it.

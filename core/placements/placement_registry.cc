@@ -65,11 +65,16 @@ const char* placement_group_text(PlacementGroup group) {
 }
 
 Status needs_a_device(const RankBackend& backend, Placement placement) {
-  if (backend.device != nullptr) return Status::ok();
+  // The device's memory and what runs on it come together.
+  if (backend.device != nullptr && backend.compute != nullptr) return Status::ok();
   return Status(ErrorCode::kFailedPrecondition,
                 fmt::format("{} needs a GPU, and this rank has none; set cpu_offload: true for a host placement",
                             placement_name(placement)),
                 {backend.world_rank, -1, "start"});
+}
+
+Status PlacementTables::lookup_device_collective(int, const DeviceLookupRequest&) {
+  return failed_precondition("the collective cross-check is built only by device_peer with collective_cross_check");
 }
 
 }  // namespace engram

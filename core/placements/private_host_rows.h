@@ -23,9 +23,21 @@ using RowsHeld = RowRange (*)(const TableSpec& table, const Collectives& group, 
 using LookupHeld = Status (*)(Collectives& group, Collectives& tp_group, const LookupRequest& request,
                               std::span<const std::byte> rows);
 
-// Fills every table's rows; no collective.
-std::unique_ptr<PlacementTables> build_private_host_rows(Collectives& group, Collectives& tp_group,
-                                                         const ModelSpec& model, uint64_t fill_seed,
-                                                         RowsHeld rows_held, LookupHeld lookup_held);
+// Threads for filling `bytes` of host table: one below 256 MiB, else the
+// host's cores (at most 32).
+int fill_threads_for(uint64_t bytes);
+
+// How the device reads the rows held (core/placements/host_rows_on_device.h).
+enum class DeviceRowsLookup : uint8_t {
+  kTpSlice,        // host_private: the rank's TP slice; over the TP group when tp > 1
+  kHeadShards,     // host_head_sharded: the collective over the group's head shards (tp 1)
+};
+
+// Fills every table's rows (from several threads when large); where the
+// rank has a DeviceCompute, registers them for its device lookups
+// (collective over the group that reads them together).
+Result<std::unique_ptr<PlacementTables>> build_private_host_rows(PlacementContext& context, RowsHeld rows_held,
+                                                                 LookupHeld lookup_held,
+                                                                 DeviceRowsLookup device_lookup);
 
 }  // namespace engram

@@ -1,5 +1,7 @@
 #include "core/runtime/engram_runtime.h"
 
+#include "core/placements/host_lookup_staging.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -170,6 +172,7 @@ struct EngramRuntime::State {
   std::unique_ptr<Collectives> host_group;       // every rank of this host
   int host_writer_world_rank = -1;               // the host's lowest world rank: host_group rank 0
   std::unique_ptr<PlacementTables> tables;
+  std::optional<HostLookupStaging> staging;       // lookup_through_device's buffers
 };
 
 EngramRuntime::EngramRuntime(RankBackend& backend, RuntimeOptions options)
@@ -180,6 +183,7 @@ EngramRuntime::~EngramRuntime() {
   // Local clean-up only (a peer may be gone): users first, then the
   // placement's tables give back what this rank holds.
   if (backend_.device != nullptr) backend_.device->synchronize().ignore();
+  if (state_->staging) state_->staging->release(*backend_.compute).ignore();
   state_->tables.reset();
 }
 
@@ -245,6 +249,8 @@ Status EngramRuntime::build_tables() {
       .fill_seed = options_.fill_seed,
       .job_id = options_.job_id,
       .host_fill_chunk_bytes = options_.host_fill_chunk_bytes,
+      .tokens_per_rank_max = std::max(1, options_.config.tokens_per_rank_max),
+      .collective_cross_check = options_.collective_cross_check,
   };
   ENGRAM_ASSIGN_OR_RETURN(state_->tables, ops.build(context));
   const PlacementFootprint& built = state_->tables->footprint();
@@ -323,6 +329,74 @@ Status EngramRuntime::lookup_token_shard(int table_index, std::span<const int64_
   return Status::ok();
 }
 
+Status EngramRuntime::lookup_device(int table_index, DeviceLookupRequest request) {
+  const int me = backend_.world->world_rank();
+  if (stopped_) return Status(ErrorCode::kFailedPrecondition, "lookup after stop()", {me, -1, "lookup"});
+  // Every rank has the same config, so all of a group refuse alike.
+  if (options_.config.sequence_parallel)
+    return Status(ErrorCode::kFailedPrecondition,
+                  "the device lookup writes every token's heads, but sequence_parallel is on (each TP rank keeps "
+                  "its token shard): use the host lookup, or set sequence_parallel: false",
+                  {me, -1, "lookup"});
+  const std::vector<TableSpec>& tables = options_.table_model.tables;
+  if (table_index >= 0 && table_index < static_cast<int>(tables.size())) {
+    request.table = &tables[static_cast<size_t>(table_index)];
+    return state_->tables->lookup_device(table_index, request);
+  }
+  const Status unknown = Status(ErrorCode::kInvalidArgument,
+                                fmt::format("table index {} is out of range: the model has {} Engram tables (0..{})",
+                                            table_index, tables.size(), static_cast<int>(tables.size()) - 1),
+                                {me, -1, "lookup"});
+  // As in lookup(): a collective placement still takes its part, all DEAD.
+  if (!placement_ops(facts_.placement).collective_lookup || tables.empty()) return unknown;
+  request.table = &tables[0];
+  request.table_unknown = true;
+  request.contribute = false;
+  const Status joined = state_->tables->lookup_device(0, request);
+  if (!joined.is_ok()) return joined;
+  return unknown;
+}
+
+Status EngramRuntime::lookup_device_collective(int table_index, DeviceLookupRequest request) {
+  const int me = backend_.world->world_rank();
+  if (stopped_) return Status(ErrorCode::kFailedPrecondition, "lookup after stop()", {me, -1, "lookup"});
+  const std::vector<TableSpec>& tables = options_.table_model.tables;
+  if (table_index < 0 || table_index >= static_cast<int>(tables.size())) {
+    return Status(ErrorCode::kInvalidArgument, fmt::format("table index {} is out of range", table_index),
+                  {me, -1, "lookup"});
+  }
+  request.table = &tables[static_cast<size_t>(table_index)];
+  return state_->tables->lookup_device_collective(table_index, request);
+}
+
+Status EngramRuntime::lookup_through_device(int table_index, std::span<const int64_t> row_ids,
+                                            int64_t tokens_per_rank_max, std::span<uint16_t> output) {
+  const int me = backend_.world->world_rank();
+  if (stopped_) return Status(ErrorCode::kFailedPrecondition, "lookup after stop()", {me, -1, "lookup"});
+  if (backend_.compute == nullptr)
+    return Status(ErrorCode::kFailedPrecondition,
+                  "the device lookup needs this rank's GPU (no device compute was opened for it)", {me, -1, "lookup"});
+  const std::vector<TableSpec>& tables = options_.table_model.tables;
+  DeviceLookupRequest joined_only;
+  joined_only.tokens_per_rank_max = tokens_per_rank_max;
+  joined_only.contribute = false;
+  // An unknown table: lookup_device joins the group's step and names it.
+  if (table_index < 0 || table_index >= static_cast<int>(tables.size())) return lookup_device(table_index, joined_only);
+  if (!state_->staging) {
+    auto staging = HostLookupStaging::make(*backend_.compute, options_.table_model, tokens_per_rank_max);
+    if (!staging.is_ok()) {
+      // Still take part, so a collective placement's peers finish the step.
+      lookup_device(table_index, joined_only).ignore();
+      return std::move(staging).take_status().with_context(me, -1, "lookup staging");
+    }
+    state_->staging = std::move(staging).value();
+  }
+  const LookupRequest request{&tables[static_cast<size_t>(table_index)], row_ids, tokens_per_rank_max, output};
+  return state_->staging->run(*backend_.compute, request, me, [&](const DeviceLookupRequest& d) {
+    return lookup_device(table_index, d);
+  });
+}
+
 Status EngramRuntime::stop() {
   if (stopped_) return Status::ok();
   stopped_ = true;
@@ -334,6 +408,10 @@ Status EngramRuntime::stop() {
     if (first.is_ok() && !s.is_ok()) first = std::move(s).with_context(me, -1, "stop");
   };
   if (backend_.device != nullptr) keep_first(backend_.device->synchronize());  // users first, then unmap
+  if (state_->staging) {
+    keep_first(state_->staging->release(*backend_.compute));
+    state_->staging.reset();
+  }
   keep_first(state_->tables->release());
   // Every rank of the host has let go before host-wide files go. A failed
   // barrier (a member is gone, perhaps the one that would remove them) is

@@ -44,6 +44,9 @@ struct RuntimeOptions {
   // with an agreement after each, so readers never wait on one collective for
   // the whole fill (minutes for 188.8 GiB; a collective's deadline is less).
   uint64_t host_fill_chunk_bytes = 1ull << 30;
+  // device_peer also builds the collective over its shards, for
+  // lookup_device_collective (a check of the two paths on the same rows).
+  bool collective_cross_check = false;
 };
 
 struct RuntimeFacts {
@@ -81,6 +84,27 @@ class EngramRuntime {
   // ceil(tokens / tp) tokens, zero-padded.
   Status lookup(int table_index, std::span<const int64_t> row_ids, int64_t tokens_per_rank_max,
                 std::span<uint16_t> output);
+
+  // The device lookup (core/lookup/device_lookup.h): request.row_ids and
+  // request.output in this rank's device memory, enqueued on
+  // request.stream, nothing allocated or synchronised inside (capturable in
+  // a CUDA graph). Every placement has it where the rank has a device
+  // (backend.compute); collective over the placement's group where its
+  // lookup is. request.table is set by the runtime; the slot must be at
+  // most config.tokens_per_rank_max, which sized the buffers.
+  Status lookup_device(int table_index, DeviceLookupRequest request);
+  // device_peer started with collective_cross_check: the same lookup
+  // through the collective over the same shards (a check of both paths).
+  Status lookup_device_collective(int table_index, DeviceLookupRequest request);
+
+  // The device lookup from host spans, for callers without device buffers
+  // of their own (scenarios, checks): the ids uploaded, lookup_device, the
+  // output downloaded, through staging buffers made on first use and given
+  // back by stop(). For a host placement this is the GPU reading the
+  // registered host table; for a device placement it is what lookup() does.
+  // Collective as lookup_device; failed_precondition without a DeviceCompute.
+  Status lookup_through_device(int table_index, std::span<const int64_t> row_ids, int64_t tokens_per_rank_max,
+                               std::span<uint16_t> output);
 
   // Collective: releases every segment, mapping and allocation.
   Status stop();

@@ -181,7 +181,9 @@ TEST(CudaDeviceCompute, CollectiveOverRowRangesThroughNcclEqualsTheDirectLookup)
     auto shard = c.allocate(layout.shard_rows(me) * t.row_bytes());
     if (!ok(shard.status(), "allocate")) return;
     if (!ok(c.fill_table_rows(*shard, t, 17, layout.shard_begin(me), layout.shard_rows(me), {}), "fill")) return;
-    auto w = make_collective_workspace(c, slot, t.head_count(), t.dim, ranks);
+    ModelSpec model;
+    model.tables = {t};
+    auto w = make_collective_workspace(c, slot, model, ranks, me);
     if (!ok(w.status(), "workspace")) return;
     auto ids_d = c.allocate(slot * t.head_count() * 8);
     auto out_d = c.allocate(slot * t.head_count() * t.dim * 2);
@@ -199,7 +201,7 @@ TEST(CudaDeviceCompute, CollectiveOverRowRangesThroughNcclEqualsTheDirectLookup)
       r.tokens = me == 0 ? tokens : slot - tokens;  // uneven on purpose
       const auto ids = random_ids(t, r.tokens, 1000 + tokens * 2 + me);
       if (!ids.empty()) ok(c.copy_to_device(*ids_d, std::as_bytes(std::span(ids))), "ids");
-      if (!ok(lookup_collective_on_device(c, **group, *w, owned, r, me), "lookup")) return;
+      if (!ok(lookup_collective_on_device(c, **group, *w, owned, 0, r, me), "lookup")) return;
       if (!ok(c.synchronize(r.stream), "sync")) return;
       std::vector<uint16_t> got(ids.size() * t.dim);
       if (!got.empty()) ok(c.copy_to_host(std::as_writable_bytes(std::span(got)), *out_d), "out");

@@ -1,0 +1,164 @@
+// `engramlab acceptance`: the engines' manual acceptance test as one command,
+// run by every process of a job (one per GPU) under `engramlab launch -n N`,
+// torchrun or srun:
+//
+//   engramlab launch -n 2 -- engramlab acceptance --peer-shards
+//
+// Each rank builds its tables through the runtime (the real model's size
+// unless --table-model says otherwise), looks up ids on its GPU eagerly and
+// under graph replay, checks sampled slots against the CPU reference, checks
+// device_peer against the collective over the same shards on every slot,
+// and prints its latency p10/p50/p90 per table and token count
+// (harness/acceptance_rank.h). Exit codes: 0 every check held; 1 a mismatch
+// or a failed step; 2 bad flags or no launcher environment.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdio>
+#include <memory>
+
+#include "apps/command_registry.h"
+#include "backends/ipc/launch_env.h"
+#include "backends/ipc/real_rank_backend.h"
+#include "core/deployment/shard_groups.h"
+#include "core/model/table_spec.h"
+#include "harness/acceptance_rank.h"
+#include "harness/rank_device.h"
+
+namespace engram::app {
+namespace {
+
+struct AcceptanceFlags {
+  std::string model = "deepseek-v4.1-flash";
+  std::string table_model;  // empty: the model itself
+  int tp = 0;               // 0: WORLD_SIZE / dp
+  int dp = 1;
+  bool cpu_offload = false;
+  bool peer_shards = false;
+  std::string dp_shared_memory;  // "", "true", "false"
+  std::string shard_group = "world";
+  std::string tokens = "1,64,1024,8192";
+  int samples = 256;
+  int replays = 50;
+  uint64_t fill_seed = 1;
+};
+
+constexpr int kTokensPerRankMax = 1 << 20;  // far above any engine's DP slot
+
+Result<std::vector<int>> parse_token_list(const std::string& text) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    int value = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 1 || value > kTokensPerRankMax)
+      return invalid_argument(fmt::format("--tokens: '{}' is not a token count in [1, {}]; write e.g. --tokens "
+                                          "1,64,1024,8192",
+                                          item.substr(0, 32), kTokensPerRankMax));
+    out.push_back(value);
+    at = comma + 1;
+  }
+  return out;
+}
+
+Result<AcceptanceOptions> options_from(const AcceptanceFlags& f, const ipc::LaunchEnv& env) {
+  AcceptanceOptions o;
+  ENGRAM_ASSIGN_OR_RETURN(o.token_counts, parse_token_list(f.tokens));
+  if (f.dp < 1 || f.tp < 0) return invalid_argument("--tp and --dp: positive counts, e.g. --tp 2 --dp 1");
+  const int tp = f.tp == 0 ? env.world_size / f.dp : f.tp;
+  if (tp < 1 || tp * f.dp != env.world_size)
+    return invalid_argument(fmt::format("--tp {} x --dp {} is not the {} ranks the launcher started; make tp x dp = {}",
+                                        tp, f.dp, env.world_size, env.world_size));
+  o.runtime.placement_model = f.model;
+  ENGRAM_ASSIGN_OR_RETURN(o.runtime.table_model, model_preset(f.table_model.empty() ? f.model : f.table_model));
+  o.runtime.layout = ParallelLayout{tp, f.dp};
+  o.runtime.config.cpu_offload = f.cpu_offload;
+  o.runtime.config.peer_shards = f.peer_shards;
+  if (f.dp_shared_memory == "true") o.runtime.config.dp_shared_memory = true;
+  else if (f.dp_shared_memory == "false") o.runtime.config.dp_shared_memory = false;
+  else if (!f.dp_shared_memory.empty())
+    return invalid_argument(fmt::format("--dp-shared-memory: '{}' is not true or false; leave it out for the default",
+                                        f.dp_shared_memory.substr(0, 32)));
+  const std::optional<ShardGroup> group = shard_group_from_name(f.shard_group);
+  if (!group)
+    return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write world, nvlink_domain or host",
+                                        f.shard_group.substr(0, 32)));
+  o.runtime.config.shard_group = *group;
+  o.runtime.job_id = env.job_id;
+  o.runtime.fill_seed = f.fill_seed;
+  o.sampled_slots = f.samples;
+  o.timed_replays = f.replays;
+  return o;
+}
+
+int run_acceptance(const AcceptanceFlags& flags) {
+  auto env = ipc::read_launch_env(ipc::process_env());
+  if (!env.is_ok()) {
+    std::fprintf(stderr,
+                 "engramlab acceptance: %s\n  run it under a launcher, one process per GPU, e.g. "
+                 "`engramlab launch -n 2 -- engramlab acceptance`\n",
+                 env.status().to_string().c_str());
+    return 2;
+  }
+  auto options = options_from(flags, *env);
+  if (!options.is_ok()) {
+    std::fprintf(stderr, "engramlab acceptance: %s\n", options.status().to_string().c_str());
+    return 2;
+  }
+  WarningSink sink;
+  AcceptanceReport report;
+  Status status = [&]() -> Status {
+    ENGRAM_ASSIGN_OR_RETURN(ipc::RealBackendOptions backend_options, ipc::real_backend_options(ipc::process_env()));
+    ENGRAM_ASSIGN_OR_RETURN(auto real, ipc::RealRankBackend::create(*env, backend_options));
+    for (const Warning& w : real->stale_warnings()) sink.emit(w);
+    RankBackend backend = real->backend();
+    // Every rank looks up on its own GPU, whatever its placement.
+    ENGRAM_ASSIGN_OR_RETURN(RankDevice device, open_rank_device(env->local_rank, env->rank, true, *backend.probe));
+    if (device.memory) {
+      backend.device = device.memory.get();
+      backend.compute = device.compute.get();
+      backend.probe = device.probe.get();
+    }
+    return run_acceptance_rank(backend, *options, sink, report);
+  }();
+  for (const Warning& w : sink.warnings()) std::fprintf(stderr, "rank %d: warning: %s\n", env->rank, w.text.c_str());
+  for (const AcceptanceRow& row : report.rows) std::printf("%s\n", format_acceptance_row(report, row).c_str());
+  if (!status.is_ok()) {
+    std::fprintf(stderr, "rank %d: FAILED: %s\n", env->rank, status.to_string().c_str());
+    return 1;
+  }
+  const bool passed = report.passed();
+  std::printf("rank %d: %s: %s, tables built in %.1f s\n", env->rank, passed ? "PASS" : "FAIL",
+              placement_name(report.placement), report.build_seconds);
+  std::fflush(stdout);
+  return passed ? 0 : 1;
+}
+
+CommandRegistration reg("57-acceptance", [](CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<AcceptanceFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "acceptance",
+      "One rank of the acceptance test, under a launcher (engramlab launch -n N, torchrun, srun; one process per "
+      "GPU): tables built through the runtime, GPU lookups eager and under graph replay checked against the CPU "
+      "reference (and device_peer against device_collective on every slot), latency p10/p50/p90");
+  cmd->add_option("--model", flags->model, "the model whose tables are placed (default deepseek-v4.1-flash)");
+  cmd->add_option("--table-model", flags->table_model,
+                  "build and look up this model's tables instead (e.g. tiny, for a quick check); the placement "
+                  "still follows --model");
+  cmd->add_option("--tp", flags->tp, "tensor-parallel size (default: WORLD_SIZE / dp)");
+  cmd->add_option("--dp", flags->dp, "data-parallel size (default 1)");
+  cmd->add_flag("--cpu-offload", flags->cpu_offload, "tables in host memory (host_shared, host_head_sharded, host_private)");
+  cmd->add_flag("--peer-shards", flags->peer_shards, "device_peer: peers map each other's row shards");
+  cmd->add_option("--dp-shared-memory", flags->dp_shared_memory, "true or false (default: the rule's choice)");
+  cmd->add_option("--shard-group", flags->shard_group, "world (default), nvlink_domain or host");
+  cmd->add_option("--tokens", flags->tokens, "token counts per rank (default 1,64,1024,8192)");
+  cmd->add_option("--samples", flags->samples, "slots per table and token count checked on the CPU (default 256)");
+  cmd->add_option("--replays", flags->replays, "timed graph replays (default 50)");
+  cmd->add_option("--fill-seed", flags->fill_seed, "the table fill's seed (default 1)");
+  cmd->callback([flags, &exit_code]() { exit_code = run_acceptance(*flags); });
+});
+
+}  // namespace
+}  // namespace engram::app

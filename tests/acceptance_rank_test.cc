@@ -1,0 +1,147 @@
+// The acceptance test's rank body on the emulator, for all five placements:
+// every rank's device lookups (eager and replayed) equal the CPU reference on
+// the checked slots, device_peer equals the collective over the same shards,
+// and nothing is left in the ledger. The same body runs on GPUs under a
+// launcher (engramlab acceptance).
+#include "harness/acceptance_rank.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "core/base/units.h"
+#include "sim/world.h"
+
+namespace engram {
+namespace {
+
+HostSpec host(uint64_t tmpfs_bytes) {
+  HostSpec h;
+  h.name = "gb200-0";
+  h.gpu_count = 4;
+  h.gpu_model = "GB200";
+  h.tmpfs_bytes_total = tmpfs_bytes;
+  h.nvlink_domain = "nvl-0";
+  h.imex_channel = true;
+  h.fabric_attribute = true;
+  return h;
+}
+
+struct Case {
+  const char* name;
+  Placement placement;
+  ParallelLayout layout;
+  EngramConfig config;
+  uint64_t tmpfs_bytes;
+};
+
+std::vector<Case> cases() {
+  EngramConfig collective;
+  EngramConfig peer;
+  peer.peer_shards = true;
+  EngramConfig offload;
+  offload.cpu_offload = true;
+  EngramConfig private_copies = offload;
+  private_copies.dp_shared_memory = false;
+  return {
+      {"device_collective", Placement::kDeviceCollective, {4, 1}, collective, 190 * kGiB},
+      {"device_peer", Placement::kDevicePeer, {4, 1}, peer, 190 * kGiB},
+      {"host_shared", Placement::kHostShared, {1, 4}, offload, 190 * kGiB},
+      {"host_head_sharded", Placement::kHostHeadSharded, {1, 4}, offload, 64 * kMiB},
+      {"host_private", Placement::kHostPrivate, {1, 4}, private_copies, 190 * kGiB},
+  };
+}
+
+TEST(AcceptanceRank, EveryPlacementsDeviceLookupEqualsTheCpuReferenceEagerAndReplayed) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    sim::WorldSpec spec;
+    spec.hosts = {host(c.tmpfs_bytes)};
+    spec.seed = 41;
+    AcceptanceOptions options;
+    options.runtime.table_model = model_preset("tiny").value();
+    options.runtime.layout = c.layout;
+    options.runtime.config = c.config;
+    options.token_counts = {1, 5, 40};
+    options.sampled_slots = 64;
+    options.warmup_replays = 1;
+    options.timed_replays = 2;
+    std::mutex mutex;
+    std::vector<AcceptanceReport> reports(4);
+    WarningSink sink;
+    auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
+      AcceptanceReport report;
+      ENGRAM_RETURN_IF_ERROR(run_acceptance_rank(backend, options, sink, report));
+      std::lock_guard lock(mutex);
+      reports[static_cast<size_t>(backend.world_rank)] = std::move(report);
+      return Status::ok();
+    });
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    ASSERT_TRUE(run->all_ok()) << run->summary();
+    EXPECT_TRUE(run->leaks.empty()) << run->summary();
+    const size_t rows = options.runtime.table_model.tables.size() * options.token_counts.size();
+    for (const AcceptanceReport& report : reports) {
+      EXPECT_EQ(report.placement, c.placement);
+      ASSERT_EQ(report.rows.size(), rows);
+      for (const AcceptanceRow& row : report.rows) {
+        EXPECT_TRUE(row.mismatches.empty()) << format_acceptance_row(report, row);
+        EXPECT_GT(row.slots_checked, 0);
+        EXPECT_LE(row.slots_checked, row.slots);
+        EXPECT_EQ(row.cross_checked, c.placement == Placement::kDevicePeer);
+        EXPECT_LE(row.latency_us_p10, row.latency_us_p90);
+      }
+      EXPECT_TRUE(report.passed());
+    }
+  }
+}
+
+TEST(AcceptanceRank, NoDeviceIsAFailedPreconditionNamingTheRank) {
+  // The emulator gives every rank a device; take it away from one rank's
+  // view and only that rank refuses, before it starts anything.
+  sim::WorldSpec spec;
+  spec.hosts = {host(190 * kGiB)};
+  spec.hosts[0].gpu_count = 1;
+  spec.seed = 43;
+  AcceptanceOptions options;
+  options.runtime.table_model = model_preset("tiny").value();
+  options.runtime.layout = ParallelLayout{1, 1};
+  WarningSink sink;
+  auto run = sim::run_world(spec, [&](RankBackend backend) -> Status {
+    backend.compute = nullptr;
+    AcceptanceReport report;
+    Status s = run_acceptance_rank(backend, options, sink, report);
+    if (s.code() != ErrorCode::kFailedPrecondition || s.context().rank != 0 ||
+        s.message().find("GPU") == std::string::npos)
+      return internal_error("expected failed_precondition naming the missing GPU, got " + s.to_string());
+    return Status::ok();
+  });
+  ASSERT_TRUE(run.is_ok());
+  EXPECT_TRUE(run->all_ok()) << run->summary();
+}
+
+TEST(AcceptanceRank, BadTokenCountsAreInvalidArguments) {
+  sim::WorldSpec spec;
+  spec.hosts = {host(190 * kGiB)};
+  spec.hosts[0].gpu_count = 1;
+  spec.seed = 47;
+  AcceptanceOptions options;
+  options.runtime.table_model = model_preset("tiny").value();
+  options.runtime.layout = ParallelLayout{1, 1};
+  WarningSink sink;
+  auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
+    AcceptanceReport report;
+    options.token_counts = {};
+    Status empty = run_acceptance_rank(backend, options, sink, report);
+    options.token_counts = {4, 0};
+    Status zero = run_acceptance_rank(backend, options, sink, report);
+    if (empty.code() != ErrorCode::kInvalidArgument || zero.code() != ErrorCode::kInvalidArgument ||
+        zero.message().find("0 is not a positive token count") == std::string::npos)
+      return internal_error("expected invalid_argument twice, got " + empty.to_string() + " / " + zero.to_string());
+    return Status::ok();
+  });
+  ASSERT_TRUE(run.is_ok());
+  EXPECT_TRUE(run->all_ok()) << run->summary();
+}
+
+}  // namespace
+}  // namespace engram

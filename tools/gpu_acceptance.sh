@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# On a GPU machine: every GPU check of the device lookup in one call. Builds
+# engram_gpu_tests and engramlab (build-gpu), runs tests/gpu, then
+# `engramlab acceptance` under `engramlab launch`, one process per GPU, for
+# the placements this machine can hold, and prints one table.
+#   - 2 GPUs or more: device_peer (with the collective over the same shards)
+#     and device_collective at V4.1-Flash size; host_shared at V4.1 size
+#     where /dev/shm holds a table; host_private with the small table model
+#     (a copy per rank does not fit). host_head_sharded is chosen only where
+#     /dev/shm is too small, so it runs in the emulated suite, not here.
+#   - 1 GPU: every placement one rank can take (device_collective,
+#     host_private) with the small table model: the real kernels, NCCL,
+#     registered host tables and graph replay, not the real size.
+# Logs go to $OUT (the device tool's folder) or build-gpu/out.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export ENGRAMLAB_OP_TIMEOUT_MS="${ENGRAMLAB_OP_TIMEOUT_MS:-600000}"
+unset XDG_RUNTIME_DIR
+build=build-gpu
+out="${OUT:-$build/out}"
+mkdir -p "$out"
+jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
+. tools/lib/nccl_env.sh
+
+t0=$(date +%s)
+if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" > "$out/configure.log" 2>&1; then
+  tail -40 "$out/configure.log"; echo "gpu_acceptance: configure FAILED"; exit 1
+fi
+cmake --build "$build" -j"$jobs" --target engram_gpu_tests engramlab -- -k > "$out/build.log" 2>&1
+build_rc=$?
+[ $build_rc -ne 0 ] && grep -E "error" "$out/build.log" | head -30
+t1=$(date +%s)
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+shm_gib=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
+echo "gpu_acceptance: $gpus GPU(s), /dev/shm ${shm_gib:-0} GiB free"
+
+tests_rc=127
+if [ -x "$build/tests/gpu/engram_gpu_tests" ]; then
+  timeout 400 "$build/tests/gpu/engram_gpu_tests" > "$out/gpu_tests.log" 2>&1
+  tests_rc=$?
+  grep -E "^\[  (FAILED|SKIPPED) |Failure|Expected|Which is" "$out/gpu_tests.log" | head -30
+fi
+t2=$(date +%s)
+
+lab="$build/apps/engramlab"
+rows=()
+overall=0
+# name, ranks, flags
+accept() {
+  local name="$1" n="$2"; shift 2
+  local log="$out/acceptance_$name.log" s e rc
+  s=$(date +%s)
+  timeout 900 "$lab" launch -n "$n" -- "$lab" acceptance "$@" > "$log" 2>&1
+  rc=$?
+  e=$(date +%s)
+  grep -E "MISMATCH|FAILED|PASS|FAIL|error" "$log" | head -12
+  grep -E "tokens (1|64|1024|8192):" "$log" | sed -E 's/^/    /' | head -16
+  rows+=("| acceptance $name ($n ranks: $*) | rc $rc, $((e - s)) s |")
+  [ $rc -ne 0 ] && overall=1
+}
+if [ -x "$lab" ]; then
+  if [ "$gpus" -ge 2 ]; then
+    accept device_peer 2 --peer-shards --tp 2
+    accept device_collective 2 --tp 2
+    if [ "${shm_gib:-0}" -ge 190 ]; then
+      accept host_shared 2 --cpu-offload --dp 2 --tp 1
+    fi
+    accept host_private 2 --cpu-offload --dp 2 --tp 1 --dp-shared-memory false --table-model tiny
+  elif [ "$gpus" -eq 1 ]; then
+    accept device_collective 1 --table-model tiny --tokens 1,64,1024,8192
+    accept host_private 1 --cpu-offload --table-model tiny --tokens 1,64,1024,8192
+  fi
+fi
+
+echo
+echo "| check | result |"
+echo "| --- | --- |"
+echo "| build (engram_gpu_tests, engramlab) | rc $build_rc, $((t1 - t0)) s |"
+echo "| engram_gpu_tests | rc $tests_rc, $((t2 - t1)) s |"
+for r in "${rows[@]}"; do echo "$r"; done
+[ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $overall -eq 0 ]
