@@ -12,6 +12,9 @@
 #     host_private) with the small table model: the real kernels, NCCL,
 #     registered host tables and graph replay, not the real size.
 # Logs go to $OUT (the device tool's folder) or build-gpu/out.
+# Building needs Boost.Context (the emulator's fibers). On a machine without
+# it, build elsewhere and set BIN_DIR to a folder holding engramlab and
+# engram_gpu_tests (and LD_LIBRARY_PATH to the libraries they need).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -24,12 +27,17 @@ jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
 . tools/lib/nccl_env.sh
 
 t0=$(date +%s)
-if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" > "$out/configure.log" 2>&1; then
-  tail -40 "$out/configure.log"; echo "gpu_acceptance: configure FAILED"; exit 1
+if [ -n "${BIN_DIR:-}" ]; then
+  tests_path="$BIN_DIR/engram_gpu_tests"; lab="$BIN_DIR/engramlab"; build_rc=0
+else
+  if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" > "$out/configure.log" 2>&1; then
+    tail -40 "$out/configure.log"; echo "gpu_acceptance: configure FAILED (Boost.Context missing? see BIN_DIR above)"; exit 1
+  fi
+  cmake --build "$build" -j"$jobs" --target engram_gpu_tests engramlab -- -k > "$out/build.log" 2>&1
+  build_rc=$?
+  [ $build_rc -ne 0 ] && grep -E "error" "$out/build.log" | head -30
+  tests_path="$build/tests/gpu/engram_gpu_tests"; lab="$build/apps/engramlab"
 fi
-cmake --build "$build" -j"$jobs" --target engram_gpu_tests engramlab -- -k > "$out/build.log" 2>&1
-build_rc=$?
-[ $build_rc -ne 0 ] && grep -E "error" "$out/build.log" | head -30
 t1=$(date +%s)
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -37,14 +45,13 @@ shm_gib=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
 echo "gpu_acceptance: $gpus GPU(s), /dev/shm ${shm_gib:-0} GiB free"
 
 tests_rc=127
-if [ -x "$build/tests/gpu/engram_gpu_tests" ]; then
-  timeout 400 "$build/tests/gpu/engram_gpu_tests" > "$out/gpu_tests.log" 2>&1
+if [ -x "$tests_path" ]; then
+  timeout 400 "$tests_path" > "$out/gpu_tests.log" 2>&1
   tests_rc=$?
   grep -E "^\[  (FAILED|SKIPPED) |Failure|Expected|Which is" "$out/gpu_tests.log" | head -30
 fi
 t2=$(date +%s)
 
-lab="$build/apps/engramlab"
 rows=()
 overall=0
 # name, ranks, flags
