@@ -170,7 +170,9 @@ TEST_P(HandleExchangeFault, FailingRankNamesItselfPeerAndStepOthersNameItNothing
   ASSERT_FALSE(mine.is_ok());
   EXPECT_EQ(mine.context().rank, victim) << mine.to_string();
   EXPECT_EQ(mine.context().step, c.step) << mine.to_string();
-  if (c.site != FaultSite::kExport) EXPECT_GE(mine.context().peer, 0) << mine.to_string();
+  if (c.site != FaultSite::kExport) {
+    EXPECT_GE(mine.context().peer, 0) << mine.to_string();
+  }
   EXPECT_THAT(mine.message(), HasSubstr("injected fault"));
   for (int r = 0; r < 8; ++r) {
     if (r == victim) continue;

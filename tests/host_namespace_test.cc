@@ -120,8 +120,12 @@ TEST_P(LaunchersAcrossHosts, RanksMeetAcrossTheTwoHosts) {
     EXPECT_NE(r.a.find("holding MASTER_PORT"), std::string::npos) << r.a;
     EXPECT_NE(r.b.find("MASTER_PORT + 1"), std::string::npos) << r.b;
   }
-  if (launcher == "slurm") EXPECT_NE(r.b.find("rendezvous hostA:"), std::string::npos) << r.b;
-  if (launcher == "engramlab") EXPECT_NE(r.b.find("[rank 1] rank 1: host of rank 0 is hostA|"), std::string::npos) << r.b;
+  if (launcher == "slurm") {
+    EXPECT_NE(r.b.find("rendezvous hostA:"), std::string::npos) << r.b;
+  }
+  if (launcher == "engramlab") {
+    EXPECT_NE(r.b.find("[rank 1] rank 1: host of rank 0 is hostA|"), std::string::npos) << r.b;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EachLauncher, LaunchersAcrossHosts,
