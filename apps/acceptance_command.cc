@@ -13,13 +13,15 @@
 // or a failed step; 2 bad flags or no launcher environment.
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cstdio>
 #include <memory>
 
 #include "apps/command_registry.h"
+#include "apps/flag_numbers.h"
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/real_rank_backend.h"
+#include "core/base/text_excerpt.h"
+#include "core/deployment/deployment.h"
 #include "core/deployment/shard_groups.h"
 #include "core/model/table_spec.h"
 #include "harness/acceptance_rank.h"
@@ -31,65 +33,48 @@ namespace {
 struct AcceptanceFlags {
   std::string model = "deepseek-v4.1-flash";
   std::string table_model;  // empty: the model itself
-  int tp = 0;               // 0: WORLD_SIZE / dp
-  int dp = 1;
   bool cpu_offload = false;
   bool peer_shards = false;
   std::string dp_shared_memory;  // "", "true", "false"
   std::string shard_group = "world";
+  // Whole numbers are read from the text as typed (apps/flag_numbers.h).
+  std::string tp_text = "0";  // 0: WORLD_SIZE / dp
+  std::string dp_text = "1";
   std::string tokens = "1,64,1024,8192";
-  int samples = 256;
-  int replays = 50;
-  uint64_t fill_seed = 1;
+  std::string samples_text = "256";
+  std::string replays_text = "50";
+  std::string fill_seed_text = "1";
 };
-
-constexpr int kTokensPerRankMax = 1 << 20;  // far above any engine's DP slot
-
-Result<std::vector<int>> parse_token_list(const std::string& text) {
-  std::vector<int> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    int value = 0;
-    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 1 || value > kTokensPerRankMax)
-      return invalid_argument(fmt::format("--tokens: '{}' is not a token count in [1, {}]; write e.g. --tokens "
-                                          "1,64,1024,8192",
-                                          item.substr(0, 32), kTokensPerRankMax));
-    out.push_back(value);
-    at = comma + 1;
-  }
-  return out;
-}
 
 Result<AcceptanceOptions> options_from(const AcceptanceFlags& f, const ipc::LaunchEnv& env) {
   AcceptanceOptions o;
-  ENGRAM_ASSIGN_OR_RETURN(o.token_counts, parse_token_list(f.tokens));
-  if (f.dp < 1 || f.tp < 0) return invalid_argument("--tp and --dp: positive counts, e.g. --tp 2 --dp 1");
-  const int tp = f.tp == 0 ? env.world_size / f.dp : f.tp;
-  if (tp < 1 || tp * f.dp != env.world_size)
+  ENGRAM_ASSIGN_OR_RETURN(o.token_counts, whole_number_list_flag<int>("--tokens", f.tokens, 1, kMaxTokensPerRank));
+  ENGRAM_ASSIGN_OR_RETURN(int tp, whole_number_flag<int>("--tp", f.tp_text, 0, env.world_size));
+  ENGRAM_ASSIGN_OR_RETURN(int dp, whole_number_flag<int>("--dp", f.dp_text, 1, env.world_size));
+  ENGRAM_ASSIGN_OR_RETURN(o.sampled_slots, whole_number_flag<int>("--samples", f.samples_text, 0, 1 << 20));
+  ENGRAM_ASSIGN_OR_RETURN(o.timed_replays, whole_number_flag<int>("--replays", f.replays_text, 1, 100000));
+  ENGRAM_ASSIGN_OR_RETURN(o.runtime.fill_seed,
+                          whole_number_flag<uint64_t>("--fill-seed", f.fill_seed_text, 0, UINT64_MAX));
+  if (tp == 0) tp = env.world_size / dp;
+  if (tp < 1 || tp * dp != env.world_size)
     return invalid_argument(fmt::format("--tp {} x --dp {} is not the {} ranks the launcher started; make tp x dp = {}",
-                                        tp, f.dp, env.world_size, env.world_size));
+                                        tp, dp, env.world_size, env.world_size));
   o.runtime.placement_model = f.model;
   ENGRAM_ASSIGN_OR_RETURN(o.runtime.table_model, model_preset(f.table_model.empty() ? f.model : f.table_model));
-  o.runtime.layout = ParallelLayout{tp, f.dp};
+  o.runtime.layout = ParallelLayout{tp, dp};
   o.runtime.config.cpu_offload = f.cpu_offload;
   o.runtime.config.peer_shards = f.peer_shards;
   if (f.dp_shared_memory == "true") o.runtime.config.dp_shared_memory = true;
   else if (f.dp_shared_memory == "false") o.runtime.config.dp_shared_memory = false;
   else if (!f.dp_shared_memory.empty())
     return invalid_argument(fmt::format("--dp-shared-memory: '{}' is not true or false; leave it out for the default",
-                                        f.dp_shared_memory.substr(0, 32)));
+                                        excerpt(f.dp_shared_memory)));
   const std::optional<ShardGroup> group = shard_group_from_name(f.shard_group);
   if (!group)
-    return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write world, nvlink_domain or host",
-                                        f.shard_group.substr(0, 32)));
+    return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write {}", excerpt(f.shard_group),
+                                        shard_group_choices()));
   o.runtime.config.shard_group = *group;
   o.runtime.job_id = env.job_id;
-  o.runtime.fill_seed = f.fill_seed;
-  o.sampled_slots = f.samples;
-  o.timed_replays = f.replays;
   return o;
 }
 
@@ -147,16 +132,16 @@ CommandRegistration reg("57-acceptance", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--table-model", flags->table_model,
                   "build and look up this model's tables instead (e.g. tiny, for a quick check); the placement "
                   "still follows --model");
-  cmd->add_option("--tp", flags->tp, "tensor-parallel size (default: WORLD_SIZE / dp)");
-  cmd->add_option("--dp", flags->dp, "data-parallel size (default 1)");
+  cmd->add_option("--tp", flags->tp_text, "tensor-parallel size (default: WORLD_SIZE / dp)");
+  cmd->add_option("--dp", flags->dp_text, "data-parallel size (default 1)");
   cmd->add_flag("--cpu-offload", flags->cpu_offload, "tables in host memory (host_shared, host_head_sharded, host_private)");
   cmd->add_flag("--peer-shards", flags->peer_shards, "device_peer: peers map each other's row shards");
   cmd->add_option("--dp-shared-memory", flags->dp_shared_memory, "true or false (default: the rule's choice)");
   cmd->add_option("--shard-group", flags->shard_group, "world (default), nvlink_domain or host");
   cmd->add_option("--tokens", flags->tokens, "token counts per rank (default 1,64,1024,8192)");
-  cmd->add_option("--samples", flags->samples, "slots per table and token count checked on the CPU (default 256)");
-  cmd->add_option("--replays", flags->replays, "timed graph replays (default 50)");
-  cmd->add_option("--fill-seed", flags->fill_seed, "the table fill's seed (default 1)");
+  cmd->add_option("--samples", flags->samples_text, "slots per table and token count checked on the CPU (default 256)");
+  cmd->add_option("--replays", flags->replays_text, "timed graph replays (default 50)");
+  cmd->add_option("--fill-seed", flags->fill_seed_text, "the table fill's seed (default 1)");
   cmd->callback([flags, &exit_code]() { exit_code = run_acceptance(*flags); });
 });
 

@@ -56,21 +56,7 @@ Status read_numbers(BenchFlags& f) {
 }
 
 [[maybe_unused]] Result<std::vector<int64_t>> parse_tokens(const std::string& text) {
-  std::vector<int64_t> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    int64_t value = 0;
-    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), value);
-    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || value < 1) {
-      return invalid_argument(fmt::format("--tokens: '{}' in '{}' is not a whole number >= 1; write e.g. --tokens "
-                                          "1,64,8192", excerpt(item), excerpt(text)));
-    }
-    out.push_back(value);
-    at = comma + 1;
-  }
-  return out;
+  return whole_number_list_flag<int64_t>("--tokens", text, 1, 1 << 20);
 }
 
 [[maybe_unused]] Status write_file(const std::string& path, const std::string& text, const char* what) {

@@ -1,7 +1,8 @@
 // Whole-number flags, read alike by every command: from the text as typed
 // (an unsigned option would take -1 as 2^64-1), within a range, with one
 // error form -- "--seed: '-1' is not a whole number in [0, N]; write e.g.
-// --seed 1" -- that the command turns into exit 2.
+// --seed 1" -- that the command turns into exit 2. Lists ("--tokens
+// 1,64,8192") are read item by item the same way.
 #pragma once
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <charconv>
 #include <string_view>
+#include <vector>
 
 #include "core/base/status.h"
 #include "core/base/text_excerpt.h"
@@ -30,6 +32,20 @@ Result<T> whole_number_flag(std::string_view flag, std::string_view text, T min_
     return flag_range_error(flag, text, min_value, max_value);
   }
   return value;
+}
+
+// A comma-separated list of them ("1,64,8192"), each read as above.
+template <typename T>
+Result<std::vector<T>> whole_number_list_flag(std::string_view flag, std::string_view text, T min_value, T max_value) {
+  std::vector<T> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    ENGRAM_ASSIGN_OR_RETURN(T value, whole_number_flag<T>(flag, text.substr(at, comma - at), min_value, max_value));
+    out.push_back(value);
+    at = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace engram::app
