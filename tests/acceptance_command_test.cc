@@ -1,0 +1,72 @@
+// `engramlab acceptance` as an operator starts it: under `engramlab launch`.
+// Bad flags exit 2 naming the flag before anything is built; without a
+// launcher it exits 2 naming the launchers; a rank without a GPU fails its
+// start with exit 1 naming the missing GPU (on a GPU machine it runs the
+// check instead: tests/gpu and tools/gpu_acceptance.sh cover that side).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace engram {
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string text;
+};
+
+Output run(const std::string& args) {
+  const std::string lab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
+  // No GPU for the rank (whatever this machine has), so the outcome is the same everywhere.
+  const std::string cmd = "env -u RANK -u WORLD_SIZE CUDA_VISIBLE_DEVICES= " + lab + " " + args + " 2>&1";
+  Output out;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out.text += buffer;
+  const int status = ::pclose(pipe);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string under_launch(const std::string& acceptance_args) {
+  const std::string lab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
+  return "launch -n 1 -- " + lab + " acceptance --table-model tiny " + acceptance_args;
+}
+
+TEST(AcceptanceCommand, BadFlagsExit2NamingTheFlagValueAndFix) {
+  struct Case {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"--tokens 0", "--tokens: '0' is not a whole number in [1, 1048576]; write e.g. --tokens 1"},
+      {"--tokens 1,,8", "--tokens: '' is not a whole number"},
+      {"--replays -1", "--replays: '-1' is not a whole number in [1, 100000]"},
+      {"--tp 3", "--tp: '3' is not a whole number in [0, 1]"},
+      {"--dp-shared-memory maybe", "--dp-shared-memory: 'maybe' is not true or false"},
+      {"--shard-group rack", "--shard-group: 'rack' is not a shard group; write world, nvlink_domain or host"},
+  };
+  for (const Case& c : cases) {
+    const Output out = run(under_launch(c.args));
+    EXPECT_EQ(out.exit_code, 2) << c.args << "\n" << out.text;
+    EXPECT_NE(out.text.find(c.message), std::string::npos) << c.args << "\n" << out.text;
+  }
+}
+
+TEST(AcceptanceCommand, WithoutALauncherItSaysWhichOnesToUse) {
+  const Output out = run("acceptance --table-model tiny");
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("engramlab launch -n 2 -- engramlab acceptance"), std::string::npos) << out.text;
+}
+
+TEST(AcceptanceCommand, ARankWithoutAGpuFailsNamingIt) {
+  const Output out = run(under_launch("--tokens 1,8"));
+  EXPECT_EQ(out.exit_code, 1) << out.text;
+  EXPECT_NE(out.text.find("looks up on this rank's GPU, but the rank has none"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("PASS"), std::string::npos) << out.text;
+}
+
+}  // namespace
+}  // namespace engram
