@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/base/units.h"
+#include "core/runtime/engram_runtime.h"
 #include "sim/world.h"
 
 namespace engram {
@@ -141,6 +142,54 @@ TEST(AcceptanceRank, BadTokenCountsAreInvalidArguments) {
   });
   ASSERT_TRUE(run.is_ok());
   EXPECT_TRUE(run->all_ok()) << run->summary();
+}
+
+// The two device lookups that are not built yet answer failed_precondition
+// on every rank (so no group waits), naming why, and the host lookup still
+// serves.
+TEST(AcceptanceRank, DeviceLookupsNotBuiltYetSayWhyOnEveryRank) {
+  struct Case {
+    const char* name;
+    EngramConfig config;
+    uint64_t tmpfs_bytes;
+    Placement placement;
+    const char* why;
+  };
+  EngramConfig head_sharded;
+  head_sharded.cpu_offload = true;
+  EngramConfig sequence_parallel;
+  sequence_parallel.sequence_parallel = true;
+  const Case cases[] = {
+      {"host_head_sharded at tp 2", head_sharded, 64 * kMiB, Placement::kHostHeadSharded, "at tp 1 only"},
+      {"sequence parallel", sequence_parallel, 190 * kGiB, Placement::kDeviceCollective, "sequence_parallel is on"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    sim::WorldSpec spec;
+    spec.hosts = {host(c.tmpfs_bytes)};
+    spec.seed = 53;
+    RuntimeOptions options;
+    options.table_model = model_preset("tiny").value();
+    options.layout = ParallelLayout{2, 2};
+    options.config = c.config;
+    WarningSink sink;
+    auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
+      ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(backend, options, sink));
+      if (runtime->placement() != c.placement) return internal_error("unexpected placement");
+      const TableSpec& table = options.table_model.tables[0];
+      const std::vector<int64_t> ids(static_cast<size_t>(table.head_count()), 5);
+      std::vector<uint16_t> out(ids.size() * static_cast<size_t>(table.dim));
+      const Status device = runtime->lookup_through_device(0, ids, 4, out);
+      if (device.code() != ErrorCode::kFailedPrecondition || device.message().find(c.why) == std::string::npos)
+        return internal_error("expected failed_precondition saying '" + std::string(c.why) + "', got " +
+                              device.to_string());
+      if (!c.config.sequence_parallel) ENGRAM_RETURN_IF_ERROR(runtime->lookup(0, ids, 4, out));
+      return runtime->stop();
+    });
+    ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+    EXPECT_TRUE(run->all_ok()) << run->summary();
+    EXPECT_TRUE(run->leaks.empty()) << run->summary();
+  }
 }
 
 }  // namespace
