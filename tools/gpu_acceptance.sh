@@ -9,7 +9,7 @@
 #     (a copy per rank does not fit). host_head_sharded is chosen only where
 #     /dev/shm is too small, so it runs in the emulated suite, not here.
 #   - 1 GPU: every placement one rank can take (device_collective,
-#     host_private) with the small table model: the real kernels, NCCL,
+#     device_peer, host_private) with the small table model: the real kernels, NCCL,
 #     registered host tables and graph replay, not the real size.
 # Logs go to $OUT (the device tool's folder) or build-gpu/out.
 # Building needs Boost.Context (the emulator's fibers). On a machine without
@@ -77,6 +77,7 @@ if [ -x "$lab" ]; then
     accept host_private 2 --cpu-offload --dp 2 --tp 1 --dp-shared-memory false --table-model tiny
   elif [ "$gpus" -eq 1 ]; then
     accept device_collective 1 --table-model tiny --tokens 1,64,1024,8192
+    accept device_peer 1 --peer-shards --table-model tiny --tokens 1,64,1024,8192
     accept host_private 1 --cpu-offload --table-model tiny --tokens 1,64,1024,8192
   fi
 fi
