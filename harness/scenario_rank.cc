@@ -105,14 +105,10 @@ Status run_scenario_rank(RankBackend& backend, const ScenarioRankInputs& inputs,
           runtime->stop().ignore();
           return looked;
         }
-        // Where the rank has a device, a host placement's table is also read
-        // by the device through its registration (a device placement's
-        // lookup above already went through the device): the same bytes.
-        // The device lookup writes whole tokens (not the SP shard), and
-        // host_head_sharded reads its shards on the device at tp 1 only.
-        const bool device_reads_host_table =
-            backend.compute != nullptr && !is_device_placement(out.placement) && !sequence_parallel &&
-            !(out.placement == Placement::kHostHeadSharded && layout.tp > 1);
+        // Where the rank's device can read a host placement's table (through
+        // its registration), it does, and gives the same bytes; a device
+        // placement's lookup above already went through the device.
+        const bool device_reads_host_table = !is_device_placement(out.placement) && runtime->device_lookup_ready();
         if (device_reads_host_table) {
           std::vector<uint16_t> on_device(got.size(), 0xbeef);
           Status device_looked = runtime->lookup_through_device(static_cast<int>(t), ids, slot, on_device);

@@ -18,6 +18,7 @@ namespace {
 // the group's device collectives and the buffers its lookups use.
 class DeviceCollectiveTables final : public PlacementTables {
  public:
+  bool device_lookup_ready() const override { return true; }  // built only with a device
   DeviceCollectiveTables(RankBackend& backend, Collectives& group)
       : backend_(backend), compute_(*backend.compute), group_(group) {}
 

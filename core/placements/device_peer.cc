@@ -19,6 +19,7 @@ namespace {
 // over the same shards.
 class DevicePeerTables final : public PlacementTables {
  public:
+  bool device_lookup_ready() const override { return true; }  // built only with a device
   DevicePeerTables(RankBackend& backend, Collectives& group)
       : backend_(backend), compute_(*backend.compute), group_(group) {}
 

@@ -50,6 +50,8 @@ class HostSharedTables final : public PlacementTables {
                               segment ? segment->data() : std::span<const std::byte>());
   }
 
+  bool device_lookup_ready() const override { return device_.built(); }
+
   Status lookup_device(int table_index, const DeviceLookupRequest& request) override {
     if (!device_.built()) {
       return Status(ErrorCode::kFailedPrecondition, "device lookup on a rank without a device (no DeviceCompute)",

@@ -132,6 +132,11 @@ class PlacementTables {
   // the collective over the same shards. Others: failed_precondition.
   virtual Status lookup_device_collective(int table_index, const DeviceLookupRequest& request);
 
+  // Whether lookup_device can run on these tables (built with a
+  // DeviceCompute, and a device lookup this placement has for its layout);
+  // where not, lookup_device answers failed_precondition saying why.
+  virtual bool device_lookup_ready() const = 0;
+
   // Collective over the placement's group: gives back everything this rank
   // holds. Returns the first failure and carries on past it.
   virtual Status release() = 0;

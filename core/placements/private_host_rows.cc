@@ -54,6 +54,8 @@ class PrivateHostRows final : public PlacementTables {
     return lookup_held_(group_, tp_group_, request, tables_[static_cast<size_t>(table_index)]);
   }
 
+  bool device_lookup_ready() const override { return device_.built(); }
+
   Status lookup_device(int table_index, const DeviceLookupRequest& request) override {
     if (!device_.built()) {
       return Status(ErrorCode::kFailedPrecondition,

@@ -369,6 +369,11 @@ Status EngramRuntime::lookup_device_collective(int table_index, DeviceLookupRequ
   return state_->tables->lookup_device_collective(table_index, request);
 }
 
+bool EngramRuntime::device_lookup_ready() const {
+  return !stopped_ && backend_.compute != nullptr && !options_.config.sequence_parallel &&
+         state_->tables->device_lookup_ready();
+}
+
 Status EngramRuntime::lookup_through_device(int table_index, std::span<const int64_t> row_ids,
                                             int64_t tokens_per_rank_max, std::span<uint16_t> output) {
   const int me = backend_.world->world_rank();

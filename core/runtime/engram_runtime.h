@@ -105,6 +105,10 @@ class EngramRuntime {
   // Collective as lookup_device; failed_precondition without a DeviceCompute.
   Status lookup_through_device(int table_index, std::span<const int64_t> row_ids, int64_t tokens_per_rank_max,
                                std::span<uint16_t> output);
+  // Whether lookup_device can run here (a DeviceCompute, and a device lookup
+  // the placement has for this layout and config); where not, it answers
+  // failed_precondition saying why.
+  bool device_lookup_ready() const;
 
   // Collective: releases every segment, mapping and allocation.
   Status stop();
