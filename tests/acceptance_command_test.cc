@@ -4,36 +4,23 @@
 // start with exit 1 naming the missing GPU (on a GPU machine it runs the
 // check instead: tests/gpu and tools/gpu_acceptance.sh cover that side).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <string>
+
+#include "tests/engramlab_command.h"
 
 namespace engram {
 namespace {
 
-struct Output {
-  int exit_code = -1;
-  std::string text;
-};
+using Output = testing::CommandOutput;
 
+// No GPU for the rank (whatever this machine has), so the outcome is the same everywhere.
 Output run(const std::string& args) {
-  const std::string lab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
-  // No GPU for the rank (whatever this machine has), so the outcome is the same everywhere.
-  const std::string cmd = "env -u RANK -u WORLD_SIZE CUDA_VISIBLE_DEVICES= " + lab + " " + args + " 2>&1";
-  Output out;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buffer[512];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out.text += buffer;
-  const int status = ::pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+  return testing::run_engramlab(args, "env -u RANK -u WORLD_SIZE CUDA_VISIBLE_DEVICES=");
 }
 
 std::string under_launch(const std::string& acceptance_args) {
-  const std::string lab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
-  return "launch -n 1 -- " + lab + " acceptance --table-model tiny " + acceptance_args;
+  return "launch -n 1 -- " + testing::engramlab_path() + " acceptance --table-model tiny " + acceptance_args;
 }
 
 TEST(AcceptanceCommand, BadFlagsExit2NamingTheFlagValueAndFix) {

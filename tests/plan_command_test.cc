@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/engramlab_command.h"
+
 namespace {
 
 using ::testing::AllOf;
@@ -243,15 +245,7 @@ TEST(PlanCommand, HostsAlikeShareOneRow) {
 
 namespace {
 
-std::string engramlab_output(const std::string& args) {
-  FILE* pipe = popen((std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while (pipe != nullptr && (n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  if (pipe != nullptr) pclose(pipe);
-  return out;
-}
+std::string engramlab_output(const std::string& args) { return engram::testing::run_engramlab(args).text; }
 
 TEST(Cli, VersionAndTheUnitsTable) {
   EXPECT_THAT(engramlab_output("--version"),

@@ -17,26 +17,14 @@
 #include <string>
 
 #include "backends/shm/posix_shared_memory.h"
+#include "tests/engramlab_command.h"
 
 namespace engram {
 namespace {
 
-struct Output {
-  int exit_code = -1;
-  std::string text;
-};
+using Output = testing::CommandOutput;
 
-Output run(const std::string& args) {
-  const std::string cmd = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab " + args + " 2>&1";
-  Output out;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buffer[512];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out.text += buffer;
-  const int status = ::pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+Output run(const std::string& args) { return testing::run_engramlab(args); }
 
 TEST(ShmCommand, CleanRemovesOnlySegmentsWhoseCreatorIsGone) {
   char templ[] = "/dev/shm/engramlab-shmcmd-XXXXXX";
