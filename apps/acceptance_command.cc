@@ -18,50 +18,32 @@
 
 #include "apps/command_registry.h"
 #include "apps/flag_numbers.h"
+#include "apps/launched_rank.h"
 #include "backends/ipc/launch_env.h"
-#include "backends/ipc/real_rank_backend.h"
 #include "core/base/text_excerpt.h"
 #include "core/deployment/deployment.h"
-#include "core/deployment/shard_groups.h"
-#include "core/model/table_spec.h"
 #include "harness/acceptance_rank.h"
-#include "harness/rank_device.h"
 
 namespace engram::app {
 namespace {
 
 struct AcceptanceFlags {
-  std::string model = "deepseek-v4.1-flash";
-  std::string table_model;  // empty: the model itself
+  LaunchedRankFlags rank{.tp_text = "0", .dp_text = "1"};
   bool cpu_offload = false;
   bool peer_shards = false;
   std::string dp_shared_memory;  // "", "true", "false"
-  std::string shard_group = "world";
   // Whole numbers are read from the text as typed (apps/flag_numbers.h).
-  std::string tp_text = "0";  // 0: WORLD_SIZE / dp
-  std::string dp_text = "1";
   std::string tokens = "1,64,1024,8192";
   std::string samples_text = "256";
   std::string replays_text = "50";
-  std::string fill_seed_text = "1";
 };
 
 Result<AcceptanceOptions> options_from(const AcceptanceFlags& f, const ipc::LaunchEnv& env) {
   AcceptanceOptions o;
   ENGRAM_ASSIGN_OR_RETURN(o.token_counts, whole_number_list_flag<int>("--tokens", f.tokens, 1, kMaxTokensPerRank));
-  ENGRAM_ASSIGN_OR_RETURN(int tp, whole_number_flag<int>("--tp", f.tp_text, 0, env.world_size));
-  ENGRAM_ASSIGN_OR_RETURN(int dp, whole_number_flag<int>("--dp", f.dp_text, 1, env.world_size));
   ENGRAM_ASSIGN_OR_RETURN(o.sampled_slots, whole_number_flag<int>("--samples", f.samples_text, 0, 1 << 20));
   ENGRAM_ASSIGN_OR_RETURN(o.timed_replays, whole_number_flag<int>("--replays", f.replays_text, 1, 100000));
-  ENGRAM_ASSIGN_OR_RETURN(o.runtime.fill_seed,
-                          whole_number_flag<uint64_t>("--fill-seed", f.fill_seed_text, 0, UINT64_MAX));
-  if (tp == 0) tp = env.world_size / dp;
-  if (tp < 1 || tp * dp != env.world_size)
-    return invalid_argument(fmt::format("--tp {} x --dp {} is not the {} ranks the launcher started; make tp x dp = {}",
-                                        tp, dp, env.world_size, env.world_size));
-  o.runtime.placement_model = f.model;
-  ENGRAM_ASSIGN_OR_RETURN(o.runtime.table_model, model_preset(f.table_model.empty() ? f.model : f.table_model));
-  o.runtime.layout = ParallelLayout{tp, dp};
+  ENGRAM_ASSIGN_OR_RETURN(o.runtime, runtime_options_from(f.rank, env));
   o.runtime.config.cpu_offload = f.cpu_offload;
   o.runtime.config.peer_shards = f.peer_shards;
   if (f.dp_shared_memory == "true") o.runtime.config.dp_shared_memory = true;
@@ -69,12 +51,6 @@ Result<AcceptanceOptions> options_from(const AcceptanceFlags& f, const ipc::Laun
   else if (!f.dp_shared_memory.empty())
     return invalid_argument(fmt::format("--dp-shared-memory: '{}' is not true or false; leave it out for the default",
                                         excerpt(f.dp_shared_memory)));
-  const std::optional<ShardGroup> group = shard_group_from_name(f.shard_group);
-  if (!group)
-    return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write {}", excerpt(f.shard_group),
-                                        shard_group_choices()));
-  o.runtime.config.shard_group = *group;
-  o.runtime.job_id = env.job_id;
   return o;
 }
 
@@ -94,20 +70,9 @@ int run_acceptance(const AcceptanceFlags& flags) {
   }
   WarningSink sink;
   AcceptanceReport report;
-  Status status = [&]() -> Status {
-    ENGRAM_ASSIGN_OR_RETURN(ipc::RealBackendOptions backend_options, ipc::real_backend_options(ipc::process_env()));
-    ENGRAM_ASSIGN_OR_RETURN(auto real, ipc::RealRankBackend::create(*env, backend_options));
-    for (const Warning& w : real->stale_warnings()) sink.emit(w);
-    RankBackend backend = real->backend();
-    // Every rank looks up on its own GPU, whatever its placement.
-    ENGRAM_ASSIGN_OR_RETURN(RankDevice device, open_rank_device(env->local_rank, env->rank, true, *backend.probe));
-    if (device.memory) {
-      backend.device = device.memory.get();
-      backend.compute = device.compute.get();
-      backend.probe = device.probe.get();
-    }
+  const Status status = run_launched_rank(*env, sink, [&](RankBackend& backend) {
     return run_acceptance_rank(backend, *options, sink, report);
-  }();
+  });
   for (const Warning& w : sink.warnings()) std::fprintf(stderr, "rank %d: warning: %s\n", env->rank, w.text.c_str());
   for (const AcceptanceRow& row : report.rows) std::printf("%s\n", format_acceptance_row(report, row).c_str());
   if (!status.is_ok()) {
@@ -128,20 +93,13 @@ CommandRegistration reg("57-acceptance", [](CLI::App& app, int& exit_code) {
       "One rank of the acceptance test, under a launcher (engramlab launch -n N, torchrun, srun; one process per "
       "GPU): tables built through the runtime, GPU lookups eager and under graph replay checked against the CPU "
       "reference (and device_peer against device_collective on every slot), latency p10/p50/p90");
-  cmd->add_option("--model", flags->model, "the model whose tables are placed (default deepseek-v4.1-flash)");
-  cmd->add_option("--table-model", flags->table_model,
-                  "build and look up this model's tables instead (e.g. tiny, for a quick check); the placement "
-                  "still follows --model");
-  cmd->add_option("--tp", flags->tp_text, "tensor-parallel size (default: WORLD_SIZE / dp)");
-  cmd->add_option("--dp", flags->dp_text, "data-parallel size (default 1)");
+  add_launched_rank_flags(*cmd, flags->rank);
   cmd->add_flag("--cpu-offload", flags->cpu_offload, "tables in host memory (host_shared, host_head_sharded, host_private)");
   cmd->add_flag("--peer-shards", flags->peer_shards, "device_peer: peers map each other's row shards");
   cmd->add_option("--dp-shared-memory", flags->dp_shared_memory, "true or false (default: the rule's choice)");
-  cmd->add_option("--shard-group", flags->shard_group, "world (default), nvlink_domain or host");
   cmd->add_option("--tokens", flags->tokens, "token counts per rank (default 1,64,1024,8192)");
   cmd->add_option("--samples", flags->samples_text, "slots per table and token count checked on the CPU (default 256)");
   cmd->add_option("--replays", flags->replays_text, "timed graph replays (default 50)");
-  cmd->add_option("--fill-seed", flags->fill_seed_text, "the table fill's seed (default 1)");
   cmd->callback([flags, &exit_code]() { exit_code = run_acceptance(*flags); });
 });
 

@@ -8,15 +8,12 @@
 #include <cstring>
 #include <memory>
 
-#include "backends/cuda/cuda_device_memory.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/gpu_buffer.h"
 #include "backends/cuda/graph_timing.h"
-#include "backends/cuda/local_peer_shards.h"
 #include "backends/cuda/nccl_collectives.h"
 #include "core/base/bf16.h"
 #include "core/model/row_format.h"
-#include "core/lookup/shard_layout.h"
 #include "core/base/splitmix64.h"
 #include "core/model/table_spec.h"
 #include "core/base/units.h"
@@ -57,58 +54,101 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
   }
   const GpuPresence presence = gpu_presence();
   if (presence.count == 0) return failed_precondition("bench: no GPU: " + presence.reason);
-  const int gpus = o.gpus == 0 ? presence.count : o.gpus;
-  if (gpus < 1 || gpus > presence.count) {
-    return invalid_argument(fmt::format("bench: {} GPUs asked for; this process sees {}", o.gpus, presence.count));
+  if (o.gpu < 0 || o.gpu >= presence.count || o.peer_gpu >= presence.count || o.peer_gpu == o.gpu) {
+    return invalid_argument(fmt::format("bench: GPU {} (NVLink copy from {}) asked for; this process sees {}", o.gpu,
+                                        o.peer_gpu, presence.count));
   }
   // NVLink multicast off unless the caller decided otherwise: on shared hosts
   // it can take the GPUs out of service.
   setenv("NCCL_NVLS_ENABLE", "0", 0);
 
+  const int gpu = o.gpu;
   const uint64_t row_bytes = row_bytes_for(RowFormat::kFp8E4M3Ue8m0, o.dim);
-  const int64_t rows_per_shard = static_cast<int64_t>(o.shard_bytes / row_bytes);
-  if (rows_per_shard < 1) return invalid_argument(fmt::format("bench: shard of {} bytes holds no row", o.shard_bytes));
-  const int64_t table_rows = rows_per_shard * gpus;
+  const int64_t table_rows = static_cast<int64_t>(o.table_bytes / row_bytes);
+  if (table_rows < 1) return invalid_argument(fmt::format("bench: a table of {} bytes holds no row", o.table_bytes));
   LookupBenchReport report;
-  report.gpus = gpus;
+  report.gpu = gpu;
   report.table_rows = table_rows;
   report.row_bytes = row_bytes;
   {
     cudaDeviceProp prop{};
-    ENGRAM_RETURN_IF_ERROR(rt(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties", 0));
+    ENGRAM_RETURN_IF_ERROR(rt(cudaGetDeviceProperties(&prop, gpu), "cudaGetDeviceProperties", gpu));
     report.device_name = prop.name;
   }
 
-  say(fmt::format("bench: {} GPU(s), table of {} rows x {} B = {} ({} per GPU); filling on device",
-                  gpus, table_rows, row_bytes, format_gib(static_cast<uint64_t>(table_rows) * row_bytes),
-                  format_gib(static_cast<uint64_t>(rows_per_shard) * row_bytes)));
-  LocalPeerShards table(gpus, table_rows, row_bytes);
-  ENGRAM_RETURN_IF_ERROR(table.build([&](int g, DevicePtr shard) {
-    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
+  // The table: one device buffer, filled on the GPU (16 bytes of slack: the
+  // V4.1 fast path reads rows as aligned 16-byte chunks).
+  say(fmt::format("bench: one-process reference on GPU {}: table of {} rows x {} B = {}; filling on device", gpu,
+                  table_rows, row_bytes, format_gib(static_cast<uint64_t>(table_rows) * row_bytes)));
+  const uint64_t table_allocation = round_up(static_cast<uint64_t>(table_rows) * row_bytes, 16) + 16;
+  ENGRAM_ASSIGN_OR_RETURN(GpuBuffer table, GpuBuffer::allocate(gpu, table_allocation, "bench table"));
+  {
+    ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
     kernels::ShardFillArgs fill;
-    fill.shard = reinterpret_cast<uint8_t*>(shard);
-    fill.first_row = table.layout().shard_begin(g);
-    fill.rows = table.layout().shard_rows(g);
+    fill.shard = table.as<uint8_t>();
+    fill.first_row = 0;
+    fill.rows = table_rows;
     fill.row_bytes = row_bytes;
     fill.dim = o.dim;
     fill.seed = o.seed;
-    return kernels::fill_shard(fill, nullptr).with_context(g, -1, "fill");
-  }));
-  report.shard_bytes = table.allocation_bytes();
-  say("bench: shards filled, exported as POSIX fds, imported and mapped by every GPU");
+    ENGRAM_RETURN_IF_ERROR(kernels::fill_shard(fill, nullptr).with_context(gpu, -1, "fill"));
+    ENGRAM_RETURN_IF_ERROR(rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the fill", gpu));
+  }
+  const int64_t starts_host[2] = {0, table_rows};
+  const void* bases_host[1] = {table.get()};
+  ENGRAM_ASSIGN_OR_RETURN(GpuBuffer starts, GpuBuffer::allocate(gpu, sizeof(starts_host), "bench"));
+  ENGRAM_ASSIGN_OR_RETURN(GpuBuffer bases, GpuBuffer::allocate(gpu, sizeof(bases_host), "bench"));
+  ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(starts.get(), starts_host, sizeof(starts_host), cudaMemcpyHostToDevice),
+                            "cudaMemcpy shard starts", gpu));
+  ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(bases.get(), bases_host, sizeof(bases_host), cudaMemcpyHostToDevice),
+                            "cudaMemcpy shard bases", gpu));
 
-  std::vector<int> all_gpus;
-  for (int g = 0; g < gpus; ++g) all_gpus.push_back(g);
-  ENGRAM_ASSIGN_OR_RETURN(auto timer_owner, GraphTimer::create(all_gpus, o.replays, o.warmup_replays, o.cold_l2));
+  // The NVLink copy's source lives on the peer GPU, read by this one's
+  // kernel: peer access is enabled for the copies and disabled after, so the
+  // process is left as it was.
+  GpuBuffer peer_source;
+  bool peer_enabled_here = false;
+  uint64_t copy_read_max = 0;
+  for (int64_t t : o.tokens_per_rank)
+    copy_read_max = std::max(copy_read_max, round_up(static_cast<uint64_t>(t) * o.heads * row_bytes, 16));
+  if (o.peer_gpu >= 0) {
+    int can = 0;
+    ENGRAM_RETURN_IF_ERROR(rt(cudaDeviceCanAccessPeer(&can, gpu, o.peer_gpu), "cudaDeviceCanAccessPeer", gpu));
+    if (can == 0) {
+      report.notes.push_back(fmt::format("NVLink copy not measured: GPU {} cannot read GPU {}'s memory", gpu, o.peer_gpu));
+      say("bench: " + report.notes.back());
+    } else {
+      ENGRAM_ASSIGN_OR_RETURN(peer_source, GpuBuffer::allocate(o.peer_gpu, copy_read_max, "bench peer copy source"));
+      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+      const cudaError_t enabled = cudaDeviceEnablePeerAccess(o.peer_gpu, 0);
+      if (enabled == cudaErrorPeerAccessAlreadyEnabled) {
+        cudaGetLastError();
+      } else {
+        ENGRAM_RETURN_IF_ERROR(rt(enabled, fmt::format("cudaDeviceEnablePeerAccess({})", o.peer_gpu), gpu));
+        peer_enabled_here = true;
+      }
+    }
+  }
+  struct PeerAccessUndo {
+    bool on;
+    int gpu, peer;
+    ~PeerAccessUndo() {
+      if (!on) return;
+      cudaSetDevice(gpu);
+      cudaDeviceDisablePeerAccess(peer);
+    }
+  } undo_peer_access{peer_enabled_here, gpu, o.peer_gpu};
+
+  ENGRAM_ASSIGN_OR_RETURN(auto timer_owner, GraphTimer::create({gpu}, o.replays, o.warmup_replays, o.cold_l2));
   GraphTimer& timer = *timer_owner;
+  const cudaStream_t stream = timer.stream(0);
 
-  std::vector<std::unique_ptr<NcclCommunicator>> comms;
+  std::unique_ptr<NcclCommunicator> comm;
   {
-    std::vector<int> devices;
-    for (int g = 0; g < gpus; ++g) devices.push_back(g);
+    const int devices[1] = {gpu};
     auto made = NcclCommunicator::create_local_group(devices);
     if (made.is_ok()) {
-      comms = std::move(*made);
+      comm = std::move(made->front());
     } else {
       report.notes.push_back("collective path not measured: " + made.status().to_string());
       say("bench: " + report.notes.back());
@@ -119,10 +159,9 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
   layout.format = RowFormat::kFp8E4M3Ue8m0;
   layout.dim = o.dim;
   layout.row_bytes = row_bytes;
-  const RowShardLayout& shards = table.layout();
 
-  // The method's fixed cost: an empty graph and a one-empty-kernel graph per
-  // GPU, launched and timed exactly as the lookups are.
+  // The method's fixed cost: an empty graph and a one-empty-kernel graph,
+  // launched and timed exactly as the lookups are.
   {
     auto time_graph = [&](const std::function<Status()>& enqueue) -> Result<LatencyPercentiles> {
       ENGRAM_ASSIGN_OR_RETURN(GpuGraphs graphs, timer.capture(enqueue));
@@ -136,19 +175,14 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       report.empty_graph = *empty;
       report.empty_graph_ran = true;
     } else {
-      for (int g = 0; g < gpus; ++g) {
-        cudaSetDevice(g);
-        cudaGetLastError();
-      }
+      cudaSetDevice(gpu);
+      cudaGetLastError();
       report.notes.push_back("empty graph not timed: " + empty.status().to_string());
       say("bench: " + report.notes.back());
     }
     ENGRAM_ASSIGN_OR_RETURN(report.empty_kernel_graph, time_graph([&]() -> Status {
-      for (int g = 0; g < gpus; ++g) {
-        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        ENGRAM_RETURN_IF_ERROR(kernels::empty_kernel(timer.stream(static_cast<size_t>(g))));
-      }
-      return Status::ok();
+      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+      return kernels::empty_kernel(stream);
     }));
   }
 
@@ -158,116 +192,90 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
     const uint64_t slots = static_cast<uint64_t>(tokens) * static_cast<uint64_t>(o.heads);
     point.read_bytes = slots * row_bytes;
     point.write_bytes = slots * static_cast<uint64_t>(o.dim) * 2;
-    say(fmt::format("bench: {} tokens per rank ({} rows per GPU)", tokens, slots));
+    say(fmt::format("bench: one-process reference, {} tokens per rank ({} rows)", tokens, slots));
 
-    // Seeded ids per rank over the whole table, a few DEAD.
-    std::vector<std::vector<int64_t>> ids(static_cast<size_t>(gpus));
-    for (int g = 0; g < gpus; ++g) {
-      uint64_t rng = o.seed ^ (static_cast<uint64_t>(tokens) << 20) ^ (static_cast<uint64_t>(g) << 8);
+    // Seeded ids over the whole table, a few DEAD.
+    std::vector<int64_t> ids;
+    {
+      uint64_t rng = o.seed ^ (static_cast<uint64_t>(tokens) << 20);
       for (uint64_t i = 0; i < slots; ++i) {
         const double u = static_cast<double>(splitmix64_next(rng) >> 11) * 0x1p-53;
         const uint64_t row = splitmix64_next(rng) % static_cast<uint64_t>(table_rows);
-        ids[g].push_back(u < o.dead_fraction ? kDeadId : static_cast<int64_t>(row));
+        ids.push_back(u < o.dead_fraction ? kDeadId : static_cast<int64_t>(row));
       }
     }
-    uint64_t remote = 0, local = 0;
-    for (int64_t id : ids[0]) {
-      if (id == kDeadId) continue;
-      (shards.owner_of(id) == 0 ? local : remote) += 1;
-    }
-    point.remote_fraction = static_cast<double>(remote) / static_cast<double>(slots);
-    point.local_fraction = static_cast<double>(local) / static_cast<double>(slots);
-
-    std::vector<GpuBuffer> d_ids, d_all_ids, d_owned, d_result, d_peer_out, d_copy_out, d_variant_out;
-    for (int g = 0; g < gpus; ++g) {
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer a, GpuBuffer::allocate(g, slots * sizeof(int64_t), "bench"));
-      ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(a.get(), ids[g].data(), a.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy ids", g));
-      d_ids.push_back(std::move(a));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer b, GpuBuffer::allocate(g, slots * gpus * sizeof(int64_t), "bench"));
-      d_all_ids.push_back(std::move(b));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer c, GpuBuffer::allocate(g, point.write_bytes * gpus, "bench"));
-      d_owned.push_back(std::move(c));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d, GpuBuffer::allocate(g, point.write_bytes, "bench"));
-      d_result.push_back(std::move(d));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer e, GpuBuffer::allocate(g, point.write_bytes, "bench"));
-      d_peer_out.push_back(std::move(e));
-      ENGRAM_ASSIGN_OR_RETURN(GpuBuffer f, GpuBuffer::allocate(g, point.write_bytes, "bench"));
-      d_copy_out.push_back(std::move(f));
-      if (o.sweep_variants) {
-        ENGRAM_ASSIGN_OR_RETURN(GpuBuffer v, GpuBuffer::allocate(g, point.write_bytes, "bench"));
-        d_variant_out.push_back(std::move(v));
-      }
+    ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_ids, GpuBuffer::allocate(gpu, slots * sizeof(int64_t), "bench"));
+    ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(d_ids.get(), ids.data(), d_ids.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy ids", gpu));
+    ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_all_ids, GpuBuffer::allocate(gpu, slots * sizeof(int64_t), "bench"));
+    ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_owned, GpuBuffer::allocate(gpu, point.write_bytes, "bench"));
+    ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_result, GpuBuffer::allocate(gpu, point.write_bytes, "bench"));
+    ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_peer_out, GpuBuffer::allocate(gpu, point.write_bytes, "bench"));
+    ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_copy_out, GpuBuffer::allocate(gpu, point.write_bytes, "bench"));
+    GpuBuffer d_variant_out;
+    if (o.sweep_variants) {
+      ENGRAM_ASSIGN_OR_RETURN(d_variant_out, GpuBuffer::allocate(gpu, point.write_bytes, "bench"));
     }
 
     auto enqueue_collective = [&]() -> Status {
-      {
-        NcclGroup group;
-        for (int g = 0; g < gpus; ++g) {
-          ENGRAM_RETURN_IF_ERROR(comms[g]->all_gather_ids(d_ids[g].as<int64_t>(), d_all_ids[g].as<int64_t>(), slots,
-                                                          timer.stream(static_cast<size_t>(g))));
-        }
-        ENGRAM_RETURN_IF_ERROR(group.end());
-      }
-      for (int g = 0; g < gpus; ++g) {
-        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        ENGRAM_RETURN_IF_ERROR(kernels::zero_fill(d_owned[g].as<uint16_t>(), d_owned[g].bytes() / 2, timer.stream(static_cast<size_t>(g))));
-        kernels::GatherOwnedArgs owned;
-        owned.ids = d_all_ids[g].as<int64_t>();
-        owned.tokens = tokens * gpus;
-        owned.heads = o.heads;
-        owned.shard_begin = shards.shard_begin(g);
-        owned.shard_end = shards.shard_end(g);
-        owned.shard_base = table.shard(g, g);
-        owned.layout = layout;
-        owned.out = d_owned[g].as<uint16_t>();
-        ENGRAM_RETURN_IF_ERROR(kernels::gather_owned(owned, timer.stream(static_cast<size_t>(g))).with_context(g, -1, "gather_owned"));
-      }
-      NcclGroup group;
-      for (int g = 0; g < gpus; ++g) {
-        ENGRAM_RETURN_IF_ERROR(comms[g]->reduce_scatter_sum_bf16(d_owned[g].as<uint16_t>(), d_result[g].as<uint16_t>(),
-                                                                 slots * static_cast<uint64_t>(o.dim), timer.stream(static_cast<size_t>(g))));
-      }
-      return group.end();
+      ENGRAM_RETURN_IF_ERROR(comm->all_gather_ids(d_ids.as<int64_t>(), d_all_ids.as<int64_t>(), slots, stream));
+      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+      ENGRAM_RETURN_IF_ERROR(kernels::zero_fill(d_owned.as<uint16_t>(), d_owned.bytes() / 2, stream));
+      kernels::GatherOwnedArgs owned;
+      owned.ids = d_all_ids.as<int64_t>();
+      owned.tokens = tokens;
+      owned.heads = o.heads;
+      owned.shard_begin = 0;
+      owned.shard_end = table_rows;
+      owned.shard_base = table.get();
+      owned.layout = layout;
+      owned.out = d_owned.as<uint16_t>();
+      ENGRAM_RETURN_IF_ERROR(kernels::gather_owned(owned, stream).with_context(gpu, -1, "gather_owned"));
+      return comm->reduce_scatter_sum_bf16(d_owned.as<uint16_t>(), d_result.as<uint16_t>(),
+                                           slots * static_cast<uint64_t>(o.dim), stream);
     };
-    auto peer_args = [&](int g, const std::vector<GpuBuffer>& out) {
+    auto peer_args = [&](GpuBuffer& out) {
       kernels::GatherPeerArgs peer;
-      peer.ids = d_ids[g].as<int64_t>();
+      peer.ids = d_ids.as<int64_t>();
       peer.tokens = tokens;
       peer.heads = o.heads;
-      peer.shard_starts = table.device_starts(g);
-      peer.shard_bases = table.device_bases(g);
-      peer.shard_count = gpus;
+      peer.shard_starts = starts.as<int64_t>();
+      peer.shard_bases = bases.as<const void* const>();
+      peer.shard_count = 1;
       peer.layout = layout;
-      peer.out = out[g].as<uint16_t>();
+      peer.out = out.as<uint16_t>();
       return peer;
     };
     point.peer_variant = kernels::peer_variant_name(kernels::peer_variant_for(static_cast<int64_t>(slots)));
     auto enqueue_peer = [&]() -> Status {
-      for (int g = 0; g < gpus; ++g) {
-        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        ENGRAM_RETURN_IF_ERROR(kernels::gather_peer(peer_args(g, d_peer_out), timer.stream(static_cast<size_t>(g)))
-                                   .with_context(g, -1, "gather_peer"));
-      }
-      return Status::ok();
+      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+      return kernels::gather_peer(peer_args(d_peer_out), stream).with_context(gpu, -1, "gather_peer");
     };
     // Copies of the same bytes: slots x 264 read (rounded up to 16 B) from
-    // the own shard or the next GPU's, slots x 512 written.
+    // this GPU's table or the peer GPU's buffer, slots x 512 written.
     const uint64_t copy_read = round_up(point.read_bytes, 16);
-    if (copy_read > table.allocation_bytes()) {
-      return invalid_argument(fmt::format("bench: {} tokens per rank read {} but a shard holds only {}; raise "
-                                          "--shard-gib", tokens, format_bytes(copy_read),
-                                          format_bytes(table.allocation_bytes())));
+    if (copy_read > table_allocation) {
+      return invalid_argument(fmt::format("bench: {} tokens per rank read {} but the reference table holds only {}; "
+                                          "raise --reference-gib", tokens, format_bytes(copy_read),
+                                          format_bytes(table_allocation)));
     }
-    auto enqueue_copy = [&](bool from_peer) {
-      return [&, from_peer]() -> Status {
-        for (int g = 0; g < gpus; ++g) {
-          ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-          const void* src = table.shard(g, from_peer ? (g + 1) % gpus : g);
-          ENGRAM_RETURN_IF_ERROR(kernels::stream_copy(src, copy_read, d_copy_out[g].get(), point.write_bytes,
-                                                      timer.stream(static_cast<size_t>(g))));
-        }
-        return Status::ok();
+    auto enqueue_copy = [&](const void* src) {
+      return [&, src]() -> Status {
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+        return kernels::stream_copy(src, copy_read, d_copy_out.get(), point.write_bytes, stream);
       };
+    };
+    auto enqueue_plain = [&]() -> Status {
+      ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+      kernels::PlainGatherArgs plain;
+      plain.ids = d_ids.as<int64_t>();
+      plain.slots = static_cast<int64_t>(slots);
+      plain.shard_count = 1;
+      plain.starts[0] = 0;
+      plain.starts[1] = table_rows;
+      plain.bases[0] = table.get();
+      plain.row_bytes = row_bytes;
+      plain.out = d_copy_out.get();
+      return kernels::plain_gather(plain, stream).with_context(gpu, -1, "plain_gather");
     };
 
     auto measure = [&](const char* name, const std::function<Status()>& enqueue, bool* as_graph,
@@ -279,12 +287,10 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
         us = timer.time([&] { return timer.launch(*graphs); });
         if (as_graph) *as_graph = true;
       } else {
-        if (as_graph == nullptr) return std::move(captured).with_context(-1, -1, std::string(name) + " capture");
-        // A failed capture leaves the streams usable; time eager launches.
-        for (int g = 0; g < gpus; ++g) {
-          cudaSetDevice(g);
-          cudaGetLastError();
-        }
+        if (as_graph == nullptr) return std::move(captured).with_context(gpu, -1, std::string(name) + " capture");
+        // A failed capture leaves the stream usable; time eager launches.
+        cudaSetDevice(gpu);
+        cudaGetLastError();
         report.notes.push_back(fmt::format("{} path at {} tokens timed as eager launches: graph capture failed: {}",
                                            name, tokens, captured.to_string()));
         say("bench: " + report.notes.back());
@@ -295,55 +301,27 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       return Status::ok();
     };
 
-    auto enqueue_plain = [&]() -> Status {
-      for (int g = 0; g < gpus; ++g) {
-        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-        kernels::PlainGatherArgs plain;
-        plain.ids = d_ids[g].as<int64_t>();
-        plain.slots = static_cast<int64_t>(slots);
-        plain.shard_count = gpus;
-        for (int shard = 0; shard < gpus; ++shard) {
-          plain.starts[shard] = shards.shard_begin(shard);
-          plain.bases[shard] = table.shard(g, shard);
-        }
-        plain.starts[gpus] = shards.shard_end(gpus - 1);
-        plain.row_bytes = row_bytes;
-        plain.out = d_copy_out[g].get();
-        ENGRAM_RETURN_IF_ERROR(kernels::plain_gather(plain, timer.stream(static_cast<size_t>(g))).with_context(g, -1, "plain_gather"));
-      }
-      return Status::ok();
-    };
-
-    if (!comms.empty()) {
+    if (comm) {
       ENGRAM_RETURN_IF_ERROR(measure("collective", enqueue_collective, &point.collective_as_graph, point.collective));
       point.collective_ran = true;
     }
     ENGRAM_RETURN_IF_ERROR(measure("peer", enqueue_peer, nullptr, point.peer));
-    ENGRAM_RETURN_IF_ERROR(measure("local copy", enqueue_copy(false), nullptr, point.local_copy));
-    ENGRAM_RETURN_IF_ERROR(measure("peer copy", enqueue_copy(true), nullptr, point.peer_copy));
-    if (gpus <= kernels::PlainGatherArgs::kMaxShards) {
-      ENGRAM_RETURN_IF_ERROR(measure("plain kernel", enqueue_plain, nullptr, point.plain));
-      point.plain_ran = true;
+    ENGRAM_RETURN_IF_ERROR(measure("plain kernel", enqueue_plain, nullptr, point.plain));
+    ENGRAM_RETURN_IF_ERROR(measure("local copy", enqueue_copy(table.get()), nullptr, point.local_copy));
+    if (peer_source.get() != nullptr) {
+      ENGRAM_RETURN_IF_ERROR(measure("peer copy", enqueue_copy(peer_source.get()), nullptr, point.peer_copy));
+      point.peer_copy_ran = true;
     }
 
-    CopyFloorInputs floor;
-    floor.read_bytes = point.read_bytes;
-    floor.write_bytes = point.write_bytes;
-    floor.remote_fraction = point.remote_fraction;
-    floor.local_fraction = point.local_fraction;
-    floor.local_copy_us = point.local_copy.p50_us;
-    floor.peer_copy_us = point.peer_copy.p50_us;
-    ENGRAM_ASSIGN_OR_RETURN(point.floor_us, copy_floor_us(floor));
-
-    // GPU 0's outputs: peer == collective bitwise, and sampled slots against
-    // the CPU rule over the fill pattern.
-    ENGRAM_ASSIGN_OR_RETURN(auto peer_out, download(d_peer_out[0], 0));
+    // The outputs: peer == collective bitwise, and sampled slots against the
+    // CPU rule over the fill pattern.
+    ENGRAM_ASSIGN_OR_RETURN(auto peer_out, download(d_peer_out, gpu));
     if (point.collective_ran) {
-      ENGRAM_ASSIGN_OR_RETURN(auto collective_out, download(d_result[0], 0));
+      ENGRAM_ASSIGN_OR_RETURN(auto collective_out, download(d_result, gpu));
       for (size_t i = 0; i < peer_out.size(); ++i) {
         if (!bf16_same(peer_out[i], collective_out[i])) {
-          return internal_error(fmt::format("bench: at {} tokens GPU 0 slot {} value {}: peer path {:#06x}, "
-                                            "collective path {:#06x}", tokens, i / o.dim, i % o.dim, peer_out[i],
+          return internal_error(fmt::format("bench: at {} tokens GPU {} slot {} value {}: peer path {:#06x}, "
+                                            "collective path {:#06x}", tokens, gpu, i / o.dim, i % o.dim, peer_out[i],
                                             collective_out[i]));
         }
       }
@@ -354,7 +332,7 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
     std::vector<uint16_t> expected(static_cast<size_t>(o.dim));
     for (uint64_t n = 0; n < samples; ++n) {
       const uint64_t slot = samples == slots ? n : splitmix64_next(pick) % slots;
-      const int64_t id = ids[0][slot];
+      const int64_t id = ids[slot];
       if (id == kDeadId) {
         std::fill(expected.begin(), expected.end(), 0);
       } else {
@@ -367,38 +345,34 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
       for (int v = 0; v < o.dim; ++v) {
         const uint16_t got = peer_out[slot * static_cast<uint64_t>(o.dim) + static_cast<uint64_t>(v)];
         if (!bf16_same(expected[static_cast<size_t>(v)], got)) {
-          return internal_error(fmt::format("bench: at {} tokens GPU 0 slot {} (row {}) value {}: CPU rule {:#06x}, "
-                                            "peer path {:#06x}", tokens, slot, id, v, expected[static_cast<size_t>(v)],
-                                            got));
+          return internal_error(fmt::format("bench: at {} tokens GPU {} slot {} (row {}) value {}: CPU rule {:#06x}, "
+                                            "peer path {:#06x}", tokens, gpu, slot, id, v,
+                                            expected[static_cast<size_t>(v)], got));
         }
       }
     }
     point.slots_checked_against_cpu = samples;
 
     // Every compiled variant, timed the same way, its output == the peer
-    // path's bitwise on GPU 0.
+    // path's bitwise.
     if (o.sweep_variants) {
       for (const kernels::PeerVariant& variant : kernels::peer_variants()) {
         const std::string name = kernels::peer_variant_name(variant);
-        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(0), "cudaSetDevice", 0));
-        ENGRAM_RETURN_IF_ERROR(rt(cudaMemset(d_variant_out[0].get(), 0xab, d_variant_out[0].bytes()),
-                                  "cudaMemset variant output", 0));
+        ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+        ENGRAM_RETURN_IF_ERROR(rt(cudaMemset(d_variant_out.get(), 0xab, d_variant_out.bytes()),
+                                  "cudaMemset variant output", gpu));
         VariantTiming timing;
         timing.name = name;
         ENGRAM_RETURN_IF_ERROR(measure(name.c_str(), [&]() -> Status {
-          for (int g = 0; g < gpus; ++g) {
-            ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(g), "cudaSetDevice", g));
-            ENGRAM_RETURN_IF_ERROR(kernels::gather_peer_variant(peer_args(g, d_variant_out), variant, timer.stream(static_cast<size_t>(g)))
-                                       .with_context(g, -1, name));
-          }
-          return Status::ok();
+          ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
+          return kernels::gather_peer_variant(peer_args(d_variant_out), variant, stream).with_context(gpu, -1, name);
         }, nullptr, timing.latency));
-        ENGRAM_ASSIGN_OR_RETURN(auto variant_out, download(d_variant_out[0], 0));
+        ENGRAM_ASSIGN_OR_RETURN(auto variant_out, download(d_variant_out, gpu));
         for (size_t i = 0; i < peer_out.size(); ++i) {
           if (variant_out[i] != peer_out[i]) {
-            return internal_error(fmt::format("bench: at {} tokens variant {} differs from gather_peer at GPU 0 slot "
-                                              "{} value {}: {:#06x} vs {:#06x}", tokens, name, i / o.dim, i % o.dim,
-                                              variant_out[i], peer_out[i]));
+            return internal_error(fmt::format("bench: at {} tokens variant {} differs from gather_peer at GPU {} slot "
+                                              "{} value {}: {:#06x} vs {:#06x}", tokens, name, gpu, i / o.dim,
+                                              i % o.dim, variant_out[i], peer_out[i]));
           }
         }
         point.variants.push_back(std::move(timing));
@@ -406,7 +380,7 @@ Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& o,
     }
     report.points.push_back(point);
   }
-  comms.clear();
+  comm.reset();
   return report;
 }
 

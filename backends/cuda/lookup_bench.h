@@ -1,15 +1,19 @@
-// The lookup benchmark on this process's GPUs (DESIGN.md section 8): one
-// table of V4.1 rows sharded over every GPU in POSIX-fd VMM memory, each
-// shard mapped by every GPU, DP = number of GPUs. For each tokens-per-rank
-// size it times, as one lookup per captured CUDA graph launched on every GPU
-// together and event-timed on GPU 0:
-//   collective: NCCL all-gather ids -> zero-fill [dp x tokens x heads x dim]
-//               -> gather_owned -> NCCL reduce-scatter (sum, bf16);
-//   peer:       gather_peer straight from the owning shards;
-//   local copy / peer copy: the same bytes moved as plain streams from the
-//               own / the next GPU's shard (the copy floor's bandwidths).
-// GPU 0's outputs are then checked: peer == collective bitwise (NaN as one
-// value) and a sample of slots against the CPU rule.
+// The one-process kernel reference of `engramlab bench` (DESIGN.md section
+// 8): the lookup kernels timed straight, with no runtime around them, on one
+// GPU of this process. A table of V4.1 rows filled on that GPU (one plain
+// device buffer, every row local: no shard set-up; shards across processes
+// are the runtime's, core/exchange), and for each tokens-per-rank size, one
+// lookup per captured CUDA graph, event-timed:
+//   collective: NCCL all-gather ids -> zero-fill -> gather_owned -> NCCL
+//               reduce-scatter (sum, bf16), a one-member communicator;
+//   peer:       gather_peer over the one shard;
+//   plain:      a warp-per-row raw copy, no dequantisation;
+//   local copy: the lookup's row bytes streamed from this GPU's HBM;
+//   peer copy:  the same bytes streamed from another GPU over NVLink (when
+//               the caller names one this process sees).
+// The outputs are then checked: peer == collective bitwise (NaN as one
+// value) and a sample of slots against the CPU rule. The runtime's figures
+// on real processes are held against these (harness/bench_rank.h).
 #pragma once
 
 #include <cstdint>
@@ -18,22 +22,23 @@
 #include <string_view>
 #include <vector>
 
-#include "core/report/bench_stats.h"
 #include "core/base/status.h"
+#include "core/report/bench_stats.h"
 
 namespace engram::cuda {
 
 struct LookupBenchOptions {
-  uint64_t shard_bytes = 8ull << 30;   // per GPU; rows = gpus * floor(shard_bytes / row_bytes)
+  int gpu = 0;                         // the GPU timed (a rank's own)
+  int peer_gpu = -1;                   // source of the NVLink copy; -1: not measured
+  uint64_t table_bytes = 8ull << 30;   // rows = floor(table_bytes / row_bytes)
   std::vector<int64_t> tokens_per_rank{1, 16, 64, 256, 1024, 8192};
   int heads = 24;
   int dim = 256;                       // FP8 E4M3 values per row, + dim/32 UE8M0 scales
   int replays = 200;                   // timed, after `warmup_replays`
   int warmup_replays = 20;
-  bool cold_l2 = false;                // read a 2 x L2 buffer on every GPU before each replay
+  bool cold_l2 = false;                // read a 4 x L2 buffer before each replay
   double dead_fraction = 0.01;
   uint64_t seed = 2024;
-  int gpus = 0;                        // 0: every GPU this process sees
   bool sweep_variants = false;         // also time every compiled peer kernel variant (kernels/gather_peer_variants.h)
 };
 
@@ -46,18 +51,13 @@ struct LookupBenchPoint {
   int64_t tokens_per_rank = 0;
   LatencyPercentiles collective;
   LatencyPercentiles peer;
+  LatencyPercentiles plain;            // a warp per row, raw bytes, no dequantisation (kernels::plain_gather)
   LatencyPercentiles local_copy;
   LatencyPercentiles peer_copy;
-  // The reference: a plain warp-per-row kernel over the same ids and
-  // shards, raw bytes, no dequantisation (kernels::plain_gather).
-  LatencyPercentiles plain;
-  bool plain_ran = false;      // false past kernels::PlainGatherArgs::kMaxShards GPUs
-  uint64_t read_bytes = 0;     // slots x row_bytes
-  uint64_t write_bytes = 0;    // slots x dim x 2
-  double remote_fraction = 0;  // of GPU 0's slots
-  double local_fraction = 0;
-  double floor_us = 0;
-  bool collective_ran = false;     // false when NCCL is missing
+  bool peer_copy_ran = false;
+  uint64_t read_bytes = 0;             // slots x row_bytes
+  uint64_t write_bytes = 0;            // slots x dim x 2
+  bool collective_ran = false;         // false when NCCL is missing
   bool collective_as_graph = false;
   uint64_t slots_checked_against_cpu = 0;
   std::string peer_variant;              // the kernel variant gather_peer ran
@@ -65,26 +65,25 @@ struct LookupBenchPoint {
 };
 
 struct LookupBenchReport {
-  int gpus = 0;
+  int gpu = 0;
+  int peer_gpu = -1;
   std::string device_name;
   int64_t table_rows = 0;
   uint64_t row_bytes = 0;
-  uint64_t shard_bytes = 0;        // per GPU, as allocated (granularity-rounded)
   std::vector<LookupBenchPoint> points;
-  // The method's fixed cost, timed like the lookups (a graph per GPU, all
-  // launched together, event-timed on GPU 0): the two events with nothing
-  // between, a graph with no node, and a graph of one empty kernel.
+  // The method's fixed cost, timed like the lookups: the two events with
+  // nothing between, a graph with no node, and a graph of one empty kernel.
   LatencyPercentiles events_only;
   LatencyPercentiles empty_graph;
   bool empty_graph_ran = false;
   LatencyPercentiles empty_kernel_graph;
-  std::vector<std::string> notes;  // fallbacks taken, e.g. NCCL missing or eager collective
+  std::vector<std::string> notes;  // fallbacks taken, e.g. NCCL missing, no NVLink copy
 };
 
 // `log` receives progress lines (may be empty). Errors: kFailedPrecondition
-// (no GPU, no P2P between two GPUs), kResourceExhausted (shards do not fit),
-// kInvalidArgument (options), kInternal (a CUDA call failed, naming it and
-// the GPU; or a lookup disagreed, naming the first differing slot).
+// (no GPU), kResourceExhausted (the table does not fit), kInvalidArgument
+// (options), kInternal (a CUDA call failed, naming it and the GPU; or a
+// lookup disagreed, naming the first differing slot).
 Result<LookupBenchReport> run_lookup_bench(const LookupBenchOptions& options,
                                            const std::function<void(std::string_view)>& log);
 

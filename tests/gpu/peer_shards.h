@@ -1,4 +1,4 @@
-// The GPU tests' row-sharded peer table: backends/cuda's LocalPeerShards
+// The GPU tests' row-sharded peer table: LocalPeerShards
 // (shards of this process's GPUs mapped into each other), each shard filled
 // either from a host copy of the whole table (small tables) or on its own GPU
 // by the bench's fill kernel (tables too big for a host copy; the expected
@@ -11,20 +11,20 @@
 #include <span>
 #include <vector>
 
-#include "backends/cuda/local_peer_shards.h"
+#include "tests/gpu/local_peer_shards.h"
 #include "kernels/bench_kernels.h"
 
 namespace engram::gpu_test {
 
-class PeerShards : public cuda::LocalPeerShards {
+class PeerShards : public LocalPeerShards {
  public:
-  using cuda::LocalPeerShards::LocalPeerShards;
+  using LocalPeerShards::LocalPeerShards;
 
   // Creates, fills from `table` (all rows, row-major), exports, imports and
   // maps. On failure whatever was built is torn down by the destructor.
   Status build(const std::vector<uint8_t>& table) {
     ENGRAM_CHECK(table.size() == static_cast<uint64_t>(layout().row_count()) * row_bytes());
-    return cuda::LocalPeerShards::build([&](int g, DevicePtr shard) {
+    return LocalPeerShards::build([&](int g, DevicePtr shard) {
       const uint64_t begin = static_cast<uint64_t>(layout().shard_begin(g)) * row_bytes();
       const uint64_t bytes = static_cast<uint64_t>(layout().shard_rows(g)) * row_bytes();
       return memory(g).copy_to_device(shard, std::span(reinterpret_cast<const std::byte*>(table.data()) + begin, bytes));
@@ -35,7 +35,7 @@ class PeerShards : public cuda::LocalPeerShards {
   // row r word w is kernels::fill_word(seed, r, w, row_bytes(), dim).
   Status build_filled_on_device(uint64_t seed, int dim) {
     ENGRAM_CHECK(row_bytes() % 8 == 0 && dim > 0);
-    return cuda::LocalPeerShards::build([&](int g, DevicePtr shard) -> Status {
+    return LocalPeerShards::build([&](int g, DevicePtr shard) -> Status {
       const cudaError_t set = cudaSetDevice(g);
       if (set != cudaSuccess) {
         return Status(ErrorCode::kInternal, std::string("cudaSetDevice: ") + cudaGetErrorName(set),

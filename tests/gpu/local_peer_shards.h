@@ -3,9 +3,9 @@
 // drives. Each GPU's shard lives in POSIX-fd exportable VMM memory; it is
 // exported as an fd, imported in-process by every other GPU, mapped there and
 // access granted; each GPU then holds a device-resident peer table (shard
-// starts + its mapped base of every shard). Cross-process fd passing is
-// backends/ipc's; this is the single-process form the lookup bench and the
-// GPU tests use.
+// starts + its mapped base of every shard). Test-only: the GPU tests drive
+// every GPU's kernels from one process. Real runs (and `engramlab bench`)
+// get their shards from the runtime, one process per GPU (core/exchange).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,10 @@
 #include "core/backend/device_resources.h"
 #include "core/lookup/shard_layout.h"
 
-namespace engram::cuda {
+namespace engram::gpu_test {
+
+using cuda::CudaDeviceMemory;
+using cuda::GpuBuffer;
 
 class LocalPeerShards {
  public:
@@ -73,4 +76,4 @@ class LocalPeerShards {
   std::vector<GpuBuffer> bases_;
 };
 
-}  // namespace engram::cuda
+}  // namespace engram::gpu_test

@@ -1,4 +1,4 @@
-#include "backends/cuda/local_peer_shards.h"
+#include "tests/gpu/local_peer_shards.h"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -7,7 +7,9 @@
 
 #include "core/base/units.h"
 
-namespace engram::cuda {
+namespace engram::gpu_test {
+
+using cuda::cuda_runtime_status;
 
 LocalPeerShards::LocalPeerShards(int gpus, int64_t rows, uint64_t row_bytes)
     : layout_(rows, gpus), row_bytes_(row_bytes), gpus_(gpus) {
@@ -98,4 +100,4 @@ Status LocalPeerShards::teardown() {
   return first;
 }
 
-}  // namespace engram::cuda
+}  // namespace engram::gpu_test

@@ -1,0 +1,62 @@
+#include "apps/launched_rank.h"
+
+#include <fmt/format.h>
+
+#include "apps/flag_numbers.h"
+#include "backends/ipc/real_rank_backend.h"
+#include "core/base/text_excerpt.h"
+#include "core/deployment/shard_groups.h"
+#include "core/model/table_spec.h"
+#include "harness/rank_device.h"
+
+namespace engram::app {
+
+void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags) {
+  cmd.add_option("--model", flags.model, "the model whose tables are placed (default deepseek-v4.1-flash)");
+  cmd.add_option("--table-model", flags.table_model,
+                 "build and look up this model's tables instead (e.g. tiny, for a quick check); the placement still "
+                 "follows --model");
+  cmd.add_option("--tp", flags.tp_text, fmt::format("tensor-parallel size (default {}; 0: WORLD_SIZE / dp)", flags.tp_text));
+  cmd.add_option("--dp", flags.dp_text, fmt::format("data-parallel size (default {}; 0: WORLD_SIZE / tp)", flags.dp_text));
+  cmd.add_option("--shard-group", flags.shard_group, "world (default), nvlink_domain or host");
+  cmd.add_option("--fill-seed", flags.fill_seed_text, "the table fill's seed (default 1)");
+}
+
+Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ipc::LaunchEnv& env) {
+  RuntimeOptions o;
+  ENGRAM_ASSIGN_OR_RETURN(int tp, whole_number_flag<int>("--tp", f.tp_text, 0, env.world_size));
+  ENGRAM_ASSIGN_OR_RETURN(int dp, whole_number_flag<int>("--dp", f.dp_text, 0, env.world_size));
+  ENGRAM_ASSIGN_OR_RETURN(o.fill_seed, whole_number_flag<uint64_t>("--fill-seed", f.fill_seed_text, 0, UINT64_MAX));
+  if (tp == 0 && dp > 0) tp = env.world_size / dp;
+  if (dp == 0 && tp > 0) dp = env.world_size / tp;
+  if (tp < 1 || dp < 1 || tp * dp != env.world_size)
+    return invalid_argument(fmt::format("--tp {} x --dp {} is not the {} ranks the launcher started; make tp x dp = {}",
+                                        tp, dp, env.world_size, env.world_size));
+  o.placement_model = f.model;
+  ENGRAM_ASSIGN_OR_RETURN(o.table_model, model_preset(f.table_model.empty() ? f.model : f.table_model));
+  o.layout = ParallelLayout{tp, dp};
+  const std::optional<ShardGroup> group = shard_group_from_name(f.shard_group);
+  if (!group)
+    return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write {}", excerpt(f.shard_group),
+                                        shard_group_choices()));
+  o.config.shard_group = *group;
+  o.job_id = env.job_id;
+  return o;
+}
+
+Status run_launched_rank(const ipc::LaunchEnv& env, WarningSink& sink, const std::function<Status(RankBackend&)>& body) {
+  ENGRAM_ASSIGN_OR_RETURN(ipc::RealBackendOptions backend_options, ipc::real_backend_options(ipc::process_env()));
+  ENGRAM_ASSIGN_OR_RETURN(auto real, ipc::RealRankBackend::create(env, backend_options));
+  for (const Warning& w : real->stale_warnings()) sink.emit(w);
+  RankBackend backend = real->backend();
+  // Every rank looks up on its own GPU, whatever its placement.
+  ENGRAM_ASSIGN_OR_RETURN(RankDevice device, open_rank_device(env.local_rank, env.rank, true, *backend.probe));
+  if (device.memory) {
+    backend.device = device.memory.get();
+    backend.compute = device.compute.get();
+    backend.probe = device.probe.get();
+  }
+  return body(backend);
+}
+
+}  // namespace engram::app
