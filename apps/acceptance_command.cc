@@ -28,7 +28,7 @@ namespace engram::app {
 namespace {
 
 struct AcceptanceFlags {
-  LaunchedRankFlags rank{.tp_text = "0", .dp_text = "1"};
+  LaunchedRankFlags rank{"0", "1"};
   bool cpu_offload = false;
   bool peer_shards = false;
   std::string dp_shared_memory;  // "", "true", "false"

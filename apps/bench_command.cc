@@ -40,7 +40,7 @@ namespace engram::app {
 namespace {
 
 struct BenchFlags {
-  LaunchedRankFlags rank{.tp_text = "1", .dp_text = "0"};
+  LaunchedRankFlags rank{"1", "0"};
   std::string placements = "all";
   std::string tokens = "1,16,64,256,1024,8192";
   std::string replays_text = "200";

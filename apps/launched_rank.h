@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "backends/ipc/launch_env.h"
 #include "core/backend/rank_backend.h"
@@ -19,6 +20,9 @@
 namespace engram::app {
 
 struct LaunchedRankFlags {
+  // The command's defaults for --tp and --dp.
+  LaunchedRankFlags(std::string tp_default, std::string dp_default)
+      : tp_text(std::move(tp_default)), dp_text(std::move(dp_default)) {}
   std::string model = "deepseek-v4.1-flash";
   std::string table_model;  // empty: the model itself
   std::string shard_group = "world";

@@ -40,19 +40,19 @@ BenchOptions small_options(int ranks) {
   return o;
 }
 
-struct Run {
+struct BenchRun {
   std::vector<BenchReport> reports;
   std::string summary;
   bool ok = false;
   bool leaks = false;
 };
 
-Run run_bench(uint64_t tmpfs_bytes, int ranks, const BenchOptions& options, uint64_t seed) {
+BenchRun run_bench(uint64_t tmpfs_bytes, int ranks, const BenchOptions& options, uint64_t seed) {
   sim::WorldSpec spec;
   spec.hosts = {host(tmpfs_bytes, ranks)};
   spec.seed = seed;
   std::mutex mutex;
-  Run out;
+  BenchRun out;
   out.reports.resize(static_cast<size_t>(ranks));
   WarningSink sink;
   auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
@@ -95,7 +95,7 @@ TEST(BenchRank, EveryPlacementIsARowRunThroughTheRuntimeOrListedWithTheReason) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const BenchOptions options = small_options(c.ranks);
-    const Run run = run_bench(c.tmpfs_bytes, c.ranks, options, 61);
+    const BenchRun run = run_bench(c.tmpfs_bytes, c.ranks, options, 61);
     ASSERT_TRUE(run.ok) << run.summary;
     EXPECT_FALSE(run.leaks) << run.summary;
     for (const BenchReport& r : run.reports) {
@@ -144,7 +144,7 @@ TEST(BenchRank, EveryPlacementIsARowRunThroughTheRuntimeOrListedWithTheReason) {
 TEST(BenchRank, PlacementsNotAskedForAreListedAsSuch) {
   BenchOptions options = small_options(2);
   options.placements = {Placement::kDevicePeer};
-  const Run run = run_bench(190 * kGiB, 2, options, 67);
+  const BenchRun run = run_bench(190 * kGiB, 2, options, 67);
   ASSERT_TRUE(run.ok) << run.summary;
   EXPECT_FALSE(run.leaks) << run.summary;
   for (const BenchReport& r : run.reports) {
