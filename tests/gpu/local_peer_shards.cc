@@ -9,6 +9,7 @@
 
 namespace engram::gpu_test {
 
+using cuda::can_access_peer;
 using cuda::cuda_runtime_status;
 
 LocalPeerShards::LocalPeerShards(int gpus, int64_t rows, uint64_t row_bytes)
