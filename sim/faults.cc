@@ -21,12 +21,22 @@ Result<FaultSite> parse_fault_site(std::string_view name) {
   return invalid_argument(fmt::format("unknown fault site '{}': use one of {}", name, fault_site_names()));
 }
 
-bool is_checkpoint(std::string_view name) {
-  if (name == kCollectiveCheckpoint) return true;
+namespace {
+// A rank's visit counters per checkpoint: a step site's at its index, then
+// "collective", then every checkpoint together.
+constexpr size_t kCollectiveSlot = kFaultSiteCount;
+constexpr size_t kAnyCheckpointSlot = kFaultSiteCount + 1;
+
+// The counter slot of checkpoint `name`, or -1 when it is none.
+int checkpoint_slot(std::string_view name) {
+  if (name == kCollectiveCheckpoint) return static_cast<int>(kCollectiveSlot);
   for (const FaultSiteInfo& s : kFaultSites)
-    if (s.kind == FaultKind::kStep && name == s.name) return true;
-  return false;
+    if (s.kind == FaultKind::kStep && name == s.name) return static_cast<int>(s.site);
+  return -1;
 }
+}  // namespace
+
+bool is_checkpoint(std::string_view name) { return checkpoint_slot(name) >= 0; }
 
 std::string checkpoint_names() {
   std::string out(kCollectiveCheckpoint);
@@ -108,12 +118,11 @@ bool Faults::fire(FaultSite site, int rank) {
 
 std::optional<CheckpointFault> Faults::at_checkpoint(std::string_view checkpoint, int rank) {
   ENGRAM_CHECK(rank >= 0 && rank < rank_count_);
-  ENGRAM_CHECK(is_checkpoint(checkpoint));
+  const int slot = checkpoint_slot(checkpoint);
+  ENGRAM_CHECK(slot >= 0);
   auto& counters = checkpoints_by_rank_[static_cast<size_t>(rank)];
-  const uint64_t any_visit = ++counters[""];
-  auto it = counters.find(checkpoint);
-  if (it == counters.end()) it = counters.emplace(std::string(checkpoint), 0).first;
-  const uint64_t site_visit = ++it->second;
+  const uint64_t any_visit = ++counters[kAnyCheckpointSlot];
+  const uint64_t site_visit = ++counters[static_cast<size_t>(slot)];
 
   // Every process site is reached and drawn for at every checkpoint (in
   // table order, whatever strikes), so the draws never depend on outcomes.

@@ -169,7 +169,8 @@ class Faults {
   Rng rng_;
   int rank_count_;
   std::vector<std::array<uint64_t, kFaultSiteCount>> visits_by_rank_;
-  std::vector<std::map<std::string, uint64_t, std::less<>>> checkpoints_by_rank_;  // "" = all
+  // Visits per checkpoint: step sites by index, then "collective", then all.
+  std::vector<std::array<uint64_t, kFaultSiteCount + 2>> checkpoints_by_rank_;
   std::vector<bool> planned_fired_;
   FaultReport report_;
 };

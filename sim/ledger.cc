@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 #include "core/base/status.h"
@@ -25,35 +26,86 @@ const char* resource_kind_name(ResourceKind kind) {
   return "unknown";
 }
 
-void Ledger::add(ResourceKind kind, int rank, uint64_t id, uint64_t bytes, std::string detail) {
-  ENGRAM_CHECK(id < (1ull << 56));  // the kind lives in the top byte of the key
-  auto [it, inserted] = entries_.try_emplace(key(kind, id), LedgerEntry{kind, rank, id, bytes, std::move(detail)});
-  ENGRAM_CHECK(inserted);
+std::string LedgerEntry::describe() const {
+  switch (kind) {
+    case ResourceKind::kImportedHandle:
+      return fmt::format("of rank {}'s allocation", detail.peer_rank);
+    case ResourceKind::kExportFd:
+    case ResourceKind::kReceivedFd:
+      return fmt::format("fd {}", detail.address);
+    case ResourceKind::kInFlightFd:
+      return fmt::format("from rank {} to rank {}", detail.peer_rank, rank);
+    case ResourceKind::kReservation:
+      return fmt::format("at {:#x}", detail.address);
+    case ResourceKind::kMapping:
+      return fmt::format("{:#x} -> rank {}'s allocation", detail.address, detail.peer_rank);
+    case ResourceKind::kHostRegistration:
+      return fmt::format("host range at device {:#x}", detail.address);
+    case ResourceKind::kAllocation:
+    case ResourceKind::kShmSegment:
+    case ResourceKind::kShmMapping:
+      return detail.text;
+  }
+  return detail.text;
+}
+
+uint64_t Ledger::add(ResourceKind kind, int rank, uint64_t bytes, LedgerDetail detail) {
+  uint32_t index = 0;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    ENGRAM_CHECK(slots_.size() < std::numeric_limits<uint32_t>::max());
+    index = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  Slot& slot = slots_[index];
+  ENGRAM_CHECK(!slot.live);
+  ++slot.generation;
+  slot.live = true;
+  const uint64_t id = (static_cast<uint64_t>(slot.generation) << 32) | index;
+  slot.entry = LedgerEntry{kind, rank, id, ++serial_, bytes, std::move(detail)};
+  ++live_;
+  return id;
+}
+
+const Ledger::Slot* Ledger::live_slot(ResourceKind kind, uint64_t id) const {
+  const uint64_t index = id & 0xffffffffu;
+  if (index >= slots_.size()) return nullptr;
+  const Slot& slot = slots_[index];
+  if (!slot.live || slot.entry.id != id || slot.entry.kind != kind) return nullptr;
+  return &slot;
 }
 
 void Ledger::remove(ResourceKind kind, uint64_t id) {
-  size_t erased = entries_.erase(key(kind, id));
-  ENGRAM_CHECK(erased == 1);
+  const Slot* found = live_slot(kind, id);
+  ENGRAM_CHECK_MSG(found != nullptr, "emulator bug: removing a ledger entry that is not live");
+  Slot& slot = slots_[id & 0xffffffffu];
+  slot.live = false;
+  slot.entry.detail = {};
+  free_.push_back(static_cast<uint32_t>(id & 0xffffffffu));
+  --live_;
 }
 
-bool Ledger::contains(ResourceKind kind, uint64_t id) const { return entries_.count(key(kind, id)) != 0; }
+bool Ledger::contains(ResourceKind kind, uint64_t id) const { return live_slot(kind, id) != nullptr; }
 
 std::vector<LedgerEntry> Ledger::live_for_rank(int rank) const {
   std::vector<LedgerEntry> out;
-  for (const auto& [k, e] : entries_)
-    if (e.rank == rank) out.push_back(e);
+  for (const Slot& s : slots_)
+    if (s.live && s.entry.rank == rank) out.push_back(s.entry);
   std::sort(out.begin(), out.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
-    return std::tie(a.kind, a.id) < std::tie(b.kind, b.id);
+    return std::tie(a.kind, a.serial) < std::tie(b.kind, b.serial);
   });
   return out;
 }
 
 std::vector<LedgerEntry> Ledger::leaks() const {
   std::vector<LedgerEntry> out;
-  out.reserve(entries_.size());
-  for (const auto& [k, e] : entries_) out.push_back(e);
+  out.reserve(live_);
+  for (const Slot& s : slots_)
+    if (s.live) out.push_back(s.entry);
   std::sort(out.begin(), out.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
-    return std::tie(a.rank, a.kind, a.id) < std::tie(b.rank, b.kind, b.id);
+    return std::tie(a.rank, a.kind, a.serial) < std::tie(b.rank, b.kind, b.serial);
   });
   return out;
 }
@@ -63,7 +115,8 @@ std::string Ledger::format(const std::vector<LedgerEntry>& entries, size_t max_l
   std::string out = fmt::format("{} live resource(s):", entries.size());
   for (size_t i = 0; i < entries.size() && i < max_lines; ++i) {
     const auto& e = entries[i];
-    out += fmt::format("\n  rank {} {} #{} ({} bytes) {}", e.rank, resource_kind_name(e.kind), e.id, e.bytes, e.detail);
+    out += fmt::format("\n  rank {} {} #{} ({} bytes) {}", e.rank, resource_kind_name(e.kind), e.serial, e.bytes,
+                       e.describe());
   }
   if (entries.size() > max_lines) out += fmt::format("\n  ... and {} more", entries.size() - max_lines);
   return out;

@@ -20,13 +20,19 @@
 // one thread runs them all, so emulator state needs no locks.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <queue>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sim/seed.h"
@@ -36,6 +42,8 @@ namespace engram::sim {
 // Simulated time in microseconds since the run began.
 using SimTimeUs = uint64_t;
 inline constexpr SimTimeUs kNoDeadline = std::numeric_limits<SimTimeUs>::max();
+
+class FiberStackRegion;
 
 class Scheduler {
  public:
@@ -57,9 +65,27 @@ class Scheduler {
     kTimedOut,  // the deadline passed first
     kStuck,     // nothing else could happen and this wait had no deadline
   };
+  // What a parked rank waits on: notify(key) re-checks only the ranks parked
+  // on that key, so a collective of N ranks costs O(N) in all, not a scan of
+  // every parked rank in the world per arrival. Components build keys with
+  // wait_key(); 0 means "woken by notify_all only".
+  using WaitKey = uint64_t;
+  enum class KeySpace : uint8_t {
+    kFinished = 1,    // (rank): the rank's body returned
+    kCollective = 2,  // (group id, call number): every member arrived
+    kFdQueue = 3,     // (receiver, sender): an fd arrived
+  };
+  static constexpr WaitKey wait_key(KeySpace space, uint64_t a, uint64_t b = 0) {
+    return (static_cast<uint64_t>(space) << 58) | ((a & 0x1fffffff) << 29) | (b & 0x1fffffff);
+  }
+  static constexpr WaitKey finished_key(int rank) { return wait_key(KeySpace::kFinished, static_cast<uint64_t>(rank)); }
+
   // From a rank: park until `ready()` holds or the simulated clock reaches
-  // `deadline`. Re-checked after notify_all().
-  Wake wait_until(const std::function<bool()>& ready, SimTimeUs deadline = kNoDeadline);
+  // `deadline`. Re-checked by notify(k) for each k in `keys`, and by
+  // notify_all(). Whoever changes what `ready` reads must notify one of
+  // `keys` (or all): a missed wake-up is caught as an emulator bug.
+  Wake wait_until(const std::function<bool()>& ready, SimTimeUs deadline = kNoDeadline,
+                  std::initializer_list<WaitKey> keys = {});
 
   // From a rank: stall for `duration_us` of simulated time (others run meanwhile).
   void sleep_for(SimTimeUs duration_us);
@@ -69,6 +95,10 @@ class Scheduler {
   void hang();
 
   // From a rank: state changed; parked ranks re-check their conditions.
+  // notify(key) re-checks the ranks parked on `key`; notify_all() every
+  // parked rank (for rare events that many waits depend on: a death, an
+  // aborted group).
+  void notify(WaitKey key);
   void notify_all();
 
   SimTimeUs now_us() const { return now_us_; }
@@ -78,6 +108,13 @@ class Scheduler {
 
   // Trace: every scheduling decision and every event a component records.
   void record(std::string_view event);
+  // record(fmt::format(...)) without building a string on the heap.
+  template <typename... Args>
+  void recordf(fmt::format_string<Args...> format, Args&&... args) {
+    fmt::memory_buffer text;
+    fmt::format_to(std::back_inserter(text), format, std::forward<Args>(args)...);
+    record(std::string_view(text.data(), text.size()));
+  }
   uint64_t trace_hash() const { return trace_hash_; }
   uint64_t switch_count() const { return switches_; }
   // Ranks that waited with no deadline when nothing else could happen.
@@ -100,11 +137,24 @@ class Scheduler {
   // No rank is runnable: advance the clock, reap hung ranks or break a deadlock.
   void unblock();
   void make_ready(int rank);
+  // Wakes `rank` if it is parked in a wait_until whose condition holds now.
+  bool wake_if_ready(int rank);
+  // The contract behind keyed wake-ups, checked whenever nothing can run:
+  // no parked rank's condition holds (else a notify was missed).
+  void check_no_missed_wake() const;
 
   Rng rng_;
+  std::unique_ptr<FiberStackRegion> stacks_;  // declared before ranks_: their fibers unwind on it
   std::vector<std::unique_ptr<RankSlot>> ranks_;
   std::vector<int> ready_;   // ranks that may run now
   std::vector<int> parked_;  // ranks waiting for a notify (with or without a deadline)
+  // Ranks parked on each key, with the wait they parked in (stale entries,
+  // whose wait ended otherwise, are dropped when the key is notified).
+  struct Waiter {
+    int rank;
+    uint64_t park;  // RankSlot::park when it parked
+  };
+  std::unordered_map<WaitKey, std::vector<Waiter>> waiters_;
   // (deadline, order, rank, wait number): lazily deleted when the wait ended otherwise.
   struct Timer {
     SimTimeUs deadline;

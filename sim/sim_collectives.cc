@@ -31,7 +31,7 @@ std::unique_ptr<Collectives> CollectiveHub::world(int world_rank) {
 void CollectiveHub::mark_dead(int world_rank) {
   if (!dead_[static_cast<size_t>(world_rank)]) ++dead_count_;
   dead_[static_cast<size_t>(world_rank)] = true;
-  scheduler_.record(fmt::format("dead {}", world_rank));
+  scheduler_.recordf("dead {}", world_rank);
   scheduler_.notify_all();
 }
 
@@ -65,8 +65,10 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
   op.contributions[static_cast<size_t>(group_rank_)] = std::move(mine);
   op.arrived[static_cast<size_t>(group_rank_)] = true;
   ++op.arrived_count;
-  scheduler.record(fmt::format("{} g{} #{} arrive {}", kind, group_->id, sequence, world_rank()));
-  if (op.arrived_count == n) scheduler.notify_all();
+  scheduler.recordf("{} g{} #{} arrive {}", kind, group_->id, sequence, world_rank());
+  const Scheduler::WaitKey complete_key =
+      Scheduler::wait_key(Scheduler::KeySpace::kCollective, static_cast<uint64_t>(group_->id), sequence);
+  if (op.arrived_count == n) scheduler.notify(complete_key);
 
   int missing_peer = -1;
   auto complete_or_peer_gone = [&] {
@@ -84,7 +86,9 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
   };
   const bool is_split = std::string_view(kind) == "split";
   const SimTimeUs timeout_us = is_split ? hub_.timeouts().split_us : hub_.timeouts().collective_us;
-  const Scheduler::Wake wake = scheduler.wait_until(complete_or_peer_gone, scheduler.now_us() + timeout_us);
+  // A death or an abort wakes every waiter (notify_all); the last arrival, this op's waiters.
+  const Scheduler::Wake wake =
+      scheduler.wait_until(complete_or_peer_gone, scheduler.now_us() + timeout_us, {complete_key});
   Status status;
   if (op.arrived_count != n) {
     auto first_missing = [&] {
@@ -111,7 +115,7 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
       // As an engine's watchdog does: the communicator is torn down, and
       // every member waiting on it, now or later, fails with this.
       group_->aborted = status;
-      scheduler.record(fmt::format("abort g{} at {} by {}", group_->id, scheduler.now_us(), world_rank()));
+      scheduler.recordf("abort g{} at {} by {}", group_->id, scheduler.now_us(), world_rank());
       scheduler.notify_all();
     } else {
       missing_peer = first_missing();

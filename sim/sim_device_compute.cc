@@ -125,9 +125,8 @@ Result<DevicePtr> SimDeviceCompute::register_host(std::span<const std::byte> hos
   }
   const DevicePtr address = next_host_address_;
   next_host_address_ += round_up(host.size(), kVmmGranularityBytes);
-  const uint64_t ledger_id = context_.next_id();
-  context_.ledger().add(ResourceKind::kHostRegistration, rank_, ledger_id, host.size(),
-                        fmt::format("host range at device {:#x}", address));
+  const uint64_t ledger_id =
+      context_.ledger().add(ResourceKind::kHostRegistration, rank_, host.size(), LedgerDetail::at(address));
   registrations_[address] = Registration{host, ledger_id};
   return address;
 }

@@ -42,8 +42,16 @@ DeviceWorld::DeviceWorld(SimContext& context)
 DeviceWorld::~DeviceWorld() = default;
 
 DeviceWorld::Physical* DeviceWorld::physical(uint64_t id) {
-  auto it = physicals_.find(id);
-  return it == physicals_.end() ? nullptr : &it->second;
+  if (id == 0 || id > physicals_.size()) return nullptr;
+  return physicals_[id - 1].get();
+}
+
+DeviceWorld::Physical& DeviceWorld::new_physical() {
+  physicals_.push_back(std::make_unique<Physical>());
+  ++physicals_live_;
+  Physical& p = *physicals_.back();
+  p.id = physicals_.size();
+  return p;
 }
 
 uint64_t DeviceWorld::gpu_used_bytes(int host, int gpu) const {
@@ -66,7 +74,8 @@ void DeviceWorld::drop_reference(uint64_t id) {
   ENGRAM_CHECK(used >= p->bytes);
   used -= p->bytes;
   resident_page_bytes_ -= p->pages.size() * kSimPageBytes;
-  physicals_.erase(id);
+  physicals_[id - 1].reset();
+  --physicals_live_;
 }
 
 uint64_t DeviceWorld::new_file(uint64_t physical_id) {
@@ -99,11 +108,10 @@ uint64_t DeviceWorld::physical_of_file(uint64_t file) const {
 int DeviceWorld::install_fd(int rank, uint64_t file, bool received, uint64_t bytes) {
   Process& proc = process(rank);
   int fd = proc.next_fd++;
-  uint64_t ledger_id = context_.next_id();
   add_file_reference(file);
+  const uint64_t ledger_id = context_.ledger().add(received ? ResourceKind::kReceivedFd : ResourceKind::kExportFd, rank,
+                                                   bytes, LedgerDetail::at(static_cast<uint64_t>(fd)));
   proc.fds.emplace(fd, OpenFd{file, ledger_id, received});
-  context_.ledger().add(received ? ResourceKind::kReceivedFd : ResourceKind::kExportFd, rank, ledger_id, bytes,
-                        fmt::format("fd {}", fd));
   return fd;
 }
 
@@ -219,9 +227,8 @@ Result<AllocationHandle> SimDeviceMemory::create(uint64_t bytes, HandleType expo
                            fmt::format("cuMemCreate({}) on {}: {} of {} already in use", format_gib(bytes),
                                        context_.where(rank_), format_gib(used), format_gib(host.gpu_memory_bytes))));
   used += bytes;
-  uint64_t id = context_.next_id();
-  DeviceWorld::Physical& p = world_.physicals_[id];
-  p.id = id;
+  DeviceWorld::Physical& p = world_.new_physical();
+  const uint64_t id = p.id;
   p.host = place.host;
   p.gpu = place.gpu;
   p.creator_rank = rank_;
@@ -229,11 +236,11 @@ Result<AllocationHandle> SimDeviceMemory::create(uint64_t bytes, HandleType expo
   p.exportable_as = exportable_as;
   p.references = 1;
   AllocationHandle handle = context_.next_id();
-  uint64_t ledger_id = context_.next_id();
+  const uint64_t ledger_id = context_.ledger().add(
+      ResourceKind::kAllocation, rank_, bytes,
+      LedgerDetail::note(fmt::format("gpu {} of {}, {}", place.gpu, host.name, handle_type_name(exportable_as))));
   world_.process(rank_).handles.emplace(handle, DeviceWorld::Handle{id, false, ledger_id});
-  context_.ledger().add(ResourceKind::kAllocation, rank_, ledger_id, bytes,
-                        fmt::format("gpu {} of {}, {}", place.gpu, host.name, handle_type_name(exportable_as)));
-  context_.scheduler().record(fmt::format("create r{} {} {}", rank_, bytes, handle_type_name(exportable_as)));
+  context_.scheduler().recordf("create r{} {} {}", rank_, bytes, handle_type_name(exportable_as));
   return handle;
 }
 
@@ -273,7 +280,7 @@ Result<ShareableHandle> SimDeviceMemory::export_handle(AllocationHandle allocati
     std::memcpy(out.fabric.data() + 12, &check, 8);
     for (size_t i = 20; i < out.fabric.size(); ++i) out.fabric[i] = static_cast<uint8_t>(check >> (i % 8 * 8));
   }
-  context_.scheduler().record(fmt::format("export r{} {}", rank_, handle_type_name(type)));
+  context_.scheduler().recordf("export r{} {}", rank_, handle_type_name(type));
   return out;
 }
 
@@ -324,11 +331,10 @@ Result<AllocationHandle> SimDeviceMemory::import_handle(const ShareableHandle& h
   }
   world_.add_reference(physical_id);
   AllocationHandle h = context_.next_id();
-  uint64_t ledger_id = context_.next_id();
+  const uint64_t ledger_id =
+      context_.ledger().add(ResourceKind::kImportedHandle, rank_, p->bytes, LedgerDetail::of_rank(p->creator_rank));
   world_.process(rank_).handles.emplace(h, DeviceWorld::Handle{physical_id, true, ledger_id});
-  context_.ledger().add(ResourceKind::kImportedHandle, rank_, ledger_id, p->bytes,
-                        fmt::format("of rank {}'s allocation", p->creator_rank));
-  context_.scheduler().record(fmt::format("import r{} from r{}", rank_, p->creator_rank));
+  context_.scheduler().recordf("import r{} from r{}", rank_, p->creator_rank);
   return h;
 }
 
@@ -343,9 +349,8 @@ Result<DevicePtr> SimDeviceMemory::reserve(uint64_t bytes) {
   DevicePtr address = proc.next_address;
   proc.next_address += bytes + kGranularityBytes;  // a guard gap between ranges
   ENGRAM_CHECK(proc.next_address - (kAddressBase + static_cast<DevicePtr>(rank_) * kAddressWindow) < kAddressWindow);
-  uint64_t ledger_id = context_.next_id();
+  const uint64_t ledger_id = context_.ledger().add(ResourceKind::kReservation, rank_, bytes, LedgerDetail::at(address));
   proc.reservations.emplace(address, DeviceWorld::Reservation{bytes, ledger_id});
-  context_.ledger().add(ResourceKind::kReservation, rank_, ledger_id, bytes, fmt::format("at {:#x}", address));
   return address;
 }
 
@@ -384,10 +389,9 @@ Status SimDeviceMemory::map(DevicePtr address, uint64_t bytes, AllocationHandle 
     return fail(cuda_error("CUDA_ERROR_INVALID_VALUE",
                            fmt::format("cuMemMap({:#x}): the range is already mapped", address)));
   world_.add_reference(p->id);
-  uint64_t ledger_id = context_.next_id();
+  const uint64_t ledger_id =
+      context_.ledger().add(ResourceKind::kMapping, rank_, bytes, LedgerDetail::at_of_rank(address, p->creator_rank));
   proc.mappings.emplace(address, DeviceWorld::Mapping{bytes, p->id, false, ledger_id});
-  context_.ledger().add(ResourceKind::kMapping, rank_, ledger_id, bytes,
-                        fmt::format("{:#x} -> rank {}'s allocation", address, p->creator_rank));
   return Status::ok();
 }
 

@@ -68,7 +68,7 @@ class DeviceWorld {
   Process& process(int rank) { return processes_[static_cast<size_t>(rank)]; }
   Physical* physical(uint64_t id);
   uint64_t gpu_used_bytes(int host, int gpu) const;
-  uint64_t physical_count() const { return physicals_.size(); }
+  uint64_t physical_count() const { return physicals_live_; }
   uint64_t resident_page_bytes() const { return resident_page_bytes_; }
 
   // Files (open file descriptions): an export fd refers to one; the fd channel
@@ -94,7 +94,11 @@ class DeviceWorld {
  private:
   SimContext& context_;
   std::vector<Process> processes_;
-  std::unordered_map<uint64_t, Physical> physicals_;
+  // By id - 1: ids are dense (their own counter), so a lookup is an index,
+  // not a hash walk; a freed one leaves a null slot.
+  std::vector<std::unique_ptr<Physical>> physicals_;
+  uint64_t physicals_live_ = 0;
+  Physical& new_physical();
   struct File {
     uint64_t physical = 0;
     int references = 0;

@@ -8,6 +8,14 @@ namespace engram::sim {
 
 std::string fd_socket_path(int rank) { return fmt::format("/tmp/engramlab/fd-rank-{}.sock", rank); }
 
+namespace {
+// What a receiver parks on until `sender`'s fd reaches it.
+Scheduler::WaitKey fd_queue_key(int receiver, int sender) {
+  return Scheduler::wait_key(Scheduler::KeySpace::kFdQueue, static_cast<uint64_t>(receiver),
+                             static_cast<uint64_t>(sender));
+}
+}  // namespace
+
 FdWorld::FdWorld(DeviceWorld& devices, SimTimeUs receive_timeout_us)
     : devices_(devices),
       context_(devices.context()),
@@ -25,7 +33,7 @@ void FdWorld::close_channel(int rank) {
       context_.ledger().remove(ResourceKind::kInFlightFd, m.ledger_id);
       devices_.drop_file_reference(m.file);
       coverage_probe("sim: fd in flight closed with its receiver's socket");
-      context_.scheduler().record(fmt::format("drop_fd r{} <- r{}", rank, m.from));
+      context_.scheduler().recordf("drop_fd r{} <- r{}", rank, m.from);
     }
     it = queues_.erase(it);
   }
@@ -76,13 +84,12 @@ Status SimFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> h
     return fail(ErrorCode::kInvalidArgument, fmt::format("sendmsg(SCM_RIGHTS, fd {}): EBADF: Bad file descriptor", fd));
   // The message holds its own reference, as the kernel does for an fd in flight.
   world_.devices_.add_file_reference(file);
-  uint64_t ledger_id = context_.next_id();
-  context_.ledger().add(ResourceKind::kInFlightFd, peer_rank, ledger_id, 0,
-                        fmt::format("from rank {} to rank {}", rank_, peer_rank));
+  const uint64_t ledger_id =
+      context_.ledger().add(ResourceKind::kInFlightFd, peer_rank, 0, LedgerDetail::of_rank(rank_));
   world_.queues_[{peer_rank, rank_}].push_back(
       FdWorld::Message{rank_, file, std::vector<std::byte>(header.begin(), header.end()), ledger_id});
-  context_.scheduler().record(fmt::format("send_fd r{} -> r{}", rank_, peer_rank));
-  context_.scheduler().notify_all();
+  context_.scheduler().recordf("send_fd r{} -> r{}", rank_, peer_rank);
+  context_.scheduler().notify(fd_queue_key(peer_rank, rank_));
   return Status::ok();
 }
 
@@ -99,7 +106,10 @@ Result<ReceivedFd> SimFdChannel::recv_fd(int peer_rank) {
     return !queue.empty() || context_.is_dead(peer_rank) || context_.scheduler().rank_finished(peer_rank);
   };
   Scheduler& scheduler = context_.scheduler();
-  const Scheduler::Wake wake = scheduler.wait_until(arrived_or_gone, scheduler.now_us() + world_.receive_timeout_us_);
+  // A send to this rank, the sender's exit, or (notify_all) its death wakes it.
+  const Scheduler::Wake wake =
+      scheduler.wait_until(arrived_or_gone, scheduler.now_us() + world_.receive_timeout_us_,
+                           {fd_queue_key(rank_, peer_rank), Scheduler::finished_key(peer_rank)});
   if (context_.is_dead(rank_)) return context_.dead_status(rank_, "receive");
   if (queue.empty()) {
     world_.queues_.erase({rank_, peer_rank});
@@ -128,7 +138,7 @@ Result<ReceivedFd> SimFdChannel::recv_fd(int peer_rank) {
   out.fd = world_.devices_.install_fd(rank_, message.file, /*received=*/true, p ? p->bytes : 0);
   world_.devices_.drop_file_reference(message.file);  // the message's reference moved into the fd table
   out.header = std::move(message.header);
-  context_.scheduler().record(fmt::format("recv_fd r{} <- r{}", rank_, peer_rank));
+  context_.scheduler().recordf("recv_fd r{} <- r{}", rank_, peer_rank);
   return out;
 }
 

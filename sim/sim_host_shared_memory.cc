@@ -162,10 +162,10 @@ std::unique_ptr<ShmMapping> SimHostSharedMemory::map_segment(std::shared_ptr<Shm
                                                              uint64_t bytes, bool writable) {
   auto record = std::make_shared<ShmWorld::MappingRecord>();
   record->segment = segment;
-  record->ledger_id = context_.next_id();
-  context_.ledger().add(ResourceKind::kShmMapping, rank_, record->ledger_id, bytes,
-                        fmt::format("/dev/shm/{} on {} ({})", segment->name, segment->tmpfs->host_name,
-                                    writable ? "read-write" : "read-only"));
+  record->ledger_id = context_.ledger().add(
+      ResourceKind::kShmMapping, rank_, bytes,
+      LedgerDetail::note(fmt::format("/dev/shm/{} on {} ({})", segment->name, segment->tmpfs->host_name,
+                                     writable ? "read-write" : "read-only")));
   auto& list = world_.mappings_by_rank_[static_cast<size_t>(rank_)];
   // Drop records of mappings already destroyed, so the list stays short.
   std::erase_if(list, [](const auto& r) { return r->released; });
@@ -221,9 +221,8 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
   // The file exists from shm_open + ftruncate on: a peer can see it and
   // unlink it while this rank is still touching its pages (or hung there).
   fs->names.emplace(name, segment);
-  segment->ledger_id = context_.next_id();
-  context_.ledger().add(ResourceKind::kShmSegment, rank_, segment->ledger_id, bytes,
-                        fmt::format("/dev/shm/{} on {}", name, fs->host_name));
+  segment->ledger_id = context_.ledger().add(ResourceKind::kShmSegment, rank_, bytes,
+                                             LedgerDetail::note(fmt::format("/dev/shm/{} on {}", name, fs->host_name)));
   auto remove_file = [&] {
     auto it = fs->names.find(name);
     if (it == fs->names.end() || it->second != segment) return;  // a peer unlinked it already
@@ -257,7 +256,7 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
   charge += accounted;
   segment->charged_to = &charge;
   segment->numa_node = world_.numa_node_of(rank_);
-  context_.scheduler().record(fmt::format("shm_create r{} {} {}", rank_, name, bytes));
+  context_.scheduler().recordf("shm_create r{} {} {}", rank_, name, bytes);
   return map_segment(std::move(segment), bytes, /*writable=*/true);
 }
 
@@ -305,7 +304,7 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::open_read_only(const st
     // the socket link (one copy per NUMA node would avoid it).
     coverage_probe("sim: /dev/shm table read from another socket");
     ++world_.remote_numa_maps_;
-    context_.scheduler().record(fmt::format("shm_remote_numa r{} {} node {}", rank_, name, it->second->numa_node));
+    context_.scheduler().recordf("shm_remote_numa r{} {} node {}", rank_, name, it->second->numa_node);
   }
   return map_segment(it->second, bytes, /*writable=*/false);
 }

@@ -7,6 +7,7 @@
 
 #include "core/base/coverage_probe.h"
 #include "core/model/gpu_models.h"
+#include "sim/heap_huge_pages.h"
 #include "sim/scheduler.h"
 #include "sim/sim_collectives.h"
 #include "sim/sim_device_compute.h"
@@ -178,6 +179,8 @@ Result<WorldSpec> complete_world_spec(WorldSpec spec) {
 Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
   ENGRAM_ASSIGN_OR_RETURN(WorldSpec spec, complete_world_spec(input));
   const int n = static_cast<int>(spec.ranks.size());
+  // Large runs touch ~80 KiB of heap per rank (measured by the scale benchmark).
+  if (n >= 256) reserve_heap_in_huge_pages(static_cast<uint64_t>(n) * (96u << 10));
 
   Scheduler scheduler(spec.seed);
   scheduler.keep_trace_text(spec.keep_trace_text);
