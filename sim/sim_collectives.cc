@@ -6,6 +6,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/base/bf16.h"
+
 namespace engram::sim {
 
 CollectiveHub::CollectiveHub(Scheduler& scheduler, int world_size, SimTimeouts timeouts)
@@ -41,7 +43,8 @@ SimCollectives::SimCollectives(CollectiveHub& hub, std::shared_ptr<SimGroup> gro
 }
 
 Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
-                                  const std::function<Status(SimGroup::Operation&)>& finish) {
+                                  const std::function<Status(SimGroup::Operation&)>& finish,
+                                  const std::function<void(SimGroup::Operation&)>& deposit) {
   Scheduler& scheduler = hub_.scheduler();
   if (group_->aborted) {
     const Status& why = *group_->aborted;
@@ -63,6 +66,7 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
   }
   hub_.add_bytes_moved(mine.size());
   op.contributions[static_cast<size_t>(group_rank_)] = std::move(mine);
+  if (deposit) deposit(op);
   op.arrived[static_cast<size_t>(group_rank_)] = true;
   ++op.arrived_count;
   scheduler.recordf("{} g{} #{} arrive {}", kind, group_->id, sequence, world_rank());
@@ -203,6 +207,89 @@ Status SimCollectives::reduce_scatter_sum_bf16(std::span<const uint16_t> input, 
     reduce_scatter_sum_bf16_reference(inputs, rank(), output);
     return Status::ok();
   });
+}
+
+namespace {
+
+uint16_t add_bf16(uint16_t a, uint16_t b) { return float_to_bf16(bf16_to_float(a) + bf16_to_float(b)); }
+
+}  // namespace
+
+Status SimCollectives::reduce_scatter_sum_bf16_runs(uint64_t count, std::span<const Bf16Run> runs,
+                                                    std::span<uint16_t> output) {
+  const uint64_t n = static_cast<uint64_t>(size());
+  if (output.size() != count)
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("reduce_scatter: output holds {} values, expected {}", output.size(), count),
+                  {world_rank(), -1, "reduce_scatter"});
+  for (const Bf16Run& run : runs)
+    if (run.first + run.values.size() > count * n)
+      return Status(ErrorCode::kInvalidArgument,
+                    fmt::format("reduce_scatter: a run [{}, {}) reaches past the {} x {} input", run.first,
+                                run.first + run.values.size(), n, count),
+                    {world_rank(), -1, "reduce_scatter"});
+  // The count travels as the contribution, so members that disagree are caught.
+  const auto count_bytes = std::as_bytes(std::span(&count, 1));
+  auto deposit = [&](SimGroup::Operation& op) {
+    if (op.runs_by_chunk.empty()) op.runs_by_chunk.resize(n);
+    for (const Bf16Run& run : runs) {
+      uint64_t at = run.first;
+      size_t taken = 0;
+      while (taken < run.values.size()) {
+        const uint64_t chunk = at / count;
+        const uint64_t within = at % count;
+        const size_t length = static_cast<size_t>(std::min<uint64_t>(count - within, run.values.size() - taken));
+        auto values = run.values.subspan(taken, length);
+        op.runs_by_chunk[chunk].push_back({rank(), within, {values.begin(), values.end()}});
+        at += length;
+        taken += length;
+      }
+    }
+  };
+  return rendezvous(
+      "reduce_scatter", {count_bytes.begin(), count_bytes.end()},
+      [&](SimGroup::Operation& op) -> Status {
+        for (size_t i = 0; i < op.contributions.size(); ++i) {
+          uint64_t theirs = 0;
+          std::memcpy(&theirs, op.contributions[i].data(), sizeof theirs);
+          if (theirs != count)
+            return Status(ErrorCode::kInvalidArgument, "reduce_scatter: ranks passed different sizes",
+                          {world_rank(), group_->world_ranks[i], "reduce_scatter"});
+        }
+        // The dense sum folds members in ring order from this rank's
+        // successor: acc = first; acc = bf16(acc + next)... An absent (+0)
+        // member maps acc to bf16(acc + 0) (-0 becomes +0, NaN canonical),
+        // which is idempotent, so a run of absent members is one such step.
+        const int me = rank();
+        auto ring_position = [&](int member) { return (member - me - 1 + static_cast<int>(n)) % static_cast<int>(n); };
+        std::vector<const SimGroup::Operation::ChunkRun*> mine;
+        for (const auto& run : op.runs_by_chunk[static_cast<size_t>(me)]) mine.push_back(&run);
+        std::stable_sort(mine.begin(), mine.end(), [&](const auto* a, const auto* b) {
+          return ring_position(a->member) < ring_position(b->member);
+        });
+        std::vector<uint16_t> acc(count, 0);
+        std::vector<int> last(count, -1);  // ring position last added; -1: none yet
+        for (const auto* run : mine) {
+          const int position = ring_position(run->member);
+          for (size_t k = 0; k < run->values.size(); ++k) {
+            const size_t e = static_cast<size_t>(run->offset) + k;
+            ENGRAM_CHECK(last[e] < position);  // one run per member and element
+            if (last[e] == -1) {
+              acc[e] = position == 0 ? run->values[k] : add_bf16(0, run->values[k]);
+            } else {
+              if (position - last[e] > 1) acc[e] = add_bf16(acc[e], 0);
+              acc[e] = add_bf16(acc[e], run->values[k]);
+            }
+            last[e] = position;
+          }
+        }
+        for (size_t e = 0; e < count; ++e) {
+          if (last[e] == -1) output[e] = 0;
+          else output[e] = last[e] < static_cast<int>(n) - 1 ? add_bf16(acc[e], 0) : acc[e];
+        }
+        return Status::ok();
+      },
+      deposit);
 }
 
 Status SimCollectives::all_to_all(std::span<const std::byte> send, std::span<std::byte> receive) {

@@ -10,8 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,26 @@
 namespace engram::sim {
 
 class CollectiveHub;
+
+// A run of a member's bf16 reduce-scatter input: elements [first, first +
+// values.size()) of its size() x count input. Elements outside every run are
+// +0. The emulator's device reduce-scatter passes only what a rank wrote, so a
+// mostly-zero input (the collective lookup's rows: each rank writes the rows
+// it owns) costs what was written, not size() x count per rank.
+struct Bf16Run {
+  uint64_t first = 0;
+  std::span<const uint16_t> values;
+};
+
+// The sparse form of reduce_scatter_sum_bf16, bitwise equal to it on the
+// input the runs describe (DESIGN's ring order, runs of +0 folded as the
+// dense sum folds them). Implemented by the emulator's collectives.
+class SparseReduceScatter {
+ public:
+  virtual ~SparseReduceScatter() = default;
+  virtual Status reduce_scatter_sum_bf16_runs(uint64_t count, std::span<const Bf16Run> runs,
+                                              std::span<uint16_t> output) = 0;
+};
 
 // One group of world ranks (the world, or the result of a split).
 struct SimGroup {
@@ -36,6 +57,14 @@ struct SimGroup {
     std::map<int, std::shared_ptr<SimGroup>> split_groups;       // color -> new group (split only)
     std::vector<int> split_index;  // group rank -> its rank in its new group (split only)
     std::shared_ptr<const std::vector<std::byte>> shared_result;  // all_gather_shared: built once
+    // Sparse reduce-scatter: each member's runs, cut at chunk bounds and
+    // filed under the member whose chunk they fall in.
+    struct ChunkRun {
+      int member = 0;
+      uint64_t offset = 0;  // within the chunk, in elements
+      std::vector<uint16_t> values;
+    };
+    std::vector<std::vector<ChunkRun>> runs_by_chunk;
   };
   std::map<uint64_t, Operation> operations;  // by per-rank sequence number
   // Set when a member timed out: what every later call on the group returns.
@@ -67,7 +96,7 @@ class CollectiveHub {
   uint64_t bytes_moved_ = 0;
 };
 
-class SimCollectives final : public Collectives {
+class SimCollectives final : public Collectives, public SparseReduceScatter {
  public:
   SimCollectives(CollectiveHub& hub, std::shared_ptr<SimGroup> group, int group_rank);
 
@@ -78,15 +107,19 @@ class SimCollectives final : public Collectives {
   Status all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override;
   Result<std::shared_ptr<const std::vector<std::byte>>> all_gather_shared(std::span<const std::byte> mine) override;
   Status reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) override;
+  Status reduce_scatter_sum_bf16_runs(uint64_t count, std::span<const Bf16Run> runs,
+                                      std::span<uint16_t> output) override;
   Status all_to_all(std::span<const std::byte> send, std::span<std::byte> receive) override;
   Status barrier() override;
   Result<std::unique_ptr<Collectives>> split(int color, int key) override;
 
  private:
-  // Deposits `mine`, waits for every member, then calls `finish` with all
-  // contributions in group-rank order; the last to leave frees the slot.
+  // Deposits `mine` (and calls `deposit`, if any, on arrival), waits for
+  // every member, then calls `finish` with all contributions in group-rank
+  // order; the last to leave frees the slot.
   Status rendezvous(const char* kind, std::vector<std::byte> mine,
-                    const std::function<Status(SimGroup::Operation&)>& finish);
+                    const std::function<Status(SimGroup::Operation&)>& finish,
+                    const std::function<void(SimGroup::Operation&)>& deposit = nullptr);
 
   CollectiveHub& hub_;
   std::shared_ptr<SimGroup> group_;

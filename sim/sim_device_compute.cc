@@ -11,6 +11,7 @@
 #include "core/model/gpu_models.h"
 #include "core/model/table_fill.h"
 #include "kernels/gather_reference.h"
+#include "sim/sim_collectives.h"
 
 namespace engram::sim {
 namespace {
@@ -36,12 +37,32 @@ class SimDeviceCollectives final : public DeviceCollectives {
   int size() const override { return group_.size(); }
 
   Status all_gather(DevicePtr mine, DevicePtr all, uint64_t bytes_per_rank, StreamRef) override {
-    std::vector<std::byte> in(bytes_per_rank), out(bytes_per_rank * static_cast<uint64_t>(size()));
+    std::vector<std::byte> in(bytes_per_rank);
     ENGRAM_RETURN_IF_ERROR(compute_.read(mine, in, "ncclAllGather"));
-    ENGRAM_RETURN_IF_ERROR(group_.all_gather(in, out));
-    return compute_.write(all, out, "ncclAllGather");
+    // Every member receives the same bytes: one copy, its pages shared.
+    ENGRAM_ASSIGN_OR_RETURN(auto out, group_.all_gather_shared(in));
+    return compute_.write_shared(all, out, "ncclAllGather");
   }
   Status reduce_scatter_sum_bf16(DevicePtr input, DevicePtr output, uint64_t count, StreamRef) override {
+    if (auto* sparse = dynamic_cast<SparseReduceScatter*>(&group_)) {
+      // Only what this rank wrote travels: the collective lookup's input is
+      // size() x count values of which a rank writes its own rows.
+      std::vector<std::vector<uint16_t>> values;
+      std::vector<uint64_t> firsts;
+      ENGRAM_RETURN_IF_ERROR(compute_.for_each_written(
+          input, count * static_cast<uint64_t>(size()) * 2, "ncclReduceScatter",
+          [&](uint64_t offset, std::span<const std::byte> bytes) {
+            ENGRAM_CHECK(offset % 2 == 0 && bytes.size() % 2 == 0);
+            firsts.push_back(offset / 2);
+            values.emplace_back(bytes.size() / 2);
+            std::memcpy(values.back().data(), bytes.data(), bytes.size());
+          }));
+      std::vector<Bf16Run> runs(values.size());
+      for (size_t i = 0; i < runs.size(); ++i) runs[i] = {firsts[i], values[i]};
+      std::vector<uint16_t> out(count);
+      ENGRAM_RETURN_IF_ERROR(sparse->reduce_scatter_sum_bf16_runs(count, runs, out));
+      return compute_.write(output, std::as_bytes(std::span(out)), "ncclReduceScatter");
+    }
     std::vector<uint16_t> in(count * static_cast<uint64_t>(size())), out(count);
     ENGRAM_RETURN_IF_ERROR(compute_.read(input, std::as_writable_bytes(std::span(in)), "ncclReduceScatter"));
     ENGRAM_RETURN_IF_ERROR(group_.reduce_scatter_sum_bf16(in, out));
@@ -195,8 +216,36 @@ Status SimDeviceCompute::copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes
 }
 
 Status SimDeviceCompute::fill_async(DevicePtr dst, uint8_t value, uint64_t bytes, StreamRef) {
+  DevicePtr base = 0;
+  if (value == 0 && bytes > 0 && registered(dst, bytes, &base) == nullptr) {
+    // Zeros in device memory drop its pages: the collective lookup zeroes
+    // a group's worth of rows per rank and writes only the rows it owns.
+    ENGRAM_RETURN_IF_ERROR(alive("cudaMemsetAsync"));
+    return memory_.zero(dst, bytes);
+  }
   std::vector<std::byte> buffer(bytes, static_cast<std::byte>(value));
   return write(dst, buffer, "cudaMemsetAsync");
+}
+
+Status SimDeviceCompute::write_shared(DevicePtr dst, const std::shared_ptr<const std::vector<std::byte>>& data,
+                                      const char* call) {
+  ENGRAM_RETURN_IF_ERROR(alive(call));
+  if (data->empty()) return Status::ok();
+  DevicePtr base = 0;
+  if (registered(dst, data->size(), &base) != nullptr) return write(dst, *data, call);
+  return memory_.copy_to_device_shared(dst, data);
+}
+
+Status SimDeviceCompute::for_each_written(DevicePtr src, uint64_t bytes, const char* call,
+                                          const std::function<void(uint64_t, std::span<const std::byte>)>& fn) {
+  ENGRAM_RETURN_IF_ERROR(alive(call));
+  if (bytes == 0) return Status::ok();
+  DevicePtr base = 0;
+  if (const Registration* r = registered(src, bytes, &base)) {
+    fn(0, r->host.subspan(src - base, bytes));
+    return Status::ok();
+  }
+  return memory_.for_each_written(src, bytes, fn);
 }
 
 Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {

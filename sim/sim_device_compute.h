@@ -49,6 +49,13 @@ class SimDeviceCompute final : public DeviceCompute {
   // and registered host memory. Errors as the driver's (illegal address).
   Status read(DevicePtr src, std::span<std::byte> dst, const char* call);
   Status write(DevicePtr dst, std::span<const std::byte> src, const char* call);
+  // write() of bytes every member of a group receives alike: device pages
+  // are shared between the members (copied on a later write).
+  Status write_shared(DevicePtr dst, const std::shared_ptr<const std::vector<std::byte>>& data, const char* call);
+  // The written parts of [src, src + bytes), in order (device memory: its
+  // written pages; registered host memory: all of it); the rest is zeros.
+  Status for_each_written(DevicePtr src, uint64_t bytes, const char* call,
+                          const std::function<void(uint64_t offset, std::span<const std::byte> bytes)>& fn);
 
  private:
   struct Registration {

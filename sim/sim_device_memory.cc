@@ -537,12 +537,7 @@ Status SimDeviceMemory::copy_to_device(DevicePtr dst, std::span<const std::byte>
                            uint64_t page = offset / kSimPageBytes;
                            uint64_t within = offset % kSimPageBytes;
                            uint64_t n = std::min(length, kSimPageBytes - within);
-                           auto& backing = p.pages[page];
-                           if (!backing) {
-                             backing = std::make_unique<std::byte[]>(kSimPageBytes);  // zeroed
-                             world_.resident_page_bytes_ += kSimPageBytes;
-                           }
-                           std::memcpy(backing.get() + within, src.data() + done, n);
+                           std::memcpy(world_.writable_page(p, page) + within, src.data() + done, n);
                            offset += n;
                            done += n;
                            length -= n;
@@ -566,6 +561,117 @@ Status SimDeviceMemory::copy_from_device(std::span<std::byte> dst, DevicePtr src
                            done += n;
                            length -= n;
                          }
+                       });
+}
+
+namespace {
+// The page indices of `p` in [first, last), in order: from the map when it
+// holds fewer pages than the range spans, so a wide range over few written
+// pages costs the pages, not the range.
+std::vector<uint64_t> written_pages(const DeviceWorld::Physical& p, uint64_t first, uint64_t last) {
+  std::vector<uint64_t> out;
+  if (last - first > p.pages.size()) {
+    for (const auto& [index, backing] : p.pages)
+      if (index >= first && index < last) out.push_back(index);
+    std::sort(out.begin(), out.end());
+  } else {
+    for (uint64_t index = first; index < last; ++index)
+      if (p.pages.count(index) != 0) out.push_back(index);
+  }
+  return out;
+}
+
+// Calls fn(page, from, to) for each written page of `p` overlapping the
+// allocation's bytes [offset, offset + length), [from, to) the overlap.
+void for_each_written_part(const DeviceWorld::Physical& p, uint64_t offset, uint64_t length,
+                           const std::function<void(uint64_t page, uint64_t from, uint64_t to)>& fn) {
+  const uint64_t end = offset + length;
+  for (uint64_t page : written_pages(p, offset / kSimPageBytes, (end + kSimPageBytes - 1) / kSimPageBytes)) {
+    const uint64_t page_begin = page * kSimPageBytes;
+    fn(page, std::max(offset, page_begin), std::min(end, page_begin + kSimPageBytes));
+  }
+}
+}  // namespace
+
+Status SimDeviceMemory::zero(DevicePtr dst, uint64_t bytes) {
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyToDevice));
+  return for_each_span(dst, bytes, step(DeviceStep::kCopyToDevice),
+                       [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t) {
+                         for_each_written_part(p, offset, length, [&](uint64_t page, uint64_t from, uint64_t to) {
+                           const uint64_t page_begin = page * kSimPageBytes;
+                           if (to - from == kSimPageBytes) {
+                             p.pages.erase(page);
+                             world_.resident_page_bytes_ -= kSimPageBytes;
+                           } else {
+                             std::memset(world_.writable_page(p, page) + (from - page_begin), 0, to - from);
+                           }
+                         });
+                       });
+}
+
+std::byte* DeviceWorld::writable_page(Physical& p, uint64_t page) {
+  auto& backing = p.pages[page];
+  if (!backing) {
+    backing = std::make_shared<std::byte[]>(kSimPageBytes);  // zeroed
+    resident_page_bytes_ += kSimPageBytes;
+  } else if (backing.use_count() > 1) {
+    auto own = std::make_shared<std::byte[]>(kSimPageBytes);
+    std::memcpy(own.get(), backing.get(), kSimPageBytes);
+    backing = std::move(own);
+  }
+  return backing.get();
+}
+
+std::shared_ptr<const DeviceWorld::PageList> DeviceWorld::pages_of(
+    const std::shared_ptr<const std::vector<std::byte>>& data) {
+  auto& cached = shared_pages_[data.get()];
+  if (auto pages = cached.lock()) return pages;
+  auto pages = std::make_shared<PageList>();
+  for (uint64_t at = 0; at + kSimPageBytes <= data->size(); at += kSimPageBytes) {
+    pages->push_back(std::make_shared<std::byte[]>(kSimPageBytes));
+    std::memcpy(pages->back().get(), data->data() + at, kSimPageBytes);
+  }
+  cached = pages;
+  if (shared_pages_.size() > 64) std::erase_if(shared_pages_, [](const auto& entry) { return entry.second.expired(); });
+  return pages;
+}
+
+Status SimDeviceMemory::copy_to_device_shared(DevicePtr dst, const std::shared_ptr<const std::vector<std::byte>>& data) {
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyToDevice));
+  std::shared_ptr<const DeviceWorld::PageList> pages;
+  return for_each_span(dst, data->size(), step(DeviceStep::kCopyToDevice),
+                       [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t done) {
+                         // Shared pages line up only where data's pages fall on the allocation's.
+                         const bool aligned = offset % kSimPageBytes == 0 && done % kSimPageBytes == 0;
+                         uint64_t left = length;
+                         while (left > 0) {
+                           const uint64_t page = offset / kSimPageBytes;
+                           const uint64_t within = offset % kSimPageBytes;
+                           const uint64_t n = std::min(left, kSimPageBytes - within);
+                           if (aligned && n == kSimPageBytes) {
+                             if (!pages) pages = world_.pages_of(data);
+                             auto& backing = p.pages[page];
+                             if (!backing) world_.resident_page_bytes_ += kSimPageBytes;
+                             backing = (*pages)[done / kSimPageBytes];
+                           } else {
+                             std::memcpy(world_.writable_page(p, page) + within, data->data() + done, n);
+                           }
+                           offset += n;
+                           done += n;
+                           left -= n;
+                         }
+                       });
+}
+
+Status SimDeviceMemory::for_each_written(DevicePtr src, uint64_t bytes,
+                                         const std::function<void(uint64_t, std::span<const std::byte>)>& fn) {
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyFromDevice));
+  return for_each_span(src, bytes, step(DeviceStep::kCopyFromDevice),
+                       [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t done) {
+                         for_each_written_part(p, offset, length, [&](uint64_t page, uint64_t from, uint64_t to) {
+                           const std::byte* bytes = p.pages.at(page).get() + (from - page * kSimPageBytes);
+                           fn(done + (from - offset), std::span<const std::byte>(bytes, to - from));
+                         });
                        });
 }
 

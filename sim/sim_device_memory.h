@@ -8,8 +8,10 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -34,7 +36,10 @@ class DeviceWorld {
     uint64_t bytes = 0;
     HandleType exportable_as = HandleType::kPosixFd;
     int references = 0;  // handles, mappings and open files that keep it alive
-    std::unordered_map<uint64_t, std::unique_ptr<std::byte[]>> pages;  // page index -> kSimPageBytes
+    // Page index -> kSimPageBytes. A page may be shared between allocations
+    // (an all-gather's output is the same bytes on every member); a write to
+    // a shared page copies it first.
+    std::unordered_map<uint64_t, std::shared_ptr<std::byte[]>> pages;
   };
   struct Handle {
     uint64_t physical = 0;
@@ -105,6 +110,13 @@ class DeviceWorld {
   };
   std::unordered_map<uint64_t, File> files_;
   std::unordered_map<uint64_t, uint64_t> gpu_used_bytes_;  // (host << 16 | gpu) -> bytes
+  // The pages cut from shared data, for as long as some allocation holds them.
+  using PageList = std::vector<std::shared_ptr<std::byte[]>>;
+  std::unordered_map<const void*, std::weak_ptr<const PageList>> shared_pages_;
+  std::shared_ptr<const PageList> pages_of(const std::shared_ptr<const std::vector<std::byte>>& data);
+  // Page `page` of `p`, ready to write: allocated (zeroed) if absent, copied
+  // first if shared.
+  std::byte* writable_page(Physical& p, uint64_t page);
   uint64_t resident_page_bytes_ = 0;
 
   friend class SimDeviceMemory;
@@ -129,6 +141,20 @@ class SimDeviceMemory final : public DeviceMemory {
   Status copy_to_device(DevicePtr dst, std::span<const std::byte> src) override;
   Status copy_from_device(std::span<std::byte> dst, DevicePtr src) override;
   Status synchronize() override;
+
+  // Writes zeros over [dst, dst + bytes) by dropping the pages it covers
+  // (never-written memory reads as zeros): a zeroed buffer costs nothing.
+  Status zero(DevicePtr dst, uint64_t bytes);
+  // Writes `data` at dst, sharing page-sized pieces with every other writer
+  // of the same `data` (the emulated all-gather: one copy of the gathered
+  // bytes for the whole group, not one per member). Where dst is not
+  // page-aligned in its allocation, a plain copy.
+  Status copy_to_device_shared(DevicePtr dst, const std::shared_ptr<const std::vector<std::byte>>& data);
+  // Calls fn(offset within the range, bytes) for each written page in
+  // [src, src + bytes), in address order, clipped to the range; the rest of
+  // the range reads as zeros. O(pages written), not O(bytes).
+  Status for_each_written(DevicePtr src, uint64_t bytes,
+                          const std::function<void(uint64_t offset, std::span<const std::byte> bytes)>& fn);
 
  private:
   Status fabric_capability(const char* call) const;

@@ -22,7 +22,7 @@ namespace {
 
 // Collectives of one rank, with the "collective" death checkpoint at every
 // entry; a dead rank's calls fail at once instead of joining a rendezvous.
-class CheckpointedCollectives final : public Collectives {
+class CheckpointedCollectives final : public Collectives, public SparseReduceScatter {
  public:
   CheckpointedCollectives(SimContext& context, std::unique_ptr<Collectives> inner)
       : context_(context), inner_(std::move(inner)) {}
@@ -42,6 +42,13 @@ class CheckpointedCollectives final : public Collectives {
   Status reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) override {
     ENGRAM_RETURN_IF_ERROR(enter("reduce_scatter"));
     return inner_->reduce_scatter_sum_bf16(input, output);
+  }
+  Status reduce_scatter_sum_bf16_runs(uint64_t count, std::span<const Bf16Run> runs,
+                                      std::span<uint16_t> output) override {
+    auto* sparse = dynamic_cast<SparseReduceScatter*>(inner_.get());
+    ENGRAM_CHECK(sparse != nullptr);  // the emulator's groups all are
+    ENGRAM_RETURN_IF_ERROR(enter("reduce_scatter"));
+    return sparse->reduce_scatter_sum_bf16_runs(count, runs, output);
   }
   Status all_to_all(std::span<const std::byte> send, std::span<std::byte> receive) override {
     ENGRAM_RETURN_IF_ERROR(enter("all_to_all"));

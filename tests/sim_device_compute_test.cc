@@ -236,3 +236,55 @@ TEST(SimDeviceCompute, CollectiveOverRowRangesEqualsTheDirectLookupAndAnOverrunn
 
 }  // namespace
 }  // namespace engram
+
+namespace engram {
+namespace {
+
+// Zeroed device memory gives its pages back and reads zeros; an all-gather's
+// output is shared between members, and a write to one member's copy leaves
+// the others' as gathered (copy on write).
+TEST(SimDeviceCompute, ZeroFillDropsPagesAndGatheredPagesAreCopiedOnWrite) {
+  auto spec = one_host(3);
+  auto run = sim::run_world(spec, [](RankBackend& b) -> Status {
+    DeviceCompute& c = *b.compute;
+    constexpr uint64_t kBytesPerRank = 3 * 4096 + 100;  // whole pages and a ragged tail
+    std::vector<std::byte> mine(kBytesPerRank);
+    for (uint64_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<std::byte>(b.world_rank * 7 + i % 251);
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr in, upload(c, mine));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr all, c.allocate(kBytesPerRank * 3));
+    ENGRAM_ASSIGN_OR_RETURN(auto group, c.connect(*b.world));
+    ENGRAM_RETURN_IF_ERROR(group->all_gather(in, all, kBytesPerRank, StreamRef{}));
+    ENGRAM_RETURN_IF_ERROR(b.world->barrier());
+    // Rank 1 overwrites a byte of every member's block in its own copy.
+    if (b.world_rank == 1)
+      for (uint64_t r = 0; r < 3; ++r) {
+        const std::byte mark{0xee};
+        ENGRAM_RETURN_IF_ERROR(c.copy_to_device(all + r * kBytesPerRank + 5, std::span(&mark, 1)));
+      }
+    ENGRAM_RETURN_IF_ERROR(b.world->barrier());
+    ENGRAM_ASSIGN_OR_RETURN(auto got, download<std::byte>(c, all, kBytesPerRank * 3));
+    for (uint64_t r = 0; r < 3; ++r)
+      for (uint64_t i = 0; i < kBytesPerRank; ++i) {
+        std::byte want = static_cast<std::byte>(r * 7 + i % 251);
+        if (b.world_rank == 1 && i == 5) want = std::byte{0xee};
+        if (got[r * kBytesPerRank + i] != want)
+          return internal_error(fmt::format("rank {}: byte {} of rank {}'s block differs", b.world_rank, i, r));
+      }
+    // A zero fill over part of a page and whole pages reads zeros and keeps the rest.
+    ENGRAM_RETURN_IF_ERROR(c.fill_async(all + 10, 0, 2 * 4096, StreamRef{}));
+    ENGRAM_ASSIGN_OR_RETURN(auto zeroed, download<std::byte>(c, all, kBytesPerRank * 3));
+    for (uint64_t i = 0; i < zeroed.size(); ++i) {
+      const bool in_fill = i >= 10 && i < 10 + 2 * 4096;
+      if (in_fill ? zeroed[i] != std::byte{0} : zeroed[i] != got[i])
+        return internal_error(fmt::format("rank {}: byte {} after the zero fill", b.world_rank, i));
+    }
+    ENGRAM_RETURN_IF_ERROR(c.free(all));
+    return c.free(in);
+  });
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
+}
+
+}  // namespace
+}  // namespace engram
