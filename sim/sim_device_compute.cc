@@ -272,8 +272,12 @@ Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
   const TableSpec table = row_table(a.layout);
   const uint64_t row_bytes = a.layout.row_bytes;
   if (row_bytes < table.row_bytes()) return bad(fmt::format("row_bytes {} is shorter than a row", row_bytes));
-  std::vector<int64_t> ids(static_cast<size_t>(a.tokens * a.ids_per_token));
-  ENGRAM_RETURN_IF_ERROR(read(a.ids, std::as_writable_bytes(std::span(ids)), call));
+  // The ids are read a block of tokens at a time: the collective lookup
+  // gathers over every member's ids, and one vector of them all per call
+  // (freed, then outgrown by the next) fragmented the emulator's heap.
+  const int64_t block_tokens = std::max<int64_t>(1, 8192 / a.ids_per_token);
+  std::vector<int64_t> ids;
+  int64_t block_first = -1;  // the first token of the block in `ids`
   std::vector<int64_t> starts;
   std::vector<DevicePtr> bases;
   if (a.shard_count > 0) {
@@ -287,7 +291,14 @@ Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
   std::vector<uint16_t> values(dim);
   for (int64_t slot = 0; slot < slots; ++slot) {
     const int64_t token = slot / a.head_count;
-    const int64_t id = ids[static_cast<size_t>(token * a.ids_per_token + a.head_begin + slot % a.head_count)];
+    if (block_first < 0 || token >= block_first + block_tokens) {
+      block_first = token;
+      ids.resize(static_cast<size_t>(std::min(block_tokens, a.tokens - token) * a.ids_per_token));
+      ENGRAM_RETURN_IF_ERROR(read(a.ids + static_cast<uint64_t>(token * a.ids_per_token) * 8,
+                                  std::as_writable_bytes(std::span(ids)), call));
+    }
+    const int64_t id =
+        ids[static_cast<size_t>((token - block_first) * a.ids_per_token + a.head_begin + slot % a.head_count)];
     DevicePtr at = 0;
     if (a.shard_count > 0) {
       if (id >= 0 && id < starts.back()) {

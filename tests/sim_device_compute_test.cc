@@ -247,7 +247,7 @@ TEST(SimDeviceCompute, ZeroFillDropsPagesAndGatheredPagesAreCopiedOnWrite) {
   auto spec = one_host(3);
   auto run = sim::run_world(spec, [](RankBackend& b) -> Status {
     DeviceCompute& c = *b.compute;
-    constexpr uint64_t kBytesPerRank = 3 * 4096 + 100;  // whole pages and a ragged tail
+    constexpr uint64_t kBytesPerRank = 3 * sim::kSimPageBytes + 100;  // whole pages and a ragged tail
     std::vector<std::byte> mine(kBytesPerRank);
     for (uint64_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<std::byte>(b.world_rank * 7 + i % 251);
     ENGRAM_ASSIGN_OR_RETURN(DevicePtr in, upload(c, mine));
@@ -271,10 +271,10 @@ TEST(SimDeviceCompute, ZeroFillDropsPagesAndGatheredPagesAreCopiedOnWrite) {
           return internal_error(fmt::format("rank {}: byte {} of rank {}'s block differs", b.world_rank, i, r));
       }
     // A zero fill over part of a page and whole pages reads zeros and keeps the rest.
-    ENGRAM_RETURN_IF_ERROR(c.fill_async(all + 10, 0, 2 * 4096, StreamRef{}));
+    ENGRAM_RETURN_IF_ERROR(c.fill_async(all + 10, 0, 2 * sim::kSimPageBytes, StreamRef{}));
     ENGRAM_ASSIGN_OR_RETURN(auto zeroed, download<std::byte>(c, all, kBytesPerRank * 3));
     for (uint64_t i = 0; i < zeroed.size(); ++i) {
-      const bool in_fill = i >= 10 && i < 10 + 2 * 4096;
+      const bool in_fill = i >= 10 && i < 10 + 2 * sim::kSimPageBytes;
       if (in_fill ? zeroed[i] != std::byte{0} : zeroed[i] != got[i])
         return internal_error(fmt::format("rank {}: byte {} after the zero fill", b.world_rank, i));
     }
