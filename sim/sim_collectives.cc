@@ -222,11 +222,21 @@ Status SimCollectives::reduce_scatter_sum_bf16_runs(uint64_t count, std::span<co
     return Status(ErrorCode::kInvalidArgument,
                   fmt::format("reduce_scatter: output holds {} values, expected {}", output.size(), count),
                   {world_rank(), -1, "reduce_scatter"});
-  for (const Bf16Run& run : runs)
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // [first, end) of each run, to find overlaps
+  for (const Bf16Run& run : runs) {
     if (run.first + run.values.size() > count * n)
       return Status(ErrorCode::kInvalidArgument,
                     fmt::format("reduce_scatter: a run [{}, {}) reaches past the {} x {} input", run.first,
                                 run.first + run.values.size(), n, count),
+                    {world_rank(), -1, "reduce_scatter"});
+    spans.emplace_back(run.first, run.first + run.values.size());
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].first < spans[i - 1].second)
+      return Status(ErrorCode::kInvalidArgument,
+                    fmt::format("reduce_scatter: runs [{}, {}) and [{}, {}) overlap; each element is given once",
+                                spans[i - 1].first, spans[i - 1].second, spans[i].first, spans[i].second),
                     {world_rank(), -1, "reduce_scatter"});
   // The count travels as the contribution, so members that disagree are caught.
   const auto count_bytes = std::as_bytes(std::span(&count, 1));

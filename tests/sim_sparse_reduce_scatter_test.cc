@@ -89,6 +89,20 @@ TEST(SparseReduceScatter, ARunPastTheInputIsAnInvalidArgumentOnThatRank) {
   }
 }
 
+TEST(SparseReduceScatter, OverlappingRunsAreAnInvalidArgumentNamingBoth) {
+  auto run = run_ranks(2, 4, [](int, Collectives& world) -> Status {
+    auto* sparse = dynamic_cast<SparseReduceScatter*>(&world);
+    std::vector<uint16_t> values(2, 0x3f80);
+    const Bf16Run runs[] = {{1, values}, {0, values}};  // [1, 3) and [0, 2)
+    std::vector<uint16_t> out(2);
+    return sparse->reduce_scatter_sum_bf16_runs(2, runs, out);
+  });
+  for (const auto& s : run.statuses) {
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find("[0, 2) and [1, 3) overlap"), std::string::npos) << s.to_string();
+  }
+}
+
 TEST(SparseReduceScatter, MembersThatDisagreeOnTheCountFail) {
   auto run = run_ranks(2, 5, [](int rank, Collectives& world) -> Status {
     auto* sparse = dynamic_cast<SparseReduceScatter*>(&world);
