@@ -14,22 +14,28 @@ Result<HandleType> choose_handle_type(std::span<const HandleFacts> facts_by_rank
   if (facts_by_rank.empty()) return invalid_argument("choose_handle_type: no ranks given; pass one fact per rank");
   const std::string& domain0 = facts_by_rank[0].placement.nvlink_domain;
   bool all_fabric = true, all_imex = true, one_domain = !domain0.empty(), one_host = true;
+  for (const HandleFacts& f : facts_by_rank) {
+    const PlacementFacts& p = f.placement;
+    all_fabric &= f.fabric_probe_ok;
+    all_imex &= p.imex_channel;
+    one_domain &= p.nvlink_domain == domain0;
+    one_host &= p.host == facts_by_rank[0].placement.host;
+  }
+  if (all_fabric && all_imex && one_domain) return HandleType::kFabric;
+  if (one_host) return HandleType::kPosixFd;
+
+  // No handle type works: name the hosts, domains and what each lacks (built
+  // only here, since every rank of every group decides on the way in).
   std::set<std::string> hosts, domains, no_imex, no_fabric, no_domain;
   for (const HandleFacts& f : facts_by_rank) {
     const PlacementFacts& p = f.placement;
     const std::string host = p.host.to_string();
     hosts.insert(host);
     domains.insert(p.nvlink_domain.empty() ? "(none)" : p.nvlink_domain);
-    all_fabric &= f.fabric_probe_ok;
-    all_imex &= p.imex_channel;
-    one_domain &= p.nvlink_domain == domain0;
-    one_host &= p.host == facts_by_rank[0].placement.host;
     if (!p.imex_channel) no_imex.insert(host);
     if (!f.fabric_probe_ok) no_fabric.insert(host);
     if (p.nvlink_domain.empty()) no_domain.insert(host);
   }
-  if (all_fabric && all_imex && one_domain) return HandleType::kFabric;
-  if (one_host) return HandleType::kPosixFd;
 
   auto list = [](const std::set<std::string>& s) {
     std::vector<std::string> v(s.begin(), s.end());
