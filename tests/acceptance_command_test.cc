@@ -14,13 +14,10 @@ namespace {
 
 using Output = testing::CommandOutput;
 
-// No GPU for the rank (whatever this machine has), so the outcome is the same everywhere.
-Output run(const std::string& args) {
-  return testing::run_engramlab(args, "env -u RANK -u WORLD_SIZE CUDA_VISIBLE_DEVICES=");
-}
+Output run(const std::string& args) { return testing::run_engramlab_without_gpu(args); }
 
 std::string under_launch(const std::string& acceptance_args) {
-  return "launch -n 1 -- " + testing::engramlab_path() + " acceptance --table-model tiny " + acceptance_args;
+  return testing::launch_one_rank("acceptance --table-model tiny " + acceptance_args);
 }
 
 TEST(AcceptanceCommand, BadFlagsExit2NamingTheFlagValueAndFix) {

@@ -15,13 +15,10 @@ namespace {
 
 using Output = testing::CommandOutput;
 
-// No GPU for the rank (whatever this machine has), so the outcome is the same everywhere.
-Output run(const std::string& args) {
-  return testing::run_engramlab(args, "env -u RANK -u WORLD_SIZE CUDA_VISIBLE_DEVICES=");
-}
+Output run(const std::string& args) { return testing::run_engramlab_without_gpu(args); }
 
 std::string under_launch(const std::string& bench_args) {
-  return "launch -n 1 -- " + testing::engramlab_path() + " bench --table-model tiny --svg /dev/null " + bench_args;
+  return testing::launch_one_rank("bench --table-model tiny --svg /dev/null " + bench_args);
 }
 
 TEST(BenchCommand, BadFlagsExit2NamingTheFlagValueAndFix) {

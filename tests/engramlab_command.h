@@ -31,4 +31,16 @@ inline CommandOutput run_engramlab(const std::string& args, const std::string& p
   return out;
 }
 
+// A rank's command run with no GPU and no launcher variables, whatever this
+// machine has, so the outcome is the same everywhere.
+inline CommandOutput run_engramlab_without_gpu(const std::string& args) {
+  return run_engramlab(args, "env -u RANK -u WORLD_SIZE CUDA_VISIBLE_DEVICES=");
+}
+
+// The arguments that start `engramlab <command_and_args>` as one rank under
+// `engramlab launch`.
+inline std::string launch_one_rank(const std::string& command_and_args) {
+  return "launch -n 1 -- " + engramlab_path() + " " + command_and_args;
+}
+
 }  // namespace engram::testing
