@@ -63,17 +63,29 @@ uint64_t Ledger::add(ResourceKind kind, int rank, uint64_t bytes, LedgerDetail d
   ENGRAM_CHECK(!slot.live);
   ++slot.generation;
   slot.live = true;
-  const uint64_t id = (static_cast<uint64_t>(slot.generation) << 32) | index;
-  slot.entry = LedgerEntry{kind, rank, id, ++serial_, bytes, std::move(detail)};
+  slot.kind = kind;
+  slot.rank = rank;
+  slot.serial = ++serial_;
+  slot.bytes = bytes;
+  slot.address = detail.address;
+  slot.peer_rank = detail.peer_rank;
+  if (!detail.text.empty()) texts_[index] = std::move(detail.text);
   ++live_;
-  return id;
+  return (static_cast<uint64_t>(slot.generation) << 32) | index;
+}
+
+LedgerEntry Ledger::entry_of(uint32_t index) const {
+  const Slot& s = slots_[index];
+  auto text = texts_.find(index);
+  return LedgerEntry{s.kind, s.rank, (static_cast<uint64_t>(s.generation) << 32) | index, s.serial, s.bytes,
+                     LedgerDetail{s.address, s.peer_rank, text == texts_.end() ? std::string() : text->second}};
 }
 
 const Ledger::Slot* Ledger::live_slot(ResourceKind kind, uint64_t id) const {
   const uint64_t index = id & 0xffffffffu;
   if (index >= slots_.size()) return nullptr;
   const Slot& slot = slots_[index];
-  if (!slot.live || slot.entry.id != id || slot.entry.kind != kind) return nullptr;
+  if (!slot.live || slot.generation != (id >> 32) || slot.kind != kind) return nullptr;
   return &slot;
 }
 
@@ -82,7 +94,7 @@ void Ledger::remove(ResourceKind kind, uint64_t id) {
   ENGRAM_CHECK_MSG(found != nullptr, "emulator bug: removing a ledger entry that is not live");
   Slot& slot = slots_[id & 0xffffffffu];
   slot.live = false;
-  slot.entry.detail = {};
+  texts_.erase(static_cast<uint32_t>(id & 0xffffffffu));
   free_.push_back(static_cast<uint32_t>(id & 0xffffffffu));
   --live_;
 }
@@ -91,8 +103,8 @@ bool Ledger::contains(ResourceKind kind, uint64_t id) const { return live_slot(k
 
 std::vector<LedgerEntry> Ledger::live_for_rank(int rank) const {
   std::vector<LedgerEntry> out;
-  for (const Slot& s : slots_)
-    if (s.live && s.entry.rank == rank) out.push_back(s.entry);
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].live && slots_[i].rank == rank) out.push_back(entry_of(static_cast<uint32_t>(i)));
   std::sort(out.begin(), out.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
     return std::tie(a.kind, a.serial) < std::tie(b.kind, b.serial);
   });
@@ -102,8 +114,8 @@ std::vector<LedgerEntry> Ledger::live_for_rank(int rank) const {
 std::vector<LedgerEntry> Ledger::leaks() const {
   std::vector<LedgerEntry> out;
   out.reserve(live_);
-  for (const Slot& s : slots_)
-    if (s.live) out.push_back(s.entry);
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].live) out.push_back(entry_of(static_cast<uint32_t>(i)));
   std::sort(out.begin(), out.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
     return std::tie(a.rank, a.kind, a.serial) < std::tie(b.rank, b.kind, b.serial);
   });

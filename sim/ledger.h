@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,14 +70,23 @@ class Ledger {
   static std::string format(const std::vector<LedgerEntry>& entries, size_t max_lines = 20);
 
  private:
+  // An entry's values without its text (48 bytes): at scale the ledger is
+  // the emulator's largest table, and few kinds carry text.
   struct Slot {
-    LedgerEntry entry;
+    uint64_t serial = 0;
+    uint64_t bytes = 0;
+    uint64_t address = 0;
+    int rank = -1;
+    int peer_rank = -1;
     uint32_t generation = 0;
+    ResourceKind kind = ResourceKind::kAllocation;
     bool live = false;
   };
   const Slot* live_slot(ResourceKind kind, uint64_t id) const;
+  LedgerEntry entry_of(uint32_t index) const;
 
   std::deque<Slot> slots_;  // grows without moving (or re-touching) the live entries
+  std::unordered_map<uint32_t, std::string> texts_;  // by slot index, for entries with text
   std::vector<uint32_t> free_;  // indices of dead slots
   size_t live_ = 0;
   uint64_t serial_ = 0;
