@@ -88,6 +88,9 @@ Faults::Faults(FaultPlan plan, uint64_t seed, int rank_count)
     ENGRAM_CHECK(p.delay_us == 0 || p.site == FaultSite::kSlow);
   }
   for (int i = 0; i < kFaultSiteCount; ++i) report_.sites[static_cast<size_t>(i)].site = static_cast<FaultSite>(i);
+  for (const auto& p : plan_.planned) process_faults_possible_ |= is_process_fault(p.site);
+  for (const FaultSiteInfo& info : kFaultSites)
+    process_faults_possible_ |= info.kind == FaultKind::kProcess && plan_.rate[static_cast<size_t>(info.site)] > 0;
 }
 
 void Faults::record_fired(FaultSite site, std::string event) {
@@ -120,6 +123,12 @@ std::optional<CheckpointFault> Faults::at_checkpoint(std::string_view checkpoint
   ENGRAM_CHECK(rank >= 0 && rank < rank_count_);
   const int slot = checkpoint_slot(checkpoint);
   ENGRAM_CHECK(slot >= 0);
+  if (!process_faults_possible_) {
+    // Nothing can strike and nothing is drawn: count the visit, which
+    // report() adds to every process site's reached.
+    ++quiet_checkpoints_;
+    return std::nullopt;
+  }
   auto& counters = checkpoints_by_rank_[static_cast<size_t>(rank)];
   const uint64_t any_visit = ++counters[kAnyCheckpointSlot];
   const uint64_t site_visit = ++counters[static_cast<size_t>(slot)];
@@ -154,6 +163,8 @@ std::optional<CheckpointFault> Faults::at_checkpoint(std::string_view checkpoint
 
 FaultReport Faults::report() const {
   FaultReport out = report_;
+  for (const FaultSiteInfo& info : kFaultSites)
+    if (info.kind == FaultKind::kProcess) out.sites[static_cast<size_t>(info.site)].reached += quiet_checkpoints_;
   for (size_t i = 0; i < plan_.planned.size(); ++i)
     if (!planned_fired_[i]) out.never_fired.push_back(plan_.planned[i]);
   return out;

@@ -173,6 +173,8 @@ class Faults {
   std::vector<std::array<uint64_t, kFaultSiteCount + 2>> checkpoints_by_rank_;
   std::vector<bool> planned_fired_;
   FaultReport report_;
+  bool process_faults_possible_ = false;  // a planned process fault or a rate for one
+  uint64_t quiet_checkpoints_ = 0;        // checkpoints passed while none was possible
 };
 
 // Counts probe hits for one run (the emulator installs it while its ranks run).

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <string>
 #include <vector>
 
 namespace engram {
@@ -10,13 +12,29 @@ namespace {
 
 using ::testing::HasSubstr;
 
-HandleFacts facts(std::string host, std::string domain, bool imex, bool probe) {
-  HandleFacts f;
-  f.placement.host = {host, "boot-" + host};
-  f.placement.nvlink_domain = std::move(domain);
-  f.placement.imex_channel = imex;
-  f.fabric_probe_ok = probe;
-  return f;
+// HandleFacts holds views: the strings live here for the test's length.
+std::string_view kept(std::string s) {
+  static std::deque<std::string> store;
+  return store.emplace_back(std::move(s));
+}
+
+HandleFacts facts(const std::string& host, std::string_view domain, bool imex, bool probe) {
+  return {kept(host), kept("boot-" + host), domain, imex, probe};
+}
+
+TEST(HandleFacts, ViewsThePlacementFactsItIsMadeOf) {
+  PlacementFacts p;
+  p.host = {"node-3", "b3"};
+  p.nvlink_domain = "rack-1";
+  p.imex_channel = true;
+  const HandleFacts f = HandleFacts::of(p, false);
+  EXPECT_EQ(f.hostname.data(), p.host.hostname.data());
+  EXPECT_EQ(f.boot_id, "b3");
+  EXPECT_EQ(f.nvlink_domain, "rack-1");
+  EXPECT_TRUE(f.imex_channel);
+  EXPECT_FALSE(f.fabric_probe_ok);
+  EXPECT_FALSE(f.same_host(facts("node-3", "", false, false)));  // boot ids differ
+  EXPECT_TRUE(f.same_host(HandleFacts::of(p, true)));
 }
 
 TEST(ChooseHandleType, FabricWhenEveryRankHasItInOneDomain) {
@@ -39,7 +57,7 @@ TEST(ChooseHandleType, PosixFdOnOneHostWithoutImex) {
 
 TEST(ChooseHandleType, SameHostnameDifferentBootIsTwoHosts) {
   HandleFacts a = facts("a", "", false, false), b = facts("a", "", false, false);
-  b.placement.host.boot_id = "other";
+  b.boot_id = "other";
   std::vector<HandleFacts> f = {a, b};
   EXPECT_EQ(choose_handle_type(f).status().code(), ErrorCode::kFailedPrecondition);
 }

@@ -72,5 +72,20 @@ TEST(StatusContract, TheHappyPathsStillWork) {
   EXPECT_EQ(std::move(bad).take_status().context().peer, 5);
 }
 
+TEST(StatusContract, ContextIsAddedToErrorsOnlyAndInnerContextWins) {
+  Status ok = Status::ok().with_context(3, 4, "map");
+  EXPECT_TRUE(ok.is_ok());
+  EXPECT_EQ(ok.context().rank, -1);
+  EXPECT_TRUE(ok.context().step.empty());
+
+  std::string step = "import";  // a view of it is taken; the status keeps its own copy
+  Status error = Status(ErrorCode::kUnavailable, "gone", {-1, 9, ""}).with_context(3, 4, step);
+  step = "changed";
+  EXPECT_EQ(error.context().rank, 3);
+  EXPECT_EQ(error.context().peer, 9);  // set inside: kept
+  EXPECT_EQ(error.context().step, "import");
+  EXPECT_EQ(std::move(error).with_context(5, 6, "later").context().step, "import");
+}
+
 }  // namespace
 }  // namespace engram

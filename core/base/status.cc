@@ -21,10 +21,11 @@ const char* error_code_name(ErrorCode code) {
   return "unknown";
 }
 
-Status Status::with_context(int rank, int peer, std::string step) && {
+Status Status::with_context(int rank, int peer, std::string_view step) && {
+  if (is_ok()) return std::move(*this);  // most calls: wrapping a step that worked
   if (context_.rank < 0) context_.rank = rank;
   if (context_.peer < 0) context_.peer = peer;
-  if (context_.step.empty()) context_.step = std::move(step);
+  if (context_.step.empty()) context_.step = step;
   return std::move(*this);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -50,8 +51,8 @@ class [[nodiscard]] Status {
   const ErrorContext& context() const { return context_; }
 
   // Adds context that is not already set (inner context wins: it is closer to
-  // the failure).
-  Status with_context(int rank, int peer, std::string step) &&;
+  // the failure). Success carries no context: it stays ok, unchanged.
+  Status with_context(int rank, int peer, std::string_view step) &&;
   Status with_rank(int rank) &&;
 
   // "unavailable: rank 3, peer 5, step import: <message>"

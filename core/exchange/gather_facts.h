@@ -8,7 +8,8 @@
 // fits (the usual case); otherwise a second round padded to the longest
 // record, whose length every rank knows from the first round's headers.
 // O(group size) per rank; ranks of one process that received one shared
-// buffer (the emulator's) share one decoded copy, so N ranks cost O(N).
+// buffer (the emulator's) share one scan of it and one decoded copy, so N
+// ranks cost O(N).
 #pragma once
 
 #include <cstddef>

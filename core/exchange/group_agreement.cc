@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -34,47 +35,59 @@ Status peer_failure(const AgreementRecord& failed, std::string_view what, int me
 
 }  // namespace
 
+AgreementRecord GroupVerdict::record(size_t group_rank) const {
+  ENGRAM_CHECK(round_ok() && group_rank < member_count());
+  AgreementRecord r;
+  std::memcpy(&r, gathered->data() + group_rank * stride_bytes, sizeof r);
+  return r;
+}
+
+std::span<const std::byte> GroupVerdict::payload(size_t group_rank) const {
+  ENGRAM_CHECK(round_ok() && group_rank < member_count());
+  return std::span<const std::byte>(*gathered).subspan(group_rank * stride_bytes + sizeof(AgreementRecord),
+                                                       stride_bytes - sizeof(AgreementRecord));
+}
+
 GroupVerdict agree_on_outcome(Collectives& group, const Status& mine, std::string_view what, int progress,
                               std::span<const std::byte> payload) {
   const int me_world = group.world_rank();
   const AgreementRecord record = record_of(mine, me_world, progress);
   const size_t n = static_cast<size_t>(group.size());
   const size_t stride = sizeof(AgreementRecord) + payload.size();
-  std::vector<std::byte> send(sizeof record);
+  std::vector<std::byte> send(stride);
   std::memcpy(send.data(), &record, sizeof record);
-  send.insert(send.end(), payload.begin(), payload.end());
-  std::vector<std::byte> all(stride * n);
+  if (!payload.empty()) std::memcpy(send.data() + sizeof record, payload.data(), payload.size());
 
   GroupVerdict out;
-  Status round = group.all_gather(send, all);
+  auto round = group.all_gather_shared(send);
   if (!round.is_ok()) {
     // A member is gone: that is the root cause, even where this rank failed
     // too (perhaps because of it: a survivor cleaned up what it was reading).
-    out.gone_rank = round.code() == ErrorCode::kUnavailable && round.context().peer >= 0 ? round.context().peer
-                                                                                         : kUnknownMemberGone;
-    out.status = std::move(round).with_context(me_world, -1, std::string(what));
+    Status why = std::move(round).take_status();
+    out.gone_rank = why.code() == ErrorCode::kUnavailable && why.context().peer >= 0 ? why.context().peer
+                                                                                     : kUnknownMemberGone;
+    out.status = std::move(why).with_context(me_world, -1, what);
     if (!mine.is_ok())
       out.status = Status(out.status.code(), out.status.message() + "; this rank had also failed: " + mine.to_string(),
                           out.status.context());
     return out;
   }
-  out.records.resize(n);
-  out.payloads.resize(payload.size() * n);
-  for (size_t r = 0; r < n; ++r) {
-    std::memcpy(&out.records[r], all.data() + r * stride, sizeof(AgreementRecord));
-    if (!payload.empty())
-      std::memcpy(out.payloads.data() + r * payload.size(), all.data() + r * stride + sizeof(AgreementRecord),
-                  payload.size());
-  }
+  out.gathered = std::move(round).value();
+  out.stride_bytes = stride;
+  ENGRAM_CHECK(out.gathered != nullptr && out.gathered->size() == stride * n);
   if (!mine.is_ok()) {
     out.status = Status(mine).with_rank(me_world);
     return out;
   }
-  const auto failed = std::find_if(out.records.begin(), out.records.end(),
-                                   [](const AgreementRecord& r) { return r.ok == 0; });
-  if (failed != out.records.end()) {
-    out.status = peer_failure(*failed, what, me_world);
-    out.peer_failed = true;
+  for (size_t r = 0; r < n; ++r) {
+    // `ok` sits at a fixed offset of each record: read it in place.
+    uint8_t ok = 1;
+    std::memcpy(&ok, out.gathered->data() + r * stride + offsetof(AgreementRecord, ok), 1);
+    if (ok == 0) {
+      out.status = peer_failure(out.record(r), what, me_world);
+      out.peer_failed = true;
+      break;
+    }
   }
   return out;
 }

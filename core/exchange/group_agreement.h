@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -42,10 +43,6 @@ struct GroupVerdict {
   // rank), its step, peer and error code, and `what` the group was doing,
   // with peer = that rank and step = its step.
   Status status;
-  // Every rank's record in group-rank order; empty when the round failed.
-  std::vector<AgreementRecord> records;
-  // Every rank's payload, concatenated in group-rank order (payload size each).
-  std::vector<std::byte> payloads;
   // The member that was gone when the round failed (world rank), else -1.
   // kUnknownMemberGone when the round failed naming nobody (a member stopped
   // answering: its deadline passed): any member, the one that made
@@ -54,7 +51,17 @@ struct GroupVerdict {
   // A member other than this rank failed (the round itself succeeded).
   bool peer_failed = false;
 
-  bool round_ok() const { return !records.empty(); }
+  // What every member sent, in group-rank order, each a record and then its
+  // payload (stride_bytes in all); null when the round failed. Shared, not
+  // copied, where one process runs many members (the emulator).
+  std::shared_ptr<const std::vector<std::byte>> gathered;
+  size_t stride_bytes = 0;
+
+  bool round_ok() const { return gathered != nullptr; }
+  size_t member_count() const { return round_ok() ? gathered->size() / stride_bytes : 0; }
+  // Member `group_rank`'s record and payload; only after a round that worked.
+  AgreementRecord record(size_t group_rank) const;
+  std::span<const std::byte> payload(size_t group_rank) const;
 };
 
 // Collective over `group`: one all_gather of every rank's record plus an

@@ -134,8 +134,7 @@ Result<ExchangePlan> agree_on_plan(RankBackend& backend, Collectives& group, uin
     const RankFacts& g = gathered->ranks[r];
     headers[r] = g.extra_as<ExchangeFacts>();
     plan.world_ranks[r] = headers[r].world_rank;
-    facts[r].placement = g.placement;
-    facts[r].fabric_probe_ok = headers[r].fabric_probe_ok != 0;
+    facts[r] = HandleFacts::of(g.placement, headers[r].fabric_probe_ok != 0);
     if (!headers[r].ok)
       return Status(ErrorCode::kUnavailable,
                     fmt::format("handle exchange abandoned: rank {} could not read its device facts",
@@ -240,8 +239,9 @@ Transfer transfer_fabric(DeviceMemory& device, Collectives& group, const Exchang
   out.mappings = import_and_map(device, plan, exported.own.handle(), [&](int peer) -> Result<ShareableHandle> {
     ShareableHandle h;
     h.type = HandleType::kFabric;
-    std::memcpy(h.fabric.data(), verdict.payloads.data() + static_cast<size_t>(peer) * kFabricHandleBytes,
-                kFabricHandleBytes);
+    const std::span<const std::byte> sent = verdict.payload(static_cast<size_t>(peer));
+    ENGRAM_CHECK(sent.size() == kFabricHandleBytes);
+    std::memcpy(h.fabric.data(), sent.data(), kFabricHandleBytes);
     return h;
   });
   return out;
@@ -309,7 +309,7 @@ Transfer transfer_posix(RankBackend& backend, Collectives& group, const Exchange
     for (int p = 0; p < n; ++p) {
       if (!verdict.round_ok() || p == me || fetched[static_cast<size_t>(p)]) continue;
       const int k = (me - p + n) % n;
-      if (k < 1 || k > verdict.records[static_cast<size_t>(p)].progress) continue;
+      if (k < 1 || k > verdict.record(static_cast<size_t>(p)).progress) continue;
       auto stray = backend.fds->recv_fd(plan.world_ranks[static_cast<size_t>(p)]);
       if (stray.is_ok()) backend.device->close_fd(stray->fd).ignore();
       coverage_probe("exchange: drained an fd after failure");
@@ -338,8 +338,10 @@ Status PeerMappings::release(int world_rank) {
   auto keep = [&](Status s) {
     if (first.is_ok() && !s.is_ok()) first = std::move(s).with_rank(world_rank);
   };
-  for (DeviceMapping& slot : slots) keep(slot.unmap());
-  for (DeviceAllocation& allocation : imported) keep(allocation.release());
+  // Last made, first undone (as destructors would): a backend that keeps
+  // its mappings and handles sorted drops each from the end.
+  for (auto slot = slots.rbegin(); slot != slots.rend(); ++slot) keep(slot->unmap());
+  for (auto allocation = imported.rbegin(); allocation != imported.rend(); ++allocation) keep(allocation->release());
   keep(range.free());
   return first;
 }

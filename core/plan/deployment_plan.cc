@@ -40,16 +40,10 @@ ModelSummary summarize(const ModelSpec& spec) {
   return s;
 }
 
-HandleFacts handle_facts_of(const HostSpec& host, int gpu_ordinal) {
-  HandleFacts f;
-  f.placement.host = HostIdentity{host.name, host.boot_id};
-  f.placement.nvlink_domain = host.nvlink_domain;
-  f.placement.imex_channel = host.imex_channel;
-  f.placement.gpu_ordinal = gpu_ordinal;
-  f.placement.visible_gpu_count = host.visible_gpus_per_rank == 0 ? host.gpu_count : host.visible_gpus_per_rank;
+// Views of `host`'s strings: the deployment outlives the decision.
+HandleFacts handle_facts_of(const HostSpec& host) {
   // Predicted probe: the attribute alone lies without an IMEX channel.
-  f.fabric_probe_ok = host.fabric_attribute && host.imex_channel;
-  return f;
+  return {host.name, host.boot_id, host.nvlink_domain, host.imex_channel, host.fabric_attribute && host.imex_channel};
 }
 
 // The environment the named hosts share, or unknown when they differ (the
@@ -160,7 +154,6 @@ Result<HandleTypeByGroup> assign_shard_groups(const Deployment& d, std::vector<R
   if (ops.group != PlacementGroup::kShardGroup) return handle_by_group;
   const ShardGroups shards = compute_shard_groups(d.config.shard_group, d.rank_hosts, d.hosts);
   std::vector<std::vector<HandleFacts>> facts_by_group(static_cast<size_t>(shards.group_count));
-  std::vector<int> gpu_next(d.hosts.size(), 0);
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankPlan& rp = ranks[r];
     ENGRAM_CHECK(rp.placement == ops.id);
@@ -169,7 +162,7 @@ Result<HandleTypeByGroup> assign_shard_groups(const Deployment& d, std::vector<R
     rp.shard_index = shards.index_by_rank[r];
     if (ops.shares_device_memory)
       facts_by_group[static_cast<size_t>(rp.shard_group)].push_back(
-          handle_facts_of(d.hosts[static_cast<size_t>(rp.host)], gpu_next[static_cast<size_t>(rp.host)]++));
+          handle_facts_of(d.hosts[static_cast<size_t>(rp.host)]));
   }
   for (int g = 0; g < shards.group_count; ++g) {
     if (facts_by_group[static_cast<size_t>(g)].empty()) continue;

@@ -12,14 +12,13 @@ namespace engram {
 
 Result<HandleType> choose_handle_type(std::span<const HandleFacts> facts_by_rank) {
   if (facts_by_rank.empty()) return invalid_argument("choose_handle_type: no ranks given; pass one fact per rank");
-  const std::string& domain0 = facts_by_rank[0].placement.nvlink_domain;
-  bool all_fabric = true, all_imex = true, one_domain = !domain0.empty(), one_host = true;
+  const HandleFacts& first = facts_by_rank[0];
+  bool all_fabric = true, all_imex = true, one_domain = !first.nvlink_domain.empty(), one_host = true;
   for (const HandleFacts& f : facts_by_rank) {
-    const PlacementFacts& p = f.placement;
     all_fabric &= f.fabric_probe_ok;
-    all_imex &= p.imex_channel;
-    one_domain &= p.nvlink_domain == domain0;
-    one_host &= p.host == facts_by_rank[0].placement.host;
+    all_imex &= f.imex_channel;
+    one_domain &= f.nvlink_domain == first.nvlink_domain;
+    one_host &= f.same_host(first);
   }
   if (all_fabric && all_imex && one_domain) return HandleType::kFabric;
   if (one_host) return HandleType::kPosixFd;
@@ -28,13 +27,12 @@ Result<HandleType> choose_handle_type(std::span<const HandleFacts> facts_by_rank
   // only here, since every rank of every group decides on the way in).
   std::set<std::string> hosts, domains, no_imex, no_fabric, no_domain;
   for (const HandleFacts& f : facts_by_rank) {
-    const PlacementFacts& p = f.placement;
-    const std::string host = p.host.to_string();
+    const std::string host = fmt::format("{}/{}", f.hostname, f.boot_id);  // as HostIdentity::to_string
     hosts.insert(host);
-    domains.insert(p.nvlink_domain.empty() ? "(none)" : p.nvlink_domain);
-    if (!p.imex_channel) no_imex.insert(host);
+    domains.insert(f.nvlink_domain.empty() ? "(none)" : std::string(f.nvlink_domain));
+    if (!f.imex_channel) no_imex.insert(host);
     if (!f.fabric_probe_ok) no_fabric.insert(host);
-    if (p.nvlink_domain.empty()) no_domain.insert(host);
+    if (f.nvlink_domain.empty()) no_domain.insert(host);
   }
 
   auto list = [](const std::set<std::string>& s) {

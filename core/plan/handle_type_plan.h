@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 
 #include "core/backend/device_memory.h"
 #include "core/backend/host_probe.h"
@@ -11,9 +12,21 @@
 
 namespace engram {
 
+// One rank's facts as the handle type depends on them. Views: the caller
+// keeps the strings alive for the call (every rank of every group decides,
+// so nothing is copied per member).
 struct HandleFacts {
-  PlacementFacts placement;
-  bool fabric_probe_ok = false;  // a real FABRIC create + export succeeded (the attribute alone can lie)
+  std::string_view hostname;
+  std::string_view boot_id;        // hostname + boot id name a host
+  std::string_view nvlink_domain;  // "" when the GPU is in no NVLink domain
+  bool imex_channel = false;
+  bool fabric_probe_ok = false;    // a real FABRIC create + export succeeded (the attribute alone can lie)
+
+  static HandleFacts of(const PlacementFacts& placement, bool fabric_probe_ok) {
+    return {placement.host.hostname, placement.host.boot_id, placement.nvlink_domain, placement.imex_channel,
+            fabric_probe_ok};
+  }
+  bool same_host(const HandleFacts& other) const { return hostname == other.hostname && boot_id == other.boot_id; }
 };
 
 // FABRIC when every rank's fabric probe works, every rank has an IMEX channel
