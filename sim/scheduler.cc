@@ -164,7 +164,7 @@ void Scheduler::run(int rank_count, const std::function<void(int)>& body) {
                                me.state = State::kFinished;
                                me.finished = true;
                                --live_;
-                               recordf("finish {}", next);
+                               ENGRAM_TRACE(*this, "finish {}", next);
                                // A finished rank may be what parked ranks wait for (an fd
                                // receive from it): they wait on its "finished" key.
                                notify(finished_key(next));
@@ -212,7 +212,7 @@ int Scheduler::pick_next() {
   ready_[index] = ready_.back();
   ready_.pop_back();
   ++switches_;
-  recordf("run {}", next);
+  ENGRAM_TRACE(*this, "run {}", next);
   return next;
 }
 
@@ -249,7 +249,7 @@ void Scheduler::unblock() {
     }
     ENGRAM_CHECK(t.deadline >= now_us_);
     now_us_ = t.deadline;
-    recordf("clock {}", now_us_);
+    ENGRAM_TRACE(*this, "clock {}", now_us_);
     while (!timers_.empty() && timers_.top().deadline == now_us_) {
       const Timer due = timers_.top();
       timers_.pop();
@@ -337,7 +337,7 @@ void Scheduler::hang() {
   const int me = current_;
   ENGRAM_CHECK(me >= 0);
   RankSlot& slot = *ranks_[static_cast<size_t>(me)];
-  recordf("hang {}", me);
+  ENGRAM_TRACE(*this, "hang {}", me);
   slot.state = State::kHung;
   ++hung_;
   park_current();

@@ -20,6 +20,7 @@
 // one thread runs them all, so emulator state needs no locks.
 #pragma once
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -36,6 +37,9 @@
 #include <vector>
 
 #include "sim/seed.h"
+
+// Records a trace event, its format compiled: ENGRAM_TRACE(scheduler, "run {}", rank).
+#define ENGRAM_TRACE(scheduler, format, ...) (scheduler).recordf(FMT_COMPILE(format), __VA_ARGS__)
 
 namespace engram::sim {
 
@@ -108,11 +112,14 @@ class Scheduler {
 
   // Trace: every scheduling decision and every event a component records.
   void record(std::string_view event);
-  // record(fmt::format(...)) without building a string on the heap.
-  template <typename... Args>
-  void recordf(fmt::format_string<Args...> format, Args&&... args) {
+  // record(fmt::format(...)) without building a string on the heap. The
+  // format is compiled where it is written (the ENGRAM_TRACE macro): ranks
+  // record an event at every import and arrival, so parsing it each time
+  // cost more than the event.
+  template <typename CompiledFormat, typename... Args>
+  void recordf(const CompiledFormat& format, const Args&... args) {
     fmt::memory_buffer text;
-    fmt::format_to(std::back_inserter(text), format, std::forward<Args>(args)...);
+    fmt::format_to(fmt::appender(text), format, args...);
     record(std::string_view(text.data(), text.size()));
   }
   uint64_t trace_hash() const { return trace_hash_; }

@@ -33,7 +33,7 @@ std::unique_ptr<Collectives> CollectiveHub::world(int world_rank) {
 void CollectiveHub::mark_dead(int world_rank) {
   if (!dead_[static_cast<size_t>(world_rank)]) ++dead_count_;
   dead_[static_cast<size_t>(world_rank)] = true;
-  scheduler_.recordf("dead {}", world_rank);
+  ENGRAM_TRACE(scheduler_, "dead {}", world_rank);
   scheduler_.notify_all();
 }
 
@@ -69,7 +69,7 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
   if (deposit) deposit(op);
   op.arrived[static_cast<size_t>(group_rank_)] = true;
   ++op.arrived_count;
-  scheduler.recordf("{} g{} #{} arrive {}", kind, group_->id, sequence, world_rank());
+  ENGRAM_TRACE(scheduler, "{} g{} #{} arrive {}", kind, group_->id, sequence, world_rank());
   const Scheduler::WaitKey complete_key =
       Scheduler::wait_key(Scheduler::KeySpace::kCollective, static_cast<uint64_t>(group_->id), sequence);
   if (op.arrived_count == n) scheduler.notify(complete_key);
@@ -119,7 +119,7 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
       // As an engine's watchdog does: the communicator is torn down, and
       // every member waiting on it, now or later, fails with this.
       group_->aborted = status;
-      scheduler.recordf("abort g{} at {} by {}", group_->id, scheduler.now_us(), world_rank());
+      ENGRAM_TRACE(scheduler, "abort g{} at {} by {}", group_->id, scheduler.now_us(), world_rank());
       scheduler.notify_all();
     } else {
       missing_peer = first_missing();

@@ -40,7 +40,7 @@ SimContext::Visit SimContext::visit(FaultSite site, int rank) {
   ENGRAM_CHECK(!is_process_fault(site));
   if (strike(fault_site_name(site), rank)) return Visit::kDied;
   if (faults_.fire(site, rank)) {
-    scheduler_.recordf("fault {} rank {}", fault_site_name(site), rank);
+    ENGRAM_TRACE(scheduler_, "fault {} rank {}", fault_site_name(site), rank);
     return Visit::kFault;
   }
   return Visit::kProceed;
@@ -59,13 +59,13 @@ bool SimContext::strike(std::string_view checkpoint, int rank) {
     case FaultSite::kHang:
       // Its peers cannot tell: they wait until their deadlines pass. The
       // rank comes back only when everyone else has ended, to be reaped.
-      scheduler_.recordf("hang rank {} at {}", rank, checkpoint);
+      ENGRAM_TRACE(scheduler_, "hang rank {} at {}", rank, checkpoint);
       scheduler_.hang();
       kill(rank, fmt::format("hung at {} (fault plan: hang) and was killed once its peers had ended", checkpoint),
            ErrorCode::kDeadlineExceeded);
       return true;
     case FaultSite::kSlow:
-      scheduler_.recordf("slow rank {} at {} for {} us", rank, checkpoint, fault->delay_us);
+      ENGRAM_TRACE(scheduler_, "slow rank {} at {} for {} us", rank, checkpoint, fault->delay_us);
       stalled_us_ += fault->delay_us;
       scheduler_.sleep_for(fault->delay_us);
       return is_dead(rank);
@@ -90,7 +90,7 @@ void SimContext::kill(int rank, std::string cause, ErrorCode code) {
   dead_[static_cast<size_t>(rank)] = true;
   death_codes_[static_cast<size_t>(rank)] = code;
   death_causes_[static_cast<size_t>(rank)] = std::move(cause);
-  scheduler_.recordf("death rank {}: {}", rank, death_causes_[static_cast<size_t>(rank)]);
+  ENGRAM_TRACE(scheduler_, "death rank {}: {}", rank, death_causes_[static_cast<size_t>(rank)]);
   if (on_death_) on_death_(rank);
 }
 

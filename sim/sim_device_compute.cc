@@ -322,6 +322,12 @@ Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
   return Status::ok();
 }
 
+std::string SimDeviceCompute::table_rows_key(const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows) {
+  // What fill_table_rows's bytes depend on.
+  return fmt::format("table rows: seed {} layer {} format {} dim {} rows [{}, {})", seed, table.layer_id,
+                     static_cast<int>(table.row_format), table.dim, first_row, first_row + rows);
+}
+
 Status SimDeviceCompute::fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row,
                                          int64_t rows, StreamRef) {
   if (first_row < 0 || rows < 0 || first_row + rows > table.row_count()) {
@@ -330,8 +336,16 @@ Status SimDeviceCompute::fill_table_rows(DevicePtr dst, const TableSpec& table, 
                               first_row + rows, table.row_count()),
                   {rank_, -1, "fill"});
   }
-  // In pieces, so a large shard never needs one host buffer of its size.
   const uint64_t row_bytes = table.row_bytes();
+  // Every replica of a shard fills the same rows: made once a run and
+  // shared copy-on-write (at 128 NVLink domains, 128 replicas of each).
+  const uint64_t bytes = static_cast<uint64_t>(rows) * row_bytes;
+  if (auto shared = memory_.world().shared_content(
+          table_rows_key(table, seed, first_row, rows), bytes, [&](std::span<std::byte> out) { engram::fill_table_rows(table, seed, first_row, out); })) {
+    return write_shared(dst, shared, "fill_table_rows");
+  }
+  // Too large to keep: in pieces, so a large shard never needs one host
+  // buffer of its size.
   const int64_t rows_per_piece = std::max<int64_t>(1, static_cast<int64_t>((8ull << 20) / row_bytes));
   std::vector<std::byte> piece;
   for (int64_t done = 0; done < rows; done += rows_per_piece) {

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <string>
 #include <span>
 
 #include "core/backend/device_compute.h"
@@ -33,6 +34,8 @@ class SimDeviceCompute final : public DeviceCompute {
   Status copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef stream) override;
   Status fill_async(DevicePtr dst, uint8_t value, uint64_t bytes, StreamRef stream) override;
   Status gather(const DeviceGather& args, StreamRef stream) override;
+  // The name a fill's rows are kept under for the run (DeviceWorld::shared_content).
+  static std::string table_rows_key(const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows);
   Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows,
                          StreamRef stream) override;
   Status synchronize(StreamRef stream) override;

@@ -240,7 +240,7 @@ Result<AllocationHandle> SimDeviceMemory::create(uint64_t bytes, HandleType expo
       ResourceKind::kAllocation, rank_, bytes,
       LedgerDetail::note(fmt::format("gpu {} of {}, {}", place.gpu, host.name, handle_type_name(exportable_as))));
   world_.process(rank_).handles.emplace(handle, DeviceWorld::Handle{id, false, ledger_id});
-  context_.scheduler().recordf("create r{} {} {}", rank_, bytes, handle_type_name(exportable_as));
+  ENGRAM_TRACE(context_.scheduler(), "create r{} {} {}", rank_, bytes, handle_type_name(exportable_as));
   return handle;
 }
 
@@ -280,7 +280,7 @@ Result<ShareableHandle> SimDeviceMemory::export_handle(AllocationHandle allocati
     std::memcpy(out.fabric.data() + 12, &check, 8);
     for (size_t i = 20; i < out.fabric.size(); ++i) out.fabric[i] = static_cast<uint8_t>(check >> (i % 8 * 8));
   }
-  context_.scheduler().recordf("export r{} {}", rank_, handle_type_name(type));
+  ENGRAM_TRACE(context_.scheduler(), "export r{} {}", rank_, handle_type_name(type));
   return out;
 }
 
@@ -334,7 +334,7 @@ Result<AllocationHandle> SimDeviceMemory::import_handle(const ShareableHandle& h
   const uint64_t ledger_id =
       context_.ledger().add(ResourceKind::kImportedHandle, rank_, p->bytes, LedgerDetail::of_rank(p->creator_rank));
   world_.process(rank_).handles.emplace(h, DeviceWorld::Handle{physical_id, true, ledger_id});
-  context_.scheduler().recordf("import r{} from r{}", rank_, p->creator_rank);
+  ENGRAM_TRACE(context_.scheduler(), "import r{} from r{}", rank_, p->creator_rank);
   return h;
 }
 
@@ -634,6 +634,23 @@ std::shared_ptr<const DeviceWorld::PageList> DeviceWorld::pages_of(
   cached = pages;
   if (shared_pages_.size() > 64) std::erase_if(shared_pages_, [](const auto& entry) { return entry.second.expired(); });
   return pages;
+}
+
+std::shared_ptr<const std::vector<std::byte>> DeviceWorld::shared_content(
+    const std::string& key, uint64_t bytes, const std::function<void(std::span<std::byte>)>& make) {
+  if (auto it = shared_content_.find(key); it != shared_content_.end()) {
+    ENGRAM_CHECK(it->second.data->size() == bytes);
+    return it->second.data;
+  }
+  // Kept twice over: the bytes and the pages cut from them.
+  if (shared_content_bytes_ + 2 * bytes > kSharedContentBytesMax) return nullptr;
+  auto data = std::make_shared<std::vector<std::byte>>(bytes);
+  make(*data);
+  SharedContent& kept = shared_content_[key];
+  kept.data = std::move(data);
+  kept.pages = pages_of(kept.data);
+  shared_content_bytes_ += 2 * bytes;
+  return kept.data;
 }
 
 Status SimDeviceMemory::copy_to_device_shared(DevicePtr dst, const std::shared_ptr<const std::vector<std::byte>>& data) {

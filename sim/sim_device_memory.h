@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -104,6 +105,15 @@ class DeviceWorld {
 
   SimContext& context() { return context_; }
 
+  // Bytes that many ranks write alike (every replica of a shard fills the
+  // same rows), made by `make` once per run and kept for the run, so the
+  // allocations they are written to share their pages copy-on-write. Null
+  // once keeping them would pass kSharedContentBytesMax: the caller then
+  // writes bytes of its own.
+  static constexpr uint64_t kSharedContentBytesMax = 256ull << 20;
+  std::shared_ptr<const std::vector<std::byte>> shared_content(const std::string& key, uint64_t bytes,
+                                                               const std::function<void(std::span<std::byte>)>& make);
+
  private:
   SimContext& context_;
   std::vector<Process> processes_;
@@ -122,6 +132,12 @@ class DeviceWorld {
   using PageList = std::vector<std::shared_ptr<std::byte[]>>;
   std::unordered_map<const void*, std::weak_ptr<const PageList>> shared_pages_;
   std::shared_ptr<const PageList> pages_of(const std::shared_ptr<const std::vector<std::byte>>& data);
+  struct SharedContent {
+    std::shared_ptr<const std::vector<std::byte>> data;
+    std::shared_ptr<const PageList> pages;  // held, so every writer finds them in shared_pages_
+  };
+  std::unordered_map<std::string, SharedContent> shared_content_;
+  uint64_t shared_content_bytes_ = 0;
   // Page `page` of `p`, ready to write: allocated (zeroed) if absent, copied
   // first if shared.
   std::byte* writable_page(Physical& p, uint64_t page);
@@ -133,6 +149,7 @@ class DeviceWorld {
 class SimDeviceMemory final : public DeviceMemory {
  public:
   SimDeviceMemory(DeviceWorld& world, int rank);
+  DeviceWorld& world() { return world_; }
 
   Result<DeviceInfo> info() override;
   Status probe_fabric() override;

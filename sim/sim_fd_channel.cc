@@ -33,7 +33,7 @@ void FdWorld::close_channel(int rank) {
       context_.ledger().remove(ResourceKind::kInFlightFd, m.ledger_id);
       devices_.drop_file_reference(m.file);
       coverage_probe("sim: fd in flight closed with its receiver's socket");
-      context_.scheduler().recordf("drop_fd r{} <- r{}", rank, m.from);
+      ENGRAM_TRACE(context_.scheduler(), "drop_fd r{} <- r{}", rank, m.from);
     }
     it = queues_.erase(it);
   }
@@ -88,7 +88,7 @@ Status SimFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> h
       context_.ledger().add(ResourceKind::kInFlightFd, peer_rank, 0, LedgerDetail::of_rank(rank_));
   world_.queues_[{peer_rank, rank_}].push_back(
       FdWorld::Message{rank_, file, std::vector<std::byte>(header.begin(), header.end()), ledger_id});
-  context_.scheduler().recordf("send_fd r{} -> r{}", rank_, peer_rank);
+  ENGRAM_TRACE(context_.scheduler(), "send_fd r{} -> r{}", rank_, peer_rank);
   context_.scheduler().notify(fd_queue_key(peer_rank, rank_));
   return Status::ok();
 }
@@ -138,7 +138,7 @@ Result<ReceivedFd> SimFdChannel::recv_fd(int peer_rank) {
   out.fd = world_.devices_.install_fd(rank_, message.file, /*received=*/true, p ? p->bytes : 0);
   world_.devices_.drop_file_reference(message.file);  // the message's reference moved into the fd table
   out.header = std::move(message.header);
-  context_.scheduler().recordf("recv_fd r{} <- r{}", rank_, peer_rank);
+  ENGRAM_TRACE(context_.scheduler(), "recv_fd r{} <- r{}", rank_, peer_rank);
   return out;
 }
 

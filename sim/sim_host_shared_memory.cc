@@ -256,7 +256,7 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
   charge += accounted;
   segment->charged_to = &charge;
   segment->numa_node = world_.numa_node_of(rank_);
-  context_.scheduler().recordf("shm_create r{} {} {}", rank_, name, bytes);
+  ENGRAM_TRACE(context_.scheduler(), "shm_create r{} {} {}", rank_, name, bytes);
   return map_segment(std::move(segment), bytes, /*writable=*/true);
 }
 
@@ -304,7 +304,7 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::open_read_only(const st
     // the socket link (one copy per NUMA node would avoid it).
     coverage_probe("sim: /dev/shm table read from another socket");
     ++world_.remote_numa_maps_;
-    context_.scheduler().recordf("shm_remote_numa r{} {} node {}", rank_, name, it->second->numa_node);
+    ENGRAM_TRACE(context_.scheduler(), "shm_remote_numa r{} {} node {}", rank_, name, it->second->numa_node);
   }
   return map_segment(it->second, bytes, /*writable=*/false);
 }

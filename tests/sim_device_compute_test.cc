@@ -7,6 +7,7 @@
 // the DP slot failing alone while its peers finish.
 #include "sim/sim_device_compute.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -16,6 +17,7 @@
 #include "core/lookup/shard_layout.h"
 #include "core/model/table_fill.h"
 #include "kernels/gather_reference.h"
+#include "sim/sim_device_memory.h"
 #include "sim/world.h"
 
 namespace engram {
@@ -280,6 +282,44 @@ TEST(SimDeviceCompute, ZeroFillDropsPagesAndGatheredPagesAreCopiedOnWrite) {
     }
     ENGRAM_RETURN_IF_ERROR(c.free(all));
     return c.free(in);
+  });
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
+}
+
+TEST(SimDeviceCompute, ReplicasFillingTheSameRowsSharePagesCopiedOnWrite) {
+  const TableSpec t = small_table(RowFormat::kBf16);
+  constexpr int64_t kFirstRow = 7, kRows = 50;  // 6,400 bytes: whole pages and a ragged tail
+  std::vector<std::byte> want(static_cast<size_t>(kRows) * t.row_bytes());
+  fill_table_rows(t, 5, kFirstRow, want);
+  auto run = sim::run_world(one_host(3), [&](RankBackend& b) -> Status {
+    DeviceCompute& c = *b.compute;
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr rows, c.allocate(want.size()));
+    ENGRAM_RETURN_IF_ERROR(c.fill_table_rows(rows, t, 5, kFirstRow, kRows, {}));
+    ENGRAM_RETURN_IF_ERROR(b.world->barrier());
+    // Every rank's fill is the one kept for the run: made once.
+    auto* memory = dynamic_cast<sim::SimDeviceMemory*>(b.device);
+    if (memory == nullptr) return internal_error("not the emulator's device memory");
+    int made = 0;
+    auto kept = memory->world().shared_content(sim::SimDeviceCompute::table_rows_key(t, 5, kFirstRow, kRows),
+                                               want.size(), [&](std::span<std::byte>) { ++made; });
+    if (kept == nullptr || made != 0 || *kept != want)
+      return internal_error(fmt::format("rank {}: the fill was not kept once for the run", b.world_rank));
+    // Rank 2 overwrites a byte in a shared page and one in the tail.
+    if (b.world_rank == 2) {
+      const std::byte mark{0xee};
+      ENGRAM_RETURN_IF_ERROR(c.copy_to_device(rows + 3, std::span(&mark, 1)));
+      ENGRAM_RETURN_IF_ERROR(c.copy_to_device(rows + want.size() - 1, std::span(&mark, 1)));
+    }
+    ENGRAM_RETURN_IF_ERROR(b.world->barrier());
+    ENGRAM_ASSIGN_OR_RETURN(auto got, download<std::byte>(c, rows, want.size()));
+    for (size_t i = 0; i < want.size(); ++i) {
+      const bool marked = b.world_rank == 2 && (i == 3 || i == want.size() - 1);
+      if (got[i] != (marked ? std::byte{0xee} : want[i]))
+        return internal_error(fmt::format("rank {}: byte {} differs", b.world_rank, i));
+    }
+    return c.free(rows);
   });
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
