@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -34,20 +35,36 @@ const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab
 const std::string kWorker = std::string(ENGRAM_BINARY_DIR) + "/tests/host_worker";
 const std::string kToken = "0123456789abcdef0123456789abcdef";
 
+// Binds 127.0.0.1:port (listening when `listen_too`); false when taken.
+bool bind_loopback(int fd, int port, bool listen_too) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  return ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && (!listen_too || ::listen(fd, 16) == 0);
+}
+
 // Listens on 127.0.0.1:<a free port> and keeps it, as torchrun's agent keeps
-// its store's port.
+// its store's port. The port and the one above it are picked below Linux's
+// ephemeral range (32768 up) with both free, so no other test's listener or
+// outgoing connection is handed either while this test runs.
 struct HeldPort {
   int fd = -1;
   int port = 0;
   HeldPort() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && ::listen(fd, 16) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      port = ntohs(a.sin_port);
+    const int first = 20000 + static_cast<int>(::getpid() % 6000) * 2;
+    for (int i = 0; i < 2000 && port == 0; ++i) {
+      const int p = 20000 + (first - 20000 + 2 * i) % 12000;
+      const int candidate = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const int above = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const bool free_pair = bind_loopback(candidate, p, true) && bind_loopback(above, p + 1, false);
+      ::close(above);
+      if (free_pair) {
+        fd = candidate;
+        port = p;
+      } else {
+        ::close(candidate);
+      }
     }
   }
   ~HeldPort() { ::close(fd); }
