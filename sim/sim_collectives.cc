@@ -241,6 +241,8 @@ Status SimCollectives::reduce_scatter_sum_bf16_runs(uint64_t count, std::span<co
   // The count travels as the contribution, so members that disagree are caught.
   const auto count_bytes = std::as_bytes(std::span(&count, 1));
   auto deposit = [&](SimGroup::Operation& op) {
+    if (!op.first_size) op.first_size = count;
+    op.sizes_differ |= *op.first_size != count;
     if (op.runs_by_chunk.empty()) op.runs_by_chunk.resize(n);
     for (const Bf16Run& run : runs) {
       uint64_t at = run.first;
@@ -259,7 +261,7 @@ Status SimCollectives::reduce_scatter_sum_bf16_runs(uint64_t count, std::span<co
   return rendezvous(
       "reduce_scatter", {count_bytes.begin(), count_bytes.end()},
       [&](SimGroup::Operation& op) -> Status {
-        for (size_t i = 0; i < op.contributions.size(); ++i) {
+        for (size_t i = 0; op.sizes_differ && i < op.contributions.size(); ++i) {
           uint64_t theirs = 0;
           std::memcpy(&theirs, op.contributions[i].data(), sizeof theirs);
           if (theirs != count)

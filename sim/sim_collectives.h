@@ -65,6 +65,11 @@ struct SimGroup {
       std::vector<uint16_t> values;
     };
     std::vector<std::vector<ChunkRun>> runs_by_chunk;
+    // The size the first arrival passed, and whether a later one differed:
+    // members compare sizes on arrival, so a member scans the others' only
+    // when one differs (a scan per member is O(group) each).
+    std::optional<uint64_t> first_size;
+    bool sizes_differ = false;
   };
   std::map<uint64_t, Operation> operations;  // by per-rank sequence number
   // Set when a member timed out: what every later call on the group returns.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cstring>
 #include <vector>
 
@@ -39,7 +40,7 @@ class SimDeviceCollectives final : public DeviceCollectives {
   Status all_gather(DevicePtr mine, DevicePtr all, uint64_t bytes_per_rank, StreamRef) override {
     std::vector<std::byte> in(bytes_per_rank);
     ENGRAM_RETURN_IF_ERROR(compute_.read(mine, in, "ncclAllGather"));
-    // Every member receives the same bytes: one copy, its pages shared.
+    // Every member receives the same bytes: one copy, held as an extent by each.
     ENGRAM_ASSIGN_OR_RETURN(auto out, group_.all_gather_shared(in));
     return compute_.write_shared(all, out, "ncclAllGather");
   }
@@ -209,6 +210,28 @@ Status SimDeviceCompute::copy_to_device(DevicePtr dst, std::span<const std::byte
 
 Status SimDeviceCompute::copy_to_host(std::span<std::byte> dst, DevicePtr src) { return read(src, dst, "cudaMemcpy"); }
 
+Status SimDeviceCompute::copy_to_host_strided(std::span<std::byte> dst, DevicePtr src, uint64_t row_bytes,
+                                              uint64_t src_pitch_bytes) {
+  const char* call = "cudaMemcpy2D";
+  ENGRAM_RETURN_IF_ERROR(check_strided_copy(dst.size(), row_bytes, src_pitch_bytes, rank_));
+  ENGRAM_RETURN_IF_ERROR(alive(call));
+  if (dst.empty()) return Status::ok();
+  const uint64_t rows = dst.size() / row_bytes;
+  const uint64_t span_bytes = (rows - 1) * src_pitch_bytes + row_bytes;
+  DevicePtr base = 0;
+  std::optional<SharedView> view;
+  if (registered(src, span_bytes, &base) == nullptr) {
+    // One check of the whole span, as the driver's; then the rows.
+    ENGRAM_ASSIGN_OR_RETURN(view, memory_.shared_view(src, span_bytes));
+  }
+  for (uint64_t k = 0; k < rows; ++k) {
+    std::span<std::byte> row = dst.subspan(k * row_bytes, row_bytes);
+    if (view) std::memcpy(row.data(), view->data->data() + view->data_offset + k * src_pitch_bytes, row_bytes);
+    else ENGRAM_RETURN_IF_ERROR(read(src + k * src_pitch_bytes, row, call));
+  }
+  return Status::ok();
+}
+
 Status SimDeviceCompute::copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef) {
   std::vector<std::byte> buffer(bytes);
   ENGRAM_RETURN_IF_ERROR(read(src, buffer, "cudaMemcpyAsync"));
@@ -227,8 +250,7 @@ Status SimDeviceCompute::fill_async(DevicePtr dst, uint8_t value, uint64_t bytes
   return write(dst, buffer, "cudaMemsetAsync");
 }
 
-Status SimDeviceCompute::write_shared(DevicePtr dst, const std::shared_ptr<const std::vector<std::byte>>& data,
-                                      const char* call) {
+Status SimDeviceCompute::write_shared(DevicePtr dst, const SharedBytes& data, const char* call) {
   ENGRAM_RETURN_IF_ERROR(alive(call));
   if (data->empty()) return Status::ok();
   DevicePtr base = 0;
@@ -272,6 +294,10 @@ Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
   const TableSpec table = row_table(a.layout);
   const uint64_t row_bytes = a.layout.row_bytes;
   if (row_bytes < table.row_bytes()) return bad(fmt::format("row_bytes {} is shorter than a row", row_bytes));
+  if (a.shard_count == 0 && !a.zero_missing) {
+    ENGRAM_ASSIGN_OR_RETURN(bool done, gather_owned_from_index(a, call));
+    if (done) return Status::ok();
+  }
   // The ids are read a block of tokens at a time: the collective lookup
   // gathers over every member's ids, and one vector of them all per call
   // (freed, then outgrown by the next) fragmented the emulator's heap.
@@ -320,6 +346,34 @@ Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
     ENGRAM_RETURN_IF_ERROR(write(dst, std::as_bytes(std::span(values)), call));
   }
   return Status::ok();
+}
+
+Result<bool> SimDeviceCompute::gather_owned_from_index(const DeviceGather& a, const char* call) {
+  ENGRAM_CHECK(a.shard_count == 0 && !a.zero_missing && a.head_begin == 0 && a.head_count == a.ids_per_token);
+  const uint64_t slots = static_cast<uint64_t>(a.tokens) * static_cast<uint64_t>(a.ids_per_token);
+  DevicePtr base = 0;
+  if (registered(a.ids, slots * 8, &base) != nullptr) return false;
+  ENGRAM_ASSIGN_OR_RETURN(std::optional<SharedView> view, memory_.shared_view(a.ids, slots * 8));
+  if (!view || view->data_offset % 8 != 0) return false;
+  const auto sorted = memory_.world().sorted_ids(view->data);
+  const uint64_t first_word = view->data_offset / 8;
+  // Ids in [first, first + count), by value then word: writes land in other
+  // slots than a scan's order would visit them, but each slot once, alike.
+  const int64_t first = a.range_first_row, end = a.range_first_row + a.range_row_count;
+  auto lo = std::lower_bound(sorted->begin(), sorted->end(), std::pair<int64_t, uint32_t>{first, 0});
+  auto hi = std::lower_bound(lo, sorted->end(), std::pair<int64_t, uint32_t>{end, 0});
+  const TableSpec table = row_table(a.layout);
+  const size_t dim = static_cast<size_t>(a.layout.dim);
+  std::vector<std::byte> row(table.row_bytes());
+  std::vector<uint16_t> values(dim);
+  for (auto it = lo; it != hi; ++it) {
+    if (it->second < first_word || it->second >= first_word + slots) continue;
+    const uint64_t slot = it->second - first_word;
+    ENGRAM_RETURN_IF_ERROR(read(a.range_base + static_cast<uint64_t>(it->first - first) * a.layout.row_bytes, row, call));
+    kernels::row_reference(table, row, values);
+    ENGRAM_RETURN_IF_ERROR(write(a.out + slot * dim * 2, std::as_bytes(std::span(values)), call));
+  }
+  return true;
 }
 
 std::string SimDeviceCompute::table_rows_key(const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows) {

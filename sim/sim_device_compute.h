@@ -31,6 +31,8 @@ class SimDeviceCompute final : public DeviceCompute {
   Status unregister_host(std::span<const std::byte> host) override;
   Status copy_to_device(DevicePtr dst, std::span<const std::byte> src) override;
   Status copy_to_host(std::span<std::byte> dst, DevicePtr src) override;
+  Status copy_to_host_strided(std::span<std::byte> dst, DevicePtr src, uint64_t row_bytes,
+                              uint64_t src_pitch_bytes) override;
   Status copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef stream) override;
   Status fill_async(DevicePtr dst, uint8_t value, uint64_t bytes, StreamRef stream) override;
   Status gather(const DeviceGather& args, StreamRef stream) override;
@@ -52,9 +54,9 @@ class SimDeviceCompute final : public DeviceCompute {
   // and registered host memory. Errors as the driver's (illegal address).
   Status read(DevicePtr src, std::span<std::byte> dst, const char* call);
   Status write(DevicePtr dst, std::span<const std::byte> src, const char* call);
-  // write() of bytes every member of a group receives alike: device pages
-  // are shared between the members (copied on a later write).
-  Status write_shared(DevicePtr dst, const std::shared_ptr<const std::vector<std::byte>>& data, const char* call);
+  // write() of bytes every member of a group receives alike: in device
+  // memory one extent shared by the members (copied out on a later write).
+  Status write_shared(DevicePtr dst, const SharedBytes& data, const char* call);
   // The written parts of [src, src + bytes), in order (device memory: its
   // written pages; registered host memory: all of it); the rest is zeros.
   Status for_each_written(DevicePtr src, uint64_t bytes, const char* call,
@@ -68,6 +70,11 @@ class SimDeviceCompute final : public DeviceCompute {
   // The registration holding [address, address + bytes), or null.
   const Registration* registered(DevicePtr address, uint64_t bytes, DevicePtr* base) const;
   Status alive(const char* call) const;
+  // The owned-rows gather when its ids are one shared extent (a collective
+  // lookup's all-gathered ids, the same buffer on every member): the ids in
+  // the owned range are found in the buffer's sorted index, so a member's
+  // gather costs the rows it owns, not the group's ids. False: not such ids.
+  Result<bool> gather_owned_from_index(const DeviceGather& args, const char* call);
 
   SimContext& context_;
   SimDeviceMemory& memory_;

@@ -73,7 +73,6 @@ void DeviceWorld::drop_reference(uint64_t id) {
   uint64_t& used = gpu_used_bytes_[gpu_key(p->host, p->gpu)];
   ENGRAM_CHECK(used >= p->bytes);
   used -= p->bytes;
-  resident_page_bytes_ -= p->pages.size() * kSimPageBytes;
   physicals_[id - 1].reset();
   --physicals_live_;
 }
@@ -391,6 +390,14 @@ Status SimDeviceMemory::map(DevicePtr address, uint64_t bytes, AllocationHandle 
   world_.add_reference(p->id);
   const uint64_t ledger_id =
       context_.ledger().add(ResourceKind::kMapping, rank_, bytes, LedgerDetail::at_of_rank(address, p->creator_rank));
+  // The first map into a reservation says how many will follow (a peer
+  // table maps one allocation per group member, each importing a handle):
+  // room for them all at once, instead of regrowing the tables ~log2(n) times.
+  if (std::prev(r)->first == address) {
+    const uint64_t expected = std::prev(r)->second.bytes / bytes;
+    proc.mappings.reserve(proc.mappings.size() + expected);
+    proc.handles.reserve(proc.handles.size() + expected);
+  }
   proc.mappings.emplace(address, DeviceWorld::Mapping{bytes, p->id, false, ledger_id});
   return Status::ok();
 }
@@ -533,15 +540,7 @@ Status SimDeviceMemory::copy_to_device(DevicePtr dst, std::span<const std::byte>
   if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyToDevice));
   return for_each_span(dst, src.size(), step(DeviceStep::kCopyToDevice),
                        [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t done) {
-                         while (length > 0) {
-                           uint64_t page = offset / kSimPageBytes;
-                           uint64_t within = offset % kSimPageBytes;
-                           uint64_t n = std::min(length, kSimPageBytes - within);
-                           std::memcpy(world_.writable_page(p, page) + within, src.data() + done, n);
-                           offset += n;
-                           done += n;
-                           length -= n;
-                         }
+                         p.contents.write(offset, src.subspan(done, length));
                        });
 }
 
@@ -549,135 +548,67 @@ Status SimDeviceMemory::copy_from_device(std::span<std::byte> dst, DevicePtr src
   if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyFromDevice));
   return for_each_span(src, dst.size(), step(DeviceStep::kCopyFromDevice),
                        [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t done) {
-                         while (length > 0) {
-                           uint64_t page = offset / kSimPageBytes;
-                           uint64_t within = offset % kSimPageBytes;
-                           uint64_t n = std::min(length, kSimPageBytes - within);
-                           auto it = p.pages.find(page);
-                           // Never-written memory reads as zeros here (garbage on hardware).
-                           if (it == p.pages.end()) std::memset(dst.data() + done, 0, n);
-                           else std::memcpy(dst.data() + done, it->second.get() + within, n);
-                           offset += n;
-                           done += n;
-                           length -= n;
-                         }
+                         p.contents.read(offset, dst.subspan(done, length));
                        });
 }
-
-namespace {
-// The page indices of `p` in [first, last), in order: from the map when it
-// holds fewer pages than the range spans, so a wide range over few written
-// pages costs the pages, not the range.
-std::vector<uint64_t> written_pages(const DeviceWorld::Physical& p, uint64_t first, uint64_t last) {
-  std::vector<uint64_t> out;
-  if (last - first > p.pages.size()) {
-    for (const auto& [index, backing] : p.pages)
-      if (index >= first && index < last) out.push_back(index);
-    std::sort(out.begin(), out.end());
-  } else {
-    for (uint64_t index = first; index < last; ++index)
-      if (p.pages.count(index) != 0) out.push_back(index);
-  }
-  return out;
-}
-
-// Calls fn(page, from, to) for each written page of `p` overlapping the
-// allocation's bytes [offset, offset + length), [from, to) the overlap.
-void for_each_written_part(const DeviceWorld::Physical& p, uint64_t offset, uint64_t length,
-                           const std::function<void(uint64_t page, uint64_t from, uint64_t to)>& fn) {
-  const uint64_t end = offset + length;
-  for (uint64_t page : written_pages(p, offset / kSimPageBytes, (end + kSimPageBytes - 1) / kSimPageBytes)) {
-    const uint64_t page_begin = page * kSimPageBytes;
-    fn(page, std::max(offset, page_begin), std::min(end, page_begin + kSimPageBytes));
-  }
-}
-}  // namespace
 
 Status SimDeviceMemory::zero(DevicePtr dst, uint64_t bytes) {
   if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyToDevice));
   return for_each_span(dst, bytes, step(DeviceStep::kCopyToDevice),
                        [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t) {
-                         for_each_written_part(p, offset, length, [&](uint64_t page, uint64_t from, uint64_t to) {
-                           const uint64_t page_begin = page * kSimPageBytes;
-                           if (to - from == kSimPageBytes) {
-                             p.pages.erase(page);
-                             world_.resident_page_bytes_ -= kSimPageBytes;
-                           } else {
-                             std::memset(world_.writable_page(p, page) + (from - page_begin), 0, to - from);
-                           }
-                         });
+                         p.contents.zero(offset, length);
                        });
 }
 
-std::byte* DeviceWorld::writable_page(Physical& p, uint64_t page) {
-  auto& backing = p.pages[page];
-  if (!backing) {
-    backing = std::make_shared<std::byte[]>(kSimPageBytes);  // zeroed
-    resident_page_bytes_ += kSimPageBytes;
-  } else if (backing.use_count() > 1) {
-    auto own = std::make_shared<std::byte[]>(kSimPageBytes);
-    std::memcpy(own.get(), backing.get(), kSimPageBytes);
-    backing = std::move(own);
-  }
-  return backing.get();
-}
-
-std::shared_ptr<const DeviceWorld::PageList> DeviceWorld::pages_of(
-    const std::shared_ptr<const std::vector<std::byte>>& data) {
-  auto& cached = shared_pages_[data.get()];
-  if (auto pages = cached.lock()) return pages;
-  auto pages = std::make_shared<PageList>();
-  for (uint64_t at = 0; at + kSimPageBytes <= data->size(); at += kSimPageBytes) {
-    pages->push_back(std::make_shared<std::byte[]>(kSimPageBytes));
-    std::memcpy(pages->back().get(), data->data() + at, kSimPageBytes);
-  }
-  cached = pages;
-  if (shared_pages_.size() > 64) std::erase_if(shared_pages_, [](const auto& entry) { return entry.second.expired(); });
-  return pages;
-}
-
-std::shared_ptr<const std::vector<std::byte>> DeviceWorld::shared_content(
-    const std::string& key, uint64_t bytes, const std::function<void(std::span<std::byte>)>& make) {
+SharedBytes DeviceWorld::shared_content(const std::string& key, uint64_t bytes,
+                                        const std::function<void(std::span<std::byte>)>& make) {
   if (auto it = shared_content_.find(key); it != shared_content_.end()) {
-    ENGRAM_CHECK(it->second.data->size() == bytes);
-    return it->second.data;
+    ENGRAM_CHECK(it->second->size() == bytes);
+    return it->second;
   }
-  // Kept twice over: the bytes and the pages cut from them.
-  if (shared_content_bytes_ + 2 * bytes > kSharedContentBytesMax) return nullptr;
+  if (shared_content_bytes_ + bytes > kSharedContentBytesMax) return nullptr;
   auto data = std::make_shared<std::vector<std::byte>>(bytes);
   make(*data);
-  SharedContent& kept = shared_content_[key];
-  kept.data = std::move(data);
-  kept.pages = pages_of(kept.data);
-  shared_content_bytes_ += 2 * bytes;
-  return kept.data;
+  shared_content_bytes_ += bytes;
+  return shared_content_[key] = std::move(data);
 }
 
-Status SimDeviceMemory::copy_to_device_shared(DevicePtr dst, const std::shared_ptr<const std::vector<std::byte>>& data) {
+std::shared_ptr<const DeviceWorld::SortedIds> DeviceWorld::sorted_ids(const SharedBytes& ids) {
+  ENGRAM_CHECK(ids != nullptr);
+  IdsIndex& entry = sorted_ids_[ids.get()];
+  // The same address can be a later buffer's once the first is freed.
+  if (entry.sorted && entry.ids.lock() == ids) return entry.sorted;
+  const uint64_t words = ids->size() / 8;
+  ENGRAM_CHECK(words <= UINT32_MAX);
+  auto sorted = std::make_shared<SortedIds>(words);
+  for (uint64_t w = 0; w < words; ++w) {
+    int64_t id = 0;
+    std::memcpy(&id, ids->data() + w * 8, 8);
+    (*sorted)[w] = {id, static_cast<uint32_t>(w)};
+  }
+  std::sort(sorted->begin(), sorted->end());
+  entry = IdsIndex{ids, sorted};
+  // Buffers come and go with every lookup: drop the entries of dead ones.
+  if (sorted_ids_.size() > 16) std::erase_if(sorted_ids_, [](const auto& e) { return e.second.ids.expired(); });
+  return sorted;
+}
+
+Status SimDeviceMemory::copy_to_device_shared(DevicePtr dst, const SharedBytes& data) {
   if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyToDevice));
-  std::shared_ptr<const DeviceWorld::PageList> pages;
   return for_each_span(dst, data->size(), step(DeviceStep::kCopyToDevice),
                        [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t done) {
-                         // Shared pages line up only where data's pages fall on the allocation's.
-                         const bool aligned = offset % kSimPageBytes == 0 && done % kSimPageBytes == 0;
-                         uint64_t left = length;
-                         while (left > 0) {
-                           const uint64_t page = offset / kSimPageBytes;
-                           const uint64_t within = offset % kSimPageBytes;
-                           const uint64_t n = std::min(left, kSimPageBytes - within);
-                           if (aligned && n == kSimPageBytes) {
-                             if (!pages) pages = world_.pages_of(data);
-                             auto& backing = p.pages[page];
-                             if (!backing) world_.resident_page_bytes_ += kSimPageBytes;
-                             backing = (*pages)[done / kSimPageBytes];
-                           } else {
-                             std::memcpy(world_.writable_page(p, page) + within, data->data() + done, n);
-                           }
-                           offset += n;
-                           done += n;
-                           left -= n;
-                         }
+                         p.contents.share(offset, data, done, length);
                        });
+}
+
+Result<std::optional<SharedView>> SimDeviceMemory::shared_view(DevicePtr src, uint64_t bytes) {
+  if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyFromDevice));
+  std::optional<SharedView> view;
+  ENGRAM_RETURN_IF_ERROR(for_each_span(src, bytes, step(DeviceStep::kCopyFromDevice),
+                                       [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t done) {
+                                         if (done == 0 && length == bytes) view = p.contents.shared_view(offset, length);
+                                       }));
+  return view;
 }
 
 Status SimDeviceMemory::for_each_written(DevicePtr src, uint64_t bytes,
@@ -685,9 +616,8 @@ Status SimDeviceMemory::for_each_written(DevicePtr src, uint64_t bytes,
   if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kCopyFromDevice));
   return for_each_span(src, bytes, step(DeviceStep::kCopyFromDevice),
                        [&](DeviceWorld::Physical& p, uint64_t offset, uint64_t length, uint64_t done) {
-                         for_each_written_part(p, offset, length, [&](uint64_t page, uint64_t from, uint64_t to) {
-                           const std::byte* bytes = p.pages.at(page).get() + (from - page * kSimPageBytes);
-                           fn(done + (from - offset), std::span<const std::byte>(bytes, to - from));
+                         p.contents.for_each_written(offset, length, [&](uint64_t at, std::span<const std::byte> part) {
+                           fn(done + (at - offset), part);
                          });
                        });
 }

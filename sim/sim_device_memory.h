@@ -1,9 +1,9 @@
 // Emulated CUDA VMM: physical allocations on the GPUs of emulated hosts,
 // shareable handles (POSIX fds in per-process fd tables, 64-byte FABRIC
 // handles), per-process address spaces with reservations and mappings, and
-// the driver's error codes and granularity rules. Contents are backed lazily
-// in 64 KiB pages allocated on first write, so V4.1-sized shards on 1,152
-// ranks cost only what is written.
+// the driver's error codes and granularity rules. Contents are paged lazily
+// (sim/paged_bytes.h), so V4.1-sized shards on 9,216 ranks cost only what is
+// written, and bytes many ranks hold alike are held once.
 #pragma once
 
 #include <boost/container/flat_map.hpp>
@@ -13,20 +13,17 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/backend/device_memory.h"
+#include "sim/paged_bytes.h"
 #include "sim/sim_context.h"
 
 namespace engram::sim {
-
-// What a rank touches is what it costs: small, since most emulated writes
-// are a few rows or a shard table of a few hundred bytes (a 4 KiB page per
-// such write was a sixth of a 9,216-rank start's memory).
-inline constexpr uint64_t kSimPageBytes = 1024;
 
 // Driver and kernel state shared by every emulated process of one run.
 class DeviceWorld {
@@ -42,10 +39,7 @@ class DeviceWorld {
     uint64_t bytes = 0;
     HandleType exportable_as = HandleType::kPosixFd;
     int references = 0;  // handles, mappings and open files that keep it alive
-    // Page index -> kSimPageBytes. A page may be shared between allocations
-    // (an all-gather's output is the same bytes on every member); a write to
-    // a shared page copies it first.
-    std::unordered_map<uint64_t, std::shared_ptr<std::byte[]>> pages;
+    PagedBytes contents;
   };
   struct Handle {
     uint64_t physical = 0;
@@ -83,7 +77,6 @@ class DeviceWorld {
   Physical* physical(uint64_t id);
   uint64_t gpu_used_bytes(int host, int gpu) const;
   uint64_t physical_count() const { return physicals_live_; }
-  uint64_t resident_page_bytes() const { return resident_page_bytes_; }
 
   // Files (open file descriptions): an export fd refers to one; the fd channel
   // moves references between processes.
@@ -107,12 +100,19 @@ class DeviceWorld {
 
   // Bytes that many ranks write alike (every replica of a shard fills the
   // same rows), made by `make` once per run and kept for the run, so the
-  // allocations they are written to share their pages copy-on-write. Null
+  // allocations they are written to hold them as one shared extent. Null
   // once keeping them would pass kSharedContentBytesMax: the caller then
   // writes bytes of its own.
   static constexpr uint64_t kSharedContentBytesMax = 256ull << 20;
-  std::shared_ptr<const std::vector<std::byte>> shared_content(const std::string& key, uint64_t bytes,
-                                                               const std::function<void(std::span<std::byte>)>& make);
+  SharedBytes shared_content(const std::string& key, uint64_t bytes,
+                             const std::function<void(std::span<std::byte>)>& make);
+
+  // The int64 values of `ids` (8-byte words from its start) with their word
+  // positions, sorted by value then position: what the emulated gather of
+  // every member of a collective lookup searches instead of scanning the
+  // group's ids. Built once per buffer while it lives.
+  using SortedIds = std::vector<std::pair<int64_t, uint32_t>>;
+  std::shared_ptr<const SortedIds> sorted_ids(const SharedBytes& ids);
 
  private:
   SimContext& context_;
@@ -128,20 +128,13 @@ class DeviceWorld {
   };
   std::unordered_map<uint64_t, File> files_;
   std::unordered_map<uint64_t, uint64_t> gpu_used_bytes_;  // (host << 16 | gpu) -> bytes
-  // The pages cut from shared data, for as long as some allocation holds them.
-  using PageList = std::vector<std::shared_ptr<std::byte[]>>;
-  std::unordered_map<const void*, std::weak_ptr<const PageList>> shared_pages_;
-  std::shared_ptr<const PageList> pages_of(const std::shared_ptr<const std::vector<std::byte>>& data);
-  struct SharedContent {
-    std::shared_ptr<const std::vector<std::byte>> data;
-    std::shared_ptr<const PageList> pages;  // held, so every writer finds them in shared_pages_
-  };
-  std::unordered_map<std::string, SharedContent> shared_content_;
+  std::unordered_map<std::string, SharedBytes> shared_content_;
   uint64_t shared_content_bytes_ = 0;
-  // Page `page` of `p`, ready to write: allocated (zeroed) if absent, copied
-  // first if shared.
-  std::byte* writable_page(Physical& p, uint64_t page);
-  uint64_t resident_page_bytes_ = 0;
+  struct IdsIndex {
+    std::weak_ptr<const std::vector<std::byte>> ids;  // expired: the buffer is gone, the entry stale
+    std::shared_ptr<const SortedIds> sorted;
+  };
+  std::unordered_map<const void*, IdsIndex> sorted_ids_;
 
   friend class SimDeviceMemory;
 };
@@ -170,14 +163,16 @@ class SimDeviceMemory final : public DeviceMemory {
   // Writes zeros over [dst, dst + bytes) by dropping the pages it covers
   // (never-written memory reads as zeros): a zeroed buffer costs nothing.
   Status zero(DevicePtr dst, uint64_t bytes);
-  // Writes `data` at dst, sharing page-sized pieces with every other writer
-  // of the same `data` (the emulated all-gather: one copy of the gathered
-  // bytes for the whole group, not one per member). Where dst is not
-  // page-aligned in its allocation, a plain copy.
-  Status copy_to_device_shared(DevicePtr dst, const std::shared_ptr<const std::vector<std::byte>>& data);
-  // Calls fn(offset within the range, bytes) for each written page in
-  // [src, src + bytes), in address order, clipped to the range; the rest of
-  // the range reads as zeros. O(pages written), not O(bytes).
+  // Writes `data` at dst as an extent shared with every other writer of the
+  // same `data` (the emulated all-gather: one copy of the gathered bytes for
+  // the whole group, not one per member); a ragged head or tail is copied.
+  Status copy_to_device_shared(DevicePtr dst, const SharedBytes& data);
+  // [src, src + bytes), checked readable as a copy checks it, when it lies
+  // inside one shared extent; nullopt when it does not.
+  Result<std::optional<SharedView>> shared_view(DevicePtr src, uint64_t bytes);
+  // Calls fn(offset within the range, bytes) for each written part (a page
+  // or a shared extent) in [src, src + bytes), in address order, clipped to
+  // the range; the rest of the range reads as zeros. O(parts), not O(bytes).
   Status for_each_written(DevicePtr src, uint64_t bytes,
                           const std::function<void(uint64_t offset, std::span<const std::byte> bytes)>& fn);
 

@@ -115,11 +115,12 @@ inline PlacementRun run_device_placement(LookupPlacement placement, const TableS
                                          }));
       if (!built.is_ok()) return built.status();
       shards.emplace(std::move(built).value());
-      ENGRAM_ASSIGN_OR_RETURN(DevicePtr starts, c.allocate(shards->shard_starts().size() * 8));
+      const std::vector<int64_t> shard_starts = shards->shard_starts();
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr starts, c.allocate(shard_starts.size() * 8));
       ENGRAM_ASSIGN_OR_RETURN(DevicePtr bases, c.allocate(shards->shard_pointers().size() * 8));
       to_free.push_back(starts);
       to_free.push_back(bases);
-      ENGRAM_RETURN_IF_ERROR(c.copy_to_device(starts, std::as_bytes(shards->shard_starts())));
+      ENGRAM_RETURN_IF_ERROR(c.copy_to_device(starts, std::as_bytes(std::span(shard_starts))));
       ENGRAM_RETURN_IF_ERROR(c.copy_to_device(bases, std::as_bytes(shards->shard_pointers())));
       device_lookup = [&, starts, bases](const DeviceLookupRequest& r) -> Status {
         ENGRAM_RETURN_IF_ERROR(check_device_request(r, me));

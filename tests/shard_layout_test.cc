@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace engram {
 namespace {
 
@@ -29,6 +32,33 @@ TEST(RowShardLayout, OwnerByBinarySearchAgreesWithRanges) {
         EXPECT_LT(row, layout.shard_end(owner));
         EXPECT_EQ(owner, static_cast<int>(static_cast<__int128>(row + 1) * shards / rows +
                                           ((static_cast<__int128>(row + 1) * shards % rows) ? 1 : 0)) - 1)
+            << "rows=" << rows << " shards=" << shards << " row=" << row;
+      }
+    }
+  }
+}
+
+// The computed layout against what a kernel does with the starts it copies:
+// upper_bound over them, and the widest shard among them.
+TEST(RowShardLayout, OwnerIsTheLastShardStartingAtOrBeforeTheRow) {
+  for (int64_t rows : {0, 1, 2, 5, 7, 64, 100, 1031}) {
+    for (int shards : {1, 2, 3, 4, 7, 8, 9, 16, 17, 64, 1152}) {
+      RowShardLayout layout(rows, shards);
+      const std::vector<int64_t> starts = layout.starts();
+      ASSERT_EQ(starts.size(), static_cast<size_t>(shards) + 1);
+      ASSERT_EQ(starts.front(), 0);
+      ASSERT_EQ(starts.back(), rows);
+      int64_t widest = 0;
+      for (int s = 0; s < shards; ++s) {
+        ASSERT_LE(starts[s], starts[s + 1]);
+        EXPECT_EQ(layout.shard_begin(s), starts[s]);
+        EXPECT_EQ(layout.shard_rows(s), starts[s + 1] - starts[s]);
+        widest = std::max(widest, starts[s + 1] - starts[s]);
+      }
+      EXPECT_EQ(layout.max_shard_rows(), widest) << "rows=" << rows << " shards=" << shards;
+      for (int64_t row = 0; row < rows; ++row) {
+        const auto at = std::upper_bound(starts.begin(), starts.end(), row);
+        EXPECT_EQ(layout.owner_of(row), static_cast<int>(at - starts.begin()) - 1)
             << "rows=" << rows << " shards=" << shards << " row=" << row;
       }
     }

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/lookup/device_lookup.h"
@@ -86,7 +88,8 @@ TEST(SimDeviceCompute, ShardGatherAndDeviceFillEqualTheCpuRule) {
         if (!std::equal(bytes.begin(), bytes.end(), expected.begin()))
           return internal_error("the device fill differs from the CPU fill");
       }
-      ENGRAM_ASSIGN_OR_RETURN(DevicePtr starts, upload(c, std::as_bytes(std::span(layout.starts()))));
+      const std::vector<int64_t> shard_starts = layout.starts();
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr starts, upload(c, std::as_bytes(std::span(shard_starts))));
       ENGRAM_ASSIGN_OR_RETURN(DevicePtr base_table, upload(c, std::as_bytes(std::span(bases))));
       const int64_t tokens = 37;
       const auto ids = random_ids(t, tokens, 9);
@@ -320,6 +323,117 @@ TEST(SimDeviceCompute, ReplicasFillingTheSameRowsSharePagesCopiedOnWrite) {
         return internal_error(fmt::format("rank {}: byte {} differs", b.world_rank, i));
     }
     return c.free(rows);
+  });
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
+}
+
+// The owned-rows gather over an all-gathered ids buffer (one shared extent
+// on every member) finds its ids in the buffer's sorted index; the same
+// gather over a private copy of those ids scans them. Both must write the
+// same bytes, equal to the CPU rule: owned ids' rows, nothing for DEAD,
+// out-of-table, negative or another rank's ids, duplicates each written.
+TEST(SimDeviceCompute, OwnedGatherOverAllGatheredIdsEqualsTheScanOfACopy) {
+  const TableSpec t = small_table(RowFormat::kFp8E4M3Ue8m0);
+  std::vector<std::byte> whole(t.table_bytes());
+  fill_table_rows(t, 5, 0, whole);
+  constexpr int kRanks = 3;
+  constexpr int64_t kTokens = 40;
+  const uint64_t ids_per_rank = static_cast<uint64_t>(kTokens * t.head_count());
+  auto run = sim::run_world(one_host(kRanks), [&](RankBackend& b) -> Status {
+    DeviceCompute& c = *b.compute;
+    std::vector<int64_t> mine = random_ids(t, kTokens, 40 + static_cast<uint64_t>(b.world_rank));
+    mine[0] = -7;                   // negative, not DEAD
+    mine[1] = mine[2] = mine[3];    // duplicates
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr in, upload(c, std::as_bytes(std::span(mine))));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr all, c.allocate(ids_per_rank * 8 * kRanks));
+    ENGRAM_ASSIGN_OR_RETURN(auto group, c.connect(*b.world));
+    ENGRAM_RETURN_IF_ERROR(group->all_gather(in, all, ids_per_rank * 8, StreamRef{}));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr copy, c.allocate(ids_per_rank * 8 * kRanks));
+    ENGRAM_RETURN_IF_ERROR(c.copy_async(copy, all, ids_per_rank * 8 * kRanks, StreamRef{}));
+    auto* memory = dynamic_cast<sim::SimDeviceMemory*>(b.device);
+    if (memory == nullptr) return internal_error("not the emulator's device memory");
+    ENGRAM_ASSIGN_OR_RETURN(auto shared, memory->shared_view(all, ids_per_rank * 8 * kRanks));
+    ENGRAM_ASSIGN_OR_RETURN(auto copied, memory->shared_view(copy, ids_per_rank * 8 * kRanks));
+    if (!shared || copied) return internal_error("the all-gather's output should be shared and the copy private");
+    // This rank's row range of the table, on its device.
+    const RowShardLayout layout(t.row_count(), kRanks);
+    const int64_t first = layout.shard_begin(b.world_rank), rows = layout.shard_rows(b.world_rank);
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr shard, c.allocate(static_cast<uint64_t>(rows) * t.row_bytes()));
+    ENGRAM_RETURN_IF_ERROR(c.fill_table_rows(shard, t, 5, first, rows, StreamRef{}));
+    const uint64_t out_bytes = ids_per_rank * kRanks * static_cast<uint64_t>(t.dim) * 2;
+    std::vector<std::vector<uint16_t>> outs;
+    for (DevicePtr ids : {all, copy}) {
+      ENGRAM_ASSIGN_OR_RETURN(DevicePtr out, c.allocate(out_bytes));
+      ENGRAM_RETURN_IF_ERROR(c.fill_async(out, 0, out_bytes, StreamRef{}));
+      DeviceGather g;
+      g.ids = ids;
+      g.tokens = kTokens * kRanks;
+      g.ids_per_token = t.head_count();
+      g.head_count = t.head_count();
+      g.range_first_row = first;
+      g.range_row_count = rows;
+      g.range_base = shard;
+      g.layout = device_row_layout(t);
+      g.out = out;
+      ENGRAM_RETURN_IF_ERROR(c.gather(g, StreamRef{}));
+      ENGRAM_ASSIGN_OR_RETURN(auto got, download<uint16_t>(c, out, out_bytes / 2));
+      outs.push_back(std::move(got));
+      ENGRAM_RETURN_IF_ERROR(c.free(out));
+    }
+    if (outs[0] != outs[1]) return internal_error(fmt::format("rank {}: the indexed gather differs from the scan", b.world_rank));
+    // Against the CPU rule: the owned ids' rows, zeros elsewhere.
+    ENGRAM_ASSIGN_OR_RETURN(auto gathered, download<int64_t>(c, all, ids_per_rank * kRanks));
+    std::vector<int64_t> owned_only = gathered;
+    for (auto& id : owned_only)
+      if (id < first || id >= first + rows) id = kDeadId;
+    if (outs[0] != direct(t, whole, owned_only))
+      return internal_error(fmt::format("rank {}: the gather differs from the CPU rule", b.world_rank));
+    for (DevicePtr p : {shard, copy, all, in}) ENGRAM_RETURN_IF_ERROR(c.free(p));
+    return Status::ok();
+  });
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
+}
+
+// copy_to_host_strided reads what one copy per row reads, from private and
+// from all-gathered memory; a bad shape is an invalid_argument naming the
+// field, and a span past the allocation the driver's illegal address.
+TEST(SimDeviceCompute, StridedCopyReadsEveryRowAndRefusesBadShapes) {
+  auto run = sim::run_world(one_host(2), [](RankBackend& b) -> Status {
+    DeviceCompute& c = *b.compute;
+    constexpr uint64_t kPitch = 3 * sim::kSimPageBytes / 2 + 8, kRow = 16, kRows = 5;
+    std::vector<std::byte> mine(kPitch * kRows);
+    for (uint64_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<std::byte>(b.world_rank * 31 + i % 253);
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr plain, upload(c, mine));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr all, c.allocate(mine.size() * 2));
+    ENGRAM_ASSIGN_OR_RETURN(auto group, c.connect(*b.world));
+    ENGRAM_RETURN_IF_ERROR(group->all_gather(plain, all, mine.size(), StreamRef{}));
+    for (DevicePtr src : {plain, all + 24}) {
+      const uint64_t rows = src == plain ? kRows : 2 * kRows - 1;
+      std::vector<std::byte> got(rows * kRow), want(rows * kRow);
+      ENGRAM_RETURN_IF_ERROR(c.copy_to_host_strided(got, src, kRow, kPitch));
+      for (uint64_t k = 0; k < rows; ++k)
+        ENGRAM_RETURN_IF_ERROR(c.copy_to_host(std::span(want).subspan(k * kRow, kRow), src + k * kPitch));
+      if (got != want) return internal_error(fmt::format("rank {}: the strided copy differs", b.world_rank));
+    }
+    std::vector<std::byte> out(4 * kRow);
+    for (auto [row_bytes, pitch, field] : {std::tuple{uint64_t{0}, kPitch, "row_bytes is 0"},
+                                           std::tuple{uint64_t{24}, kPitch, "not whole rows of row_bytes 24"},
+                                           std::tuple{kRow, uint64_t{8}, "src_pitch_bytes 8"}}) {
+      Status bad = c.copy_to_host_strided(out, plain, row_bytes, pitch);
+      if (bad.code() != ErrorCode::kInvalidArgument || bad.message().find(field) == std::string::npos)
+        return internal_error(fmt::format("rank {}: expected invalid_argument with '{}', got {}", b.world_rank, field,
+                                          bad.to_string()));
+    }
+    // Four rows at a pitch past the allocation's end.
+    Status past = c.copy_to_host_strided(out, plain, kRow, 1ull << 20);
+    if (past.is_ok() || past.message().find("ILLEGAL_ADDRESS") == std::string::npos)
+      return internal_error(fmt::format("rank {}: a span past the allocation gave {}", b.world_rank, past.to_string()));
+    ENGRAM_RETURN_IF_ERROR(c.free(all));
+    return c.free(plain);
   });
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
   for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();

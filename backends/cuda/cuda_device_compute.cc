@@ -155,6 +155,16 @@ Status CudaDeviceCompute::copy_to_host(std::span<std::byte> dst, DevicePtr src) 
                              ordinal_, "copy to host");
 }
 
+Status CudaDeviceCompute::copy_to_host_strided(std::span<std::byte> dst, DevicePtr src, uint64_t row_bytes,
+                                               uint64_t src_pitch_bytes) {
+  ENGRAM_RETURN_IF_ERROR(check_strided_copy(dst.size(), row_bytes, src_pitch_bytes, -1));  // the caller names the rank
+  if (dst.empty()) return Status::ok();
+  ENGRAM_RETURN_IF_ERROR(make_current("copy to host"));
+  return cuda_runtime_status(cudaMemcpy2D(dst.data(), row_bytes, ptr(src), src_pitch_bytes, row_bytes,
+                                          dst.size() / row_bytes, cudaMemcpyDeviceToHost),
+                             "cudaMemcpy2D", ordinal_, "copy to host");
+}
+
 Status CudaDeviceCompute::copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef stream) {
   if (bytes == 0) return Status::ok();
   return cuda_runtime_status(cudaMemcpyAsync(ptr(dst), ptr(src), bytes, cudaMemcpyDefault, stream_of(stream)),

@@ -39,6 +39,8 @@ class CudaDeviceCompute final : public DeviceCompute {
   Status unregister_host(std::span<const std::byte> host) override;
   Status copy_to_device(DevicePtr dst, std::span<const std::byte> src) override;
   Status copy_to_host(std::span<std::byte> dst, DevicePtr src) override;
+  Status copy_to_host_strided(std::span<std::byte> dst, DevicePtr src, uint64_t row_bytes,
+                              uint64_t src_pitch_bytes) override;
   Status copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef stream) override;
   Status fill_async(DevicePtr dst, uint8_t value, uint64_t bytes, StreamRef stream) override;
   Status gather(const DeviceGather& args, StreamRef stream) override;

@@ -102,6 +102,10 @@ class DeviceGraph {
   virtual Result<std::vector<double>> time(int warmup, int replays) = 0;
 };
 
+// copy_to_host_strided's contract, one message for every backend:
+// invalid_argument naming the field, its value and the rule.
+Status check_strided_copy(uint64_t dst_bytes, uint64_t row_bytes, uint64_t src_pitch_bytes, int rank);
+
 class DeviceCompute {
  public:
   virtual ~DeviceCompute() = default;
@@ -124,6 +128,12 @@ class DeviceCompute {
   // Host <-> device copies, synchronous (set-up and the host-span lookup).
   virtual Status copy_to_device(DevicePtr dst, std::span<const std::byte> src) = 0;
   virtual Status copy_to_host(std::span<std::byte> dst, DevicePtr src) = 0;
+  // dst.size() / row_bytes rows of row_bytes each, row k read at src + k x
+  // src_pitch_bytes (cudaMemcpy2D): one call where a group's per-member
+  // headers would take one copy each. row_bytes > 0, a divisor of
+  // dst.size(), at most src_pitch_bytes.
+  virtual Status copy_to_host_strided(std::span<std::byte> dst, DevicePtr src, uint64_t row_bytes,
+                                      uint64_t src_pitch_bytes) = 0;
 
   // Enqueued on `stream`.
   virtual Status copy_async(DevicePtr dst, DevicePtr src, uint64_t bytes, StreamRef stream) = 0;

@@ -38,7 +38,7 @@ class PeerShardTable {
 
   const RowShardLayout& layout() const { return layout_; }
   // group size + 1 entries (the last is row_count): what the kernel copies.
-  std::span<const int64_t> shard_starts() const { return layout_.starts(); }
+  std::vector<int64_t> shard_starts() const { return layout_.starts(); }
   // Per owner (group rank): this process's address of that owner's shard,
   // whose first row is shard_starts()[owner].
   std::span<const DevicePtr> shard_pointers() const { return shard_pointers_; }

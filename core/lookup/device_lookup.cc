@@ -180,16 +180,16 @@ Status check_device_group_headers(DeviceCompute& compute, const CollectiveWorksp
   const uint64_t member_ids =
       static_cast<uint64_t>(request.tokens_per_rank_max + w.header_tokens) * static_cast<uint64_t>(w.heads);
   const uint64_t tokens_ids = static_cast<uint64_t>(request.tokens_per_rank_max) * static_cast<uint64_t>(w.heads);
-  // [member][layer, world rank], as check_group_headers reads them.
-  std::vector<int64_t> headers;
-  std::vector<int64_t> block(header_ids);
-  for (int m = 0; m < w.group_size; ++m) {
-    const DevicePtr at = w.gathered_ids + (static_cast<uint64_t>(m) * member_ids + tokens_ids) * 8;
-    ENGRAM_RETURN_IF_ERROR(compute.copy_to_host(std::as_writable_bytes(std::span(block)), at)
-                               .with_context(world_rank, -1, "check headers"));
-    headers.push_back(decode_header(block[0]));
-    headers.push_back(decode_header(block[1]));
-  }
+  // [member][layer, world rank], as check_group_headers reads them: one
+  // strided copy of each member's first header words.
+  std::vector<int64_t> headers(static_cast<size_t>(w.group_size) * kGroupHeaderWords);
+  ENGRAM_CHECK(header_ids >= kGroupHeaderWords);
+  ENGRAM_RETURN_IF_ERROR(compute
+                             .copy_to_host_strided(std::as_writable_bytes(std::span(headers)),
+                                                   w.gathered_ids + tokens_ids * 8, kGroupHeaderWords * 8,
+                                                   member_ids * 8)
+                             .with_context(world_rank, -1, "check headers"));
+  for (int64_t& word : headers) word = decode_header(word);
   LookupRequest as_host;
   as_host.table = request.table;
   as_host.table_unknown = request.table_unknown;

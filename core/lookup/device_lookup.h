@@ -102,8 +102,8 @@ Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& gr
 
 // After a lookup_collective_on_device whose stream was synchronised: every
 // member's header, checked as check_group_headers does (failed_precondition
-// naming the first member that asked for another table). Downloads
-// group x header tokens of ids; host-side lookups only.
+// naming the first member that asked for another table). One strided
+// download of each member's header words; host-side lookups only.
 Status check_device_group_headers(DeviceCompute& compute, const CollectiveWorkspace& workspace,
                                   const DeviceLookupRequest& request, int world_rank);
 

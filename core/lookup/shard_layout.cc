@@ -6,31 +6,37 @@
 
 namespace engram {
 
-RowShardLayout::RowShardLayout(int64_t row_count, int shard_count) {
+RowShardLayout::RowShardLayout(int64_t row_count, int shard_count) : row_count_(row_count), shard_count_(shard_count) {
   ENGRAM_CHECK(row_count >= 0);
   ENGRAM_CHECK(shard_count >= 1);
-  starts_.resize(static_cast<size_t>(shard_count) + 1);
-  for (int r = 0; r <= shard_count; ++r) {
-    // 128-bit product: V4.1 row counts times large groups overflow int64 otherwise.
-    __int128 start = static_cast<__int128>(row_count) * r / shard_count;
-    starts_[static_cast<size_t>(r)] = static_cast<int64_t>(start);
-  }
-  ENGRAM_CHECK(starts_.front() == 0 && starts_.back() == row_count);
+}
+
+int64_t RowShardLayout::shard_begin(int shard) const {
+  ENGRAM_CHECK(shard >= 0 && shard <= shard_count_);
+  // 128-bit product: V4.1 row counts times large groups overflow int64 otherwise.
+  return static_cast<int64_t>(static_cast<__int128>(row_count_) * shard / shard_count_);
 }
 
 int64_t RowShardLayout::max_shard_rows() const {
-  int64_t rows = 0;
-  for (int s = 0; s < shard_count(); ++s) rows = std::max(rows, shard_rows(s));
-  return rows;
+  // Shards differ by at most one row: the largest is the ceiling.
+  return (row_count_ + shard_count_ - 1) / shard_count_;
+}
+
+std::vector<int64_t> RowShardLayout::starts() const {
+  std::vector<int64_t> out(static_cast<size_t>(shard_count_) + 1);
+  for (int r = 0; r <= shard_count_; ++r) out[static_cast<size_t>(r)] = shard_begin(r);
+  ENGRAM_CHECK(out.front() == 0 && out.back() == row_count_);
+  return out;
 }
 
 int RowShardLayout::owner_of(int64_t row) const {
-  if (row < 0 || row >= row_count()) return -1;
-  // Last start <= row. Empty shards (row_count < shard_count) share a start;
-  // upper_bound skips them and lands on the shard that really holds the row.
-  auto it = std::upper_bound(starts_.begin(), starts_.end(), row);
-  int owner = static_cast<int>(it - starts_.begin()) - 1;
-  ENGRAM_CHECK(owner >= 0 && owner < shard_count());
+  if (row < 0 || row >= row_count_) return -1;
+  // The largest r with floor(N*r/n) <= row is floor((n*(row+1) - 1) / N).
+  // Empty shards (N < n) share their start with the next shard; this lands
+  // on the shard that really holds the row, as upper_bound over the starts.
+  const auto owner = static_cast<int>(
+      (static_cast<__int128>(shard_count_) * (row + 1) - 1) / static_cast<__int128>(row_count_));
+  ENGRAM_CHECK(owner >= 0 && owner < shard_count_);
   ENGRAM_CHECK(shard_begin(owner) <= row && row < shard_end(owner));
   return owner;
 }

@@ -9,26 +9,30 @@
 namespace engram {
 
 // Rank r of `shard_count` owns rows [N*r/shard_count, N*(r+1)/shard_count).
-// Uneven N leaves shards differing by at most one row.
+// Uneven N leaves shards differing by at most one row. The starts are
+// computed, not stored: a layout over a group of thousands of ranks is held
+// by every member.
 class RowShardLayout {
  public:
   RowShardLayout(int64_t row_count, int shard_count);
 
-  int shard_count() const { return static_cast<int>(starts_.size()) - 1; }
-  int64_t row_count() const { return starts_.back(); }
-  int64_t shard_begin(int shard) const { return starts_[static_cast<size_t>(shard)]; }
-  int64_t shard_end(int shard) const { return starts_[static_cast<size_t>(shard) + 1]; }
+  int shard_count() const { return shard_count_; }
+  int64_t row_count() const { return row_count_; }
+  int64_t shard_begin(int shard) const;
+  int64_t shard_end(int shard) const { return shard_begin(shard + 1); }
   int64_t shard_rows(int shard) const { return shard_end(shard) - shard_begin(shard); }
   int64_t max_shard_rows() const;
   // shard_count + 1 entries; the last is row_count. Kernels copy this.
-  const std::vector<int64_t>& starts() const { return starts_; }
+  std::vector<int64_t> starts() const;
 
-  // Owner of `row` by binary search over shard starts (what the peer kernel
-  // does); -1 for rows outside [0, row_count).
+  // Owner of `row`: the last shard whose start <= row (what the peer
+  // kernel's binary search over the starts finds); -1 for rows outside
+  // [0, row_count).
   int owner_of(int64_t row) const;
 
  private:
-  std::vector<int64_t> starts_;
+  int64_t row_count_ = 0;
+  int shard_count_ = 1;
 };
 
 // Heads [begin, end) of shard s when `head_count` heads are dealt over

@@ -99,7 +99,8 @@ class DevicePeerTables final : public PlacementTables {
       Table& t = tables_.back();
       footprint_.handle_type = t.shards.handle_type();
       footprint_.device_bytes += t.shards.shard_allocation_bytes();
-      ENGRAM_ASSIGN_OR_RETURN(t.starts, upload(std::as_bytes(std::span(t.shards.layout().starts()))));
+      const std::vector<int64_t> starts = t.shards.layout().starts();
+      ENGRAM_ASSIGN_OR_RETURN(t.starts, upload(std::as_bytes(std::span(starts))));
       ENGRAM_ASSIGN_OR_RETURN(t.bases, upload(std::as_bytes(t.shards.shard_pointers())));
     }
     auto staging = HostLookupStaging::make(compute_, context.model, context.tokens_per_rank_max);
