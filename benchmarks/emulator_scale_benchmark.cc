@@ -103,8 +103,13 @@ Status runtime_body(RankBackend& b, const RuntimeOptions& options, WarningSink& 
 
 // Runs `row` in a child process; returns its exit status. The child prints
 // its own table row (so its peak RSS is its own).
+// --in-process runs rows here instead (for heap profilers that follow one
+// process; the peak RSS printed is then the largest row's so far).
+bool g_in_process = false;
+
 template <typename Row>
 int in_child(Row row) {
+  if (g_in_process) return row();
   std::fflush(stdout);
   const pid_t child = ::fork();
   if (child == 0) {
@@ -119,11 +124,19 @@ int in_child(Row row) {
 
 // CPU time this process used (user + system): what the emulator costs,
 // whatever else shares the machine's cores (wall time is printed beside it).
+// User time alone is the emulator's own work; system time is mostly the
+// kernel handing it fresh memory, whose cost per page swings several-fold
+// on a VM whose host has not yet backed that memory (docs/perf_notes.md).
+double ms_of(const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; }
 double cpu_ms() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  return (static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
-          static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3);
+  return ms_of(usage.ru_utime) + ms_of(usage.ru_stime);
+}
+double user_ms() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return ms_of(usage.ru_utime);
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -132,25 +145,33 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 
 void print_world_row(size_t ranks, const char* shape, double wall_ms, const sim::WorldRun& run, bool good) {
   const double cpu = cpu_ms();
-  std::printf("%8zu %10s %10.1f %10.1f %12.1f %10.1f %14llu %12.1f %8s\n", ranks, shape, wall_ms, cpu,
-              1000.0 * cpu / static_cast<double>(ranks), static_cast<double>(peak_rss_bytes()) / (1 << 20),
+  const double per_rank = 1000.0 / static_cast<double>(ranks);
+  std::printf("%8zu %10s %10.1f %10.1f %12.1f %12.1f %10.1f %14llu %12.1f %8s\n", ranks, shape, wall_ms, cpu,
+              per_rank * cpu, per_rank * user_ms(), static_cast<double>(peak_rss_bytes()) / (1 << 20),
               static_cast<unsigned long long>(run.scheduler_switches), static_cast<double>(run.end_time_us) / 1e6,
               good ? "ok" : "FAILED");
 }
 
-const char* kWorldHeader = "%8s %10s %10s %10s %12s %10s %14s %12s %8s\n";
+const char* kWorldHeader = "%8s %10s %10s %10s %12s %12s %10s %14s %12s %8s\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   // --max-racks N caps the rack sizes (default 128: 9,216 ranks).
   // --tables 1234 picks the tables to run (default all).
+  // --ranks N runs only the rows of tables 1-3 with N ranks (to profile one).
+  // --in-process: no child process per row.
   int max_racks = 128;
+  int only_ranks = 0;
   std::string tables = "1234";
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--max-racks") == 0) max_racks = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--tables") == 0) tables = argv[i + 1];
+    if (std::strcmp(argv[i], "--ranks") == 0) only_ranks = std::atoi(argv[i + 1]);
   }
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--in-process") == 0) g_in_process = true;
+  auto skipped = [&](int ranks) { return only_ranks != 0 && ranks != only_ranks; };
   auto wanted = [&](char table) { return tables.find(table) != std::string::npos; };
   auto model = model_preset("deepseek-v4.1-flash");
   if (!model.is_ok()) {
@@ -168,9 +189,10 @@ int main(int argc, char** argv) {
   if (wanted('1')) {
   std::printf("1. device_peer shards per GB300 NVL72 rack of V4.1-Flash (%.2f GiB per table pair), FABRIC handles\n",
               static_cast<double>(model->table_bytes_total()) / (1ull << 30));
-  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "cpu_ms", "cpu_us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
+  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "cpu_ms", "cpu_us_per_rank", "user_us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
               "result");
   for (int racks : rack_counts) {
+    if (skipped(72 * racks)) continue;
     all_good &= in_child([&] {
       sim::WorldSpec spec;
       spec.hosts = sim::gb300_nvl72_racks(racks);
@@ -192,9 +214,10 @@ int main(int argc, char** argv) {
   }
   if (wanted('2')) {
   std::printf("\n2. the whole start (facts, placement by plan's rules, exchange, lookup check, stop), tiny table\n");
-  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "cpu_ms", "cpu_us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
+  std::printf(kWorldHeader, "ranks", "racks", "wall_ms", "cpu_ms", "cpu_us_per_rank", "user_us_per_rank", "rss_MiB", "sched_switches", "sim_time_s",
               "result");
   for (int racks : rack_counts) {
+    if (skipped(72 * racks)) continue;
     all_good &= in_child([&] {
       sim::WorldSpec spec;
       spec.hosts = sim::gb300_nvl72_racks(racks);
@@ -222,10 +245,11 @@ int main(int argc, char** argv) {
   }
   if (wanted('3')) {
   std::printf("\n3. every rank its own one-GPU host, DP = ranks, lookups on (4 tokens a rank), as a scenario runs\n");
-  std::printf(kWorldHeader, "ranks", "placement", "wall_ms", "cpu_ms", "cpu_us_per_rank", "rss_MiB", "sched_switches",
+  std::printf(kWorldHeader, "ranks", "placement", "wall_ms", "cpu_ms", "cpu_us_per_rank", "user_us_per_rank", "rss_MiB", "sched_switches",
               "sim_time_s", "result");
   for (int ranks : {128, 256, 512, 1024, 2048}) {
     if (ranks > 16 * max_racks) break;
+    if (skipped(ranks)) continue;
     for (bool offload : {false, true}) {
       all_good &= in_child([&] {
         sim::EmulatedJob job;

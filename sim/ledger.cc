@@ -69,16 +69,16 @@ uint64_t Ledger::add(ResourceKind kind, int rank, uint64_t bytes, LedgerDetail d
   slot.bytes = bytes;
   slot.address = detail.address;
   slot.peer_rank = detail.peer_rank;
-  if (!detail.text.empty()) texts_[index] = std::move(detail.text);
+  slot.has_text = !detail.text.empty();
+  if (slot.has_text) texts_[index] = std::move(detail.text);
   ++live_;
   return (static_cast<uint64_t>(slot.generation) << 32) | index;
 }
 
 LedgerEntry Ledger::entry_of(uint32_t index) const {
   const Slot& s = slots_[index];
-  auto text = texts_.find(index);
   return LedgerEntry{s.kind, s.rank, (static_cast<uint64_t>(s.generation) << 32) | index, s.serial, s.bytes,
-                     LedgerDetail{s.address, s.peer_rank, text == texts_.end() ? std::string() : text->second}};
+                     LedgerDetail{s.address, s.peer_rank, s.has_text ? texts_.at(index) : std::string()}};
 }
 
 const Ledger::Slot* Ledger::live_slot(ResourceKind kind, uint64_t id) const {
@@ -94,7 +94,8 @@ void Ledger::remove(ResourceKind kind, uint64_t id) {
   ENGRAM_CHECK_MSG(found != nullptr, "emulator bug: removing a ledger entry that is not live");
   Slot& slot = slots_[id & 0xffffffffu];
   slot.live = false;
-  texts_.erase(static_cast<uint32_t>(id & 0xffffffffu));
+  if (slot.has_text) texts_.erase(static_cast<uint32_t>(id & 0xffffffffu));
+  slot.has_text = false;
   free_.push_back(static_cast<uint32_t>(id & 0xffffffffu));
   --live_;
 }

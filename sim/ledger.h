@@ -81,6 +81,7 @@ class Ledger {
     uint32_t generation = 0;
     ResourceKind kind = ResourceKind::kAllocation;
     bool live = false;
+    bool has_text = false;  // texts_ holds its text: removing the rest touches no hash table
   };
   const Slot* live_slot(ResourceKind kind, uint64_t id) const;
   LedgerEntry entry_of(uint32_t index) const;
