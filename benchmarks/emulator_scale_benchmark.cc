@@ -8,8 +8,8 @@
 //   4. `plan` of large layouts.
 // Each row runs in a child process, so its peak RSS and CPU time are its
 // own. Prints wall time, CPU time (what the emulator costs whatever else
-// shares the cores) and CPU time per rank, peak RSS, scheduler switches and
-// simulated time.
+// shares the cores), CPU and user time per rank, peak RSS, scheduler
+// switches and simulated time.
 // Exits non-zero if any rank fails or anything leaks.
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -126,7 +126,8 @@ int in_child(Row row) {
 // whatever else shares the machine's cores (wall time is printed beside it).
 // User time alone is the emulator's own work; system time is mostly the
 // kernel handing it fresh memory, whose cost per page swings several-fold
-// on a VM whose host has not yet backed that memory (docs/perf_notes.md).
+// on a VM whose host has not yet backed that memory
+// (docs/emulator_perf_notes.md; benchmarks/memory_probe.cc measures it).
 double ms_of(const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; }
 double cpu_ms() {
   rusage usage{};
