@@ -69,6 +69,13 @@ Result<std::vector<T>> download(DeviceCompute& c, DevicePtr p, size_t count) {
   return out;
 }
 
+// Every rank of the run returned ok and the ledger holds nothing.
+void expect_every_rank_ok_and_nothing_left(const Result<sim::WorldRun>& run) {
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
+}
+
 TEST(SimDeviceCompute, ShardGatherAndDeviceFillEqualTheCpuRule) {
   for (RowFormat format : {RowFormat::kFp8E4M3Ue8m0, RowFormat::kBf16}) {
     const TableSpec t = small_table(format);
@@ -286,9 +293,7 @@ TEST(SimDeviceCompute, ZeroFillDropsPagesAndGatheredPagesAreCopiedOnWrite) {
     ENGRAM_RETURN_IF_ERROR(c.free(all));
     return c.free(in);
   });
-  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
+  expect_every_rank_ok_and_nothing_left(run);
 }
 
 TEST(SimDeviceCompute, ReplicasFillingTheSameRowsSharePagesCopiedOnWrite) {
@@ -324,9 +329,7 @@ TEST(SimDeviceCompute, ReplicasFillingTheSameRowsSharePagesCopiedOnWrite) {
     }
     return c.free(rows);
   });
-  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
+  expect_every_rank_ok_and_nothing_left(run);
 }
 
 // The owned-rows gather over an all-gathered ids buffer (one shared extent
@@ -393,9 +396,7 @@ TEST(SimDeviceCompute, OwnedGatherOverAllGatheredIdsEqualsTheScanOfACopy) {
     for (DevicePtr p : {shard, copy, all, in}) ENGRAM_RETURN_IF_ERROR(c.free(p));
     return Status::ok();
   });
-  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
+  expect_every_rank_ok_and_nothing_left(run);
 }
 
 // copy_to_host_strided reads what one copy per row reads, from private and
@@ -435,9 +436,7 @@ TEST(SimDeviceCompute, StridedCopyReadsEveryRowAndRefusesBadShapes) {
     ENGRAM_RETURN_IF_ERROR(c.free(all));
     return c.free(plain);
   });
-  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
-  for (const auto& s : run->statuses) EXPECT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
+  expect_every_rank_ok_and_nothing_left(run);
 }
 
 }  // namespace
