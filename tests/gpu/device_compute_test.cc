@@ -75,6 +75,31 @@ TEST(CudaDeviceCompute, DeviceFillWritesTheCpuFillsBytes) {
   }
 }
 
+// cudaMemcpy2D reads what one copy per row reads (the host lookup's header
+// check: each member's header words at the member's pitch), and a bad shape
+// is the same invalid_argument the emulator gives.
+TEST(CudaDeviceCompute, StridedCopyReadsEveryRowAndRefusesBadShapes) {
+  ENGRAM_SKIP_WITHOUT_GPUS(1);
+  cuda::CudaDeviceCompute c(0);
+  constexpr uint64_t kPitch = 1544, kRow = 16, kRows = 37;
+  std::vector<std::byte> bytes(kPitch * kRows);
+  for (uint64_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7 % 251);
+  auto src = c.allocate(bytes.size());
+  ENGRAM_STATUS_OK(src.status());
+  ENGRAM_STATUS_OK(c.copy_to_device(*src, bytes));
+  std::vector<std::byte> got(kRows * kRow), want(kRows * kRow);
+  ENGRAM_STATUS_OK(c.copy_to_host_strided(got, *src + 8, kRow, kPitch));
+  for (uint64_t k = 0; k < kRows; ++k)
+    ENGRAM_STATUS_OK(c.copy_to_host(std::span(want).subspan(k * kRow, kRow), *src + 8 + k * kPitch));
+  EXPECT_TRUE(got == want);
+  std::vector<std::byte> out(4 * kRow);
+  for (auto [row_bytes, pitch] : {std::pair{uint64_t{0}, kPitch}, std::pair{uint64_t{24}, kPitch}, std::pair{kRow, uint64_t{8}}}) {
+    const Status bad = c.copy_to_host_strided(out, *src, row_bytes, pitch);
+    EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument) << bad.to_string();
+  }
+  ENGRAM_STATUS_OK(c.free(*src));
+}
+
 TEST(CudaDeviceCompute, RegisteredHostTableEqualsTheCpuRuleThroughTheKernelAndTheStagerEagerAndInGraphs) {
   ENGRAM_SKIP_WITHOUT_GPUS(1);
   const TableSpec t = table_of(RowFormat::kFp8E4M3Ue8m0, 256, 20000);
