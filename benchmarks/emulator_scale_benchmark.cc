@@ -128,6 +128,8 @@ int in_child(Row row) {
 // kernel handing it fresh memory, whose cost per page swings several-fold
 // on a VM whose host has not yet backed that memory
 // (docs/emulator_perf_notes.md; benchmarks/memory_probe.cc measures it).
+// The kernel splits a process's time into user and system by sampling at
+// its tick, so rows of a few milliseconds show a coarse split.
 double ms_of(const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; }
 double cpu_ms() {
   rusage usage{};

@@ -37,6 +37,26 @@ DeviceWorld::DeviceWorld(SimContext& context)
     : context_(context), processes_(static_cast<size_t>(context.rank_count())) {
   for (int r = 0; r < context.rank_count(); ++r)
     processes_[static_cast<size_t>(r)].next_address = kAddressBase + static_cast<DevicePtr>(r) * kAddressWindow;
+  // Hosts as numbers: a FABRIC import asks whether two hosts are one
+  // machine or share a domain, 70 times a rank in a rack, and comparing the
+  // hosts' strings each time reached into every peer's host record.
+  std::map<std::pair<std::string, std::string>, int> machines;
+  std::map<std::string, int> domains;
+  for (const HostSpec& h : context.hosts()) {
+    machine_of_host_.push_back(machines.emplace(std::pair{h.name, h.boot_id}, static_cast<int>(machines.size())).first->second);
+    domain_of_host_.push_back(h.nvlink_domain.empty()
+                                  ? -1
+                                  : domains.emplace(h.nvlink_domain, static_cast<int>(domains.size())).first->second);
+  }
+}
+
+bool DeviceWorld::same_machine(int host_a, int host_b) const {
+  return machine_of_host_[static_cast<size_t>(host_a)] == machine_of_host_[static_cast<size_t>(host_b)];
+}
+
+bool DeviceWorld::same_nvlink_domain(int host_a, int host_b) const {
+  const int a = domain_of_host_[static_cast<size_t>(host_a)];
+  return a >= 0 && a == domain_of_host_[static_cast<size_t>(host_b)];
 }
 
 DeviceWorld::~DeviceWorld() = default;
@@ -316,17 +336,17 @@ Result<AllocationHandle> SimDeviceMemory::import_handle(const ShareableHandle& h
                            "cuMemImportFromShareableHandle: the exported allocation no longer exists (its exporter "
                            "released it)"));
   if (handle.type == HandleType::kFabric) {
-    const HostSpec& mine = context_.host_of(rank_);
-    const HostSpec& theirs = context_.hosts()[static_cast<size_t>(p->host)];
-    bool same_machine = mine.name == theirs.name && mine.boot_id == theirs.boot_id;
-    bool same_domain = !mine.nvlink_domain.empty() && mine.nvlink_domain == theirs.nvlink_domain;
-    if (!same_machine && !same_domain)
+    const int my_host = context_.place(rank_).host;
+    if (!world_.same_machine(my_host, p->host) && !world_.same_nvlink_domain(my_host, p->host)) {
+      const HostSpec& mine = context_.hosts()[static_cast<size_t>(my_host)];
+      const HostSpec& theirs = context_.hosts()[static_cast<size_t>(p->host)];
       return fail(cuda_error(
           "CUDA_ERROR_NOT_PERMITTED",
           fmt::format("cuMemImportFromShareableHandle(FABRIC): the allocation lives on host {} in NVLink/IMEX "
                       "domain '{}', this rank runs on host {} in domain '{}': fabric handles import only within "
                       "one IMEX domain",
                       theirs.name, theirs.nvlink_domain, mine.name, mine.nvlink_domain)));
+    }
   }
   world_.add_reference(physical_id);
   AllocationHandle h = context_.next_id();
@@ -588,8 +608,13 @@ std::shared_ptr<const DeviceWorld::SortedIds> DeviceWorld::sorted_ids(const Shar
   }
   std::sort(sorted->begin(), sorted->end());
   entry = IdsIndex{ids, sorted};
-  // Buffers come and go with every lookup: drop the entries of dead ones.
-  if (sorted_ids_.size() > 16) std::erase_if(sorted_ids_, [](const auto& e) { return e.second.ids.expired(); });
+  // Buffers come and go with every lookup: drop the entries of dead ones
+  // whenever the map has doubled since the last sweep (amortised O(1), with
+  // as many live buffers as there are collective groups).
+  if (sorted_ids_.size() > sorted_ids_sweep_at_) {
+    std::erase_if(sorted_ids_, [](const auto& e) { return e.second.ids.expired(); });
+    sorted_ids_sweep_at_ = std::max<size_t>(16, 2 * sorted_ids_.size());
+  }
   return sorted;
 }
 

@@ -74,6 +74,10 @@ class DeviceWorld {
   };
 
   Process& process(int rank) { return processes_[static_cast<size_t>(rank)]; }
+  // Hosts by index: one machine (hostname and boot id), one non-empty
+  // NVLink/IMEX domain.
+  bool same_machine(int host_a, int host_b) const;
+  bool same_nvlink_domain(int host_a, int host_b) const;
   Physical* physical(uint64_t id);
   uint64_t gpu_used_bytes(int host, int gpu) const;
   uint64_t physical_count() const { return physicals_live_; }
@@ -117,6 +121,8 @@ class DeviceWorld {
  private:
   SimContext& context_;
   std::vector<Process> processes_;
+  std::vector<int> machine_of_host_;  // by host index: hosts of one machine share the number
+  std::vector<int> domain_of_host_;   // by host index: -1 in no domain
   // By id - 1: ids are dense (their own counter), so a lookup is an index,
   // not a hash walk; a freed one leaves a null slot.
   std::vector<std::unique_ptr<Physical>> physicals_;
@@ -135,6 +141,7 @@ class DeviceWorld {
     std::shared_ptr<const SortedIds> sorted;
   };
   std::unordered_map<const void*, IdsIndex> sorted_ids_;
+  size_t sorted_ids_sweep_at_ = 16;
 
   friend class SimDeviceMemory;
 };
