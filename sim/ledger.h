@@ -70,7 +70,7 @@ class Ledger {
   static std::string format(const std::vector<LedgerEntry>& entries, size_t max_lines = 20);
 
  private:
-  // An entry's values without its text (48 bytes): at scale the ledger is
+  // An entry's values without its text (40 bytes): at scale the ledger is
   // the emulator's largest table, and few kinds carry text.
   struct Slot {
     uint64_t serial = 0;
@@ -83,6 +83,7 @@ class Ledger {
     bool live = false;
     bool has_text = false;  // texts_ holds its text: removing the rest touches no hash table
   };
+  static_assert(sizeof(Slot) <= 40, "a ledger slot is the emulator's most numerous record");
   const Slot* live_slot(ResourceKind kind, uint64_t id) const;
   LedgerEntry entry_of(uint32_t index) const;
 
