@@ -294,7 +294,7 @@ Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
   const TableSpec table = row_table(a.layout);
   const uint64_t row_bytes = a.layout.row_bytes;
   if (row_bytes < table.row_bytes()) return bad(fmt::format("row_bytes {} is shorter than a row", row_bytes));
-  if (a.shard_count == 0 && !a.zero_missing) {
+  if (a.shard_count == 0 && !a.zero_missing && a.range_first_row >= 0) {
     ENGRAM_ASSIGN_OR_RETURN(bool done, gather_owned_from_index(a, call));
     if (done) return Status::ok();
   }
@@ -350,6 +350,7 @@ Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
 
 Result<bool> SimDeviceCompute::gather_owned_from_index(const DeviceGather& a, const char* call) {
   ENGRAM_CHECK(a.shard_count == 0 && !a.zero_missing && a.head_begin == 0 && a.head_count == a.ids_per_token);
+  ENGRAM_CHECK(a.range_first_row >= 0);  // the index holds no negative ids
   const uint64_t slots = static_cast<uint64_t>(a.tokens) * static_cast<uint64_t>(a.ids_per_token);
   DevicePtr base = 0;
   if (registered(a.ids, slots * 8, &base) != nullptr) return false;

@@ -600,11 +600,13 @@ std::shared_ptr<const DeviceWorld::SortedIds> DeviceWorld::sorted_ids(const Shar
   if (entry.sorted && entry.ids.lock() == ids) return entry.sorted;
   const uint64_t words = ids->size() / 8;
   ENGRAM_CHECK(words <= UINT32_MAX);
-  auto sorted = std::make_shared<SortedIds>(words);
+  auto sorted = std::make_shared<SortedIds>();
+  sorted->reserve(words);
   for (uint64_t w = 0; w < words; ++w) {
     int64_t id = 0;
     std::memcpy(&id, ids->data() + w * 8, 8);
-    (*sorted)[w] = {id, static_cast<uint32_t>(w)};
+    // DEAD padding and header words name no row: a row range never holds them.
+    if (id >= 0) sorted->push_back({id, static_cast<uint32_t>(w)});
   }
   std::sort(sorted->begin(), sorted->end());
   entry = IdsIndex{ids, sorted};

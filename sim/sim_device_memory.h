@@ -111,10 +111,10 @@ class DeviceWorld {
   SharedBytes shared_content(const std::string& key, uint64_t bytes,
                              const std::function<void(std::span<std::byte>)>& make);
 
-  // The int64 values of `ids` (8-byte words from its start) with their word
-  // positions, sorted by value then position: what the emulated gather of
-  // every member of a collective lookup searches instead of scanning the
-  // group's ids. Built once per buffer while it lives.
+  // The non-negative int64 values of `ids` (8-byte words from its start)
+  // with their word positions, sorted by value then position: what the
+  // emulated gather of every member of a collective lookup searches instead
+  // of scanning the group's ids. Built once per buffer while it lives.
   using SortedIds = std::vector<std::pair<int64_t, uint32_t>>;
   std::shared_ptr<const SortedIds> sorted_ids(const SharedBytes& ids);
 
