@@ -9,7 +9,7 @@
 // under graph replay, checks sampled slots against the CPU reference, checks
 // device_peer against the collective over the same shards on every slot,
 // and prints its latency p10/p50/p90 per table and token count
-// (harness/acceptance_rank.h). Exit codes: 0 every check held; 1 a mismatch
+// (operator_checks/acceptance_rank.h). Exit codes: 0 every check held; 1 a mismatch
 // or a failed step; 2 bad flags or no launcher environment.
 #include <fmt/format.h>
 
@@ -22,9 +22,12 @@
 #include "backends/ipc/launch_env.h"
 #include "core/base/text_excerpt.h"
 #include "core/deployment/deployment.h"
-#include "harness/acceptance_rank.h"
+#include "operator_checks/acceptance_rank.h"
 
 namespace engram::app {
+
+// The command is the front of these checks (operator_checks/).
+using namespace engram::operator_checks;
 namespace {
 
 struct AcceptanceFlags {
@@ -38,8 +41,8 @@ struct AcceptanceFlags {
   std::string replays_text = "50";
 };
 
-Result<AcceptanceOptions> options_from(const AcceptanceFlags& f, const ipc::LaunchEnv& env) {
-  AcceptanceOptions o;
+Result<operator_checks::AcceptanceOptions> options_from(const AcceptanceFlags& f, const ipc::LaunchEnv& env) {
+  operator_checks::AcceptanceOptions o;
   ENGRAM_ASSIGN_OR_RETURN(o.token_counts, whole_number_list_flag<int>("--tokens", f.tokens, 1, kMaxTokensPerRank));
   ENGRAM_ASSIGN_OR_RETURN(o.sampled_slots, whole_number_flag<int>("--samples", f.samples_text, 0, 1 << 20));
   ENGRAM_ASSIGN_OR_RETURN(o.timed_replays, whole_number_flag<int>("--replays", f.replays_text, 1, 100000));
@@ -69,9 +72,9 @@ int run_acceptance(const AcceptanceFlags& flags) {
     return 2;
   }
   WarningSink sink;
-  AcceptanceReport report;
+  operator_checks::AcceptanceReport report;
   const Status status = run_launched_rank(*env, sink, [&](RankBackend& backend) {
-    return run_acceptance_rank(backend, *options, sink, report);
+    return operator_checks::run_acceptance_rank(backend, *options, sink, report);
   });
   for (const Warning& w : sink.warnings()) std::fprintf(stderr, "rank %d: warning: %s\n", env->rank, w.text.c_str());
   for (const AcceptanceRow& row : report.rows) std::printf("%s\n", format_acceptance_row(report, row).c_str());

@@ -4,18 +4,19 @@
 //   engramlab launch -n 2 -- engramlab bench --csv bench.csv
 //
 // Each rank times every placement the plan gives here on the same ids
-// (harness/bench_rank.h); rank 0 also times the kernels straight on its own
-// GPU (the one-process reference, backends/cuda/lookup_bench.h), then prints
+// (operator_checks/bench_rank.h); rank 0 also times the kernels straight on its own
+// GPU (the one-process reference, operator_checks/lookup_bench.h), then prints
 // the table, the ratios and the targets, and writes the SVG plot and the CSV
-// (harness/bench_table.h). Exit codes: 0 measured (targets are reported, not
+// (operator_checks/bench_table.h). Exit codes: 0 measured (targets are reported, not
 // enforced); 1 the run failed (no GPU, a CUDA or NCCL error, a lookup that
 // disagreed with the CPU reference); 2 bad flags or no launcher environment.
+#include <climits>
+#include <cstdint>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,19 +25,23 @@
 #include "apps/flag_numbers.h"
 #include "apps/launched_rank.h"
 #include "backends/ipc/launch_env.h"
+#include "core/base/file_replace.h"
 #include "core/base/json_output.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
 #include "core/report/latency_svg.h"
-#include "harness/bench_rank.h"
-#include "harness/bench_table.h"
+#include "operator_checks/bench_rank.h"
+#include "operator_checks/bench_table.h"
 #include "harness/rank_device.h"
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
-#include "backends/cuda/lookup_bench.h"
+#include "operator_checks/lookup_bench.h"
 #endif
 
 namespace engram::app {
+
+// The command is the front of these checks (operator_checks/).
+using namespace engram::operator_checks;
 namespace {
 
 struct BenchFlags {
@@ -88,8 +93,8 @@ Result<std::vector<Placement>> parse_placements(const std::string& text) {
 }
 
 // The flags that need no launcher, read before anything starts.
-Result<BenchOptions> options_from(const BenchFlags& f) {
-  BenchOptions o;
+Result<operator_checks::BenchOptions> options_from(const BenchFlags& f) {
+  operator_checks::BenchOptions o;
   ENGRAM_ASSIGN_OR_RETURN(o.token_counts, whole_number_list_flag<int>("--tokens", f.tokens, 1, kMaxTokensPerRank));
   ENGRAM_ASSIGN_OR_RETURN(o.timed_replays, whole_number_flag<int>("--replays", f.replays_text, 1, 1'000'000));
   ENGRAM_ASSIGN_OR_RETURN(o.warmup_replays, whole_number_flag<int>("--warmup", f.warmup_text, 0, 1'000'000));
@@ -108,9 +113,9 @@ OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& en
                                    int warmup) {
   return [&f, local_rank = env.local_rank, reference_gib, replays, warmup](
              const std::vector<int>& token_counts, int heads) -> Result<OneProcessFigures> {
-    cuda::LookupBenchOptions o;
+    operator_checks::LookupBenchOptions o;
     o.gpu = local_rank;
-    const int visible = visible_gpus().count;
+    const int visible = harness::visible_gpus().count;
     o.peer_gpu = visible >= 2 ? (local_rank + 1) % visible : -1;
     o.table_bytes = static_cast<uint64_t>(reference_gib) * kGiB;
     o.tokens_per_rank.assign(token_counts.begin(), token_counts.end());
@@ -118,7 +123,7 @@ OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& en
     o.replays = replays;
     o.warmup_replays = warmup;
     o.sweep_variants = f.variants;
-    ENGRAM_ASSIGN_OR_RETURN(cuda::LookupBenchReport r, cuda::run_lookup_bench(o, [](std::string_view line) {
+    ENGRAM_ASSIGN_OR_RETURN(operator_checks::LookupBenchReport r, operator_checks::run_lookup_bench(o, [](std::string_view line) {
                               fmt::print(stderr, "{}\n", line);
                               std::fflush(stderr);
                             }));
@@ -129,7 +134,7 @@ OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& en
     out.notes = r.notes;
     out.notes.push_back(fmt::format("the method's fixed cost, p50: the two events alone {:.1f} us, one empty-kernel "
                                     "graph {:.1f} us", r.events_only.p50_us, r.empty_kernel_graph.p50_us));
-    for (const cuda::LookupBenchPoint& p : r.points) {
+    for (const operator_checks::LookupBenchPoint& p : r.points) {
       OneProcessPoint q;
       q.tokens = static_cast<int>(p.tokens_per_rank);
       q.peer_kernel = p.peer;
@@ -141,7 +146,7 @@ OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& en
       out.points.push_back(q);
       if (!p.variants.empty()) {
         std::string line = fmt::format("peer kernel variants at {} tokens, p50 us:", p.tokens_per_rank);
-        for (const cuda::VariantTiming& v : p.variants) line += fmt::format(" {} {:.2f};", v.name, v.latency.p50_us);
+        for (const operator_checks::VariantTiming& v : p.variants) line += fmt::format(" {} {:.2f};", v.name, v.latency.p50_us);
         out.notes.push_back(line);
       }
     }
@@ -149,14 +154,6 @@ OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& en
   };
 }
 #endif
-
-Status write_file(const std::string& path, const std::string& text, const char* what) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return failed_precondition(fmt::format("cannot write the {} to '{}'; give a writable path", what, path));
-  return Status::ok();
-}
 
 Json bench_json(const BenchReport& r, const BenchFlags& f) {
   Json j = json_document("bench");
@@ -205,6 +202,7 @@ int run_bench(const BenchFlags& f) {
   auto runtime = runtime_options_from(f.rank, *env);
   if (!runtime.is_ok()) return fail(f, "", runtime.status(), 2);
   options->runtime = std::move(runtime).value();
+  if (Status checked = operator_checks::check_bench_options(*options, env->rank); !checked.is_ok()) return fail(f, "", checked, 2);
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
   const int reference_gib = whole_number_flag<int>("--reference-gib", f.reference_gib_text, 0, 1 << 20).value();
   if (reference_gib > 0)
@@ -212,9 +210,9 @@ int run_bench(const BenchFlags& f) {
 #endif
 
   WarningSink sink;
-  BenchReport report;
+  operator_checks::BenchReport report;
   const Status status = run_launched_rank(*env, sink, [&](RankBackend& backend) {
-    return run_bench_rank(backend, *options, sink, report);
+    return operator_checks::run_bench_rank(backend, *options, sink, report);
   });
   for (const Warning& w : sink.warnings()) fmt::print(stderr, "rank {}: warning: {}\n", env->rank, w.text);
   if (!status.is_ok()) return fail(f, fmt::format("rank {}: FAILED: ", env->rank), status, 1);
@@ -223,13 +221,13 @@ int run_bench(const BenchFlags& f) {
     return 0;
   }
   // Under --json the table goes to stderr and stdout holds the document alone.
-  std::fputs(format_bench_table(report).c_str(), f.json ? stderr : stdout);
-  auto svg = render_log_log_svg(bench_plot(report));
-  Status wrote = svg.is_ok() ? write_file(f.svg, *svg, "SVG plot") : svg.status();
+  std::fputs(operator_checks::format_bench_table(report).c_str(), f.json ? stderr : stdout);
+  auto svg = render_log_log_svg(operator_checks::bench_plot(report));
+  Status wrote = svg.is_ok() ? write_output_file(f.svg, *svg, "the SVG plot") : svg.status();
   if (!wrote.is_ok()) return fail(f, "rank 0: ", wrote, 1);
   fmt::print(f.json ? stderr : stdout, "\nplot: {}\n", f.svg);
   if (!f.csv.empty()) {
-    Status csv = write_file(f.csv, format_bench_csv(report), "CSV");
+    Status csv = write_output_file(f.csv, operator_checks::format_bench_csv(report), "the CSV");
     if (!csv.is_ok()) return fail(f, "rank 0: ", csv, 1);
     fmt::print(f.json ? stderr : stdout, "csv: {}\n", f.csv);
   }

@@ -5,7 +5,6 @@
 // do here and why. Runs without GPUs or CUDA support too, and says so.
 // Exit code 0: it is a report; a missing capability is a finding, not a failure.
 #include <fmt/format.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,12 +14,17 @@
 
 #include "apps/command_registry.h"
 #include "apps/flag_numbers.h"
+#include "apps/flag_spellings.h"
+#include "core/base/text_excerpt.h"
 #include "backends/ipc/imex_channels.h"
+#include "backends/ipc/proc_host_probe.h"
+#include "backends/shm/posix_shared_memory.h"
 #include "backends/ipc/runtime_environment_probe.h"
 #include "core/base/json_output.h"
 #include "core/deployment/deployment.h"
 #include "core/lookup/tp_heads.h"
 #include "core/model/table_spec.h"
+#include "core/placements/placement.h"
 #include "core/plan/shm_fix.h"
 #include "core/base/units.h"
 
@@ -53,6 +57,7 @@ struct Facts {
   bool shm_mounted = false;
   uint64_t shm_total_bytes = 0;
   uint64_t shm_free_bytes = 0;
+  std::string shm_not_tmpfs;  // why /dev/shm holds no tables when it exists but is not a tmpfs
   std::vector<std::string> imex_channels;
   bool cuda_built = false;
   std::string no_gpu_reason;
@@ -62,26 +67,24 @@ struct Facts {
   RuntimeEnvironment environment = RuntimeEnvironment::kBareMetal;
 };
 
-std::string read_first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
+// The host facts as the backends read them for a real run (the placement
+// decides on these), so the doctor cannot judge a machine the runtime sees
+// otherwise: a /dev/shm that is a disk directory is no tmpfs here either.
 void probe_host(Facts& f) {
-  char name[256] = {};
-  f.hostname = gethostname(name, sizeof(name) - 1) == 0 ? name : "(gethostname failed)";
-  f.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
-  if (f.boot_id.empty()) f.boot_id = "(unreadable)";
-  struct statvfs vfs {};
-  if (statvfs("/dev/shm", &vfs) == 0) {
-    f.shm_mounted = true;
-    f.shm_total_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
-    f.shm_free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  const PlacementFacts placement = ipc::ProcHostProbe().facts();
+  f.hostname = placement.host.hostname.empty() ? "(uname failed)" : placement.host.hostname;
+  f.boot_id = placement.host.boot_id.empty() ? "(unreadable)" : placement.host.boot_id;
+  f.environment = placement.environment;
+  auto shm = shm::PosixSharedMemory().info();
+  if (shm.is_ok()) {
+    f.shm_mounted = shm->mounted;
+    f.shm_not_tmpfs = shm->not_tmpfs;
+    f.shm_total_bytes = shm->tmpfs_bytes_total;
+    f.shm_free_bytes = shm->tmpfs_bytes_free;
+  } else {
+    f.shm_not_tmpfs = shm.status().message();
   }
   f.imex_channels = ipc::imex_channels();
-  f.environment = ipc::detect_runtime_environment();
 }
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
@@ -165,79 +168,59 @@ struct PlacementVerdict {
   std::string verdict;
 };
 
-std::vector<PlacementVerdict> judge_placements(const Facts& f, const HostTableSizes& sizes) {
-  const uint64_t tables_bytes = sizes.tables_bytes;
-  std::vector<PlacementVerdict> out;
-  auto add = [&](const char* placement, std::string verdict) { out.push_back({placement, std::move(verdict)}); };
-  const bool have_gpus = !f.gpus.empty();
+// The machine as the placements' verdicts read it.
+DoctorFacts doctor_facts(const Facts& f, const HostTableSizes& sizes) {
+  DoctorFacts d;
+  d.have_gpus = !f.gpus.empty();
   // The same conditions as the handle exchange's choice (choose_handle_type):
   // FABRIC needs the probe, an IMEX channel and one non-empty NVLink domain.
-  bool all_fabric = have_gpus, all_posix = have_gpus, all_vmm = have_gpus;
-  std::string fabric_why;
+  d.all_fabric = d.have_gpus;
+  d.all_posix_fd = d.have_gpus;
+  d.all_vmm = d.have_gpus;
   for (const auto& gpu : f.gpus) {
-    all_fabric = all_fabric && gpu.fabric_works;
-    all_posix = all_posix && gpu.posix_fd;
-    all_vmm = all_vmm && gpu.vmm;
-    if (!gpu.fabric_works && fabric_why.empty())
-      fabric_why = fmt::format("the FABRIC probe failed on GPU {}: {}", gpu.ordinal, gpu.fabric_error);
+    d.all_fabric = d.all_fabric && gpu.fabric_works;
+    d.all_posix_fd = d.all_posix_fd && gpu.posix_fd;
+    d.all_vmm = d.all_vmm && gpu.vmm;
+    if (!gpu.fabric_works && d.fabric_why.empty())
+      d.fabric_why = fmt::format("the FABRIC probe failed on GPU {}: {}", gpu.ordinal, gpu.fabric_error);
   }
-  if (fabric_why.empty() && have_gpus) {
+  if (d.fabric_why.empty() && d.have_gpus) {
     for (const auto& gpu : f.gpus) {
       if (gpu.nvlink_domain.empty()) {
-        fabric_why = fmt::format("GPU {} has no NVLink domain: {}", gpu.ordinal, gpu.nvlink_domain_reason);
+        d.fabric_why = fmt::format("GPU {} has no NVLink domain: {}", gpu.ordinal, gpu.nvlink_domain_reason);
         break;
       }
       if (gpu.nvlink_domain != f.gpus.front().nvlink_domain) {
-        fabric_why = fmt::format("GPUs {} and {} are in different NVLink domains", f.gpus.front().ordinal, gpu.ordinal);
+        d.fabric_why =
+            fmt::format("GPUs {} and {} are in different NVLink domains", f.gpus.front().ordinal, gpu.ordinal);
         break;
       }
     }
   }
-  if (fabric_why.empty() && have_gpus && f.imex_channels.empty())
-    fabric_why = fmt::format("no IMEX channel in {}", kImexChannelDir);
-  all_fabric = all_fabric && fabric_why.empty();
+  if (d.fabric_why.empty() && d.have_gpus && f.imex_channels.empty())
+    d.fabric_why = fmt::format("no IMEX channel in {}", kImexChannelDir);
+  d.all_fabric = d.all_fabric && d.fabric_why.empty();
+  if (d.have_gpus) d.nvlink_domain = f.gpus.front().nvlink_domain;
+  d.p2p_all = f.p2p_all;
+  d.shm_mounted = f.shm_mounted;
+  d.shm_total_bytes = f.shm_total_bytes;
+  d.shm_free_bytes = f.shm_free_bytes;
+  d.shm_fix = shm_fix_text(sizes.tables_bytes, f.environment);
+  d.tables_bytes = sizes.tables_bytes;
+  d.tp = sizes.tp;
+  d.tp_slice_bytes_max = sizes.tp_slice_bytes_max;
+  return d;
+}
 
-  if (!have_gpus) {
-    add("device_peer", "unavailable: no GPU");
-  } else if (!all_vmm) {
-    add("device_peer", "unavailable: a GPU lacks VMM support");
-  } else if (all_fabric) {
-    add("device_peer", fmt::format("FABRIC handles (probe works, IMEX channel present, NVLink domain {}): can span "
-                                   "hosts of that domain",
-                                   f.gpus.front().nvlink_domain));
-  } else if (all_posix) {
-    add("device_peer", fmt::format("POSIX fds within this host only, not FABRIC: {}{}", fabric_why,
-                                   f.p2p_all ? "" : "; WARNING: some GPU pairs lack P2P access, their peer reads "
-                                                    "would fail"));
-  } else {
-    add("device_peer", "unavailable: neither FABRIC nor POSIX-fd handles work here");
-  }
-  if (!have_gpus) {
-    add("device_collective", "unavailable: no GPU");
-  } else {
-    add("device_collective", "NCCL all-gather + reduce-scatter over the TP group; table/tp HBM per GPU");
-  }
-  if (!f.shm_mounted) {
-    add("host_shared", fmt::format("falls back to host_head_sharded: /dev/shm is not mounted; {}",
-                                   shm_fix_text(tables_bytes, f.environment)));
-  } else if (f.shm_total_bytes < tables_bytes) {
-    add("host_shared", fmt::format("falls back to host_head_sharded: /dev/shm total {} < tables {}; {}",
-                                   format_gib(f.shm_total_bytes), format_gib(tables_bytes),
-                                   shm_fix_text(tables_bytes, f.environment)));
-  } else {
-    add("host_shared",
-        fmt::format("one copy per node fits: /dev/shm total {} >= tables {}; each rank maps its TP slice ({} at tp "
-                    "{}){}",
-                    format_gib(f.shm_total_bytes), format_gib(tables_bytes), format_gib(sizes.tp_slice_bytes_max),
-                    sizes.tp,
-                    f.shm_free_bytes < tables_bytes ? fmt::format(" (but only {} free now)", format_gib(f.shm_free_bytes))
-                                                    : std::string()));
-  }
-  add("host_head_sharded", "available: one table per node in host memory, each rank one TP-major shard of the "
-                           "heads (1/(tp x node-local replicas)), collectives per step");
-  add("host_private", fmt::format("available: one table per replica, {} of host memory per rank at tp {} (its TP "
-                                  "slice)",
-                                  format_gib(sizes.tp_slice_bytes_max), sizes.tp));
+// Every registered placement's verdict, in its doctor position.
+std::vector<PlacementVerdict> judge_placements(const Facts& f, const HostTableSizes& sizes) {
+  const DoctorFacts facts = doctor_facts(f, sizes);
+  std::vector<const PlacementOps*> listed;
+  for (const PlacementOps& ops : placement_registry()) listed.push_back(&ops);
+  std::sort(listed.begin(), listed.end(),
+            [](const PlacementOps* a, const PlacementOps* b) { return a->doctor_position < b->doctor_position; });
+  std::vector<PlacementVerdict> out;
+  for (const PlacementOps* ops : listed) out.push_back({ops->name, ops->doctor_verdict(facts)});
   return out;
 }
 
@@ -246,6 +229,8 @@ void report(const Facts& f, const std::string& model_name, const HostTableSizes&
   fmt::print("host: {} (boot id {}; {})\n", f.hostname, f.boot_id, runtime_environment_name(f.environment));
   if (f.shm_mounted) {
     fmt::print("/dev/shm: {} total, {} free\n", format_gib(f.shm_total_bytes), format_gib(f.shm_free_bytes));
+  } else if (!f.shm_not_tmpfs.empty()) {
+    fmt::print("/dev/shm: not a tmpfs: {}\n", f.shm_not_tmpfs);
   } else {
     fmt::print("/dev/shm: not mounted\n");
   }
@@ -279,7 +264,8 @@ Json doctor_json(const Facts& f, const std::string& model_name, const HostTableS
                {"environment", runtime_environment_name(f.environment)}};
   j["shm"] = {{"mounted", f.shm_mounted},
               {"total_bytes", f.shm_mounted ? Json(f.shm_total_bytes) : Json(nullptr)},
-              {"free_bytes", f.shm_mounted ? Json(f.shm_free_bytes) : Json(nullptr)}};
+              {"free_bytes", f.shm_mounted ? Json(f.shm_free_bytes) : Json(nullptr)},
+              {"not_tmpfs", f.shm_not_tmpfs.empty() ? Json(nullptr) : Json(f.shm_not_tmpfs)}};
   j["imex_channels"] = f.imex_channels;
   j["cuda_built"] = f.cuda_built;
   j["no_gpu_reason"] = f.gpus.empty() ? Json(f.no_gpu_reason) : Json(nullptr);
@@ -319,7 +305,8 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("doctor", "Preflight: GPUs, VMM handle types, FABRIC probe, IMEX, P2P, /dev/shm, "
                                                "and what each placement would do here");
   cmd->add_option("--model", flags->model, "model preset whose tables size the host placements")->capture_default_str();
-  cmd->add_option("--tp", flags->tp_text, "attention TP ranks per replica: host placements hold TP slices")
+  cmd->add_option(kTpSpelling.names, flags->tp_text,
+                  spelled("attention TP ranks per replica: host placements hold TP slices", kTpSpelling))
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");
   cmd->callback([flags, &exit_code] {

@@ -1,19 +1,29 @@
-// `engramlab fuzz --seeds N [--seed S] [--check-determinism] [--verbose]`:
-// swarm mode (harness/swarm.h). Each seed draws a job and checks the invariants;
-// the end shows which fault sites fired, the coverage probes and the
+// `engramlab fuzz --seeds N [--seed S] [--file F] [--sites a,b] [--check-determinism] [--verbose] [--junitxml F]`:
+// swarm mode (harness/swarm.h). Each seed draws a job (with --file: faults,
+// interleaving and timeouts around the file's deployment) and checks the invariants;
+// the end shows which fault sites fired, the coverage probes hit and those never hit, and the
 // outcomes. Exit codes: 0 every seed held and (for a sweep of 500 seeds or
 // more) every fault site fired; 1 otherwise; 2 bad flags.
+#include <climits>
+#include <cstdint>
 #include <fmt/format.h>
 
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "apps/command_registry.h"
 #include "apps/flag_numbers.h"
+#include "core/base/file_replace.h"
 #include "core/base/json_output.h"
 #include "core/base/progress.h"
+#include "core/base/rerun_command.h"
+#include "harness/run_timeline.h"
+#include "harness/scenario_emit.h"
+#include "harness/swarm_junit.h"
 #include "harness/swarm.h"
+#include "harness/swarm_target.h"
 
 namespace engram::app {
 namespace {
@@ -23,13 +33,19 @@ struct FuzzFlags {
   std::string seed_text = "1";
   int seeds = 0;       // from seeds_text
   uint64_t seed = 0;   // from seed_text
+  std::string file;   // --file: the deployment held fixed
+  std::string sites;  // --sites: the fault sites drawn
+  std::string trace;     // --trace: the first failing seed's run (else the first seed's) as trace events
+  std::string timeline;  // --timeline: the same run as SVG
+  std::string emit_seed_text;  // --emit-scenario: print this seed's case as a scenario file
   bool check_determinism = false;
   bool verbose = false;  // one line per seed
   bool json = false;
   bool progress = false;
+  std::string junitxml;  // --junitxml: a testcase per seed
 };
 
-Json seed_json(const sim::SwarmSeedResult& r) {
+Json seed_json(const harness::SwarmSeedResult& r) {
   return {{"seed", r.seed},
           {"passed", r.passed},
           {"outcome", r.outcome},
@@ -39,7 +55,7 @@ Json seed_json(const sim::SwarmSeedResult& r) {
           {"reproduce", r.reproduction}};
 }
 
-Json fuzz_json(const FuzzFlags& flags, const sim::SwarmReport& report) {
+Json fuzz_json(const FuzzFlags& flags, const harness::SwarmReport& report) {
   Json j = json_document("fuzz");
   j["first_seed"] = flags.seed;
   j["seeds"] = flags.seeds;
@@ -57,6 +73,7 @@ Json fuzz_json(const FuzzFlags& flags, const sim::SwarmReport& report) {
   j["coverage"] = Json::array();
   for (const auto& [probe, hits] : report.coverage)
     j["coverage"].push_back({{"probe", probe}, {"hits", hits.first}, {"seeds", hits.second}});
+  j["probes_never_hit"] = report.probes_never_hit();
   j["outcomes"] = Json::array();
   for (const auto& [outcome, seeds] : report.outcomes) j["outcomes"].push_back({{"outcome", outcome}, {"seeds", seeds}});
   j["failures"] = Json::array();
@@ -78,27 +95,83 @@ Status read_numbers(FuzzFlags& flags) {
   return Status::ok();
 }
 
+// `--emit-scenario SEED`: the case as a scenario file on stdout, checked
+// first: run alone it must pass and give the seed's trace hash.
+int emit_scenario(const FuzzFlags& flags, const harness::SwarmTarget& target) {
+  auto seed = whole_number_flag<uint64_t>("--emit-scenario", flags.emit_seed_text, 0, UINT64_MAX);
+  if (!seed.is_ok()) {
+    std::cerr << "error: " << seed.status().message() << "\n";
+    return 2;
+  }
+  auto emitted = harness::emit_swarm_case(seed.value(), target);
+  if (!emitted.is_ok()) {
+    std::cerr << "error: " << emitted.status().message() << "\n";
+    return 1;
+  }
+  std::cout << emitted->yaml;
+  std::cerr << fmt::format("emitted seed {}: run alone it passes with trace hash {:016x}, as the seed's run\n",
+                           seed.value(), emitted->trace_hash);
+  return 0;
+}
+
 int run_fuzz(FuzzFlags& flags) {
   if (const Status bad = read_numbers(flags); !bad.is_ok()) {
     std::cerr << "error: " << bad.message() << "\n";
     if (flags.json) std::cout << dump_json(error_document("fuzz", bad)) << "\n";
     return 2;
   }
+  auto target = harness::load_swarm_target(flags.file, flags.sites);
+  if (target.is_ok() && target->deployment && harness::swarm_sites_expected(target.value()).empty()) {
+    harness::SwarmTarget every_site = target.value();
+    every_site.sites.clear();
+    std::string names;
+    for (sim::FaultSite site : harness::swarm_sites_expected(every_site))
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", sim::fault_site_name(site));
+    target = invalid_argument(fmt::format(
+        "--sites {}: the placements plan gives {} never reach them; drop --sites or name sites it reaches: {}",
+        flags.sites, flags.file, names));
+  }
+  if (!target.is_ok()) {
+    std::cerr << "error: " << target.status().message() << "\n";
+    if (flags.json) std::cout << dump_json(error_document("fuzz", target.status())) << "\n";
+    return 2;
+  }
+  if (!flags.emit_seed_text.empty()) return emit_scenario(flags, target.value());
   if (flags.verbose && !flags.json) {
     for (int i = 0; i < flags.seeds; ++i) {
-      auto r = sim::run_swarm_seed(flags.seed + static_cast<uint64_t>(i), flags.check_determinism);
+      auto r = harness::run_swarm_seed(flags.seed + static_cast<uint64_t>(i), flags.check_determinism, target.value());
       std::cout << fmt::format("seed {}: {} {:016x} {}\n  {}\n", r.seed, r.passed ? "pass" : "FAIL", r.trace_hash,
                                r.outcome, r.description);
     }
   }
-  sim::SwarmReport report;
+  harness::SwarmReport report;
   {
     Progress progress("fuzz", "seeds", static_cast<uint64_t>(flags.seeds),
                       flags.progress ? ProgressMode::kAlways : ProgressMode::kAuto);
-    report = sim::run_swarm(flags.seed, flags.seeds, flags.check_determinism,
-                            [&](int done) { progress.update(static_cast<uint64_t>(done)); });
+    report = harness::run_swarm(flags.seed, flags.seeds, flags.check_determinism,
+                            [&](int done) { progress.update(static_cast<uint64_t>(done)); }, target.value());
+  }
+  if (!flags.trace.empty() || !flags.timeline.empty()) {
+    // The run again, deterministic in its seed, this time keeping its timeline.
+    const uint64_t drawn_seed = report.failures.empty() ? flags.seed : report.failures.front().seed;
+    harness::SwarmCase drawn = harness::draw_swarm_case(drawn_seed, target.value());
+    drawn.job.keep_timeline = true;
+    const harness::EmulatedOutcome run = harness::run_emulated_job(drawn.job);
+    if (const Status written = harness::write_run_drawings(run, fmt::format("fuzz seed {}", drawn_seed), flags.trace,
+                                                       flags.timeline);
+        !written.is_ok()) {
+      std::cerr << "error: " << written.message() << "\n";
+      return 2;
+    }
   }
   const auto never = report.sites_never_fired();
+  if (!flags.junitxml.empty())
+    if (const Status written =
+            write_output_file(flags.junitxml, harness::swarm_junit_xml(report, flags.file), "the JUnit XML report");
+        !written.is_ok()) {
+      std::cerr << "error: " << written.message() << "\n";
+      return 2;
+    }
   if (flags.json) {
     std::cout << dump_json(fuzz_json(flags, report)) << "\n";
     return report.passed() ? 0 : 1;
@@ -114,14 +187,22 @@ int run_fuzz(FuzzFlags& flags) {
     std::string names;
     for (sim::FaultSite site : never) names += fmt::format("{}{}", names.empty() ? "" : ", ", sim::fault_site_name(site));
     std::cout << fmt::format("fault sites that never fired in {} seeds: {}{}\n", flags.seeds, names,
-                             flags.seeds >= sim::kEverySiteSweepSeeds
+                             flags.seeds >= harness::kEverySiteSweepSeeds
                                  ? ": the sweep does not test them (this fails the sweep)"
                                  : fmt::format(" (only a sweep of {} or more seeds must fire every site)",
-                                               sim::kEverySiteSweepSeeds));
+                                               harness::kEverySiteSweepSeeds));
   }
-  std::cout << fmt::format("fuzz: {} seeds from {}{}: {} failed; {} of {} fault sites fired; {:.1f} s\n", flags.seeds,
-                           flags.seed, flags.check_determinism ? ", each run twice" : "", report.failures.size(),
-                           sim::kFaultSiteCount - static_cast<int>(never.size()), sim::kFaultSiteCount,
+  if (const auto unhit = report.probes_never_hit(); !unhit.empty()) {
+    std::string names;
+    for (const std::string& probe : unhit) names += fmt::format("{}{}", names.empty() ? "" : "; ", probe);
+    std::cout << fmt::format("coverage probes never hit in {} seeds ({} of {}): {}\n", flags.seeds, unhit.size(),
+                             unhit.size() + report.coverage.size(), names);
+  }
+  std::cout << fmt::format("fuzz: {} seeds from {}{}{}: {} failed; {} of {} fault sites{} fired; {:.1f} s\n",
+                           flags.seeds, flags.seed, flags.file.empty() ? "" : " around " + flags.file,
+                           flags.check_determinism ? ", each run twice" : "", report.failures.size(),
+                           report.expected_sites.size() - never.size(), report.expected_sites.size(),
+                           report.expected_sites.size() == sim::kFaultSiteCount ? "" : " aimed at", 
                            report.elapsed_ms / 1000.0);
   return report.passed() ? 0 : 1;
 }
@@ -132,6 +213,19 @@ CommandRegistration reg("40-fuzz", [](CLI::App& app, int& exit_code) {
       "fuzz", "Swarm mode: draw topology, config and faults from each seed, run on the emulator, check invariants");
   cmd->add_option("--seeds", flags->seeds_text, "how many seeds (default 100)");
   cmd->add_option("--seed", flags->seed_text, "the first seed (default 1)");
+  cmd->add_option("--file", flags->file,
+                  "a deployment or scenario file: its topology and config held fixed, the seed drawing faults, "
+                  "interleavings and timeouts");
+  cmd->add_option("--emit-scenario", flags->emit_seed_text,
+                  "print seed SEED's drawn case as a scenario file (its outcome as the expectation), checked to "
+                  "rerun alone with the same trace hash");
+  cmd->add_option("--trace", flags->trace,
+                  "write the first failing seed's run (else the first seed's) as a Chrome/Perfetto trace");
+  cmd->add_option("--timeline", flags->timeline, "write the same run as SVG swimlanes");
+  cmd->add_option("--junitxml", flags->junitxml,
+                  "write a JUnit XML report (a testcase per seed; a failure holds the violations and the reproduce "
+                  "line) for a CI dashboard");
+  cmd->add_option("--sites", flags->sites, "comma-separated fault sites to draw faults at (default: every site)");
   cmd->add_flag("--check-determinism", flags->check_determinism, "run each seed twice and compare trace hashes");
   cmd->add_flag("--verbose", flags->verbose, "print each seed's job and outcome first");
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");

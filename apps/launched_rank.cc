@@ -1,8 +1,11 @@
 #include "apps/launched_rank.h"
 
+#include <climits>
+#include <cstdint>
 #include <fmt/format.h>
 
 #include "apps/flag_numbers.h"
+#include "apps/flag_spellings.h"
 #include "backends/ipc/real_rank_backend.h"
 #include "core/base/text_excerpt.h"
 #include "core/deployment/shard_groups.h"
@@ -16,8 +19,10 @@ void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags) {
   cmd.add_option("--table-model", flags.table_model,
                  "build and look up this model's tables instead (e.g. tiny, for a quick check); the placement still "
                  "follows --model");
-  cmd.add_option("--tp", flags.tp_text, fmt::format("tensor-parallel size (default {}; 0: WORLD_SIZE / dp)", flags.tp_text));
-  cmd.add_option("--dp", flags.dp_text, fmt::format("data-parallel size (default {}; 0: WORLD_SIZE / tp)", flags.dp_text));
+  cmd.add_option(kTpSpelling.names, flags.tp_text,
+                 spelled(fmt::format("tensor-parallel size (default {}; 0: WORLD_SIZE / dp)", flags.tp_text), kTpSpelling));
+  cmd.add_option(kDpSpelling.names, flags.dp_text,
+                 spelled(fmt::format("data-parallel size (default {}; 0: WORLD_SIZE / tp)", flags.dp_text), kDpSpelling));
   cmd.add_option("--shard-group", flags.shard_group, "world (default), nvlink_domain or host");
   cmd.add_option("--fill-seed", flags.fill_seed_text, "the table fill's seed (default 1)");
 }
@@ -50,7 +55,7 @@ Status run_launched_rank(const ipc::LaunchEnv& env, WarningSink& sink, const std
   for (const Warning& w : real->stale_warnings()) sink.emit(w);
   RankBackend backend = real->backend();
   // Every rank looks up on its own GPU, whatever its placement.
-  ENGRAM_ASSIGN_OR_RETURN(RankDevice device, open_rank_device(env.local_rank, env.rank, true, *backend.probe));
+  ENGRAM_ASSIGN_OR_RETURN(harness::RankDevice device, harness::open_rank_device(env.local_rank, env.rank, true, *backend.probe));
   if (device.memory) {
     backend.device = device.memory.get();
     backend.compute = device.compute.get();

@@ -5,8 +5,12 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "apps/command_registry.h"
+#include "apps/flag_check.h"
+#include "apps/stdout_check.h"
+#include "backends/ipc/fd_limit.h"
 #include "core/base/json_output.h"
 
 #ifndef ENGRAM_VERSION
@@ -55,20 +59,19 @@ void install_commands(CLI::App& app, int& exit_code) {
 }  // namespace engram::app
 
 int main(int argc, char** argv) {
+  // A launcher and its ranks need an fd per peer: take what the hard limit
+  // allows before anything opens one (the children inherit it).
+  engram::ipc::raise_fd_limit();
   CLI::App app{"engramlab: place, share and look up Engram hash-embedding tables across GPU ranks"};
   app.require_subcommand(1);
   app.set_version_flag("--version", engram::app::version_text());
   app.footer(engram::app::kUnitsHelp);
   int exit_code = 0;
   engram::app::install_commands(app, exit_code);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version exit 0; any other parse error (unknown flag,
-    // missing value) is bad input: exit 2, like our own validation. Under
-    // --json the error is a JSON document on stdout too.
-    const int cli_code = app.exit(e);
-    if (cli_code == 0) return 0;
+  // Bad input on the command line (an unknown flag, a missing value) exits
+  // 2, like our own validation; under --json the error is a JSON document on
+  // stdout too.
+  auto bad_input = [&](const std::string& message) {
     bool json = false;
     std::string command;
     for (int i = 1; i < argc; ++i) {
@@ -77,9 +80,27 @@ int main(int argc, char** argv) {
       else if (argv[i][0] != '-' && command.empty()) command = argv[i];
     }
     if (json) {
-      std::cout << engram::dump_json(engram::error_document(command, engram::invalid_argument(e.what()))) << "\n";
+      std::cout << engram::dump_json(engram::error_document(command, engram::invalid_argument(message))) << "\n";
     }
-    return 2;
+    return engram::app::finish_stdout(2, command);
+  };
+  // Other tools' spellings made ours, and unknown flags refused with the
+  // closest known ones, before CLI11 reads the line.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (const engram::Status flags = engram::app::check_flags(app, args); !flags.is_ok()) {
+    std::cerr << flags.message() << "\n";
+    return bad_input(flags.message());
   }
-  return exit_code;
+  std::vector<char*> checked_argv{argv[0]};
+  for (std::string& a : args) checked_argv.push_back(a.data());
+  try {
+    app.parse(static_cast<int>(checked_argv.size()), checked_argv.data());
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0.
+    const int cli_code = app.exit(e);
+    if (cli_code == 0) return engram::app::finish_stdout(0, argc > 1 ? argv[1] : "");
+    return bad_input(e.what());
+  }
+  const auto ran = app.get_subcommands();
+  return engram::app::finish_stdout(exit_code, ran.empty() ? std::string_view() : std::string_view(ran[0]->get_name()));
 }

@@ -1,10 +1,12 @@
 // `engramlab plan`: resolve a deployment's Engram config, decide each rank's
-// placement and show what it costs, before anything runs (DESIGN.md 1-3).
+// placement and show what it costs, before anything runs (docs/design.md sections 1-3).
 // Input: flags, or --file deployment.yaml with flags overriding it.
 // Exit codes: 0 planned; 1 the deployment cannot work as asked (strict
 // dp_shared_memory, no handle type, tables beyond a GPU or a host's RAM);
 // 2 bad input.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include <charconv>
 #include <cstdio>
@@ -14,25 +16,41 @@
 
 #include "apps/command_registry.h"
 #include "apps/flag_numbers.h"
+#include "apps/flag_spellings.h"
 #include "core/plan/deployment_plan.h"
 #include "core/deployment/deployment_yaml.h"
 #include "core/deployment/shard_groups.h"
 #include "core/base/json_output.h"
 #include "core/plan/memory_fit.h"
 #include "core/report/plan_report.h"
+#include "core/base/text_excerpt.h"
 #include "core/base/units.h"
 
 namespace engram::app {
 namespace {
 
+// A memory size flag: 0 bytes is no memory, and leaving the flag out is how
+// to ask for the GPU model's figure, so an explicit 0 is refused.
+Result<uint64_t> memory_flag_bytes(const std::string& text, const char* flag, const char* of) {
+  ENGRAM_ASSIGN_OR_RETURN(const uint64_t bytes, parse_bytes(text, flag));
+  if (bytes == 0) {
+    return invalid_argument(fmt::format("{} {}: that is no memory; {} has some: give its size (e.g. 141GiB), or leave {} "
+                                        "out for the GPU model's figure",
+                                        flag, excerpt(text), of, flag));
+  }
+  return bytes;
+}
+
 struct PlanFlags {
   std::string file, model, hosts, gpus_per_host, gpu_model, gpu_memory, shm_size, nvlink_domain;
   std::string no_shm, imex_channel, fabric_attribute;  // flags: "true" when given bare
-  std::string tp, dp, ep, prefill_cp, elastic_ep;
+  std::string tp, dp, ep, prefill_cp, elastic_ep, enable_expert_parallel;
   std::string cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank, sequence_parallel;
   std::string rank_hosts;
   std::string host_memory, gpu_memory_fraction, gpu_reserved, environment;
+  std::string context_length;
   bool json = false;
+  std::string given_empty;  // a flag given an empty value (`--file ''`): refused, not taken as absent
 };
 
 Result<bool> parse_bool(const std::string& text, const char* flag) {
@@ -52,6 +70,12 @@ Status apply(const std::string& text, T& field, Parse parse) {
 }
 
 Result<Deployment> build_deployment(const PlanFlags& f) {
+  // An empty text means "not given" below, so an empty value given on
+  // purpose would be dropped without a word.
+  if (!f.given_empty.empty()) {
+    return invalid_argument(fmt::format("{}: '' is empty; give {} a value, or leave it out", f.given_empty,
+                                        f.given_empty));
+  }
   Deployment d;
   const bool from_file = !f.file.empty();
   if (from_file) {
@@ -69,6 +93,13 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   ENGRAM_RETURN_IF_ERROR(apply(f.ep, d.layout.ep, int_of("--ep", 1, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.prefill_cp, d.layout.prefill_cp, int_of("--prefill-cp", 1, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.elastic_ep, d.layout.elastic_ep, bool_of("--elastic-ep")));
+  bool expert_parallel_everywhere = false;
+  ENGRAM_RETURN_IF_ERROR(apply(f.enable_expert_parallel, expert_parallel_everywhere, bool_of("--enable-expert-parallel")));
+  if (expert_parallel_everywhere) {
+    if (!f.ep.empty())
+      return invalid_argument("--enable-expert-parallel: sets ep = tp x dp, as vLLM does; give it or --ep N, not both");
+    d.layout.ep = d.layout.world_size();
+  }
 
   // Hosts: from flags alone, or the file's hosts with flags applied to each.
   int host_count = from_file ? static_cast<int>(d.hosts.size()) : 1;
@@ -106,9 +137,9 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
       if (f.gpu_memory.empty()) h.gpu_memory_bytes = 0;  // the new model's default
     }
     ENGRAM_RETURN_IF_ERROR(apply(f.gpu_memory, h.gpu_memory_bytes,
-                                 [](const std::string& t) { return parse_bytes(t, "--gpu-memory"); }));
+                                 [](const std::string& t) { return memory_flag_bytes(t, "--gpu-memory", "a GPU"); }));
     ENGRAM_RETURN_IF_ERROR(apply(f.host_memory, h.host_memory_bytes,
-                                 [](const std::string& t) { return parse_bytes(t, "--host-memory"); }));
+                                 [](const std::string& t) { return memory_flag_bytes(t, "--host-memory", "a host"); }));
     if (!f.environment.empty()) {
       ENGRAM_ASSIGN_OR_RETURN(h.environment, parse_runtime_environment(f.environment, "--environment"));
     }
@@ -164,6 +195,11 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
                             parse_fraction(f.gpu_memory_fraction, "--gpu-memory-fraction"));
     d.engine.fraction_given = true;
   }
+  if (!f.context_length.empty()) {
+    ENGRAM_ASSIGN_OR_RETURN(int tokens, whole_number_flag<int>("--context-length", f.context_length, 1,
+                                                               kMaxContextLength));
+    d.engine.context_length_tokens = tokens;
+  }
   if (!f.gpu_reserved.empty()) {
     ENGRAM_ASSIGN_OR_RETURN(uint64_t bytes, parse_bytes(f.gpu_reserved, "--gpu-reserved"));
     d.engine.gpu_reserved_bytes = bytes;
@@ -205,21 +241,26 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "plan", "Resolve the Engram config, decide each rank's placement and show the memory it costs");
   PlanFlags& f = *flags;
+  cmd->footer(std::string(kSizeUnitsHelp));
   cmd->add_option("--file", f.file, "deployment YAML (flags override its fields)");
-  cmd->add_option("--model", f.model, "model preset: deepseek-v4.1-flash (default), tiny");
+  cmd->add_option("--model", f.model,
+                  "a model shipped in models/ (deepseek-v4.1-flash, the default; deepseek-v4.1-flash-layer1; "
+                  "tiny; ...), or the path of a model file (.yaml)");
   cmd->add_option("--hosts", f.hosts, "number of hosts (default 1; replaces the file's host list)");
   cmd->add_option("--gpus-per-host", f.gpus_per_host, "GPUs per host (default: tp * dp / hosts)");
-  cmd->add_option("--gpu-model", f.gpu_model, "H100, H200 (default), B200, GB200, B300, GB300 (any case)");
+  cmd->add_option("--gpu-model", f.gpu_model,
+                  "H20, H100, H200 (default), B200, GB200, B300, GB300 (any case), or the path of a GPU file");
   cmd->add_option("--gpu-memory", f.gpu_memory,
                   "GPU memory as CUDA reports it, e.g. 139.8GiB (default: the model's CUDA total, announced)");
   cmd->add_option("--host-memory", f.host_memory,
                   "system RAM per host, e.g. 2TB (default: the model's usual host, announced)");
-  cmd->add_option("--gpu-memory-fraction", f.gpu_memory_fraction,
-                  "the engine's share of GPU memory (vLLM gpu_memory_utilization, SGLang mem_fraction_static; "
-                  "default 0.90)");
+  cmd->add_option(kGpuMemoryFractionSpelling.names, f.gpu_memory_fraction,
+                  spelled("the engine's share of GPU memory (default 0.90)", kGpuMemoryFractionSpelling));
   cmd->add_option("--gpu-reserved", f.gpu_reserved,
                   "GPU memory per GPU the engine needs besides Engram and the KV cache: weights, activations, "
-                  "CUDA context, NCCL (default: not counted)");
+                  "CUDA context, NCCL (default: the model file's weights at this TP, else not counted)");
+  cmd->add_option("--context-length", f.context_length,
+                  "tokens per request, for the maximum concurrency the KV cache left holds (vLLM max_model_len)");
   cmd->add_option("--environment", f.environment,
                   "where the ranks run: bare_metal, docker, kubernetes (default unknown: warnings name every fix)");
   cmd->add_option("--shm-size", f.shm_size, "/dev/shm tmpfs total, e.g. 190GiB (default 64MiB, Docker's)");
@@ -228,9 +269,11 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--imex-channel{true}", f.imex_channel, "an IMEX channel device exists");
   cmd->add_flag("--fabric-attribute{true}", f.fabric_attribute, "the driver reports FABRIC handle support");
   cmd->add_option("--rank-hosts", f.rank_hosts, "rank -> host index map, comma separated (default: fill in order)");
-  cmd->add_option("--tp", f.tp, "attention TP ranks per replica");
-  cmd->add_option("--dp", f.dp, "DP replicas");
-  cmd->add_option("--ep", f.ep, "expert parallel size");
+  cmd->add_option(kTpSpelling.names, f.tp, spelled("attention TP ranks per replica", kTpSpelling));
+  cmd->add_option(kDpSpelling.names, f.dp, spelled("DP replicas", kDpSpelling));
+  cmd->add_option(kEpSpelling.names, f.ep, spelled("expert parallel size", kEpSpelling));
+  cmd->add_flag("--enable-expert-parallel{true}", f.enable_expert_parallel,
+                "vLLM's switch: expert parallel over every rank, ep = tp x dp (not with --ep)");
   cmd->add_option("--prefill-cp", f.prefill_cp, "prefill context parallel size");
   cmd->add_flag("--elastic-ep{true}", f.elastic_ep, "elastic expert parallelism is on");
   cmd->add_flag("--cpu-offload{true}", f.cpu_offload, "Engram tables offloaded to host memory");
@@ -243,7 +286,17 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
                               shard_group_name(ShardGroup::kWorld)));
   cmd->add_option("--tokens-per-rank", f.tokens_per_rank, "DP slot size for the collective buffer (default 1024)");
   cmd->add_flag("--json", f.json, "print a machine-readable JSON object");
-  cmd->callback([flags, &exit_code]() { exit_code = run_plan(*flags); });
+  cmd->callback([flags, cmd, &exit_code]() {
+    for (const CLI::Option* opt : cmd->get_options()) {
+      const auto& given = opt->results();
+      if (opt->count() > 0 && !given.empty() &&
+          std::all_of(given.begin(), given.end(), [](const std::string& v) { return v.empty(); })) {
+        flags->given_empty = opt->get_name();
+        break;
+      }
+    }
+    exit_code = run_plan(*flags);
+  });
 });
 
 }  // namespace

@@ -1,12 +1,16 @@
 // `engramlab scenario run FILE|DIR... [--seed S] [--json] [--real]`: runs
-// scenario files (DESIGN.md section 7) on the emulator and prints a
-// pass/fail table; --real runs them on real processes of this host and
+// scenario files (docs/design.md section 7) on the emulator and prints a
+// pass/fail table (a file with `faults: drawn` runs as one swarm seed;
+// `--emit` prints its drawn case as a scenario of its own); --real runs them on real processes of this host and
 // compares with the emulator (harness/real_scenario.h). `scenario rank FILE` is
 // the internal per-process entry of a real run (harness/real_rank_process.h).
 // Exit codes: 0 every scenario passed; 1 one failed (why, and the line that
 // reproduces it, follow the table); 2 a file could not be read or parsed.
+#include <climits>
+#include <cstdint>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 #include <memory>
@@ -16,12 +20,19 @@
 
 #include "apps/command_registry.h"
 #include "apps/flag_numbers.h"
+#include "core/base/text_excerpt.h"
 #include "harness/real_rank_process.h"
 #include "harness/real_scenario.h"
+#include "core/base/file_replace.h"
 #include "core/base/json_output.h"
+#include "core/report/junit_xml.h"
 #include "core/base/progress.h"
 #include "harness/scenario.h"
+#include "harness/drawn_scenario.h"
 #include "harness/emulated_scenario.h"
+#include "harness/run_timeline.h"
+#include "harness/scenario_emit.h"
+#include "harness/swarm_target.h"
 
 namespace engram::app {
 namespace {
@@ -34,9 +45,58 @@ struct ScenarioFlags {
   bool details = false;
   bool here = false;
   bool progress = false;
+  std::string trace;     // --trace: Chrome/Perfetto trace-event JSON of each run
+  std::string timeline;  // --timeline: the same as SVG swimlanes
+  std::string pattern;   // -k: only scenarios whose name or file path contains it
+  bool exitfirst = false;  // -x: stop after the first failing scenario
+  std::string junitxml;  // --junitxml: a JUnit XML report, one testcase per scenario
+  bool emit = false;     // --emit: a `faults: drawn` file's drawn case as a scenario on stdout
 };
 
-Json outcome_json(const sim::ScenarioOutcome& o) {
+// `--emit`: the one file's drawn case (at its seed or --seed) as a scenario
+// on stdout, checked to reproduce the same trace hash when run alone.
+int emit_drawn_scenario(const harness::Scenario& s, std::optional<uint64_t> seed) {
+  const uint64_t drawn_seed = seed.value_or(s.seed);
+  Result<harness::EmittedScenario> emitted = internal_error("unset");
+  if (s.faults_drawn) {
+    auto target = harness::load_swarm_target(s.source, "");
+    if (!target.is_ok()) {
+      std::cerr << "error: " << target.status().message() << "\n";
+      return 2;
+    }
+    emitted = harness::emit_swarm_case(drawn_seed, target.value());
+  } else {
+    emitted = harness::emit_rated_scenario(s, drawn_seed);
+  }
+  if (!emitted.is_ok()) {
+    std::cerr << "error: " << emitted.status().message() << "\n";
+    return 1;
+  }
+  std::cout << emitted->yaml;
+  std::cerr << fmt::format("emitted {} at seed {}: run alone it passes with trace hash {:016x}, as the drawn run\n",
+                           s.source, drawn_seed, emitted->trace_hash);
+  return 0;
+}
+
+// --junitxml: a testcase per scenario; a failing one's failure holds what
+// differed, the rank table and the reproduce line.
+std::string scenarios_junit_xml(const std::vector<harness::ScenarioOutcome>& outcomes) {
+  std::vector<JunitCase> cases;
+  for (const auto& o : outcomes) {
+    JunitCase c{.name = o.name, .classname = "scenario." + o.name, .file = o.source, .seconds = o.elapsed_ms / 1000,
+                .failed = !o.passed};
+    if (!o.passed) {
+      for (const auto& f : o.failures) c.failure_text += "- " + f + "\n";
+      for (const auto& line : o.rank_table) c.failure_text += "  " + line + "\n";
+      c.failure_text += "reproduce: " + o.reproduction + "\n";
+      c.failure_message = o.failures.empty() ? "failed" : o.failures.front();
+    }
+    cases.push_back(std::move(c));
+  }
+  return junit_xml("engramlab scenario run", cases);
+}
+
+Json outcome_json(const harness::ScenarioOutcome& o) {
   Json j = Json::object();
   j["name"] = o.name;
   j["file"] = o.source;
@@ -69,37 +129,89 @@ int run_scenarios(const ScenarioFlags& flags) {
     if (!value.is_ok()) return fail(value.status());
     seed = value.value();
   }
-  std::vector<Scenario> scenarios;
+  std::vector<harness::Scenario> scenarios;
+  std::vector<Warning> skipped;  // named on stderr and in the JSON's warnings
   for (const std::string& path : flags.paths) {
-    auto files = scenario_files(path);
+    auto files = harness::scenario_files(path);
     if (!files.is_ok()) return fail(files.status());
-    for (const std::string& file : files.value()) {
-      auto scenario = load_scenario_file(file);
+    for (const std::string& why : files->skipped) {
+      std::cerr << "warning: scenario " << why << "\n";
+      skipped.push_back({"scenario.unreadable_file", "scenario " + why});
+    }
+    for (const std::string& file : files->files) {
+      auto scenario = harness::load_scenario_file(file);
       if (!scenario.is_ok()) return fail(scenario.status());
       scenarios.push_back(std::move(scenario).value());
     }
   }
+  if (!flags.pattern.empty()) {
+    std::erase_if(scenarios, [&](const harness::Scenario& s) {
+      return s.name.find(flags.pattern) == std::string::npos && s.source.find(flags.pattern) == std::string::npos;
+    });
+    if (scenarios.empty())
+      return fail(invalid_argument(fmt::format(
+          "-k {}: no scenario's name or file path contains '{}'; `engramlab scenario run PATH` lists them all",
+          flags.pattern, flags.pattern)));
+  }
 
+  if (flags.emit) {
+    const bool drawn_parts =
+        scenarios.size() == 1 && (scenarios.front().faults_drawn || !scenarios.front().fault_rates.empty());
+    if (!drawn_parts)
+      return fail(invalid_argument(fmt::format(
+          "--emit: {} scenario(s) given{}; give exactly one file with drawn parts (`faults: drawn`, or fault "
+          "`rates:`) to write the case its seed draws out as a scenario",
+          scenarios.size(),
+          scenarios.size() == 1 ? fmt::format(", and {} plans all its faults itself", scenarios.front().source)
+                                : "")));
+    if (flags.json || flags.real || !flags.trace.empty() || !flags.timeline.empty() || !flags.junitxml.empty())
+      return fail(invalid_argument("--emit prints a scenario file and takes none of --json, --real, --trace, "
+                                   "--timeline, --junitxml; drop them"));
+    return emit_drawn_scenario(scenarios.front(), seed);
+  }
   if (flags.real) {
+    for (const harness::Scenario& s : scenarios)
+      if (s.faults_drawn)
+        return fail(invalid_argument(fmt::format(
+            "--real: {} has `faults: drawn`, which only the emulator draws; write its case out first with "
+            "`engramlab scenario run --emit {}` and run that",
+            s.source, s.source)));
+    if (flags.exitfirst || !flags.junitxml.empty())
+      return fail(invalid_argument("--real takes neither -x nor --junitxml; drop them"));
     if (flags.json || !flags.seed.empty())
       return fail(invalid_argument(
           "--real takes neither --seed (real processes have no emulator seed) nor --json; drop them"));
-    return run_scenarios_real(scenarios, {.here = flags.here});
+    return harness::run_scenarios_real(scenarios, {.here = flags.here});
   }
 
-  std::vector<sim::ScenarioOutcome> outcomes;
+  std::vector<harness::ScenarioOutcome> outcomes;
   {
     Progress progress("scenario run", "scenarios", scenarios.size(),
                       flags.progress ? ProgressMode::kAlways : ProgressMode::kAuto);
     progress.keep_ticking();  // one scenario of 1,152 ranks takes seconds on its own
-    for (const Scenario& s : scenarios) {
+    for (const harness::Scenario& s : scenarios) {
       progress.set_item(s.name);
-      outcomes.push_back(sim::run_scenario(s, seed));
+      const bool draw = !flags.trace.empty() || !flags.timeline.empty();
+      harness::EmulatedOutcome run;
+      outcomes.push_back(s.faults_drawn ? harness::run_drawn_scenario(s, seed, draw ? &run : nullptr)
+                                        : harness::run_scenario(s, seed, draw ? &run : nullptr));
+      if (draw) {
+        // One scenario: the paths as given; several: the scenario's name in each.
+        auto path = [&](const std::string& p) { return scenarios.size() == 1 || p.empty() ? p : harness::drawing_path_for(p, s.name); };
+        if (const Status written = harness::write_run_drawings(run, s.name, path(flags.trace), path(flags.timeline));
+            !written.is_ok())
+          return fail(written);
+      }
       progress.update(outcomes.size());
+      if (flags.exitfirst && !outcomes.back().passed) break;
     }
   }
   int failed = 0;
   for (const auto& o : outcomes) failed += o.passed ? 0 : 1;
+  if (!flags.junitxml.empty())
+    if (const Status written = write_output_file(flags.junitxml, scenarios_junit_xml(outcomes), "the JUnit XML report");
+        !written.is_ok())
+      return fail(written);
 
   if (flags.json) {
     Json j = json_document("scenario run");
@@ -107,7 +219,7 @@ int run_scenarios(const ScenarioFlags& flags) {
     j["failed"] = failed;
     j["scenarios"] = Json::array();
     for (const auto& o : outcomes) j["scenarios"].push_back(outcome_json(o));
-    j["warnings"] = Json::array();
+    j["warnings"] = warnings_json(skipped);
     j["error"] = nullptr;
     std::cout << dump_json(j) << "\n";
     return failed == 0 ? 0 : 1;
@@ -126,21 +238,32 @@ int run_scenarios(const ScenarioFlags& flags) {
   if (flags.details) {
     // What a user reads: each scenario's warnings and error in full.
     for (const auto& o : outcomes) {
-      if (o.warning_texts.empty() && o.error_text.empty()) continue;
+      if (o.warning_texts.empty() && (o.error_text.empty() || !o.passed)) continue;
       std::cout << fmt::format("\n{} ({}):\n", o.name, o.placement);
       for (const auto& w : o.warning_texts) std::cout << "  warning: " << w << "\n";
-      if (!o.error_text.empty()) std::cout << "  error: " << o.error_text << "\n";
+      // A failing scenario's error follows in its FAIL block, once.
+      if (!o.error_text.empty() && o.passed) std::cout << "  error: " << o.error_text << "\n";
     }
   }
   for (const auto& o : outcomes) {
     if (o.passed) continue;
-    std::cout << fmt::format("\nFAIL {} ({}):\n", o.name, o.source);
+    std::cout << fmt::format("\nFAIL {} ({}):\n", o.name, excerpt(o.source, kEchoedValueBytes));
     for (const auto& f : o.failures) std::cout << "  - " << f << "\n";
-    if (!o.error_text.empty()) std::cout << "  error seen: " << o.error_text << "\n";
+    const bool error_in_failures = std::any_of(o.failures.begin(), o.failures.end(), [&](const std::string& f) {
+      return f.find(o.error_text) != std::string::npos;
+    });
+    if (!o.error_text.empty() && !error_in_failures) std::cout << "  error seen: " << o.error_text << "\n";
+    if (!o.rank_table.empty()) {
+      std::cout << "  ranks (ranks alike on one line):\n";
+      for (const std::string& line : o.rank_table) std::cout << "    " << line << "\n";
+    }
     std::cout << "  reproduce: " << o.reproduction << "\n";
   }
   std::cout << fmt::format("\n{} of {} scenarios passed\n", outcomes.size() - static_cast<size_t>(failed),
                            outcomes.size());
+  if (outcomes.size() < scenarios.size())
+    std::cout << fmt::format("-x: stopped after the first failure; {} scenarios not run\n",
+                             scenarios.size() - outcomes.size());
   return failed == 0 ? 0 : 1;
 }
 
@@ -152,6 +275,19 @@ CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
   run->add_option("paths", flags->paths, "scenario files or directories")->required();
   run->add_option("--seed", flags->seed, "replace each scenario's seed");
   run->add_flag("--json", flags->json, "print a machine-readable JSON object");
+  run->add_option("--trace", flags->trace,
+                  "write each run as a Chrome/Perfetto trace (JSON trace events: a track per rank, a slice per "
+                  "step, faults and errors as instants); several scenarios: FILE.<name>.json");
+  run->add_option("--timeline", flags->timeline,
+                  "write each run as SVG swimlanes (ranks down, time across, faults and errors marked)");
+  run->add_option("-k", flags->pattern, "run only scenarios whose name or file path contains PATTERN");
+  run->add_flag("-x,--exitfirst", flags->exitfirst, "stop after the first failing scenario");
+  run->add_option("--junitxml", flags->junitxml,
+                  "write a JUnit XML report (one testcase per scenario, the failures and reproduce line in each "
+                  "failure) for a CI dashboard");
+  run->add_flag("--emit", flags->emit,
+                "for one file with drawn parts (`faults: drawn` or fault rates): print the case its seed (or "
+                "--seed) draws as a scenario file, the outcome seen as its expectation (redirect it into scenarios/)");
   run->add_flag("--details", flags->details, "after the table, print each scenario's warnings and error in full");
   run->add_flag("--real", flags->real,
                 "also run each scenario on real processes of this host (engramlab launch) and compare them with "
@@ -165,7 +301,7 @@ CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
 
   // Internal: one real rank, started by `scenario run --real` through
   // `engramlab launch` (or by torchrun/srun on a cluster).
-  auto rank_flags = std::make_shared<ScenarioRankFlags>();
+  auto rank_flags = std::make_shared<harness::ScenarioRankFlags>();
   CLI::App* rank = cmd->add_subcommand(
       "rank", "Run one rank of a scenario on real processes: what `scenario run --real` starts on this host, and what "
               "a cluster's launcher starts on every rank for a multi-host scenario (engramlab launch --nnodes, "
@@ -174,7 +310,7 @@ CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
   rank->add_option("--result-dir", rank_flags->result_dir, "write rank-<r>.json here (default: stdout)");
   rank->add_option("--die-rank", rank_flags->die_rank, "crash tests: this rank SIGKILLs itself at --die-at");
   rank->add_option("--die-at", rank_flags->die_at, "crash tests: shm_create:N or shm_open:N");
-  rank->callback([rank_flags, &exit_code]() { exit_code = run_scenario_rank_process(*rank_flags); });
+  rank->callback([rank_flags, &exit_code]() { exit_code = harness::run_scenario_rank_process(*rank_flags); });
 });
 
 }  // namespace

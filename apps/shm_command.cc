@@ -1,6 +1,7 @@
 // `engramlab shm list|clean [--job-id ID] [--dir DIR]`: the /dev/shm segments
 // engramlab jobs left, and removal of the stale ones (our header, ours, and
-// the creator gone). A segment whose creator still runs, a file without our
+// provably unused: no process holds its lock). A segment in use, one whose
+// use cannot be proven either way, a file without our
 // header, another user's file, or anything that is not a regular file is
 // listed and never removed. `clean` also sweeps the socket directories of
 // jobs nobody listens for any more (--socket-root, default the one jobs use).
@@ -37,6 +38,7 @@ Json segment_json(const shm::SegmentRecord& s) {
           {"header_valid", s.header_valid},
           {"creator_pid", s.creator_pid >= 0 ? Json(s.creator_pid) : Json(nullptr)},
           {"creator_alive", s.creator_alive},
+          {"liveness", s.liveness},
           {"stale", s.stale()}};
 }
 
@@ -48,15 +50,15 @@ int fail(const ShmFlags& flags, const char* verb, const Status& status) {
   return exit_code;
 }
 
-std::string prefix_of(const ShmFlags& flags) {
-  return flags.job_id.empty() ? std::string("engramlab-") : shm::job_segment_prefix(flags.job_id);
+shm::SegmentScope scope_of(const ShmFlags& flags) {
+  return flags.job_id.empty() ? shm::SegmentScope::every_job() : shm::SegmentScope::of_job(flags.job_id);
 }
 
 // The segments, or bad input when --dir or --job-id is wrong.
 Result<std::vector<shm::SegmentRecord>> segments_of(const ShmFlags& flags, bool remove) {
   if (!flags.job_id.empty()) ENGRAM_RETURN_IF_ERROR(ipc::check_job_id(flags.job_id, "--job-id"));
-  auto r = remove ? shm::remove_stale_segments(flags.dir, prefix_of(flags))
-                  : shm::list_segments(flags.dir, prefix_of(flags));
+  auto r = remove ? shm::remove_stale_segments(flags.dir, scope_of(flags))
+                  : shm::list_segments(flags.dir, scope_of(flags));
   if (!r.is_ok() && r.status().code() == ErrorCode::kNotFound) {
     return invalid_argument(fmt::format("--dir {}: no such directory; give the tmpfs directory, e.g. --dir /dev/shm",
                                         flags.dir));
@@ -91,12 +93,17 @@ int clean(const ShmFlags& flags) {
   if (!swept.is_ok()) return fail(flags, "clean", swept.status());
   int dirs_removed = 0;
   for (const auto& d : swept.value()) dirs_removed += d.removed ? 1 : 0;
+  // What stays, each with its reason (in use, unprovable, not ours).
+  auto kept = segments_of(flags, /*remove=*/false);
+  if (!kept.is_ok()) return fail(flags, "clean", kept.status());
   if (flags.json) {
     Json j = json_document("shm clean");
     j["dir"] = flags.dir;
     j["job_id"] = flags.job_id.empty() ? Json(nullptr) : Json(flags.job_id);
     j["removed"] = Json::array();
     for (const auto& seg : removed.value()) j["removed"].push_back(segment_json(seg));
+    j["kept"] = Json::array();
+    for (const auto& seg : kept.value()) j["kept"].push_back(segment_json(seg));
     j["socket_root"] = root;
     j["socket_dirs"] = Json::array();
     for (const auto& d : swept.value())
@@ -107,9 +114,10 @@ int clean(const ShmFlags& flags) {
     return 0;
   }
   for (const auto& s : removed.value()) std::cout << "removed: " << s.describe() << "\n";
-  std::cout << fmt::format("{} stale segment(s) removed under {}; segments in use and files engramlab did not make "
-                           "were kept\n",
-                           removed->size(), flags.dir);
+  for (const auto& s : kept.value()) std::cout << "kept: " << s.describe() << "\n";
+  std::cout << fmt::format("{} stale segment(s) removed under {}; {} kept (in use, not provably unused, or not "
+                           "engramlab's)\n",
+                           removed->size(), flags.dir, kept->size());
   for (const auto& d : swept.value()) std::cout << fmt::format("{}: {}\n", d.path, d.outcome);
   std::cout << fmt::format("{} socket director{} of ended jobs removed under {}\n", dirs_removed,
                            dirs_removed == 1 ? "y" : "ies", root);

@@ -5,7 +5,9 @@
 //      check, stop) over the same racks;
 //   3. the worst shape for the emulator: every rank its own one-GPU host,
 //      DP = ranks, lookups on (run as a scenario runs);
-//   4. `plan` of large layouts.
+//   4. `plan` of large layouts;
+//   5. lookup memory per rank at 4,096 tokens a rank, beside the estimate
+//      run_emulated_job makes before it starts (harness/emulator_memory.h).
 // Each row runs in a child process, so its peak RSS and CPU time are its
 // own. Prints wall time, CPU time (what the emulator costs whatever else
 // shares the cores), CPU and user time per rank, peak RSS, scheduler
@@ -44,6 +46,18 @@ uint64_t peak_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+// VmRSS now (peak_rss_bytes is the process's peak so far).
+uint64_t current_rss_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "VmRSS: %llu kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib * 1024;
 }
 
 std::byte pattern(int64_t row, uint64_t i) { return std::byte(static_cast<uint8_t>(row * 131 + i)); }
@@ -157,23 +171,41 @@ void print_world_row(size_t ranks, const char* shape, double wall_ms, const sim:
 
 const char* kWorldHeader = "%8s %10s %10s %10s %12s %12s %10s %14s %12s %8s\n";
 
+// Every rank its own one-GPU host, DP = ranks, looking up `tokens` a rank.
+harness::EmulatedJob one_gpu_hosts_job(int ranks, int tokens, int slot_tokens) {
+  harness::EmulatedJob job;
+  job.deployment.hosts = sim::plain_hosts("h", ranks, 1, "H200");
+  for (auto& h : job.deployment.hosts) h.tmpfs_bytes_total = 512ull << 30;
+  job.deployment.layout = ParallelLayout{1, ranks};
+  job.deployment.config.tokens_per_rank_max = slot_tokens;
+  job.lookup.tokens = tokens;
+  job.seed = 42;
+  return job;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // --max-racks N caps the rack sizes (default 128: 9,216 ranks).
-  // --tables 1234 picks the tables to run (default all).
+  // --tables 12345 picks the tables to run (default all).
   // --ranks N runs only the rows of tables 1-3 with N ranks (to profile one).
   // --in-process: no child process per row.
+  // --tokens N and --offload: table 5 at N tokens a rank (default 4,096), host placements.
   int max_racks = 128;
+  int table5_tokens = 4096;
+  bool table5_offload = false;
   int only_ranks = 0;
-  std::string tables = "1234";
+  std::string tables = "12345";
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--max-racks") == 0) max_racks = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--tables") == 0) tables = argv[i + 1];
     if (std::strcmp(argv[i], "--ranks") == 0) only_ranks = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--tokens") == 0) table5_tokens = std::atoi(argv[i + 1]);
   }
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--in-process") == 0) g_in_process = true;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--offload") == 0) table5_offload = true;
   auto skipped = [&](int ranks) { return only_ranks != 0 && ranks != only_ranks; };
   auto wanted = [&](char table) { return tables.find(table) != std::string::npos; };
   auto model = model_preset("deepseek-v4.1-flash");
@@ -255,19 +287,13 @@ int main(int argc, char** argv) {
     if (skipped(ranks)) continue;
     for (bool offload : {false, true}) {
       all_good &= in_child([&] {
-        sim::EmulatedJob job;
-        job.deployment.hosts = sim::plain_hosts("h", ranks, 1, "H200");
-        for (auto& h : job.deployment.hosts) h.tmpfs_bytes_total = 512ull << 30;
-        job.deployment.layout = ParallelLayout{1, ranks};
+        harness::EmulatedJob job = one_gpu_hosts_job(ranks, 4, 8);
         job.deployment.config.cpu_offload = offload;
-        job.deployment.config.tokens_per_rank_max = 8;
-        job.lookup.tokens = 4;
-        job.seed = 42;
         const auto start = std::chrono::steady_clock::now();
-        sim::EmulatedOutcome out = sim::run_emulated_job(job);
+        harness::EmulatedOutcome out = harness::run_emulated_job(job);
         const double wall_ms = ms_since(start);
         const bool good = !out.error && out.world.leaks.empty();
-        print_world_row(out.ranks.size(), sim::placement_summary(out).substr(0, 10).c_str(), wall_ms, out.world,
+        print_world_row(out.ranks.size(), harness::placement_summary(out).substr(0, 10).c_str(), wall_ms, out.world,
                         good);
         if (!good) std::fprintf(stderr, "%s\n", out.error ? out.error->to_string().c_str() : "leaks");
         return good ? 0 : 1;
@@ -275,6 +301,40 @@ int main(int argc, char** argv) {
     }
   }
 
+  }
+  if (wanted('5')) {
+  // Issue 35: lookup memory was unannounced at large token counts; this row
+  // shows what a rank costs at the documented maximum, so growth in ranks
+  // can be read off (the MiB per rank should stay flat).
+  std::printf("\n5. lookup memory at %d tokens a rank: every rank its own one-GPU host, DP = ranks%s; the "
+              "estimate is what run_emulated_job compares with the machine's limit before it starts\n",
+              table5_tokens, table5_offload ? ", cpu_offload" : "");
+  // run_MiB: the peak RSS less the RSS when the row began (what the run
+  // added, which is what the estimate bounds); its share a rank beside the
+  // estimate's figure a rank.
+  std::printf("%8s %10s %10s %10s %10s %14s %10s %14s %8s\n", "ranks", "placement", "wall_ms", "rss_MiB", "run_MiB",
+              "MiB_per_rank", "est_MiB", "est_per_rank", "result");
+  for (int ranks : {8, 16, 32}) {
+    if (ranks > 16 * max_racks) break;
+    if (skipped(ranks)) continue;
+    all_good &= in_child([&] {
+      harness::EmulatedJob job = one_gpu_hosts_job(ranks, table5_tokens, table5_tokens);
+      job.deployment.config.cpu_offload = table5_offload;
+      const double before_mib = static_cast<double>(current_rss_bytes()) / (1 << 20);
+      const auto start = std::chrono::steady_clock::now();
+      harness::EmulatedOutcome out = harness::run_emulated_job(job);
+      const double wall_ms = ms_since(start);
+      const bool good = !out.error && out.world.leaks.empty();
+      const double rss_mib = static_cast<double>(peak_rss_bytes()) / (1 << 20);
+      const double est_mib = static_cast<double>(out.memory_estimate.total_bytes) / (1 << 20);
+      std::printf("%8d %10s %10.1f %10.1f %10.1f %14.2f %10.1f %14.2f %8s\n", ranks,
+                  harness::placement_summary(out).substr(0, 10).c_str(), wall_ms, rss_mib, rss_mib - before_mib,
+                  (rss_mib - before_mib) / ranks, est_mib,
+                  static_cast<double>(out.memory_estimate.per_rank_bytes) / (1 << 20), good ? "ok" : "FAIL");
+      if (!good) std::fprintf(stderr, "%s\n", out.error ? out.error->to_string().c_str() : "leaks");
+      return good ? 0 : 1;
+    }) == 0;
+  }
   }
   if (wanted('4')) {
   std::printf("\n4. plan (placement, groups, memory) of large layouts: 8-GPU H200 hosts\n");

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/bench_kernels.h"
+#include "operator_checks/bench_kernels.h"
 #include "benchmarks/probe_support.cuh"
 #include "kernels/gather_kernels.h"
 
@@ -213,14 +213,14 @@ int main(int argc, char** argv) {
     for (Memory& m : kinds) {
       for (int g = 0; g < 2; ++g) {
         check(cudaSetDevice(g), "set");
-        engram::kernels::ShardFillArgs fill;
+        engram::operator_checks::ShardFillArgs fill;
         fill.shard = m.shard[g];
         fill.first_row = g * rows_per;
         fill.rows = rows_per;
         fill.row_bytes = 264;
         fill.dim = 256;
         fill.seed = 7;
-        check(engram::kernels::fill_shard(fill, nullptr), "fill");
+        check(engram::operator_checks::fill_shard(fill, nullptr), "fill");
         check(cudaDeviceSynchronize(), "fill sync");
       }
     }
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
       for (Memory& m : kinds) {
         check(cudaMemcpy(d_bases, m.shard, 2 * sizeof(void*), cudaMemcpyHostToDevice), "bases");
         // The bench's plain reference kernel (no dequantisation).
-        engram::kernels::PlainGatherArgs plain_args;
+        engram::operator_checks::PlainGatherArgs plain_args;
         plain_args.ids = d_ids;
         plain_args.slots = slots;
         plain_args.shard_count = 2;
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
         plain_args.row_bytes = 264;
         plain_args.out = d_out;
         cudaGraphExec_t plain = capture(streams[0], [&](cudaStream_t s) {
-          check(engram::kernels::plain_gather(plain_args, s), "plain_gather");
+          check(engram::operator_checks::plain_gather(plain_args, s), "plain_gather");
         });
         engram::kernels::GatherPeerArgs args;
         args.ids = d_ids;

@@ -81,9 +81,7 @@ const BenchTable& bench_table() {
 
 // The host placements: the device placements look up on the device (their
 // emulated form is the emulator's, not a CPU benchmark's).
-enum Which { kHostShared, kHostHeadSharded, kHostPrivate };
-
-void BM_Lookup(benchmark::State& state, Which which) {
+void BM_Lookup(benchmark::State& state, Placement placement) {
   const BenchTable& table = bench_table();
   const TableSpec& spec = table.model.tables[0];
   const int64_t tokens = state.range(0);
@@ -93,10 +91,15 @@ void BM_Lookup(benchmark::State& state, Which which) {
   const std::span<const std::byte> whole(table.bytes);
   for (auto _ : state) {
     Status s;
-    switch (which) {
-      case kHostShared: s = lookup_host_shared(solo, request, whole); break;
-      case kHostHeadSharded: s = lookup_host_head_sharded(solo, solo, request, whole); break;
-      case kHostPrivate: s = lookup_host_private(solo, request, whole); break;
+    switch (placement) {
+      case Placement::kHostShared: s = lookup_host_shared(solo, request, whole); break;
+      case Placement::kHostHeadSharded: s = lookup_host_head_sharded(solo, solo, request, whole); break;
+      case Placement::kHostPrivate: s = lookup_host_private(solo, request, whole); break;
+      case Placement::kDeviceCollective:
+      case Placement::kDevicePeer:
+        s = failed_precondition(std::string(placement_name(placement)) +
+                                " looks up on a device, not in a CPU benchmark");
+        break;
     }
     if (!s.is_ok()) {
       state.SkipWithError(s.to_string().c_str());
@@ -144,9 +147,9 @@ void token_counts(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_MemoryRead)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MemoryCopy)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Lookup, host_shared, kHostShared)->Apply(token_counts);
-BENCHMARK_CAPTURE(BM_Lookup, host_head_sharded, kHostHeadSharded)->Apply(token_counts);
-BENCHMARK_CAPTURE(BM_Lookup, host_private, kHostPrivate)->Apply(token_counts);
+BENCHMARK_CAPTURE(BM_Lookup, host_shared, Placement::kHostShared)->Apply(token_counts);
+BENCHMARK_CAPTURE(BM_Lookup, host_head_sharded, Placement::kHostHeadSharded)->Apply(token_counts);
+BENCHMARK_CAPTURE(BM_Lookup, host_private, Placement::kHostPrivate)->Apply(token_counts);
 
 }  // namespace
 }  // namespace engram

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "benchmarks/probe_support.cuh"
-#include "kernels/bench_kernels.h"
+#include "operator_checks/bench_kernels.h"
 #include "kernels/gather_kernels.h"
 
 namespace {
@@ -49,14 +49,14 @@ struct Rank {
     CK(cudaSetDevice(gpu));
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     CK(cudaMalloc(&shard, kShardBytes));
-    engram::kernels::ShardFillArgs fill;
+    engram::operator_checks::ShardFillArgs fill;
     fill.shard = shard;
     fill.first_row = rank * kRowsPerShard;
     fill.rows = kRowsPerShard;
     fill.row_bytes = 264;
     fill.dim = 256;
     fill.seed = 7;
-    check_status(engram::kernels::fill_shard(fill, stream), "fill");
+    check_status(engram::operator_checks::fill_shard(fill, stream), "fill");
     const int64_t max_slots = 8192 * kHeads;
     CK(cudaMalloc(&ids, max_slots * 8));
     CK(cudaMalloc(&all_ids, max_slots * 8 * size));

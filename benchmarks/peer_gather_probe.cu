@@ -1,5 +1,5 @@
 // Where a peer gather's time goes, on 2 GPUs looking up at once (as DP ranks
-// do): the plain kernel of DESIGN.md's anchors, the same with the shard table
+// do): the plain kernel of docs/design.md's anchors (section 8), the same with the shard table
 // read from memory, with the FP8 dequantisation, and with each row read by
 // one 17-lane 16-byte load instead of a data load plus a scale load; then
 // gather_peer itself and the copies the bench's floor is built from. Each
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "benchmarks/probe_support.cuh"
-#include "kernels/bench_kernels.h"
+#include "operator_checks/bench_kernels.h"
 #include "kernels/gather_kernels.h"
 #include "kernels/row_dequant.cuh"
 
@@ -191,14 +191,14 @@ int main(int argc, char** argv) {
     if (p != cudaSuccess && p != cudaErrorPeerAccessAlreadyEnabled) CK(p);
     CK(cudaStreamCreateWithFlags(&gpus[g].stream, cudaStreamNonBlocking));
     CK(cudaMalloc(&gpus[g].shard, kShardBytes));
-    engram::kernels::ShardFillArgs fill;
+    engram::operator_checks::ShardFillArgs fill;
     fill.shard = gpus[g].shard;
     fill.first_row = g * kRowsPerShard;
     fill.rows = kRowsPerShard;
     fill.row_bytes = 264;
     fill.dim = 256;
     fill.seed = 7;
-    check_status(engram::kernels::fill_shard(fill, nullptr), "fill");
+    check_status(engram::operator_checks::fill_shard(fill, nullptr), "fill");
     CK(cudaMalloc(&gpus[g].ids, 8192 * kHeads * 8));
     CK(cudaMalloc(&gpus[g].out, 8192 * kHeads * 512));
     CK(cudaMalloc(&gpus[g].starts, 3 * 8));
@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
     for (int from_peer = 0; from_peer < 2; ++from_peer) {
       table[variants.size() + 1 + from_peer][si] = time_both(gpus, replays, [&](int g, cudaStream_t s) {
         const void* src = from_peer ? gpus[1 - g].shard : gpus[g].shard;
-        check_status(engram::kernels::stream_copy(src, read, gpus[g].out, slots * 512, s), "copy");
+        check_status(engram::operator_checks::stream_copy(src, read, gpus[g].out, slots * 512, s), "copy");
       });
     }
   }
@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
       const uint64_t read = (slots * 264 + 15) / 16 * 16;
       std::printf("| peer copy at 8192 tokens, %s | %.2f us | |\n", limit.c_str(),
                   time_both(gpus, replays, [&](int g, cudaStream_t st) {
-                    check_status(engram::kernels::stream_copy(gpus[1 - g].shard, read, gpus[g].out, slots * 512, st), "copy");
+                    check_status(engram::operator_checks::stream_copy(gpus[1 - g].shard, read, gpus[g].out, slots * 512, st), "copy");
                   }));
     }
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -10,6 +11,8 @@
 #include <mutex>
 
 #include "core/base/bf16.h"
+#include "core/base/rerun_command.h"
+#include "core/base/text_list.h"
 #include "core/deployment/deployment_validate.h"
 #include "core/lookup/tp_heads.h"
 #include "core/placements/host_shared.h"
@@ -25,11 +28,11 @@
 #include "core/base/units.h"
 #include "kernels/direct_table_reference.h"
 
-namespace engram::sim {
+namespace engram::harness {
 namespace {
 
 // The rank of the first injected fault that fired ("rank R ..."), or -1.
-int first_fault_rank(const FaultReport& faults) {
+int first_fault_rank(const sim::FaultReport& faults) {
   for (const std::string& event : faults.fired_events) {
     int rank = -1;
     if (std::sscanf(event.c_str(), "rank %d", &rank) == 1) return rank;
@@ -66,9 +69,22 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
     out.emulator_refused = true;
     return out;
   }
+  // Every rank lives in this process: refuse a run that cannot fit before
+  // the tables or any rank's buffers are allocated.
+  bool any_device_collective = !out.plan.is_ok();
+  if (out.plan.is_ok())
+    for (const RankPlan& r : out.plan->ranks) any_device_collective |= is_device_placement(r.placement);
+  out.memory_estimate = estimate_emulator_memory(d, model.value(), job.lookup, any_device_collective);
+  if (const std::optional<MemoryLimit> limit = job.memory_limit ? job.memory_limit : machine_memory_limit()) {
+    if (Status fits = check_emulator_memory(out.memory_estimate, *limit); !fits.is_ok()) {
+      out.error = std::move(fits);
+      out.emulator_refused = true;
+      return out;
+    }
+  }
   const kernels::DirectTables& direct = kernels::direct_tables(job.lookup.model + job.lookup.model_hash.to_text(), model.value(), kScenarioFillSeed);
 
-  WorldSpec spec;
+  sim::WorldSpec spec;
   spec.hosts = d.hosts;
   std::vector<int> next_gpu(d.hosts.size(), 0);
   for (int host : d.rank_hosts) spec.ranks.push_back({host, next_gpu[static_cast<size_t>(host)]++});
@@ -76,6 +92,7 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   spec.faults = job.faults;
   spec.reproduction = job.reproduction;
   spec.keep_trace_text = job.keep_trace_text;
+  spec.keep_timeline = job.keep_timeline;
   spec.timeouts.collective_us = d.timeouts.collective_ms * 1000;
   spec.timeouts.fd_receive_us = d.timeouts.collective_ms * 1000;
   spec.timeouts.split_us = d.timeouts.join_ms * 1000;
@@ -104,7 +121,7 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   };
   WarningSink world_sink;
 
-  auto run = run_world(spec, [&](RankBackend& backend) -> Status {
+  auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
     return run_scenario_rank(backend, inputs, world_sink, out.ranks[static_cast<size_t>(backend.world_rank)]);
   });
   if (!run.is_ok()) {
@@ -118,30 +135,91 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   return out;
 }
 
+std::vector<std::string> rank_outcome_table(const EmulatedOutcome& out) {
+  struct Row {
+    std::vector<int> ranks;
+    std::vector<std::string> hosts;  // in rank order, each once
+    std::string step, status;
+  };
+  std::vector<Row> rows;
+  const auto& statuses = out.world.statuses;
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    const Status& st = statuses[r];
+    const RankOutcome* rank = r < out.ranks.size() ? &out.ranks[r] : nullptr;
+    std::string step, status;
+    if (st.is_ok()) {
+      step = rank && rank->looked_up ? "lookup" : rank && rank->started ? "start" : "-";
+      status = "ok";
+    } else {
+      step = st.context().step.empty() ? "-" : st.context().step;
+      status = fmt::format("{}: {}", error_code_name(st.code()), st.message());
+    }
+    const int host = r < out.deployment.rank_hosts.size() ? out.deployment.rank_hosts[r] : -1;
+    const std::string host_name = host >= 0 && static_cast<size_t>(host) < out.deployment.hosts.size()
+                                      ? out.deployment.hosts[static_cast<size_t>(host)].name
+                                      : "-";
+    // Ranks alike share one line, in order of their first rank.
+    auto same = std::find_if(rows.begin(), rows.end(),
+                             [&](const Row& row) { return row.step == step && row.status == status; });
+    if (same == rows.end()) same = rows.insert(rows.end(), Row{{}, {}, step, status});
+    Row& row = *same;
+    row.ranks.push_back(static_cast<int>(r));
+    if (std::find(row.hosts.begin(), row.hosts.end(), host_name) == row.hosts.end()) row.hosts.push_back(host_name);
+  }
+  std::vector<std::string> lines;
+  size_t rank_width = 4, host_width = 4, step_width = 9;
+  std::vector<std::array<std::string, 4>> cells;
+  for (const Row& row : rows) {
+    const std::string ranks = row.ranks.size() == 1 ? fmt::format("rank {}", row.ranks[0])
+                                                    : fmt::format("ranks {}", compress_ranges(row.ranks));
+    const std::string hosts = row.hosts.size() == 1
+                                  ? row.hosts[0]
+                                  : fmt::format("{}..{} ({} hosts)", row.hosts.front(), row.hosts.back(),
+                                                row.hosts.size());
+    cells.push_back({ranks, hosts, row.step, row.status});
+    rank_width = std::max(rank_width, ranks.size());
+    host_width = std::max(host_width, hosts.size());
+    step_width = std::max(step_width, row.step.size());
+  }
+  if (cells.empty()) return lines;
+  lines.push_back(fmt::format("{:<{}}  {:<{}}  {:<{}}  {}", "rank", rank_width, "host", host_width, "last step",
+                              step_width, "status"));
+  for (const auto& c : cells)
+    lines.push_back(fmt::format("{:<{}}  {:<{}}  {:<{}}  {}", c[0], rank_width, c[1], host_width, c[2], step_width,
+                                c[3]));
+  return lines;
+}
+
 std::string placement_summary(const EmulatedOutcome& outcome) {
   return scenario_placement_summary(outcome.plan, outcome.ranks);
 }
 
-Result<FaultPlan> fault_plan_of(const Scenario& scenario) {
-  FaultPlan plan;
+Result<sim::FaultPlan> fault_plan_of(const Scenario& scenario) {
+  sim::FaultPlan plan;
   for (const ScenarioFault& f : scenario.planned_faults) {
-    ENGRAM_ASSIGN_OR_RETURN(FaultSite site, parse_fault_site(f.site));
+    ENGRAM_ASSIGN_OR_RETURN(sim::FaultSite site, sim::parse_fault_site(f.site));
     plan.plan(site, f.rank, f.occurrence, f.at, f.delay_ms * 1000);
   }
   for (const ScenarioFaultRate& r : scenario.fault_rates) {
-    ENGRAM_ASSIGN_OR_RETURN(FaultSite site, parse_fault_site(r.site));
+    ENGRAM_ASSIGN_OR_RETURN(sim::FaultSite site, sim::parse_fault_site(r.site));
     plan.with_rate(site, r.probability);
   }
+  if (scenario.slow_delay_ms) plan.slow_delay_us = *scenario.slow_delay_ms * 1000;
   return plan;
 }
 
-ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> seed_override) {
+namespace {
+
+// run_scenario, the run kept in `out`.
+ScenarioOutcome run_and_check(const Scenario& scenario, std::optional<uint64_t> seed_override, EmulatedOutcome& out,
+                              bool keep_timeline, std::optional<MemoryLimit> memory_limit) {
   const auto started = std::chrono::steady_clock::now();
   ScenarioOutcome result;
   result.name = scenario.name;
   result.source = scenario.source;
   result.seed = seed_override.value_or(scenario.seed);
-  result.reproduction = fmt::format("engramlab scenario run {} --seed {}", scenario.source, result.seed);
+  result.reproduction = rerun_command(
+      {"scenario", "run", absolute_file_path(scenario.source), "--seed", std::to_string(result.seed)});
   std::vector<std::string>& fail = result.failures;
 
   auto faults = fault_plan_of(scenario);
@@ -155,7 +233,9 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
   job.faults = std::move(faults).value();
   job.lookup = scenario.lookup;
   job.reproduction = result.reproduction;
-  EmulatedOutcome out = run_emulated_job(job);
+  job.memory_limit = std::move(memory_limit);
+  job.keep_timeline = keep_timeline;
+  out = run_emulated_job(job);
   const ScenarioExpect& x = scenario.expect;
   const int world_size = static_cast<int>(out.ranks.size());
 
@@ -174,7 +254,7 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
   }
 
   // Nothing may outlive a run, whatever its outcome.
-  if (!out.world.leaks.empty()) fail.push_back("leaks after the run: " + Ledger::format(out.world.leaks, 5));
+  if (!out.world.leaks.empty()) fail.push_back("leaks after the run: " + sim::Ledger::format(out.world.leaks, 5));
 
   check_scenario_error(x, out.error, fail);
   if (out.emulator_refused) {
@@ -216,49 +296,92 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
   }
 
   // Handle type: what the runtime agreed on; plan's prediction when no rank
-  // got that far.
-  if (x.handle_type) {
+  // got that far. Checked over `ranks` (all of them, or one shard group's);
+  // `what` names them in failures. Ranks that disagree are named once, as
+  // ranges.
+  auto check_handle_type = [&](HandleType expected, const std::vector<int>& ranks, const std::string& what) {
     std::optional<HandleType> actual;
     std::string from;
-    for (int r = 0; r < world_size && !actual; ++r)
+    for (int r : ranks)
       if (out.ranks[static_cast<size_t>(r)].handle_type) {
         actual = out.ranks[static_cast<size_t>(r)].handle_type;
         from = fmt::format("the runtime (rank {})", r);
+        break;
       }
-    for (int r = 0; r < world_size; ++r) {
+    std::vector<int> disagreeing;
+    std::optional<HandleType> other;
+    for (int r : ranks) {
       const auto& h = out.ranks[static_cast<size_t>(r)].handle_type;
-      if (h && actual && *h != *actual)
-        fail.push_back(fmt::format("ranks disagree on the handle type: {} vs {} at rank {}", handle_type_name(*actual),
-                                   handle_type_name(*h), r));
+      if (h && actual && *h != *actual) {
+        disagreeing.push_back(r);
+        other = *h;
+      }
     }
+    if (!disagreeing.empty())
+      fail.push_back(fmt::format("{}ranks disagree on the handle type: {} vs {} at rank{} {}", what,
+                                 handle_type_name(*actual), handle_type_name(*other),
+                                 disagreeing.size() == 1 ? "" : "s", compress_ranges(disagreeing)));
     if (!actual && out.plan.is_ok())
-      for (const PlacementGroupSummary& g : out.plan->groups)
-        if (g.handle_type) {
+      for (const PlacementGroupSummary& g : out.plan->groups) {
+        const bool ours = std::any_of(g.ranks.begin(), g.ranks.end(), [&](int r) {
+          return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+        });
+        if (g.handle_type && ours) {
           actual = g.handle_type;
           from = "plan";
           break;
         }
+      }
     if (!actual)
-      fail.push_back(fmt::format("handle type: expected {}, but no device_peer group chose one",
-                                 handle_type_name(*x.handle_type)));
-    else if (*actual != *x.handle_type)
-      fail.push_back(fmt::format("handle type: expected {}, {} chose {}", handle_type_name(*x.handle_type), from,
+      fail.push_back(fmt::format("{}handle type: expected {}, but no device_peer group chose one", what,
+                                 handle_type_name(expected)));
+    else if (*actual != expected)
+      fail.push_back(fmt::format("{}handle type: expected {}, {} chose {}", what, handle_type_name(expected), from,
                                  handle_type_name(*actual)));
+  };
+  if (x.handle_type) {
+    std::vector<int> all(static_cast<size_t>(world_size));
+    for (int r = 0; r < world_size; ++r) all[static_cast<size_t>(r)] = r;
+    check_handle_type(*x.handle_type, all, "");
+  }
+  if (!x.handle_types_by_group.empty()) {
+    // Shard groups as plan numbered them (device placements only).
+    std::map<int, std::vector<int>> groups;
+    if (out.plan.is_ok())
+      for (const RankPlan& r : out.plan->ranks)
+        if (r.shard_group >= 0 && r.rank < world_size) groups[r.shard_group].push_back(r.rank);
+    const std::string refused = out.plan.is_ok() ? "" : " (plan refused the deployment)";
+    if (x.handle_types_every_group && groups.size() != x.handle_types_by_group.size()) {
+      fail.push_back(fmt::format("expect.handle_type lists {} handle types, one per shard group, but the job has {} "
+                                 "shard groups{}",
+                                 x.handle_types_by_group.size(), groups.size(), refused));
+    } else {
+      // Plan numbers the groups 0.. in rank order, so the list's order is theirs.
+      for (const auto& [group, expected] : x.handle_types_by_group) {
+        const auto ranks = groups.find(group);
+        if (ranks == groups.end())
+          fail.push_back(fmt::format("expect.handle_type names shard group {}, but the job has {} shard groups{}",
+                                     group, groups.size(), refused));
+        else
+          check_handle_type(expected, ranks->second,
+                            fmt::format("shard group {} (ranks {}): ", group, compress_ranges(ranks->second)));
+      }
+    }
   }
 
   check_scenario_lookups(x, out.ranks, fail);
 
   // Faults.
   for (const std::string& name : x.faults_fired) {
-    auto site = parse_fault_site(name);
+    auto site = sim::parse_fault_site(name);
     if (site.is_ok() && out.world.faults.fired(site.value()) == 0)
       fail.push_back(fmt::format("fault site {} never fired (reached {} times)", name,
                                  out.world.faults.reached(site.value())));
   }
-  for (const PlannedFault& f : out.world.faults.never_fired)
+  for (const sim::PlannedFault& f : out.world.faults.never_fired)
     fail.push_back(fmt::format("planned fault {} on rank {} (occurrence {}{}) never fired: the scenario tested "
                                "nothing there",
-                               fault_site_name(f.site), f.rank, f.occurrence, f.at.empty() ? "" : ", at " + f.at));
+                               sim::fault_site_name(f.site), f.rank, f.occurrence, f.at.empty() ? "" : ", at " + f.at));
 
   if (x.shm_remote_numa_maps && out.world.shm_remote_numa_maps != *x.shm_remote_numa_maps)
     fail.push_back(fmt::format("shm_remote_numa_maps: expected {} host-table maps across sockets, the run made {}",
@@ -269,7 +392,18 @@ ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> s
 
   result.elapsed_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   result.passed = fail.empty();
+  if (!result.passed) result.rank_table = rank_outcome_table(out);
   return result;
 }
 
-}  // namespace engram::sim
+}  // namespace
+
+ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> seed_override, EmulatedOutcome* run,
+                             std::optional<MemoryLimit> memory_limit) {
+  EmulatedOutcome out;
+  ScenarioOutcome result = run_and_check(scenario, seed_override, out, run != nullptr, std::move(memory_limit));
+  if (run != nullptr) *run = std::move(out);
+  return result;
+}
+
+}  // namespace engram::harness

@@ -13,21 +13,26 @@
 #include <vector>
 
 #include "core/plan/deployment_plan.h"
+#include "harness/emulator_memory.h"
 #include "harness/scenario.h"
 #include "harness/scenario_rank.h"
 #include "core/base/status.h"
 #include "sim/faults.h"
 #include "sim/world.h"
 
-namespace engram::sim {
+namespace engram::harness {
 
 struct EmulatedJob {
   Deployment deployment;  // as written; plan completes it
   uint64_t seed = 1;
-  FaultPlan faults;
+  sim::FaultPlan faults;
   ScenarioLookup lookup;
   std::string reproduction;  // printed with any failure
   bool keep_trace_text = false;
+  // The memory this run may use; absent: machine_memory_limit() (tests set
+  // it to check the refusal without a big machine).
+  std::optional<MemoryLimit> memory_limit;
+  bool keep_timeline = false;  // WorldRun::timeline, for --trace and --timeline
 };
 
 // What each rank reported (harness/scenario_rank.h: the same for real
@@ -37,13 +42,14 @@ using RankOutcome = ScenarioRankResult;
 struct EmulatedOutcome {
   Deployment deployment;              // completed (or as written when plan refused it)
   Result<PlanResult> plan = internal_error("not planned");
-  WorldRun world;
+  sim::WorldRun world;
   std::vector<RankOutcome> ranks;
   std::vector<Warning> warnings;      // plan's and the world run's sink, deduped by key
   // The root cause: the first failing rank, following "rank P failed" links
   // to the rank that really failed. Absent when every rank succeeded.
   std::optional<Status> error;
-  bool emulator_refused = false;      // run_world refused the spec (error holds why)
+  bool emulator_refused = false;      // run_world refused the spec, or it would not fit in memory (error holds why)
+  EmulatorMemoryEstimate memory_estimate;  // made before anything was allocated
 };
 
 // Never fails: a plan error is kept in `plan` and the world still runs (the
@@ -69,16 +75,26 @@ struct ScenarioOutcome {
   std::string error_text;             // the root-cause status, when any
   std::optional<Status> error;        // the same as a value
   uint64_t trace_hash = 0;
-  FaultReport faults;
+  sim::FaultReport faults;
   std::map<std::string, uint64_t, std::less<>> coverage;
   double elapsed_ms = 0;
-  std::string reproduction;           // engramlab scenario run FILE --seed S
+  std::string reproduction;           // /abs/engramlab scenario run /abs/FILE --seed S (rerun_command)
+  // On failure: rank, host, last step, status, one line for all ranks
+  // alike ("ranks 0-8, 10-71  tray-0..tray-17 (18 hosts)  import  ...").
+  std::vector<std::string> rank_table;
 };
 
-// `seed_override` replaces the file's seed.
-ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> seed_override = std::nullopt);
+// The per-rank outcome table of a run (ScenarioOutcome::rank_table): ranks
+// with the same last step and status on one line, folded into ranges.
+std::vector<std::string> rank_outcome_table(const EmulatedOutcome& out);
+
+// `seed_override` replaces the file's seed. `run`, when given, receives the
+// emulated run (with its timeline) for drawing it. `memory_limit` replaces
+// the machine's (EmulatedJob::memory_limit).
+ScenarioOutcome run_scenario(const Scenario& scenario, std::optional<uint64_t> seed_override = std::nullopt,
+                             EmulatedOutcome* run = nullptr, std::optional<MemoryLimit> memory_limit = std::nullopt);
 
 // Converts the scenario's fault entries (names checked by the parser).
-Result<FaultPlan> fault_plan_of(const Scenario& scenario);
+Result<sim::FaultPlan> fault_plan_of(const Scenario& scenario);
 
-}  // namespace engram::sim
+}  // namespace engram::harness

@@ -12,7 +12,7 @@
 #include "backends/cuda/gpu_host_probe.h"
 #endif
 
-namespace engram::app {
+namespace engram::harness {
 
 VisibleGpus visible_gpus() {
   VisibleGpus out;
@@ -72,4 +72,4 @@ Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted,
 #endif
 }
 
-}  // namespace engram::app
+}  // namespace engram::harness

@@ -14,7 +14,7 @@
 #include "core/backend/host_probe.h"
 #include "core/base/status.h"
 
-namespace engram::app {
+namespace engram::harness {
 
 // How many GPUs this process sees (CUDA_VISIBLE_DEVICES applies). 0 with
 // `reason` when none: built without the CUDA backend, no driver, or no GPU.
@@ -44,4 +44,4 @@ struct RankDevice {
 // driver's error when opening it fails. No GPU at all: no device, ok.
 Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted, HostProbe& base);
 
-}  // namespace engram::app
+}  // namespace engram::harness

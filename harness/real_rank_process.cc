@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -13,6 +11,7 @@
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/real_rank_backend.h"
 #include "backends/shm/crashing_shared_memory.h"
+#include "core/base/file_replace.h"
 #include "core/plan/deployment_plan.h"
 #include "core/deployment/deployment_validate.h"
 #include "harness/scenario.h"
@@ -22,7 +21,7 @@
 #include "core/model/table_spec.h"
 #include "kernels/direct_table_reference.h"
 
-namespace engram::app {
+namespace engram::harness {
 namespace {
 
 // Whether the scenario's own plan puts `rank` on the device: only then does
@@ -38,28 +37,18 @@ bool scenario_places_on_device(const Deployment& completed, int rank) {
          is_device_placement(plan->ranks[static_cast<size_t>(rank)].placement);
 }
 
-// Written whole under a temporary name, then renamed: the launcher never
-// reads half a record.
+// Written whole under a fresh temporary name (O_EXCL, never a name planted
+// in a shared result directory), then renamed: the launcher never reads half
+// a record.
 int write_record(const ScenarioRankFlags& flags, const ScenarioRankRecord& record) {
   const std::string line = format_rank_record(record) + "\n";
   if (flags.result_dir.empty()) {
     std::cout << line << std::flush;
   } else {
-    const std::string path = rank_result_path(flags.result_dir, record.rank);
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << line;
-      if (!out.flush()) {
-        std::fprintf(stderr, "rank %d: cannot write %s\n", record.rank, tmp.c_str());
-        return 2;
-      }
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-      std::fprintf(stderr, "rank %d: cannot rename %s to %s: %s\n", record.rank, tmp.c_str(), path.c_str(),
-                   ec.message().c_str());
+    const Status wrote = replace_file_contents(rank_result_path(flags.result_dir, record.rank), line,
+                                               fmt::format("rank {}'s record", record.rank));
+    if (!wrote.is_ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", record.rank, wrote.message().c_str());
       return 2;
     }
   }
@@ -141,4 +130,4 @@ int run_scenario_rank_process(const ScenarioRankFlags& flags) {
   return write_record(flags, record);
 }
 
-}  // namespace engram::app
+}  // namespace engram::harness

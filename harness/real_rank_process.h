@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace engram::app {
+namespace engram::harness {
 
 struct ScenarioRankFlags {
   std::string file;
@@ -23,4 +23,4 @@ int run_scenario_rank_process(const ScenarioRankFlags& flags);
 
 std::string rank_result_path(const std::string& result_dir, int rank);
 
-}  // namespace engram::app
+}  // namespace engram::harness

@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <cstdlib>
@@ -27,16 +30,65 @@
 #include "core/deployment/deployment_validate.h"
 #include "harness/scenario_check.h"
 #include "harness/scenario_rank_record.h"
+#include "core/base/rerun_command.h"
+#include "core/base/shell_quote.h"
 #include "core/base/size_text.h"
+#include "core/base/text_excerpt.h"
+#ifdef ENGRAM_HAVE_EMULATOR
 #include "harness/emulated_scenario.h"
+#endif
 
-namespace engram::app {
+namespace engram::harness {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kJobDeadline = std::chrono::seconds(120);
+constexpr int kLaunchGraceMs = 3000;
+
+// SIGINT, SIGTERM or SIGHUP to the runner while a job runs: passed to the
+// launcher (which stops the ranks), then the run's directory goes and the
+// runner dies of the signal. Handlers only record and forward.
+std::atomic<pid_t> g_launcher{0};
+volatile sig_atomic_t g_stop_signal = 0;
+void forward_to_launcher(int sig) {
+  const int saved = errno;
+  if (g_stop_signal == 0) g_stop_signal = sig;
+  const pid_t launcher = g_launcher.load();
+  if (launcher > 0) ::kill(launcher, sig);
+  errno = saved;
+}
+
+// Held while the run's directory exists.
+class StopSignalsForwarded {
+ public:
+  StopSignalsForwarded() {
+    struct sigaction action{};
+    action.sa_handler = forward_to_launcher;
+    sigemptyset(&action.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &action, &previous_[i]);
+  }
+  ~StopSignalsForwarded() {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+  }
+  StopSignalsForwarded(const StopSignalsForwarded&) = delete;
+  StopSignalsForwarded& operator=(const StopSignalsForwarded&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  std::array<struct sigaction, 3> previous_{};
+};
+
+// After the run's directory is gone: a stop signal that came meanwhile ends
+// the runner now, as it would have at once without the handler.
+void die_of_a_stop_signal_received() {
+  const int sig = g_stop_signal;
+  if (sig == 0) return;
+  std::cout << std::flush;
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
 
 struct LaunchRun {
   int exit_code = -1;
@@ -44,30 +96,42 @@ struct LaunchRun {
   bool timed_out = false;
 };
 
-std::string self_path() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("engramlab") : p.string();
-}
-
 // engramlab launch -n N --job-id J -- engramlab scenario rank FILE --result-dir D,
-// in its own process group so a stuck job can be ended whole.
+// in its own process group so a stuck job can be ended whole, and told by
+// SIGTERM (PR_SET_PDEATHSIG) to end the job if the runner dies, removing D.
 LaunchRun launch_ranks(const std::string& file, int ranks, const std::string& job_id, const std::string& dir) {
   LaunchRun run;
-  const std::string self = self_path();
+  const std::string self = rerun_binary();
   const std::string log_path = dir + "/launch.log";
-  std::vector<std::string> args = {self,         "launch", "-n",       std::to_string(ranks), "--job-id", job_id,
-                                   "--grace-ms", "3000",   "--",       self,                  "scenario", "rank",
-                                   file,         "--result-dir",       dir};
+  std::vector<std::string> args = {self,
+                                   "launch",
+                                   "-n",
+                                   std::to_string(ranks),
+                                   "--job-id",
+                                   job_id,
+                                   "--grace-ms",
+                                   std::to_string(kLaunchGraceMs),
+                                   "--remove-with-parent",
+                                   dir,
+                                   "--",
+                                   self,
+                                   "scenario",
+                                   "rank",
+                                   file,
+                                   "--result-dir",
+                                   dir};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const pid_t runner = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     run.log = fmt::format("fork failed: {}", std::strerror(errno));
     return run;
   }
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != runner) ::_exit(1);  // the runner is gone already
     ::setpgid(0, 0);
     const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd >= 0) {
@@ -78,20 +142,29 @@ LaunchRun launch_ranks(const std::string& file, int ranks, const std::string& jo
     ::_exit(127);
   }
   ::setpgid(pid, pid);
-  const auto deadline = Clock::now() + kJobDeadline;
+  g_launcher.store(pid);
+  if (g_stop_signal != 0) ::kill(pid, g_stop_signal);  // came before the pid was known
+  auto deadline = Clock::now() + kJobDeadline;
+  bool stopping = false;
   int status = 0;
   for (;;) {
     const pid_t got = ::waitpid(pid, &status, WNOHANG);
     if (got == pid) break;
     if (got < 0 && errno != EINTR) break;
+    if (g_stop_signal != 0 && !stopping) {
+      // The launcher has the signal: its grace, then the group goes.
+      stopping = true;
+      deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(kLaunchGraceMs + 1000));
+    }
     if (Clock::now() > deadline) {
-      run.timed_out = true;
+      run.timed_out = !stopping;
       ::kill(-pid, SIGKILL);
       ::waitpid(pid, &status, 0);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  g_launcher.store(0);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   std::ifstream in(log_path);
   std::stringstream text;
@@ -114,169 +187,195 @@ struct RealOutcome {
   size_t warning_count = 0;
 };
 
-RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& options) {
-  RealOutcome o;
-  o.name = scenario.name;
-  o.source = scenario.source;
-  std::vector<std::string> fail;
-  std::cout << fmt::format("== {} ({})\n", scenario.name, scenario.source);
+// Each check below either lets the scenario run here (nullopt) or names
+// why it is skipped (the outcome's result), having said how to run it.
+using Skip = std::optional<std::string>;
 
-  const Deployment& d = scenario.deployment;
-  WarningSink plan_sink;
-  Result<PlanResult> plan = plan_deployment(d, plan_sink);
-  auto completed = plan.is_ok() ? Result<Deployment>(plan->deployment) : validate_and_complete(d);
-  if (!completed.is_ok()) {
-    o.result = "FAIL";
-    std::cout << "  the scenario's deployment is malformed: " << completed.status().to_string() << "\n";
-    return o;
-  }
-  const int world = completed->layout.world_size();
-  if (completed->hosts.size() > 1) {
-    o.result = "skipped: multi-host";
-    const HostSpec& first = completed->hosts.front();
-    std::cout << fmt::format(
-        "  skipped: the topology has {} hosts and `--real` starts one host's ranks. To reproduce it, on each host i "
-        "(0..{}, named as in the file: {}, ...) with the same ENGRAMLAB_JOB_TOKEN ({}), run:\n"
-        "    engramlab launch --nnodes {} --node-rank i --master-addr {} --nproc-per-node {} -- "
-        "engramlab scenario rank {} --result-dir DIR\n"
-        "  (or the same `scenario rank` under torchrun, srun or mpirun)\n\n",
-        completed->hosts.size(), completed->hosts.size() - 1, first.name, ipc::kJobTokenLine, completed->hosts.size(),
-        first.name, first.gpu_count, scenario.source);
-    return o;
-  }
-  if (world > kMaxRealRanks) {
-    o.result = "skipped: too many ranks";
-    std::cout << fmt::format("  skipped: {} ranks is more than {} real processes on one host; it runs on the "
-                             "emulator (`engramlab scenario run {}`) or on a cluster with its launcher\n\n",
-                             world, kMaxRealRanks, scenario.source);
-    return o;
-  }
-  if (!scenario.planned_faults.empty() || !scenario.fault_rates.empty()) {
-    o.result = "skipped: fault plan (emulator only)";
-    std::cout << "  skipped: its fault plan names emulator fault sites; real processes crash for real in "
-                 "tests/real_runtime_test.cc\n\n";
-    return o;
-  }
-  // Device placements run when every rank has a GPU of its own here (rank r
-  // opens GPU LOCAL_RANK = r); otherwise they are skipped, visibly.
+Skip skip_multi_host(const Scenario& scenario, const Deployment& completed) {
+  if (completed.hosts.size() <= 1) return std::nullopt;
+  const HostSpec& first = completed.hosts.front();
+  const std::string self = shell_quote(rerun_binary());
+  std::cout << fmt::format(
+      "  skipped: the topology has {} hosts and `--real` starts one host's ranks. To reproduce it, on each host i "
+      "(0..{}, named as in the file: {}, ...) with the same ENGRAMLAB_JOB_TOKEN ({}), run:\n"
+      "    {} launch --nnodes {} --node-rank i --master-addr {} --nproc-per-node {} -- "
+      "{} scenario rank {} --result-dir DIR\n"
+      "  (or the same `scenario rank` under torchrun, srun or mpirun)\n\n",
+      completed.hosts.size(), completed.hosts.size() - 1, first.name, ipc::kJobTokenLine, self,
+      completed.hosts.size(), shell_quote(first.name), first.gpu_count, self,
+      shell_quote(absolute_file_path(scenario.source)));
+  return "skipped: multi-host";
+}
+
+Skip skip_too_many_ranks(const Scenario& scenario, int world) {
+  if (world <= kMaxRealRanks) return std::nullopt;
+  std::cout << fmt::format("  skipped: {} ranks is more than {} real processes on one host; it runs on the "
+                           "emulator (`engramlab scenario run {}`) or on a cluster with its launcher\n\n",
+                           world, kMaxRealRanks, shell_quote(scenario.source));
+  return "skipped: too many ranks";
+}
+
+Skip skip_fault_plan(const Scenario& scenario) {
+  if (scenario.planned_faults.empty() && scenario.fault_rates.empty()) return std::nullopt;
+  std::cout << "  skipped: its fault plan names emulator fault sites; real processes crash for real in "
+               "tests/real_runtime_test.cc\n\n";
+  return "skipped: fault plan (emulator only)";
+}
+
+// Device placements run when every rank has a GPU of its own here (rank r
+// opens GPU LOCAL_RANK = r); otherwise they are skipped, visibly. `gpus`:
+// what this host has, when the plan places tables on the device.
+Skip skip_without_gpus(const Result<PlanResult>& plan, int world, std::optional<VisibleGpus>& gpus) {
   std::optional<Placement> device_placement;
   if (plan.is_ok())
     for (const RankPlan& rp : plan->ranks)
       if (is_device_placement(rp.placement)) device_placement = rp.placement;
-  std::optional<VisibleGpus> gpus;
-  if (device_placement) {
-    gpus = visible_gpus();
-    if (gpus->count < world) {
-      o.result = "skipped: needs GPUs";
-      std::cout << fmt::format("  skipped: needs GPUs (plan places {} on the device for {} ranks; {})\n\n",
-                               placement_name(*device_placement), world,
-                               gpus->count == 0 ? "this host has none: " + gpus->reason
-                                                : fmt::format("this host has {} GPU(s)", gpus->count));
-      return o;
-    }
-  }
+  if (!device_placement) return std::nullopt;
+  gpus = visible_gpus();
+  if (gpus->count >= world) return std::nullopt;
+  std::cout << fmt::format("  skipped: needs GPUs (plan places {} on the device for {} ranks; {})\n\n",
+                           placement_name(*device_placement), world,
+                           gpus->count == 0 ? "this host has none: " + gpus->reason
+                                            : fmt::format("this host has {} GPU(s)", gpus->count));
+  return "skipped: needs GPUs";
+}
 
-  // The facts the real ranks will see, beside the scenario's.
+// The facts the real ranks will see, beside the scenario's host's. When the
+// decisions or warnings follow them and this host differs (and not --here),
+// skipped, saying how to make this machine the scenario's host.
+Skip skip_other_host(const Scenario& scenario, const Result<PlanResult>& plan, const HostSpec& host,
+                     const RealRunOptions& options) {
   auto shm_options = ipc::real_backend_options(ipc::process_env());
   const std::string shm_dir = shm_options.is_ok() ? shm_options->shm_dir : "/dev/shm";
   shm::PosixSharedMemory shm_probe({.root_dir = shm_dir});
   auto shm_info = shm_probe.info();
   auto identity = ipc::read_host_identity();
-  const HostSpec& host = completed->hosts[0];
   const bool here_mounted = shm_info.is_ok() && shm_info->mounted;
   const std::string here_shm = here_mounted ? format_size_short(shm_info->tmpfs_bytes_total) : "not mounted";
   const std::string their_shm = host.shm_mounted ? format_size_short(host.tmpfs_bytes_total) : "not mounted";
   std::cout << fmt::format("  facts: this host {}, {} {}; the scenario's host {}, /dev/shm {}\n",
-                           identity.is_ok() ? identity->hostname : "?", shm_dir, here_shm, host.name, their_shm);
+                           identity.is_ok() ? identity->hostname : "?", excerpt(shm_dir, kEchoedValueBytes), here_shm,
+                           host.name, their_shm);
   // Decisions and warnings follow the hostname and the tmpfs total: on
   // another host the comparison would fail for reasons of this machine, not
-  // of the code. Say how to make this machine the scenario's host instead.
-  // Device placements without warnings depend on neither.
+  // of the code. Device placements without warnings depend on neither.
   bool facts_matter = !plan.is_ok() || !plan->warnings.empty();
   if (plan.is_ok())
     for (const RankPlan& rp : plan->ranks) facts_matter |= !is_device_placement(rp.placement);
   const bool same_name = identity.is_ok() && identity->hostname == host.name;
   const bool same_shm = here_mounted == host.shm_mounted &&
                         (!here_mounted || shm_info->tmpfs_bytes_total == host.tmpfs_bytes_total);
-  if (facts_matter && !options.here && (!same_name || !same_shm)) {
-    o.result = "skipped: not this host";
-    const std::string mount =
-        host.shm_mounted ? fmt::format("mount -t tmpfs -o size={}k tmpfs {} && ", host.tmpfs_bytes_total / 1024, shm_dir)
-                         : fmt::format("umount {} && ", shm_dir);
-    std::cout << fmt::format(
-        "  skipped: this host is not the scenario's ({}{}{}). To reproduce it, give this machine its host's name "
-        "and /dev/shm in namespaces (as root):\n"
-        "    unshare --mount --uts --propagation private sh -c '{}hostname {} && engramlab scenario run --real {}'\n"
-        "  or add --here to run it on this machine as it is and see what differs\n\n",
-        same_name ? "" : fmt::format("hostname {} vs {}", identity.is_ok() ? identity->hostname : "?", host.name),
-        !same_name && !same_shm ? "; " : "",
-        same_shm ? "" : fmt::format("{} {} vs {}", shm_dir, here_shm, their_shm), mount, host.name, scenario.source);
-    return o;
-  }
+  if (!facts_matter || options.here || (same_name && same_shm)) return std::nullopt;
+  const std::string mount =
+      host.shm_mounted ? fmt::format("mount -t tmpfs -o size={}k tmpfs {} && ", host.tmpfs_bytes_total / 1024,
+                                     shell_quote(shm_dir))
+                       : fmt::format("umount {} && ", shell_quote(shm_dir));
+  const std::string rerun = rerun_command({"scenario", "run", "--real", absolute_file_path(scenario.source)});
+  const std::string inner = fmt::format("{}hostname {} && {}", mount, shell_quote(host.name), rerun);
+  std::cout << fmt::format(
+      "  skipped: this host is not the scenario's ({}{}{}). To reproduce it, give this machine its host's name "
+      "and /dev/shm in namespaces (as root):\n"
+      "    unshare --mount --uts --propagation private sh -c {}\n"
+      "  or add --here to run it on this machine as it is and see what differs\n\n",
+      same_name ? "" : fmt::format("hostname {} vs {}", identity.is_ok() ? identity->hostname : "?", host.name),
+      !same_name && !same_shm ? "; " : "",
+      same_shm ? "" : fmt::format("{} {} vs {}", excerpt(shm_dir, kEchoedValueBytes), here_shm, their_shm),
+      shell_quote(inner));
+  return "skipped: not this host";
+}
 
-  if (gpus)
-    std::cout << fmt::format("  gpus: this host {} visible, ranks 0..{} on GPUs 0..{}; the scenario's host {} x {}\n",
-                             gpus->count, world - 1, world - 1, host.gpu_count, host.gpu_model);
-
-  // Real ranks.
-  char templ[] = "/tmp/engramlab-real-XXXXXX";
-  const char* dir = ::mkdtemp(templ);
-  if (dir == nullptr) {
-    o.result = "FAIL";
-    std::cout << "  cannot create a result directory under /tmp: " << std::strerror(errno) << "\n";
-    return o;
-  }
-  const std::string job_id = fmt::format("real-{}-{}", ::getpid(), index);
-  // The scenario's host, not this machine, decides which fixes warnings name.
-  ::setenv("ENGRAMLAB_ENVIRONMENT", runtime_environment_name(host.environment), 1);
-  const LaunchRun launched = launch_ranks(scenario.source, world, job_id, dir);
-  std::vector<ScenarioRankResult> ranks(static_cast<size_t>(world));
-  std::vector<Status> statuses(static_cast<size_t>(world));
+// What the real ranks left: the launcher's run, each rank's record (or why
+// it has none) and their warnings.
+struct RealRanks {
+  LaunchRun launched;
+  std::vector<ScenarioRankResult> ranks;
+  std::vector<Status> statuses;
   std::vector<Warning> warnings;
+};
+
+// Each rank's record in `dir`, read whole.
+void read_rank_records(const std::string& dir, int world, RealRanks& out) {
+  out.ranks.assign(static_cast<size_t>(world), {});
+  out.statuses.assign(static_cast<size_t>(world), Status());
   for (int r = 0; r < world; ++r) {
     const std::string path = rank_result_path(dir, r);
     std::ifstream in(path);
     std::string line;
     if (!in || !std::getline(in, line)) {
-      statuses[static_cast<size_t>(r)] =
+      out.statuses[static_cast<size_t>(r)] =
           Status(ErrorCode::kUnavailable, "rank left no result (it died or was killed; see the launcher log)",
                  {r, -1, "result"});
       continue;
     }
     auto record = parse_rank_record(line, path);
     if (!record.is_ok()) {
-      statuses[static_cast<size_t>(r)] = record.status();
+      out.statuses[static_cast<size_t>(r)] = record.status();
       continue;
     }
-    ranks[static_cast<size_t>(r)] = record->result;
-    statuses[static_cast<size_t>(r)] = record->status;
-    for (const Warning& w : record->warnings) append_unique(warnings, w);
+    out.ranks[static_cast<size_t>(r)] = record->result;
+    out.statuses[static_cast<size_t>(r)] = record->status;
+    for (const Warning& w : record->warnings) append_unique(out.warnings, w);
   }
+}
+
+// Real ranks, launched and read back. The directory names this runner, so
+// what a killed one left is told from another's. Nullopt (said why) when
+// there is no result directory.
+std::optional<RealRanks> run_real_ranks(const Scenario& scenario, int index, int world, const HostSpec& host) {
+  std::optional<StopSignalsForwarded> forwarding(std::in_place);
+  std::string templ = fmt::format("/tmp/engramlab-real-{}-XXXXXX", ::getpid());
+  const char* dir = ::mkdtemp(templ.data());
+  if (dir == nullptr) {
+    std::cout << "  cannot create a result directory under /tmp: " << std::strerror(errno) << "\n";
+    forwarding.reset();
+    die_of_a_stop_signal_received();
+    return std::nullopt;
+  }
+  const std::string job_id = fmt::format("real-{}-{}", ::getpid(), index);
+  // The scenario's host, not this machine, decides which fixes warnings name.
+  ::setenv("ENGRAMLAB_ENVIRONMENT", runtime_environment_name(host.environment), 1);
+  RealRanks out;
+  out.launched = launch_ranks(scenario.source, world, job_id, dir);
+  if (g_stop_signal != 0) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    die_of_a_stop_signal_received();
+  }
+  read_rank_records(dir, world, out);
+  // Read whole (the log is in `launched`): nothing stays behind, pass or fail,
+  // and a stop signal from here on finds nothing to tidy.
+  {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  forwarding.reset();
+  die_of_a_stop_signal_received();
   // Removing a crashed run's segments is this machine's business, not the
   // scenario's: shown, but neither checked nor compared.
   std::vector<Warning> stale;
-  std::erase_if(warnings, [&stale](const Warning& w) {
+  std::erase_if(out.warnings, [&stale](const Warning& w) {
     if (w.key.rfind("shm.stale_segment_removed", 0) != 0) return false;
     stale.push_back(w);
     return true;
   });
   for (const Warning& w : stale) std::cout << "  note: " << w.text << "\n";
-  const std::optional<Status> error = scenario_root_cause(statuses);
-  if (launched.timed_out) fail.push_back(fmt::format("the real job did not end within {} s", kJobDeadline.count()));
+  return out;
+}
 
-  // Expectations, checked as on the emulator.
-  check_scenario_error(scenario.expect, error, fail);
-  check_scenario_decisions(scenario.expect, plan, error, ranks, warnings, /*faults_fired=*/false, fail);
-  check_scenario_lookups(scenario.expect, ranks, fail);
-
-  // The emulator on the same file.
-  sim::EmulatedJob job;
+#ifdef ENGRAM_HAVE_EMULATOR
+// The emulator on the same file.
+harness::EmulatedOutcome run_on_emulator(const Scenario& scenario) {
+  harness::EmulatedJob job;
   job.deployment = scenario.deployment;
   job.seed = scenario.seed;
   job.lookup = scenario.lookup;
-  job.reproduction = fmt::format("engramlab scenario run {}", scenario.source);
-  const sim::EmulatedOutcome emu = sim::run_emulated_job(job);
+  job.reproduction = rerun_command({"scenario", "run", absolute_file_path(scenario.source)});
+  return harness::run_emulated_job(job);
+}
 
+// Per rank: the placement and lookup hashes, real beside emulated.
+void compare_ranks(int world, const std::vector<ScenarioRankResult>& ranks, const harness::EmulatedOutcome& emu,
+                   std::vector<std::string>& fail) {
   std::cout << fmt::format("  {:<4}  {:<17}  {:<17}  {:<35}  {}\n", "rank", "real", "emulator", "lookup hashes (real)",
                            "same");
   for (int r = 0; r < world; ++r) {
@@ -296,8 +395,12 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
                              diffs.empty() ? "yes" : "NO");
     for (const std::string& diff : diffs) fail.push_back(fmt::format("rank {}: real vs emulator: {}", r, diff));
   }
-  // Warnings: the same keys with the same text (texts name the host, so the
-  // real hostname must be the scenario's).
+}
+
+// Warnings: the same keys with the same text (texts name the host, so the
+// real hostname must be the scenario's).
+void compare_warnings(const std::vector<Warning>& warnings, const harness::EmulatedOutcome& emu,
+                      std::vector<std::string>& fail) {
   auto warning_lines = [](const std::vector<Warning>& list) {
     std::string text;
     for (const Warning& w : list) text += fmt::format("\n    [{}] {}", w.key, w.text);
@@ -313,6 +416,11 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
   if (!warnings_same)
     fail.push_back(fmt::format("warnings differ: real:{}\n  emulator:{}", warning_lines(warnings),
                                warning_lines(emu.warnings)));
+}
+
+// The error kinds, real beside emulated; returns the real one ("-": none).
+std::string compare_errors(const std::optional<Status>& error, const harness::EmulatedOutcome& emu,
+                           std::vector<std::string>& fail) {
   const std::string real_kind = error ? error_code_name(error->code()) : "-";
   const std::string emu_kind = emu.error ? error_code_name(emu.error->code()) : "-";
   std::cout << fmt::format("  error: real {}, emulator {}: {}\n", real_kind, emu_kind,
@@ -321,20 +429,84 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
   if (real_kind != emu_kind)
     fail.push_back(fmt::format("error kind differs: real {}, emulator {}{}", real_kind, emu_kind,
                                emu.error ? ": " + emu.error->to_string() : ""));
+  return real_kind;
+}
 
-  o.placement = scenario_placement_summary(plan, ranks);
-  o.warning_count = warnings.size();
+#endif  // ENGRAM_HAVE_EMULATOR
+
+void print_failures(const std::vector<std::string>& fail, const LaunchRun& launched) {
+  for (const std::string& f : fail) std::cout << "  - " << f << "\n";
+  if (fail.empty()) return;
+  std::cout << fmt::format("  launcher exit {}; its log:\n", launched.exit_code);
+  std::istringstream lines(launched.log);
+  for (std::string line; std::getline(lines, line);) std::cout << "    | " << line << "\n";
+}
+
+RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& options) {
+  RealOutcome o;
+  o.name = scenario.name;
+  o.source = scenario.source;
+  // The file's name as printed.
+  std::cout << fmt::format("== {} ({})\n", scenario.name, excerpt(scenario.source, kEchoedValueBytes));
+
+  const Deployment& d = scenario.deployment;
+  WarningSink plan_sink;
+  Result<PlanResult> plan = plan_deployment(d, plan_sink);
+  auto completed = plan.is_ok() ? Result<Deployment>(plan->deployment) : validate_and_complete(d);
+  if (!completed.is_ok()) {
+    o.result = "FAIL";
+    std::cout << "  the scenario's deployment is malformed: " << completed.status().to_string() << "\n";
+    return o;
+  }
+  const int world = completed->layout.world_size();
+  std::optional<VisibleGpus> gpus;
+  Skip skipped = skip_multi_host(scenario, *completed);
+  if (!skipped) skipped = skip_too_many_ranks(scenario, world);
+  if (!skipped) skipped = skip_fault_plan(scenario);
+  if (!skipped) skipped = skip_without_gpus(plan, world, gpus);
+  if (!skipped) skipped = skip_other_host(scenario, plan, completed->hosts[0], options);
+  if (skipped) {
+    o.result = *skipped;
+    return o;
+  }
+  const HostSpec& host = completed->hosts[0];
+  if (gpus)
+    std::cout << fmt::format("  gpus: this host {} visible, ranks 0..{} on GPUs 0..{}; the scenario's host {} x {}\n",
+                             gpus->count, world - 1, world - 1, host.gpu_count, host.gpu_model);
+
+  std::optional<RealRanks> real = run_real_ranks(scenario, index, world, host);
+  if (!real) {
+    o.result = "FAIL";
+    return o;
+  }
+  std::vector<std::string> fail;
+  const std::optional<Status> error = scenario_root_cause(real->statuses);
+  if (real->launched.timed_out)
+    fail.push_back(fmt::format("the real job did not end within {} s", kJobDeadline.count()));
+
+  // Expectations, checked as on the emulator.
+  check_scenario_error(scenario.expect, error, fail);
+  check_scenario_decisions(scenario.expect, plan, error, real->ranks, real->warnings, /*faults_fired=*/false, fail);
+  check_scenario_lookups(scenario.expect, real->ranks, fail);
+
+#ifdef ENGRAM_HAVE_EMULATOR
+  const harness::EmulatedOutcome emu = run_on_emulator(scenario);
+  compare_ranks(world, real->ranks, emu, fail);
+  compare_warnings(real->warnings, emu, fail);
+  const std::string real_kind = compare_errors(error, emu, fail);
+#else
+  // A build without the emulator (ENGRAM_BUILD_EMULATOR=OFF): the real run's
+  // own expectations only.
+  std::cout << "  emulator: not compared (this build has no emulator: ENGRAM_BUILD_EMULATOR=OFF)\n";
+  const std::string real_kind = error ? error_code_name(error->code()) : "-";
+  if (error) std::cout << "    real: " << error->to_string() << "\n";
+#endif
+
+  o.placement = scenario_placement_summary(plan, real->ranks);
+  o.warning_count = real->warnings.size();
   o.error_kind = real_kind;
   o.result = fail.empty() ? "pass" : "FAIL";
-  for (const std::string& f : fail) std::cout << "  - " << f << "\n";
-  if (!fail.empty()) {
-    std::cout << fmt::format("  launcher exit {}; its log:\n", launched.exit_code);
-    std::istringstream lines(launched.log);
-    for (std::string line; std::getline(lines, line);) std::cout << "    | " << line << "\n";
-  }
-  // Nothing stays behind, pass or fail: the log is above.
-  std::error_code ec;
-  fs::remove_all(dir, ec);
+  print_failures(fail, real->launched);
   std::cout << "  => " << o.result << "\n\n";
   return o;
 }
@@ -364,4 +536,4 @@ int run_scenarios_real(const std::vector<Scenario>& scenarios, const RealRunOpti
   return failed == 0 ? 0 : 1;
 }
 
-}  // namespace engram::app
+}  // namespace engram::harness

@@ -26,7 +26,7 @@
 
 #include "harness/scenario.h"
 
-namespace engram::app {
+namespace engram::harness {
 
 inline constexpr int kMaxRealRanks = 16;
 
@@ -38,4 +38,4 @@ struct RealRunOptions {
 // not fail), 1 one failed.
 int run_scenarios_real(const std::vector<Scenario>& scenarios, const RealRunOptions& options = {});
 
-}  // namespace engram::app
+}  // namespace engram::harness

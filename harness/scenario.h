@@ -1,4 +1,4 @@
-// A scenario file (DESIGN.md section 7): a deployment (topology, layout,
+// A scenario file (docs/design.md section 7): a deployment (topology, layout,
 // config), a seed, a fault plan, the lookup check and the expectations a run
 // must meet. This is the data model and its YAML parser; running one lives in
 // harness/emulated_scenario.h (core never includes sim).
@@ -15,13 +15,19 @@
 //     planned: [{site: import, rank: 2, occurrence: 1}, {site: rank_death, rank: 1, at: collective},
 //               {site: slow, rank: 3, at: shm_write, delay_ms: 90000}]
 //     rates: {send: 0.1}
+//     slow_delay_ms: 15000                 # a slow fault's stall where its entry names none (rates)
+//   # or `faults: drawn`: the seed draws the faults (site, rank, when), the
+//   # interleaving and the timeouts the file leaves open, as `fuzz --file`
+//   # does; such a file has no `expect:` (the swarm's rules are checked) and
+//   # `scenario run --emit FILE` writes the drawn case out as a scenario
+//   # with the outcome seen as its expectation.
 //   lookup: {model: tiny, tokens: 8, run: true}   # or batches: [{tokens: [8, 8]}, {tokens: [7, 0], dead: [1]}]
 //   expect:
 //     placement: host_head_sharded         # or [{ranks: 0-3, placement: ...}, ...]
 //     warnings: ["188.8 GiB", "--shm-size"] # [] = no warning allowed; absent = not checked
 //     error: {kind: failed_precondition, contains: [IMEX], rank: 0, step: import}
 //     memory: {hbm_per_gpu: 47.2GiB, host_per_node: 188.8GiB, host_per_rank: 47.2GiB, copies_per_node: 1}
-//     handle_type: fabric
+//     handle_type: fabric                # or per shard group: [fabric, posix_fd] or {1: posix_fd}
 //     lookup_equal: true
 //     faults_fired: [import]
 //     shm_remote_numa_maps: 8              # host-table maps read across sockets
@@ -34,6 +40,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,7 +51,7 @@
 #include "core/placements/placement.h"
 #include "core/base/status.h"
 
-namespace engram {
+namespace engram::harness {
 
 struct ScenarioFault {
   std::string site;    // a fault site (sim/faults.h)
@@ -66,9 +73,13 @@ struct ScenarioBatch {
   std::vector<int> dead_replicas;
 };
 
+// A scenario's lookup check builds its model's whole tables in memory on
+// every emulated rank that holds them: test-sized models only.
+inline constexpr uint64_t kMaxLookupModelBytes = uint64_t{64} << 20;
+
 struct ScenarioLookup {
   bool run = true;
-  std::string model = "tiny";  // the table model really built and looked up
+  std::string model = "tiny";  // the table model really built and looked up (at most kMaxLookupModelBytes)
   HashOverrides model_hash;    // its token-space settings over the preset (model: {name: tiny, pad_id: 5})
   int tokens = 4;              // per replica (every fourth replica brings none: an idle one)
   // Steps looked up in turn (vLLM's test matrix: [8,8,8,8], [7,0,5,1], then
@@ -106,7 +117,11 @@ struct ScenarioExpect {
   std::optional<ExpectedSize> host_per_node;        // plan: Engram table bytes in the busiest host's memory
   std::optional<ExpectedSize> host_per_rank;        // plan: the most host table bytes one rank holds or maps
   std::optional<int> copies_per_node;               // plan: whole table sets in the busiest host's memory
-  std::optional<HandleType> handle_type;
+  std::optional<HandleType> handle_type;            // every device_peer group's
+  // List form (one per shard group, in group order; the count checked) or
+  // map form (group index -> type, only those groups checked).
+  std::map<int, HandleType> handle_types_by_group;
+  bool handle_types_every_group = false;            // the list form
   bool lookup_equal = false;                        // lookups must run, succeed and equal the direct lookup
   std::vector<std::string> faults_fired;            // each site must have fired at least once
   // Read-only maps of a host table by ranks on another socket than its one
@@ -122,6 +137,8 @@ struct Scenario {
   uint64_t seed = 1;
   std::vector<ScenarioFault> planned_faults;
   std::vector<ScenarioFaultRate> fault_rates;
+  std::optional<uint64_t> slow_delay_ms;  // absent: the emulator's default
+  bool faults_drawn = false;              // `faults: drawn`: the seed draws them; no expect
   ScenarioLookup lookup;
   ScenarioExpect expect;
 };
@@ -130,11 +147,17 @@ Result<Scenario> parse_scenario(const YAML::Node& root, std::string_view source_
 Result<Scenario> parse_scenario_text(std::string_view text, std::string_view source_name);
 Result<Scenario> load_scenario_file(const std::string& path);
 
-// Files named *.yaml / *.yml directly in `path` (a directory, sorted), or
-// `path` itself when it is a file.
-Result<std::vector<std::string>> scenario_files(const std::string& path);
+struct ScenarioFiles {
+  std::vector<std::string> files;    // sorted
+  std::vector<std::string> skipped;  // "'<path>': <why>; skipped", for *.yaml entries that are not readable files
+};
+
+// Files named *.yaml / *.yml directly in `path` (a directory), or `path`
+// itself when it is a file. An entry that is a symlink loop, a dangling link
+// or not a regular file is skipped and named, never an abort.
+Result<ScenarioFiles> scenario_files(const std::string& path);
 
 // "0-3" or "5" -> [first, last]; errors name the text.
 Result<std::pair<int, int>> parse_rank_range(std::string_view text);
 
-}  // namespace engram
+}  // namespace engram::harness

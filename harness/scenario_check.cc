@@ -6,7 +6,7 @@
 #include <set>
 #include <utility>
 
-namespace engram {
+namespace engram::harness {
 
 std::optional<Status> scenario_root_cause(const std::vector<Status>& statuses, int first_fault_rank) {
   if (first_fault_rank >= 0 && first_fault_rank < static_cast<int>(statuses.size()) &&
@@ -162,4 +162,4 @@ void check_scenario_lookups(const ScenarioExpect& x, const std::vector<ScenarioR
   }
 }
 
-}  // namespace engram
+}  // namespace engram::harness

@@ -15,7 +15,7 @@
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 
-namespace engram {
+namespace engram::harness {
 
 // The root cause among failed ranks: `first_fault_rank` when it failed (the
 // rank where an injected fault fired first; -1 for none); otherwise start at
@@ -60,4 +60,4 @@ void check_scenario_decisions(const ScenarioExpect& expect, const Result<PlanRes
 void check_scenario_lookups(const ScenarioExpect& expect, const std::vector<ScenarioRankResult>& ranks,
                             std::vector<std::string>& failures);
 
-}  // namespace engram
+}  // namespace engram::harness

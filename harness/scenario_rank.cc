@@ -8,7 +8,7 @@
 #include "core/base/coverage_probe.h"
 #include "core/base/splitmix64.h"
 
-namespace engram {
+namespace engram::harness {
 namespace {
 
 std::string first_difference(std::span<const uint16_t> want, std::span<const uint16_t> got, int dim) {
@@ -116,7 +116,7 @@ Status run_scenario_rank(RankBackend& backend, const ScenarioRankInputs& inputs,
             runtime->stop().ignore();
             return device_looked;
           }
-          coverage_probe("lookup: a host table read by the device");
+          coverage_probe<"lookup: a host table read by the device">();
           if (out.lookup_mismatch.empty()) {
             std::string diff = first_difference(got, on_device, table.dim);
             if (!diff.empty())
@@ -143,4 +143,4 @@ Status run_scenario_rank(RankBackend& backend, const ScenarioRankInputs& inputs,
   return runtime->stop();
 }
 
-}  // namespace engram
+}  // namespace engram::harness

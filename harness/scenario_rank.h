@@ -25,7 +25,7 @@
 #include "core/model/table_spec.h"
 #include "core/base/warnings.h"
 
-namespace engram {
+namespace engram::harness {
 
 inline constexpr uint64_t kScenarioFillSeed = 1;  // RuntimeOptions' default: the reference fills the same bytes
 
@@ -68,4 +68,4 @@ uint64_t fnv1a64(std::span<const std::byte> bytes);
 Status run_scenario_rank(RankBackend& backend, const ScenarioRankInputs& inputs, WarningSink& sink,
                          ScenarioRankResult& out);
 
-}  // namespace engram
+}  // namespace engram::harness

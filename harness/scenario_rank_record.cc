@@ -6,7 +6,7 @@
 
 #include "core/base/json_output.h"
 
-namespace engram {
+namespace engram::harness {
 namespace {
 
 Result<ErrorCode> parse_error_kind(const std::string& text) {
@@ -88,4 +88,4 @@ Result<ScenarioRankRecord> parse_rank_record(std::string_view line, std::string_
   return out;
 }
 
-}  // namespace engram
+}  // namespace engram::harness

@@ -17,7 +17,7 @@
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 
-namespace engram {
+namespace engram::harness {
 
 struct ScenarioRankRecord {
   int rank = -1;
@@ -31,4 +31,4 @@ std::string format_rank_record(const ScenarioRankRecord& record);  // one line, 
 // Errors name `source` and the field.
 Result<ScenarioRankRecord> parse_rank_record(std::string_view line, std::string_view source);
 
-}  // namespace engram
+}  // namespace engram::harness

@@ -54,33 +54,14 @@ struct GatherOwnedArgs {
 };
 Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream);
 
-// One row range passed by value (a host table, whole or one TP slice of it,
-// registered with the GPU): rows [first_row, first_row + row_count) at
-// `base`; ids outside it (DEAD, out of the table, another slice's) write a
-// zero row. Slots are a head window of each token: slot s is token
-// s / head_count, head head_begin + s % head_count of ids_per_token ids, and
-// writes out[s * dim ...].
-struct GatherRangeArgs {
-  const int64_t* ids = nullptr;
-  int64_t tokens = 0;
-  int ids_per_token = 0;
-  int head_begin = 0;
-  int head_count = 0;
-  int64_t first_row = 0;
-  int64_t row_count = 0;
-  const void* base = nullptr;
-  RowLayout layout;
-  uint16_t* out = nullptr;
-};
-Status gather_range(const GatherRangeArgs& args, cudaStream_t stream);
-
-// Host tables read in bulk (backends/cuda/host_row_stager.h): the rows of
-// slots [0, tokens x head_count) were copied, raw, to `staging` (slot s at
-// staging + s * row_bytes; slot s is token s / head_count, head head_begin +
-// s % head_count). Dequantises them into out [tokens x head_count x dim];
-// a slot whose id is outside [first_row, first_row + row_count) (DEAD, out
-// of the table, another slice's) writes a zero row and reads no staging.
-struct DequantStagedArgs {
+// The host-table kernels (a host table, whole or one TP slice of it,
+// registered with the GPU or staged in bulk): one row range, rows
+// [first_row, first_row + row_count), passed by value; ids outside it (DEAD,
+// out of the table, another slice's) write a zero row. Slots are a head
+// window of each token: slot s is token s / head_count, head head_begin +
+// s % head_count of ids_per_token ids, and writes out[s * dim ...]. Each
+// kernel takes where the rows are beside these arguments.
+struct HostRowsArgs {
   const int64_t* ids = nullptr;  // [tokens x ids_per_token]
   int64_t tokens = 0;
   int ids_per_token = 0;
@@ -88,11 +69,18 @@ struct DequantStagedArgs {
   int head_count = 0;
   int64_t first_row = 0;
   int64_t row_count = 0;
-  const void* staging = nullptr;
   RowLayout layout;
-  uint16_t* out = nullptr;
+  uint16_t* out = nullptr;       // [tokens x head_count x dim] bf16
 };
-Status dequant_staged(const DequantStagedArgs& args, cudaStream_t stream);
+
+// The rows read in place: row first_row at `base`, row_bytes apart.
+Status gather_range(const HostRowsArgs& args, const void* base, cudaStream_t stream);
+
+// Host tables read in bulk (backends/cuda/host_row_stager.h): the rows of
+// slots [0, tokens x head_count) were copied, raw, to `staging` (slot s at
+// staging + s * row_bytes). Dequantises them into out; a slot whose id is
+// outside the row range writes a zero row and reads no staging.
+Status dequant_staged(const HostRowsArgs& args, const void* staging, cudaStream_t stream);
 
 // cudaMemsetAsync(0) of `count` bf16 values; capturable.
 Status zero_fill(uint16_t* out, uint64_t count, cudaStream_t stream);

@@ -1,4 +1,4 @@
-// Device-side row dequantisation, bit-exact with the CPU rule (DESIGN.md
+// Device-side row dequantisation, bit-exact with the CPU rule (docs/design.md
 // section 4): value = bf16_rne(float(fp8 E4M3) * 2^(e-127)), the scale built
 // by putting e into a float's exponent bits (e = 0 gives +0, e = 255 +inf);
 // NaN written as canonical 0x7fc0 carrying the FP8 byte's sign; -0 written as

@@ -14,6 +14,7 @@
 
 #include "core/base/coverage_probe.h"
 #include "core/base/status.h"
+#include "core/placements/placement_steps.h"
 #include "sim/seed.h"
 
 namespace engram::sim {
@@ -29,19 +30,21 @@ namespace engram::sim {
 //   kind kProcess: something happens to the whole process at a checkpoint
 //     (any step site, or "collective": entry to any collective), which a
 //     planned fault names with `at`.
-//   reached_by: which drawn configurations reach the site (the swarm aims
-//     its planned faults there so that a sweep fires every site).
-#define ENGRAM_FAULT_SITES(X)                                                                                   \
-  X(kExport, "export", kStep, kByPeerShards, "cuMemExportToShareableHandle")                                   \
-  X(kSend, "send", kStep, kByPeerShards, "fd send over the Unix socket")                                        \
-  X(kImport, "import", kStep, kByPeerShards, "cuMemImportFromShareableHandle")                                  \
-  X(kMap, "map", kStep, kByPeerShards | kByDeviceCollective, "cuMemMap")                                        \
-  X(kAccess, "access", kStep, kByPeerShards | kByDeviceCollective, "cuMemSetAccess")                            \
-  X(kShmCreate, "shm_create", kStep, kByHostTables, "shm_open + ftruncate")                                     \
-  X(kShmWrite, "shm_write", kStep, kByHostTables, "touching the segment's pages (SIGBUS when tmpfs runs out)") \
-  X(kRankDeath, "rank_death", kProcess, kByAnything, "the process dies at a checkpoint")                       \
-  X(kHang, "hang", kProcess, kByAnything, "the process stops making progress at a checkpoint, for good")       \
-  X(kSlow, "slow", kProcess, kByAnything, "the process stalls at a checkpoint for a delay of simulated time")
+//   reached_by: which backend steps of a placement reach the site
+//     (PlacementSteps bits, core/placements/placement_steps.h; each
+//     placement's registration says which steps it runs): the swarm aims its
+//     planned faults there so that a sweep fires every site.
+#define ENGRAM_FAULT_SITES(X)                                                                                         \
+  X(kExport, "export", kStep, kExportsDeviceMemory, "cuMemExportToShareableHandle")                                   \
+  X(kSend, "send", kStep, kExportsDeviceMemory, "fd send over the Unix socket")                                       \
+  X(kImport, "import", kStep, kExportsDeviceMemory, "cuMemImportFromShareableHandle")                                 \
+  X(kMap, "map", kStep, kMapsDeviceMemory, "cuMemMap")                                                                \
+  X(kAccess, "access", kStep, kMapsDeviceMemory, "cuMemSetAccess")                                                    \
+  X(kShmCreate, "shm_create", kStep, kCreatesHostSegments, "shm_open + ftruncate")                                    \
+  X(kShmWrite, "shm_write", kStep, kCreatesHostSegments, "touching the segment's pages (SIGBUS when tmpfs runs out)") \
+  X(kRankDeath, "rank_death", kProcess, kRunsAnyStep, "the process dies at a checkpoint")                             \
+  X(kHang, "hang", kProcess, kRunsAnyStep, "the process stops making progress at a checkpoint, for good")             \
+  X(kSlow, "slow", kProcess, kRunsAnyStep, "the process stalls at a checkpoint for a delay of simulated time")
 
 enum class FaultSite : uint8_t {
 #define ENGRAM_FAULT_SITE_ENUM(id, name, kind, reached_by, models) id,
@@ -51,19 +54,11 @@ enum class FaultSite : uint8_t {
 
 enum class FaultKind : uint8_t { kStep, kProcess };
 
-// Which drawn configurations reach a site (bit flags).
-enum FaultReach : uint8_t {
-  kByPeerShards = 1,         // device_peer: export, fd passing, import, map, access
-  kByHostTables = 2,         // host placements: /dev/shm segments
-  kByDeviceCollective = 4,   // device_collective: its own shard's map and access
-  kByAnything = 7,
-};
-
 struct FaultSiteInfo {
   FaultSite site;
   std::string_view name;
   FaultKind kind;
-  uint8_t reached_by;  // FaultReach bits
+  uint8_t reached_by;  // PlacementSteps bits
   std::string_view models;
 };
 

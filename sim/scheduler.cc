@@ -116,6 +116,7 @@ void Scheduler::record(std::string_view event) {
     trace_text_.append(event);
     trace_text_.push_back('\n');
   }
+  if (keep_timeline_) timeline_.push_back({now_us_, current_, std::string(event)});
 }
 
 #if ENGRAM_SIM_ASAN

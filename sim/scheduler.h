@@ -130,6 +130,21 @@ class Scheduler {
   void keep_trace_text(bool keep) { keep_text_ = keep; }
   const std::string& trace_text() const { return trace_text_; }
 
+  // Keep every event with its simulated time and the rank that ran it, for
+  // drawing a run (harness/run_timeline.h); off by default.
+  struct TimelineEvent {
+    SimTimeUs at_us = 0;
+    int rank = -1;  // the rank running when it was recorded; -1: the scheduler itself
+    std::string text;
+  };
+  void keep_timeline(bool keep) { keep_timeline_ = keep; }
+  const std::vector<TimelineEvent>& timeline() const { return timeline_; }
+  // An event for the timeline only, outside the trace hash (so marking a
+  // step's end never changes a run's hash): e.g. a rank leaving a collective.
+  void mark(std::string_view event) {
+    if (keep_timeline_) timeline_.push_back({now_us_, current_, std::string(event)});
+  }
+
   // Bytes of stack each rank gets (its fiber's; a guard page below it).
   static size_t stack_bytes();
 
@@ -181,6 +196,8 @@ class Scheduler {
   uint64_t deadlocks_ = 0;
   bool keep_text_ = false;
   std::string trace_text_;
+  bool keep_timeline_ = false;
+  std::vector<TimelineEvent> timeline_;
 };
 
 }  // namespace engram::sim

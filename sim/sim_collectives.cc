@@ -132,6 +132,7 @@ Status SimCollectives::rendezvous(const char* kind, std::vector<std::byte> mine,
   } else {
     status = finish(op);
   }
+  scheduler.mark("leave");
   // The last member to leave frees the slot; a failed op is freed by whoever
   // leaves it last too, so no state outlives the call.
   ++op.departed_count;

@@ -35,8 +35,8 @@ struct Bf16Run {
 };
 
 // The sparse form of reduce_scatter_sum_bf16, bitwise equal to it on the
-// input the runs describe (DESIGN's ring order, runs of +0 folded as the
-// dense sum folds them). Implemented by the emulator's collectives.
+// input the runs describe (the dense sum's ring order, runs of +0 folded as
+// the dense sum folds them; docs/design.md section 4). Implemented by the emulator's collectives.
 class SparseReduceScatter {
  public:
   virtual ~SparseReduceScatter() = default;

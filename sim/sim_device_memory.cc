@@ -190,7 +190,7 @@ Result<DeviceInfo> SimDeviceMemory::info() {
   info.memory_bytes_total = host.gpu_memory_bytes;
   info.memory_bytes_free = host.gpu_memory_bytes - world_.gpu_used_bytes(place.host, place.gpu);
   info.vmm_supported = true;
-  info.posix_fd_supported = true;
+  info.posix_fd_supported = host.posix_fd_attribute;
   info.fabric_attribute = host.fabric_attribute;
   info.granularity_bytes = kGranularityBytes;
   return info;
@@ -238,6 +238,11 @@ Result<AllocationHandle> SimDeviceMemory::create(uint64_t bytes, HandleType expo
     Status capable = fabric_capability("cuMemCreate(FABRIC)");
     if (!capable.is_ok()) return fail(std::move(capable));
   }
+  if (exportable_as == HandleType::kPosixFd && !context_.host_of(rank_).posix_fd_attribute)
+    return fail(cuda_error("CUDA_ERROR_NOT_SUPPORTED",
+                           fmt::format("cuMemCreate(POSIX_FILE_DESCRIPTOR): {} does not support POSIX fd handles "
+                                       "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED is 0)",
+                                       context_.where(rank_))));
   const RankPlace& place = context_.place(rank_);
   const HostSpec& host = context_.host_of(rank_);
   uint64_t& used = world_.gpu_used_bytes_[gpu_key(place.host, place.gpu)];
@@ -456,7 +461,7 @@ Status SimDeviceMemory::set_access(DevicePtr address, uint64_t bytes) {
     // (FABRIC memory travels through the fabric and is exempt.)
     bool other_gpu_here = p->host == place.host && p->gpu != place.gpu;
     if (host.visible_gpus_per_rank == 1 && other_gpu_here && p->exportable_as == HandleType::kPosixFd) {
-      coverage_probe("sim: access refused, container sees one GPU");
+      coverage_probe<"sim: access refused, container sees one GPU">();
       return fail(cuda_error("CUDA_ERROR_INVALID_DEVICE",
                              fmt::format("cuMemSetAccess: the allocation lives on gpu {} of {}, but this "
                                          "container sees one GPU (gpu {}): run with all GPUs visible to every rank "

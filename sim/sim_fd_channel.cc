@@ -32,7 +32,7 @@ void FdWorld::close_channel(int rank) {
     for (Message& m : it->second) {
       context_.ledger().remove(ResourceKind::kInFlightFd, m.ledger_id);
       devices_.drop_file_reference(m.file);
-      coverage_probe("sim: fd in flight closed with its receiver's socket");
+      coverage_probe<"sim: fd in flight closed with its receiver's socket">();
       ENGRAM_TRACE(context_.scheduler(), "drop_fd r{} <- r{}", rank, m.from);
     }
     it = queues_.erase(it);
@@ -66,7 +66,7 @@ Status SimFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> h
     return fail(ErrorCode::kInvalidArgument,
                 fmt::format("send_fd: peer rank {} is outside [0, {})", peer_rank, context_.rank_count()));
   if (!context_.same_host(rank_, peer_rank)) {
-    coverage_probe("sim: fd send across hosts refused");
+    coverage_probe<"sim: fd send across hosts refused">();
     const HostSpec& mine = context_.host_of(rank_);
     const HostSpec& theirs = context_.host_of(peer_rank);
     return fail(ErrorCode::kUnavailable,

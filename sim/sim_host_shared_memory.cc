@@ -14,7 +14,7 @@ struct ShmWorld::Tmpfs {
   std::string host_name;
   bool mounted = true;
   uint64_t bytes_total = 0;     // what statvfs shows (and the placement reads)
-  uint64_t bytes_enforced = 0;  // what it really allows; 0 = the total (a Kubernetes sizeLimit is less)
+  std::optional<uint64_t> bytes_enforced;  // what it really allows; unset: the total (a Kubernetes sizeLimit is less)
   uint64_t ram_bytes = 0;       // the host's RAM behind it; 0 = not modelled
   uint64_t bytes_used = 0;
   std::map<std::string, std::shared_ptr<Segment>> names;
@@ -198,7 +198,7 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
   auto modelled = world_.modelled_bytes_.find(name);
   const uint64_t accounted = modelled == world_.modelled_bytes_.end() ? bytes : std::max(bytes, modelled->second);
   if (fs->bytes_used + accounted > fs->bytes_total) {
-    coverage_probe("sim: shm ENOSPC");
+    coverage_probe<"sim: shm ENOSPC">();
     return fail(ErrorCode::kResourceExhausted,
                 fmt::format("fallocate(/dev/shm/{}, {}): ENOSPC: No space left on device: /dev/shm on host {} is "
                             "{} in total with {} in use; raise it (docker --shm-size={}m) or use --ipc=host",
@@ -237,7 +237,7 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::create(const std::strin
       return context_.dead_status(rank_, "shm_write");
     case SimContext::Visit::kFault:
       remove_file();
-      coverage_probe("sim: shm segment removed after a failed touch");
+      coverage_probe<"sim: shm segment removed after a failed touch">();
       return fail(ErrorCode::kResourceExhausted,
                   fmt::format("touching /dev/shm/{} on host {}: SIGBUS (tmpfs out of pages; injected fault, site "
                               "shm_write); the segment was removed",
@@ -265,20 +265,20 @@ Status SimHostSharedMemory::check_fill_limits(const ShmWorld::Tmpfs& fs, const s
   auto with_rank = [&](Status s) { return std::move(s).with_context(rank_, -1, "shm_write"); };
   const HostSpec& host = context_.host_of(rank_);
   const uint64_t charged = world_.charged_bytes_by_rank_[static_cast<size_t>(rank_)];
-  if (host.memory_limit_bytes_per_rank != 0 && charged + bytes > host.memory_limit_bytes_per_rank) {
-    coverage_probe("sim: shm fill past the writer's memory cgroup refused");
+  if (host.memory_limit_bytes_per_rank && charged + bytes > *host.memory_limit_bytes_per_rank) {
+    coverage_probe<"sim: shm fill past the writer's memory cgroup refused">();
     return with_rank(memory_cgroup_refusal(name, bytes,
                                            fmt::format("the memory cgroup of rank {} on host {}", rank_, fs.host_name),
-                                           host.memory_limit_bytes_per_rank, charged));
+                                           *host.memory_limit_bytes_per_rank, charged));
   }
   // fs.bytes_used already holds this segment.
-  if (fs.bytes_enforced != 0 && fs.bytes_used > fs.bytes_enforced) {
-    coverage_probe("sim: shm fill past a tmpfs limit its total hides refused");
-    return with_rank(tmpfs_enforced_limit_refusal(name, bytes, fs.host_name, fs.bytes_total, fs.bytes_enforced,
+  if (fs.bytes_enforced && fs.bytes_used > *fs.bytes_enforced) {
+    coverage_probe<"sim: shm fill past a tmpfs limit its total hides refused">();
+    return with_rank(tmpfs_enforced_limit_refusal(name, bytes, fs.host_name, fs.bytes_total, *fs.bytes_enforced,
                                                   fs.bytes_used - bytes));
   }
   if (fs.ram_bytes != 0 && fs.bytes_used > fs.ram_bytes) {
-    coverage_probe("sim: shm fill past the host's RAM refused");
+    coverage_probe<"sim: shm fill past the host's RAM refused">();
     return with_rank(host_ram_refusal(name, bytes, fs.host_name, fs.ram_bytes, fs.bytes_used - bytes));
   }
   return Status::ok();
@@ -302,7 +302,7 @@ Result<std::unique_ptr<ShmMapping>> SimHostSharedMemory::open_read_only(const st
   if (it->second->numa_node != world_.numa_node_of(rank_)) {
     // The one copy sits on its writer's socket; this rank reads it across
     // the socket link (one copy per NUMA node would avoid it).
-    coverage_probe("sim: /dev/shm table read from another socket");
+    coverage_probe<"sim: /dev/shm table read from another socket">();
     ++world_.remote_numa_maps_;
     ENGRAM_TRACE(context_.scheduler(), "shm_remote_numa r{} {} node {}", rank_, name, it->second->numa_node);
   }

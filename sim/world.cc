@@ -6,7 +6,9 @@
 #include <memory>
 
 #include "core/base/coverage_probe.h"
+#include "core/base/rerun_command.h"
 #include "core/model/gpu_models.h"
+#include "sim/fiber_stack_room.h"
 #include "sim/heap_huge_pages.h"
 #include "sim/scheduler.h"
 #include "sim/sim_collectives.h"
@@ -179,18 +181,22 @@ Result<WorldSpec> complete_world_spec(WorldSpec spec) {
       return invalid_argument(fmt::format("world: fault rate {} is not a probability in [0, 1]", rate));
   if (spec.timeouts.collective_us == 0 || spec.timeouts.split_us == 0 || spec.timeouts.fd_receive_us == 0)
     return invalid_argument("world: a timeout of 0: every blocking step needs a deadline above zero");
-  if (spec.reproduction.empty()) spec.reproduction = fmt::format("engramlab fuzz --seed {} --seeds 1", spec.seed);
+  if (spec.reproduction.empty())
+    spec.reproduction = rerun_command({"fuzz", "--seed", std::to_string(spec.seed), "--seeds", "1"});
   return spec;
 }
 
 Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
   ENGRAM_ASSIGN_OR_RETURN(WorldSpec spec, complete_world_spec(input));
   const int n = static_cast<int>(spec.ranks.size());
+  // Refused with the numbers now, not aborted on a guard page's mprotect later.
+  ENGRAM_RETURN_IF_ERROR(check_room_for_fiber_stacks(n, Scheduler::stack_bytes(), this_process_map_room()));
   // Large runs touch ~80 KiB of heap per rank (measured by the scale benchmark).
   if (n >= 256) reserve_heap_in_huge_pages(static_cast<uint64_t>(n) * (96u << 10));
 
   Scheduler scheduler(spec.seed);
   scheduler.keep_trace_text(spec.keep_trace_text);
+  scheduler.keep_timeline(spec.keep_timeline);
   CollectiveHub hub(scheduler, n, spec.timeouts);
   SimContext context(scheduler, spec.hosts, spec.ranks, spec.faults, spec.seed);
   DeviceWorld devices(context);
@@ -248,6 +254,7 @@ Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
   run.leaks = context.ledger().leaks();
   run.reproduction = spec.reproduction;
   run.trace_text = scheduler.trace_text();
+  run.timeline = scheduler.timeline();
   return run;
 }
 

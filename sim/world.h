@@ -17,6 +17,7 @@
 #include "core/base/status.h"
 #include "sim/faults.h"
 #include "sim/ledger.h"
+#include "sim/scheduler.h"
 #include "sim/sim_context.h"
 #include "sim/sim_timeouts.h"
 
@@ -31,8 +32,9 @@ struct WorldSpec {
   std::vector<RankPlace> ranks;    // empty: one rank per GPU, hosts in order
   uint64_t seed = 1;
   FaultPlan faults;
-  std::string reproduction;        // empty: "engramlab fuzz --seed <seed> --seeds 1"
+  std::string reproduction;        // empty: "<this binary> fuzz --seed <seed> --seeds 1"
   bool keep_trace_text = false;    // keep the event text (for diffing two runs)
+  bool keep_timeline = false;      // keep every event with its time and rank (drawing the run)
   SimTimeouts timeouts;
   // /dev/shm segments that stand for bigger tables than the small ones
   // really built (name -> the bytes tmpfs, cgroups and RAM account for):
@@ -54,6 +56,7 @@ struct WorldRun {
   std::vector<LedgerEntry> leaks;    // everything live after every rank returned
   std::string reproduction;
   std::string trace_text;            // when keep_trace_text
+  std::vector<Scheduler::TimelineEvent> timeline;  // when keep_timeline
 
   bool all_ok() const;
   // Every run ends, with success or a named error, within its bound in

@@ -3,7 +3,7 @@
 // the checked slots, device_peer equals the collective over the same shards,
 // and nothing is left in the ledger. The same body runs on GPUs under a
 // launcher (engramlab acceptance).
-#include "harness/acceptance_rank.h"
+#include "operator_checks/acceptance_rank.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +15,8 @@
 
 namespace engram {
 namespace {
+
+using namespace operator_checks;  // the code under test
 
 HostSpec host(uint64_t tmpfs_bytes) {
   HostSpec h;
@@ -59,7 +61,7 @@ TEST(AcceptanceRank, EveryPlacementsDeviceLookupEqualsTheCpuReferenceEagerAndRep
     sim::WorldSpec spec;
     spec.hosts = {host(c.tmpfs_bytes)};
     spec.seed = 41;
-    AcceptanceOptions options;
+    operator_checks::AcceptanceOptions options;
     options.runtime.table_model = model_preset("tiny").value();
     options.runtime.layout = c.layout;
     options.runtime.config = c.config;
@@ -68,11 +70,11 @@ TEST(AcceptanceRank, EveryPlacementsDeviceLookupEqualsTheCpuReferenceEagerAndRep
     options.warmup_replays = 1;
     options.timed_replays = 2;
     std::mutex mutex;
-    std::vector<AcceptanceReport> reports(4);
+    std::vector<operator_checks::AcceptanceReport> reports(4);
     WarningSink sink;
     auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
-      AcceptanceReport report;
-      ENGRAM_RETURN_IF_ERROR(run_acceptance_rank(backend, options, sink, report));
+      operator_checks::AcceptanceReport report;
+      ENGRAM_RETURN_IF_ERROR(operator_checks::run_acceptance_rank(backend, options, sink, report));
       std::lock_guard lock(mutex);
       reports[static_cast<size_t>(backend.world_rank)] = std::move(report);
       return Status::ok();
@@ -103,14 +105,14 @@ TEST(AcceptanceRank, NoDeviceIsAFailedPreconditionNamingTheRank) {
   spec.hosts = {host(190 * kGiB)};
   spec.hosts[0].gpu_count = 1;
   spec.seed = 43;
-  AcceptanceOptions options;
+  operator_checks::AcceptanceOptions options;
   options.runtime.table_model = model_preset("tiny").value();
   options.runtime.layout = ParallelLayout{1, 1};
   WarningSink sink;
   auto run = sim::run_world(spec, [&](RankBackend backend) -> Status {
     backend.compute = nullptr;
-    AcceptanceReport report;
-    Status s = run_acceptance_rank(backend, options, sink, report);
+    operator_checks::AcceptanceReport report;
+    Status s = operator_checks::run_acceptance_rank(backend, options, sink, report);
     if (s.code() != ErrorCode::kFailedPrecondition || s.context().rank != 0 ||
         s.message().find("GPU") == std::string::npos)
       return internal_error("expected failed_precondition naming the missing GPU, got " + s.to_string());
@@ -125,14 +127,14 @@ TEST(AcceptanceRank, BadTokenCountsAreInvalidArguments) {
   spec.hosts = {host(190 * kGiB)};
   spec.hosts[0].gpu_count = 1;
   spec.seed = 47;
-  AcceptanceOptions options;
+  operator_checks::AcceptanceOptions options;
   options.runtime.table_model = model_preset("tiny").value();
   options.runtime.layout = ParallelLayout{1, 1};
   WarningSink sink;
   auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
-    AcceptanceReport report;
+    operator_checks::AcceptanceReport report;
     options.token_counts = {};
-    Status empty = run_acceptance_rank(backend, options, sink, report);
+    Status empty = operator_checks::run_acceptance_rank(backend, options, sink, report);
     options.token_counts = {4, 0};
     Status zero = run_acceptance_rank(backend, options, sink, report);
     if (empty.code() != ErrorCode::kInvalidArgument || zero.code() != ErrorCode::kInvalidArgument ||

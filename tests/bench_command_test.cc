@@ -35,6 +35,7 @@ TEST(BenchCommand, BadFlagsExit2NamingTheFlagValueAndFix) {
        "--placements: 'gpu_magic' is not a placement; write all, or some of device_collective, device_peer"},
       {"--tp 3", "--tp: '3' is not a whole number in [0, 1]"},
       {"--shard-group rack", "--shard-group: 'rack' is not a shard group; write world, nvlink_domain or host"},
+      {"--table 999", "--table: 999 is not a table of"},
   };
   for (const Case& c : cases) {
     const Output out = run(under_launch(c.args));

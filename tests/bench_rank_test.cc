@@ -4,18 +4,20 @@
 // the plan's reason; the ceilings are timed; bad options are invalid
 // arguments naming the flag; nothing is left in the ledger. The same body
 // runs on GPUs under a launcher (engramlab bench).
-#include "harness/bench_rank.h"
+#include "operator_checks/bench_rank.h"
 
 #include <gtest/gtest.h>
 
 #include <mutex>
 
 #include "core/base/units.h"
-#include "harness/bench_table.h"
+#include "operator_checks/bench_table.h"
 #include "sim/world.h"
 
 namespace engram {
 namespace {
+
+using namespace operator_checks;  // the code under test
 
 HostSpec host(uint64_t tmpfs_bytes, int gpus) {
   HostSpec h;
@@ -41,7 +43,7 @@ BenchOptions small_options(int ranks) {
 }
 
 struct BenchRun {
-  std::vector<BenchReport> reports;
+  std::vector<operator_checks::BenchReport> reports;
   std::string summary;
   bool ok = false;
   bool leaks = false;
@@ -56,8 +58,8 @@ BenchRun run_bench(uint64_t tmpfs_bytes, int ranks, const BenchOptions& options,
   out.reports.resize(static_cast<size_t>(ranks));
   WarningSink sink;
   auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
-    BenchReport report;
-    ENGRAM_RETURN_IF_ERROR(run_bench_rank(backend, options, sink, report));
+    operator_checks::BenchReport report;
+    ENGRAM_RETURN_IF_ERROR(operator_checks::run_bench_rank(backend, options, sink, report));
     std::lock_guard lock(mutex);
     out.reports[static_cast<size_t>(backend.world_rank)] = std::move(report);
     return Status::ok();
@@ -130,19 +132,19 @@ TEST(BenchRank, EveryPlacementIsARowRunThroughTheRuntimeOrListedWithTheReason) {
     // Rank 0's table names every placement, the reason of the one not run,
     // and the CSV has a line for it.
     const BenchReport& r0 = run.reports[0];
-    const std::string table = format_bench_table(r0);
+    const std::string table = operator_checks::format_bench_table(r0);
     for (const PlacementOps& ops : placement_registry())
       EXPECT_NE(table.find(std::string("| ") + ops.name + " | "), std::string::npos) << ops.name << "\n" << table;
     EXPECT_NE(table.find("not run: the plan gives"), std::string::npos) << table;
-    const std::string csv = format_bench_csv(r0);
+    const std::string csv = operator_checks::format_bench_csv(r0);
     EXPECT_NE(csv.find(std::string(placement_name(c.not_here)) + ",,"), std::string::npos) << csv;
     EXPECT_NE(csv.find("ceiling_pinned_host_copy,40,"), std::string::npos) << csv;
-    EXPECT_TRUE(render_log_log_svg(bench_plot(r0)).is_ok());
+    EXPECT_TRUE(render_log_log_svg(operator_checks::bench_plot(r0)).is_ok());
   }
 }
 
 TEST(BenchRank, PlacementsNotAskedForAreListedAsSuch) {
-  BenchOptions options = small_options(2);
+  operator_checks::BenchOptions options = small_options(2);
   options.placements = {Placement::kDevicePeer};
   const BenchRun run = run_bench(190 * kGiB, 2, options, 67);
   ASSERT_TRUE(run.ok) << run.summary;
@@ -166,15 +168,15 @@ TEST(BenchRank, BadOptionsAreInvalidArgumentsNamingTheFlag) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    BenchOptions options = small_options(1);
+    operator_checks::BenchOptions options = small_options(1);
     c.change(options);
     sim::WorldSpec spec;
     spec.hosts = {host(190 * kGiB, 1)};
     spec.seed = 71;
     WarningSink sink;
     auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
-      BenchReport report;
-      const Status s = run_bench_rank(backend, options, sink, report);
+      operator_checks::BenchReport report;
+      const Status s = operator_checks::run_bench_rank(backend, options, sink, report);
       if (s.code() != ErrorCode::kInvalidArgument || s.message().find(c.message) == std::string::npos ||
           s.context().rank != 0)
         return internal_error("expected invalid_argument saying '" + std::string(c.message) + "', got " + s.to_string());
@@ -194,8 +196,8 @@ TEST(BenchRank, NoDeviceIsAFailedPreconditionNamingTheGpu) {
   WarningSink sink;
   auto run = sim::run_world(spec, [&](RankBackend backend) -> Status {
     backend.compute = nullptr;
-    BenchReport report;
-    const Status s = run_bench_rank(backend, options, sink, report);
+    operator_checks::BenchReport report;
+    const Status s = operator_checks::run_bench_rank(backend, options, sink, report);
     if (s.code() != ErrorCode::kFailedPrecondition || s.message().find("GPU") == std::string::npos)
       return internal_error("expected failed_precondition naming the missing GPU, got " + s.to_string());
     return Status::ok();

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <unordered_set>
 
 #include "core/base/bf16.h"
 #include "core/plan/deployment_plan.h"
+#include "core/runtime/plan_inputs.h"
 #include "core/model/hashing.h"
 #include "core/base/units.h"
 #include "kernels/gather_reference.h"
@@ -106,6 +108,59 @@ HostSpec host(std::string name, int gpus, uint64_t tmpfs_bytes, std::string doma
   h.tmpfs_bytes_total = tmpfs_bytes;
   h.nvlink_domain = std::move(domain);
   return h;
+}
+
+// The plan cache's key is the plan's inputs: changing any one field of them
+// gives another key (another equality, another hash, another cache entry).
+// The bindings below stop compiling when a field is added, so this list
+// grows with the structs (as the hash's own bindings make it).
+TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
+  const PlanInputs base;
+  {
+    [[maybe_unused]] const auto& [placement_model, layout, config] = base;
+    [[maybe_unused]] const auto& [tp, dp, ep, elastic_ep, prefill_cp] = base.layout;
+    [[maybe_unused]] const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens, sp] = base.config;
+  }
+  const std::vector<std::pair<std::string, std::function<void(PlanInputs&)>>> changes = {
+      {"placement_model", [](PlanInputs& i) { i.placement_model = "deepseek-v4.1-pro"; }},
+      {"layout.tp", [](PlanInputs& i) { i.layout.tp = 2; }},
+      {"layout.dp", [](PlanInputs& i) { i.layout.dp = 2; }},
+      {"layout.ep", [](PlanInputs& i) { i.layout.ep = 2; }},
+      {"layout.elastic_ep", [](PlanInputs& i) { i.layout.elastic_ep = true; }},
+      {"layout.prefill_cp", [](PlanInputs& i) { i.layout.prefill_cp = 2; }},
+      {"config.cpu_offload", [](PlanInputs& i) { i.config.cpu_offload = true; }},
+      {"config.peer_shards", [](PlanInputs& i) { i.config.peer_shards = true; }},
+      {"config.dp_shared_memory true", [](PlanInputs& i) { i.config.dp_shared_memory = true; }},
+      {"config.dp_shared_memory false", [](PlanInputs& i) { i.config.dp_shared_memory = false; }},
+      {"config.shard_group nvlink_domain", [](PlanInputs& i) { i.config.shard_group = ShardGroup::kNvlinkDomain; }},
+      {"config.shard_group host", [](PlanInputs& i) { i.config.shard_group = ShardGroup::kHost; }},
+      {"config.tokens_per_rank_max", [](PlanInputs& i) { i.config.tokens_per_rank_max = 2048; }},
+      {"config.sequence_parallel", [](PlanInputs& i) { i.config.sequence_parallel = true; }},
+  };
+  const PlanInputsHash hash;
+  std::unordered_set<PlanInputs, PlanInputsHash> entries = {base};
+  for (const auto& [field, change] : changes) {
+    PlanInputs changed = base;
+    change(changed);
+    EXPECT_FALSE(changed == base) << field;
+    EXPECT_NE(hash(changed), hash(base)) << field;
+    EXPECT_TRUE(entries.insert(changed).second) << field << " collides with an earlier entry";
+    PlanInputs same = changed;
+    EXPECT_TRUE(same == changed) << field;
+    EXPECT_EQ(hash(same), hash(changed)) << field;
+  }
+  EXPECT_EQ(entries.size(), changes.size() + 1);
+  // From the options: exactly the three parts, nothing else of them.
+  RuntimeOptions options;
+  options.placement_model = "tiny";
+  options.layout.tp = 4;
+  options.config.peer_shards = true;
+  options.job_id = "another job";
+  options.fill_seed = 7;
+  const PlanInputs of = PlanInputs::of(options);
+  EXPECT_EQ(of.placement_model, "tiny");
+  EXPECT_EQ(of.layout, options.layout);
+  EXPECT_EQ(of.config, options.config);
 }
 
 TEST(EngramRuntime, Dep4WithLargeShmSharesOneCopyPerNode) {

@@ -18,8 +18,12 @@ struct CommandOutput {
 inline std::string engramlab_path() { return std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab"; }
 
 // `prefix` goes before the binary (e.g. "env -u RANK"); `args` after it.
-inline CommandOutput run_engramlab(const std::string& args, const std::string& prefix = "") {
-  const std::string cmd = prefix + (prefix.empty() ? "" : " ") + engramlab_path() + " " + args + " 2>&1";
+// `stdout_to` (e.g. ">/dev/full") sends stdout elsewhere after stderr was
+// folded into what is read, so only stderr is read then.
+inline CommandOutput run_engramlab(const std::string& args, const std::string& prefix = "",
+                                   const std::string& stdout_to = "") {
+  const std::string cmd = prefix + (prefix.empty() ? "" : " ") + engramlab_path() + " " + args + " 2>&1" +
+                          (stdout_to.empty() ? "" : " " + stdout_to);
   CommandOutput out;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) return out;

@@ -11,6 +11,7 @@
 
 #include "core/base/units.h"
 #include "sim/world.h"
+#include "tests/exchange_worlds.h"
 
 namespace engram {
 namespace {
@@ -19,32 +20,9 @@ using sim::FaultSite;
 using sim::WorldSpec;
 using ::testing::HasSubstr;
 
-HostSpec host(std::string name, int gpus, std::string model) {
-  HostSpec h;
-  h.name = std::move(name);
-  h.gpu_count = gpus;
-  h.gpu_model = std::move(model);
-  h.tmpfs_bytes_total = 64 * kMiB;
-  return h;
-}
-
-WorldSpec one_b300_host() {
-  WorldSpec spec;
-  spec.hosts.push_back(host("b300-0", 8, "B300"));
-  return spec;
-}
-
-WorldSpec two_gb300_hosts_one_domain() {
-  WorldSpec spec;
-  for (int i = 0; i < 2; ++i) {
-    HostSpec h = host("gb300-" + std::to_string(i), 4, "GB300");
-    h.nvlink_domain = "nvl72-a";
-    h.imex_channel = true;
-    h.fabric_attribute = true;
-    spec.hosts.push_back(h);
-  }
-  return spec;
-}
+using testing::host;
+using testing::one_b300_host;
+using testing::two_gb300_hosts_one_domain;
 
 // Every rank writes a pattern of its own into its slot, then reads every
 // peer's through its peer pointer.
@@ -262,12 +240,7 @@ TEST(HandleExchange, RandomFaultsNeverLeakOrHang) {
   // and the ledger is empty.
   int runs_with_failures = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
-    WorldSpec spec = seed % 2 ? one_b300_host() : two_gb300_hosts_one_domain();
-    spec.seed = seed;
-    for (FaultSite s : {FaultSite::kExport, FaultSite::kSend, FaultSite::kImport, FaultSite::kMap,
-                        FaultSite::kAccess})
-      spec.faults.with_rate(s, 0.01);
-    spec.faults.with_rate(FaultSite::kRankDeath, 0.002);
+    const WorldSpec spec = testing::random_exchange_faults(seed, 0.01, 0.002);
     auto run = sim::run_world(spec, [&](RankBackend& b) { return exchange_and_check(b, 2 * kMiB, nullptr); });
     ASSERT_TRUE(run.is_ok());
     runs_with_failures += run->all_ok() ? 0 : 1;

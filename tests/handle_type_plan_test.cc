@@ -55,6 +55,23 @@ TEST(ChooseHandleType, PosixFdOnOneHostWithoutImex) {
   EXPECT_EQ(choose_handle_type(f).value(), HandleType::kPosixFd);
 }
 
+TEST(ChooseHandleType, OneHostWithoutPosixFdSupportAndNoFabricNamesTheHostAndCapability) {
+  HandleFacts a = facts("a", "", false, false), b = facts("a", "", false, false);
+  b.posix_fd_supported = false;
+  std::vector<HandleFacts> f = {a, b};
+  auto t = choose_handle_type(f);
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_EQ(t.status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(t.status().message().find("POSIX fd handles are not supported on a/boot-a"), std::string::npos)
+      << t.status().message();
+  // FABRIC still rescues a group whose devices lack POSIX fds.
+  a = facts("a", "nvl72", true, true);
+  b = facts("a", "nvl72", true, true);
+  b.posix_fd_supported = false;
+  f = {a, b};
+  EXPECT_EQ(choose_handle_type(f).value(), HandleType::kFabric);
+}
+
 TEST(ChooseHandleType, SameHostnameDifferentBootIsTwoHosts) {
   HandleFacts a = facts("a", "", false, false), b = facts("a", "", false, false);
   b.boot_id = "other";

@@ -3,6 +3,7 @@
 // environment rules.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -20,6 +21,7 @@
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/tcp_collectives.h"
 #include "backends/ipc/tcp_frames.h"
+#include "backends/ipc/tcp_rendezvous.h"
 #include "backends/ipc/wire.h"
 #include "core/base/bf16.h"
 
@@ -126,18 +128,17 @@ TEST(HostCollectives, RendezvousRefusesAWrongTokenAndTheJobContinues) {
     std::fprintf(stderr, "imposter: %s\n", group.status().to_string().c_str());
     ::_exit(group.status().code() == ErrorCode::kPermissionDenied ? 0 : 2);
   }
+  const pid_t leader = ::fork();
+  if (leader == 0) ::_exit(rank_main(0, 3, port, /*expect_refused=*/1));
+  // The real ranks start once the leader has turned the imposter away (it
+  // exits on the refusal), so the imposter is refused before the job forms.
+  EXPECT_EQ(wait_child(imposter), 0) << "the imposter must be refused with permission_denied";
   std::vector<pid_t> pids;
   for (int r = 1; r < 3; ++r) {
     const pid_t pid = ::fork();
-    if (pid == 0) {
-      std::this_thread::sleep_for(200ms);  // let the imposter arrive first
-      ::_exit(rank_main(r, 3, port));
-    }
+    if (pid == 0) ::_exit(rank_main(r, 3, port));
     pids.push_back(pid);
   }
-  const pid_t leader = ::fork();
-  if (leader == 0) ::_exit(rank_main(0, 3, port, /*expect_refused=*/1));
-  EXPECT_EQ(wait_child(imposter), 0) << "the imposter must be refused with permission_denied";
   EXPECT_EQ(wait_child(leader), 0) << "rank 0 must refuse exactly one connection and finish the job";
   for (pid_t pid : pids) EXPECT_EQ(wait_child(pid), 0) << "the real ranks must finish every collective";
 }
@@ -431,15 +432,62 @@ TEST(HostCollectives, AFloodOfIdleConnectionsDoesNotKeepTheJobFromMeeting) {
   EXPECT_EQ(wait_child(stranger), 0);
 }
 
+// In the leader's process: the data segments its accepted connection on
+// `port` has received (0 before one is accepted). A member's frames go out
+// one write each, so this counts its frames: 1 its nonce, 2 its claim (sent
+// only once it has verified the leader's proof).
+// glibc's tcp_info stops at tcpi_total_retrans; the kernel's goes on
+// (include/uapi/linux/tcp.h; <linux/tcp.h> clashes with <netinet/tcp.h>).
+struct KernelTcpInfo {
+  tcp_info glibc;
+  uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+  uint32_t segs_out, segs_in, notsent_bytes, min_rtt, data_segs_in, data_segs_out;
+};
+static_assert(sizeof(tcp_info) == 104, "glibc's tcp_info is the kernel's prefix");
+
+uint32_t accepted_frames_in(uint16_t port) {
+  for (int fd = 0; fd < 1024; ++fd) {
+    sockaddr_in local{}, peer{};
+    socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 || local.sin_family != AF_INET ||
+        ntohs(local.sin_port) != port)
+      continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;  // the listener
+    KernelTcpInfo info{};
+    socklen_t info_len = sizeof(info);
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &info_len) == 0 &&
+        info_len >= offsetof(KernelTcpInfo, data_segs_out))
+      return info.data_segs_in;
+  }
+  return 0;
+}
+
 // The leader dies while a member that has authenticated waits for the
 // welcome: an unavailable peer, not a token problem.
 TEST(HostCollectives, ALeaderKilledDuringTheRendezvousIsReportedUnavailable) {
   const uint16_t port = free_port();
+  int claimed[2];
+  ASSERT_EQ(::pipe(claimed), 0);
   const pid_t leader = ::fork();
   if (leader == 0) {
+    ::close(claimed[0]);
+    // Tells the test once the member has authenticated this leader and
+    // presented its claim: the member's second frame on the connection.
+    std::thread watcher([&] {
+      const auto deadline = std::chrono::steady_clock::now() + 5s;
+      while (std::chrono::steady_clock::now() < deadline) {
+        if (accepted_frames_in(port) >= 2) {
+          write_all(claimed[1], "c");
+          return;
+        }
+        std::this_thread::sleep_for(1ms);
+      }
+    });
+    watcher.detach();
     auto group = TcpCollectives::join(opts(0, 3, port));  // rank 2 never comes
     ::_exit(group.is_ok() ? 1 : 0);
   }
+  ::close(claimed[1]);
   const pid_t member = ::fork();
   if (member == 0) {
     auto o = opts(1, 3, port);
@@ -453,10 +501,106 @@ TEST(HostCollectives, ALeaderKilledDuringTheRendezvousIsReportedUnavailable) {
                        group.status().context().peer == 0;
     ::_exit(named && took < 5s ? 0 : 1);
   }
-  std::this_thread::sleep_for(1s);  // the member has met rank 0 and waits for rank 2
+  // The member has met rank 0 and waits for rank 2.
+  pollfd ready{.fd = claimed[0], .events = POLLIN, .revents = 0};
+  EXPECT_EQ(::poll(&ready, 1, 5000), 1) << "the member never presented its claim to the leader";
+  ::close(claimed[0]);
   ::kill(leader, SIGKILL);
   EXPECT_EQ(wait_child(leader), 100 + SIGKILL);
   EXPECT_EQ(wait_child(member), 0) << "the member must report rank 0 as gone (unavailable), quickly";
+}
+
+// An authenticated member (the real handshake) whose first all_gather frame
+// claims `claimed_bytes`, followed by `sent_bytes` of payload, then EOF.
+// Rank 0 runs in a child that reports its round's Status and its peak RSS.
+struct LeaderReport {
+  ErrorCode code = ErrorCode::kOk;
+  int peer = -1;
+  std::string text;
+  long max_rss_kib = 0;
+};
+
+LeaderReport leader_against_claim(uint64_t claimed_bytes, size_t sent_bytes) {
+  const uint16_t port = free_port();
+  int pipe_fds[2];
+  EXPECT_EQ(::pipe(pipe_fds), 0);
+  const pid_t leader = ::fork();
+  if (leader == 0) {
+    ::close(pipe_fds[0]);
+    auto group = TcpCollectives::join(opts(0, 2, port));
+    if (!group.is_ok()) ::_exit(50);
+    const int32_t me = 0;
+    std::vector<int32_t> all(2);
+    const Status round = (*group)->all_gather(std::as_bytes(std::span(&me, 1)), std::as_writable_bytes(std::span(all)));
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    write_all(pipe_fds[1], std::to_string(static_cast<int>(round.code())) + "\n" +
+                               std::to_string(round.context().peer) + "\n" + std::to_string(usage.ru_maxrss) + "\n" +
+                               round.to_string());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  {
+    asio::io_context io;
+    RendezvousSettings settings{.tag = "world", .job_id = "colltest", .job_token = kToken,
+                                .deadline = Clock::now() + 5s};
+    settings.join_timeout = 5000ms;
+    std::unique_ptr<tcp::socket> link;
+    auto joined = join_leader(io, "127.0.0.1", port, settings, MemberClaim{1, 1, 2}, 0, link);
+    EXPECT_TRUE(joined.is_ok()) << joined.status().to_string();
+    if (joined.is_ok()) {
+      FrameHeader h;
+      h.kind = kOpAllGather;
+      h.seq = 1;
+      h.payload_bytes = claimed_bytes;
+      h.origin = 1;
+      const int fd = link->native_handle();
+      ::send(fd, &h, sizeof(h), MSG_NOSIGNAL);
+      const std::vector<char> bytes(sent_bytes, 'x');
+      for (size_t at = 0; at < bytes.size();) {
+        const ssize_t n = ::send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        at += static_cast<size_t>(n);
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+  }  // the link closes: EOF before the claimed bytes
+  const std::string out = read_pipe(pipe_fds[0]);
+  ::close(pipe_fds[0]);
+  EXPECT_EQ(wait_child(leader), 0) << out;
+  LeaderReport report;
+  size_t a = out.find('\n'), b = out.find('\n', a + 1), c = out.find('\n', b + 1);
+  if (c == std::string::npos) return report;
+  report.code = static_cast<ErrorCode>(std::stoi(out.substr(0, a)));
+  report.peer = std::stoi(out.substr(a + 1, b - a - 1));
+  report.max_rss_kib = std::stol(out.substr(b + 1, c - b - 1));
+  report.text = out.substr(c + 1);
+  return report;
+}
+
+// 2^36 bytes is what an all_gather input may carry: the claim alone must
+// not make rank 0 allocate it. The buffer follows the bytes that came.
+TEST(HostCollectives, AClaimedHugePayloadAllocatesOnlyWhatArrives) {
+  const LeaderReport r = leader_against_claim(uint64_t{1} << 36, size_t{1} << 20);
+  EXPECT_EQ(r.code, ErrorCode::kUnavailable) << r.text;
+  EXPECT_EQ(r.peer, 1) << r.text;
+  EXPECT_NE(r.text.find("rank 1 closed its connection"), std::string::npos) << r.text;
+  EXPECT_LT(r.max_rss_kib, 512 * 1024) << "rank 0 held " << r.max_rss_kib << " KiB for a 1 MiB payload";
+}
+
+// A claim above the kind's limit is a protocol error naming the peer and the
+// limit, at once, without reading on.
+TEST(HostCollectives, AnOversizedFrameHeaderIsAProtocolErrorNamingThePeerAndTheLimit) {
+  const auto start = std::chrono::steady_clock::now();
+  const LeaderReport r = leader_against_claim((uint64_t{1} << 36) + 1, 0);
+  EXPECT_EQ(r.code, ErrorCode::kInternal) << r.text;
+  EXPECT_EQ(r.peer, 1) << r.text;
+  EXPECT_NE(r.text.find("protocol error: rank 1 sent a frame of kind all_gather claiming 68719476737 bytes, more than the "
+                        "68719476736 bytes it may carry"),
+            std::string::npos)
+      << r.text;
+  EXPECT_LT(r.max_rss_kib, 512 * 1024);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s) << "refused on the header, not at op_timeout";
 }
 
 // --- launcher environment ---

@@ -48,7 +48,7 @@ TEST_F(HostLaunch, FourRanksShareOneSegmentAndReadIdenticalBytes) {
   const ProcessRun r = run(launch(4, "share4", "--bytes 3000000"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(count(r.output, "SELFTEST OK"), 4u) << r.output;
-  EXPECT_EQ(count(r.output, "shm segment engramlab-share4-selftest: 3000000 bytes"), 4u) << r.output;
+  EXPECT_EQ(count(r.output, "shm segment engramlab-share4-layer0: 3000000 bytes"), 4u) << r.output;
   EXPECT_EQ(count(r.output, "pattern ok, identical on all ranks: yes"), 4u) << r.output;
   EXPECT_EQ(count(r.output, "all ranks on one host: yes"), 4u) << r.output;
   EXPECT_EQ(count(r.output, "reads \"hello from rank"), 4u) << r.output;
@@ -69,7 +69,7 @@ TEST_F(HostLaunch, KilledWriterStopsTheOthersAndTheNextStartCleansItsSegment) {
   EXPECT_EQ(next.exit_code, 0) << next.output;
   EXPECT_NE(next.output.find("already exists"), std::string::npos) << next.output;
   EXPECT_NE(next.output.find("no longer running"), std::string::npos) << next.output;
-  EXPECT_NE(next.output.find("removed stale segment " + shm_dir_ + "/engramlab-crash0-selftest"), std::string::npos)
+  EXPECT_NE(next.output.find("removed stale segment " + shm_dir_ + "/engramlab-crash0-layer0"), std::string::npos)
       << next.output;
   EXPECT_EQ(count(next.output, "SELFTEST OK"), 4u) << next.output;
   EXPECT_EQ(segments(), 0u);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -14,11 +15,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "backends/shm/posix_shared_memory.h"
 #include "backends/shm/segment_header.h"
 #include "backends/shm/stale_segments.h"
 #include "core/base/units.h"
+#include "core/placements/host_shared.h"
 
 namespace engram::shm {
 namespace {
@@ -135,10 +138,10 @@ TEST(HostShm, StaleSegmentIsReportedNotReusedAndCanBeCleaned) {
   auto other_job = memory.create(segment_name("otherjob", "layer1"), 4096);
   ASSERT_TRUE(other_job.is_ok());
 
-  auto listed = list_segments(dir.path(), job_segment_prefix("crashy"));
+  auto listed = list_segments(dir.path(), SegmentScope::of_job("crashy"));
   ASSERT_TRUE(listed.is_ok());
   ASSERT_EQ(listed->size(), 2u);
-  auto removed = remove_stale_segments(dir.path(), job_segment_prefix("crashy"));
+  auto removed = remove_stale_segments(dir.path(), SegmentScope::of_job("crashy"));
   ASSERT_TRUE(removed.is_ok());
   ASSERT_EQ(removed->size(), 1u);
   EXPECT_EQ((*removed)[0].name, name);
@@ -152,6 +155,111 @@ TEST(HostShm, StaleSegmentIsReportedNotReusedAndCanBeCleaned) {
   EXPECT_NE(in_use.status().message().find("still running"), std::string::npos);
 }
 
+// Job ids may hold '-' and prefix each other: job "a" takes exactly its own
+// segment names (layer<L>, layer<L>-tp<T>), never "a-b"'s or "a-layer1"'s,
+// in listings and in the start-up cleanup alike.
+TEST(HostShm, AJobIdThatPrefixesAnotherTakesOnlyItsOwnSegments) {
+  ScratchDir dir;
+  const std::vector<std::string> mine = {segment_name("a", "layer1"), segment_name("a", "layer14-tp3")};
+  const std::vector<std::string> others = {segment_name("a-b", "layer1"), segment_name("a-layer1", "layer2"),
+                                           segment_name("a-b", "layer14-tp0"), segment_name("a", "layer1-tp2-x"),
+                                           segment_name("a", "layers"), segment_name("ab", "layer1")};
+  for (const auto& name : mine) leave_segment_from_dead_process(dir.path(), name);
+  for (const auto& name : others) leave_segment_from_dead_process(dir.path(), name);
+
+  auto listed = list_segments(dir.path(), SegmentScope::of_job("a"));
+  ASSERT_TRUE(listed.is_ok()) << listed.status().to_string();
+  std::vector<std::string> names;
+  for (const auto& r : *listed) names.push_back(r.name);
+  EXPECT_EQ(names, mine);
+  auto removed = remove_stale_segments(dir.path(), SegmentScope::of_job("a"));
+  ASSERT_TRUE(removed.is_ok()) << removed.status().to_string();
+  EXPECT_EQ(removed->size(), mine.size());
+  for (const auto& name : mine) EXPECT_FALSE(fs::exists(dir.path() + "/" + name)) << name;
+  for (const auto& name : others) EXPECT_TRUE(fs::exists(dir.path() + "/" + name)) << name << " is not job a's";
+
+  auto theirs = remove_stale_segments(dir.path(), SegmentScope::of_job("a-b"));
+  ASSERT_TRUE(theirs.is_ok());
+  EXPECT_EQ(theirs->size(), 2u) << "job a-b takes its own two";
+}
+
+// The exact match follows the names host_shared really makes.
+TEST(HostShm, TheJobMatchTakesEveryNameHostSharedMakes) {
+  for (int tp : {1, 4}) {
+    for (int t = 0; t < tp; ++t) {
+      const std::string name = host_table_slice_segment_name("a", 14, tp, t);
+      EXPECT_TRUE(is_job_segment_name(name, "a")) << name;
+      EXPECT_FALSE(is_job_segment_name(name, "a-b")) << name;
+      EXPECT_FALSE(is_job_segment_name(host_table_slice_segment_name("a-b", 14, tp, t), "a")) << name;
+    }
+  }
+}
+
+// A reader's map keeps the segment in use after its creator died: the lock
+// is held by everyone who maps it, and clean goes by the lock.
+TEST(HostShm, AReadersMapKeepsASegmentInUseAfterItsCreatorDied) {
+  ScratchDir dir;
+  const std::string name = segment_name("readerjob", "layer1");
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    PosixSharedMemory memory({.root_dir = dir.path()});
+    auto created = memory.create(name, 8192);
+    char byte = created.is_ok() ? 1 : 0;
+    (void)::write(ready[1], &byte, 1);
+    (void)::read(go[0], &byte, 1);
+    ::raise(SIGKILL);
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ASSERT_EQ(byte, 1);
+  PosixSharedMemory memory({.root_dir = dir.path()});
+  auto reader = memory.open_read_only(name, 8192);
+  ASSERT_TRUE(reader.is_ok()) << reader.status().to_string();
+  ASSERT_EQ(::write(go[1], &byte, 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
+
+  auto removed = remove_stale_segments(dir.path(), SegmentScope::of_job("readerjob"));
+  ASSERT_TRUE(removed.is_ok());
+  EXPECT_TRUE(removed->empty()) << "a segment a reader maps is in use";
+  auto listed = list_segments(dir.path(), SegmentScope::of_job("readerjob"));
+  ASSERT_TRUE(listed.is_ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_NE((*listed)[0].describe().find("in use: a live process holds it open"), std::string::npos)
+      << (*listed)[0].describe();
+  reader.value().reset();
+  removed = remove_stale_segments(dir.path(), SegmentScope::of_job("readerjob"));
+  ASSERT_TRUE(removed.is_ok());
+  EXPECT_EQ(removed->size(), 1u) << "nobody maps it any more";
+}
+
+// A header that says its maker held no lock (a build before the lock) cannot
+// be judged: a pid proves nothing across PID namespaces, so clean keeps it.
+TEST(HostShm, ASegmentWhoseMakerHeldNoLockIsKeptWithTheReason) {
+  ScratchDir dir;
+  const std::string path = dir.path() + "/" + segment_name("oldjob", "layer1");
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  const SegmentHeader header = make_header_for_this_process(4096, /*holds_lock=*/false);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(kSegmentHeaderBytes + 4096)), 0);
+  ASSERT_EQ(::pwrite(fd, &header, sizeof(header), 0), static_cast<ssize_t>(sizeof(header)));
+  ::close(fd);
+  auto removed = remove_stale_segments(dir.path(), SegmentScope::of_job("oldjob"));
+  ASSERT_TRUE(removed.is_ok());
+  EXPECT_TRUE(removed->empty());
+  auto listed = list_segments(dir.path(), SegmentScope::of_job("oldjob"));
+  ASSERT_TRUE(listed.is_ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_FALSE((*listed)[0].stale());
+  EXPECT_NE((*listed)[0].describe().find("kept: its maker held no lock on it"), std::string::npos)
+      << (*listed)[0].describe();
+}
+
 // A FIFO under a segment's name (put there by anyone: /dev/shm is world
 // writable) is looked at without opening it for reading, so nothing blocks:
 // listing, cleaning, creating and mapping all answer at once.
@@ -162,12 +270,12 @@ TEST(HostShm, AFifoUnderASegmentNameNeverBlocks) {
   PosixSharedMemory memory({.root_dir = dir.path()});
   const auto start = std::chrono::steady_clock::now();
 
-  auto listed = list_segments(dir.path(), job_segment_prefix("fifojob"));
+  auto listed = list_segments(dir.path(), SegmentScope::of_job("fifojob"));
   ASSERT_TRUE(listed.is_ok()) << listed.status().to_string();
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_FALSE((*listed)[0].stale());
   EXPECT_NE((*listed)[0].describe().find("a FIFO, not a segment: left alone"), std::string::npos);
-  auto removed = remove_stale_segments(dir.path(), job_segment_prefix("fifojob"));
+  auto removed = remove_stale_segments(dir.path(), SegmentScope::of_job("fifojob"));
   ASSERT_TRUE(removed.is_ok());
   EXPECT_TRUE(removed->empty());
   EXPECT_TRUE(fs::exists(dir.path() + "/" + name));
@@ -199,21 +307,22 @@ TEST(HostShm, CleanupLeavesWhatItDidNotMake) {
   leave_segment_from_dead_process(dir.path(), theirs);
   const bool can_chown = ::chown((dir.path() + "/" + theirs).c_str(), 65534, 65534) == 0;
 
-  auto removed = remove_stale_segments(dir.path(), "engramlab-");
+  auto removed = remove_stale_segments(dir.path(), SegmentScope::every_job());
   ASSERT_TRUE(removed.is_ok()) << removed.status().to_string();
   EXPECT_TRUE(fs::exists(notes));
   if (can_chown) {
     EXPECT_TRUE(removed->empty());
     EXPECT_TRUE(fs::exists(dir.path() + "/" + theirs)) << "another uid's segment is that user's to clean";
-    auto listed = list_segments(dir.path(), job_segment_prefix("theirs"));
+    auto listed = list_segments(dir.path(), SegmentScope::of_job("theirs"));
     ASSERT_TRUE(listed.is_ok());
     EXPECT_NE((*listed)[0].describe().find("belongs to uid 65534"), std::string::npos) << (*listed)[0].describe();
   }
-  auto listed = list_segments(dir.path(), "engramlab-important");
+  auto listed = list_segments(dir.path(), SegmentScope::every_job());
   ASSERT_TRUE(listed.is_ok());
-  ASSERT_EQ(listed->size(), 1u);
+  ASSERT_FALSE(listed->empty());
+  EXPECT_EQ((*listed)[0].name, "engramlab-important-notes.txt") << "every job's listing shows a stranger's file too";
   EXPECT_NE((*listed)[0].describe().find("no engramlab header"), std::string::npos);
-  EXPECT_EQ(list_segments(dir.path() + "/missing", "engramlab-").status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(list_segments(dir.path() + "/missing", SegmentScope::every_job()).status().code(), ErrorCode::kNotFound);
 }
 
 // Runs `body` in a forked child inside a private mount namespace with a

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "backends/ipc/socket_dir.h"
 
@@ -145,41 +146,116 @@ int live_socket(const std::string& path) {
   return fd;
 }
 
+// What SocketDir leaves in a directory it made.
+void mark_as_made(const std::string& dir) {
+  std::FILE* f = std::fopen((dir + "/" + kSocketDirMarker).c_str(), "w");
+  ASSERT_NE(f, nullptr) << dir;
+  std::fclose(f);
+}
+
+void make_old(const std::string& path) {
+  const timespec old_times[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 60, 0}};
+  ::utimensat(AT_FDCWD, path.c_str(), old_times, 0);
+}
+
+std::string report_of(const std::vector<SweptSocketDir>& swept) {
+  std::string report;
+  for (const auto& d : swept) report += d.path + ": " + d.outcome + "\n";
+  return report;
+}
+
 TEST(HostSocketDir, SweepRemovesOnlyDirectoriesOfEndedJobs) {
   SharedTmp tmp;
   const std::string root = tmp.path + "/engramlab-" + kUid;
-  for (const char* job : {"dead", "live", "foreign", "fresh"}) {
-    ASSERT_EQ(::mkdir(root.c_str(), 0700) == 0 || errno == EEXIST, true);
+  ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
+  mark_as_made(root);
+  for (const char* job : {"dead", "live", "foreign", "fresh", "users"}) {
     ASSERT_EQ(::mkdir((root + "/" + job).c_str(), 0700), 0);
   }
   leave_dead_socket(root + "/dead/rank-0.sock");
   leave_dead_socket(root + "/dead/rank-1.sock");
   const int listener = live_socket(root + "/live/rank-0.sock");
   leave_dead_socket(root + "/live/rank-1.sock");
+  mark_as_made(root + "/foreign");
   { std::FILE* f = std::fopen((root + "/foreign/notes.txt").c_str(), "w"); std::fclose(f); }
+  mark_as_made(root + "/fresh");
+  make_old(root + "/users");  // empty, old, but nobody marked it: not engramlab's
 
   auto swept = sweep_stale_socket_dirs(root);
   ASSERT_TRUE(swept.is_ok()) << swept.status().to_string();
-  std::string report;
-  for (const auto& d : *swept) report += d.path + ": " + d.outcome + "\n";
+  std::string report = report_of(*swept);
   EXPECT_FALSE(fs::exists(root + "/dead")) << report;
   EXPECT_TRUE(fs::exists(root + "/live/rank-0.sock")) << report;
   EXPECT_TRUE(fs::exists(root + "/foreign/notes.txt")) << report;
-  EXPECT_TRUE(fs::exists(root + "/fresh")) << "an empty, new directory may be a job starting\n" << report;
+  EXPECT_TRUE(fs::exists(root + "/fresh")) << "a marked, empty, new directory may be a job starting\n" << report;
+  EXPECT_TRUE(fs::exists(root + "/users")) << report;
   EXPECT_NE(report.find("in use (rank-0.sock has a listener)"), std::string::npos) << report;
   EXPECT_NE(report.find("notes.txt (a regular file), which engramlab does not make"), std::string::npos) << report;
+  EXPECT_NE(report.find("users: kept: no rank sockets and no .engramlab-socket-dir marker"), std::string::npos)
+      << report;
   ::close(listener);
 
   // Once the live job ends (its socket has no listener) and the others are
-  // cleared, a sweep takes everything, the root too.
+  // cleared, a sweep takes every job directory engramlab made; the user's
+  // empty directory stays, and with it the root.
   fs::remove(root + "/foreign/notes.txt");
-  const timespec old_times[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 60, 0}};
-  for (const char* job : {"foreign", "fresh"}) ::utimensat(AT_FDCWD, (root + "/" + job).c_str(), old_times, 0);
+  for (const char* job : {"foreign", "fresh"}) make_old(root + "/" + job);
   swept = sweep_stale_socket_dirs(root);
   ASSERT_TRUE(swept.is_ok()) << swept.status().to_string();
-  EXPECT_FALSE(fs::exists(root));
+  report = report_of(*swept);
+  for (const char* job : {"live", "foreign", "fresh"}) EXPECT_FALSE(fs::exists(root + "/" + job)) << job << "\n" << report;
+  EXPECT_TRUE(fs::exists(root + "/users")) << report;
+  // Without it, the root (marked: engramlab made it) goes too.
+  fs::remove(root + "/users");
+  swept = sweep_stale_socket_dirs(root);
+  ASSERT_TRUE(swept.is_ok()) << swept.status().to_string();
+  EXPECT_FALSE(fs::exists(root)) << report_of(*swept);
   // Nothing there is nothing to do.
   EXPECT_TRUE(sweep_stale_socket_dirs(root).is_ok());
+}
+
+// Pointed at a directory engramlab did not make (a home directory), a sweep
+// removes none of its empty folders and never the directory itself; only a
+// job directory holding rank sockets goes.
+TEST(HostSocketDir, SweepOfADirectoryEngramlabDidNotMakeRemovesOnlyJobDirectories) {
+  SharedTmp tmp;
+  const std::string home = tmp.path + "/home";
+  ASSERT_EQ(::mkdir(home.c_str(), 0700), 0);
+  for (const char* folder : {"Documents", "Music", "job-left"}) {
+    ASSERT_EQ(::mkdir((home + "/" + folder).c_str(), 0700), 0);
+    make_old(home + "/" + folder);
+  }
+  leave_dead_socket(home + "/job-left/rank-0.sock");
+  auto swept = sweep_stale_socket_dirs(home);
+  ASSERT_TRUE(swept.is_ok()) << swept.status().to_string();
+  const std::string report = report_of(*swept);
+  EXPECT_TRUE(fs::exists(home + "/Documents")) << report;
+  EXPECT_TRUE(fs::exists(home + "/Music")) << report;
+  EXPECT_FALSE(fs::exists(home + "/job-left")) << report;
+  fs::remove(home + "/Documents");
+  fs::remove(home + "/Music");
+  swept = sweep_stale_socket_dirs(home);
+  ASSERT_TRUE(swept.is_ok());
+  EXPECT_TRUE(fs::exists(home)) << "an empty directory engramlab did not make stays\n" << report_of(*swept);
+}
+
+// ENGRAMLAB_SOCKET_DIR names a directory the user made: the last rank out
+// leaves it, while one SocketDir created is removed.
+TEST(HostSocketDir, ADirectoryTheUserMadeIsKeptWhenTheLastRankLeaves) {
+  SharedTmp tmp;
+  const std::string theirs = tmp.path + "/my-sockets";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0700), 0);
+  { auto dir = SocketDir::open(theirs, 1); ASSERT_TRUE(dir.is_ok()) << dir.status().to_string(); }
+  EXPECT_TRUE(fs::exists(theirs));
+  const std::string made = tmp.path + "/made-by-us";
+  {
+    auto dir = SocketDir::open(made, 1);
+    ASSERT_TRUE(dir.is_ok()) << dir.status().to_string();
+    EXPECT_TRUE(fs::exists(made + "/" + kSocketDirMarker));
+  }
+  EXPECT_FALSE(fs::exists(made));
+  remove_ended_job_dir(theirs);
+  EXPECT_TRUE(fs::exists(theirs)) << "the launcher's clean-up leaves it too";
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/proc_host_probe.h"
+#include "backends/ipc/signal_teardown.h"
 #include "backends/ipc/tcp_collectives.h"
 #include "backends/ipc/unix_fd_channel.h"
 #include "backends/shm/posix_shared_memory.h"
@@ -121,11 +122,16 @@ int run(const Args& args) {
   std::vector<char> ids(mine.size() * static_cast<size_t>(n));
   if (auto s = coll.all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(ids))); !s.is_ok()) return fail(s);
   bool same_host = true;
+  std::vector<HostIdentity> hosts;
   for (int r = 0; r < n; ++r) {
     const std::string other(ids.data() + static_cast<size_t>(r) * mine.size());
     std::printf("rank %d: host of rank %d is %s\n", rank, r, other.c_str());
     same_host = same_host && other == std::string(mine.data());
+    const size_t bar = other.find('|');
+    hosts.push_back({other.substr(0, bar), bar == std::string::npos ? "" : other.substr(bar + 1)});
   }
+  // As RealRankBackend does: the channel's errors then say whether a peer shares this host.
+  (*fds)->set_peer_hosts(std::move(hosts));
   std::printf("rank %d: all ranks on one host: %s\n", rank, same_host ? "yes" : "no");
 
   if (args.fd_to_rank >= 0) {
@@ -146,7 +152,7 @@ int run(const Args& args) {
 
   // One shared table: rank 0 creates and fills, the others map read-only.
   shm::PosixSharedMemory memory({.root_dir = args.shm_dir});
-  const std::string name = shm::segment_name(env->job_id, "selftest");
+  const std::string name = shm::segment_name(env->job_id, "layer0");
   std::unique_ptr<ShmMapping> mapping;
   // Rank 0 owns the segment: if this rank fails after creating it, the
   // job is over and the segment goes with it.
@@ -160,7 +166,7 @@ int run(const Args& args) {
     auto created = memory.create(name, args.bytes);
     if (!created.is_ok() && created.status().code() == ErrorCode::kAlreadyExists) {
       std::printf("rank 0: found a leftover segment: %s\n", created.status().to_string().c_str());
-      auto removed = shm::remove_stale_segments(args.shm_dir, shm::job_segment_prefix(env->job_id));
+      auto removed = shm::remove_stale_segments(args.shm_dir, shm::SegmentScope::of_job(env->job_id));
       if (!removed.is_ok()) return fail(removed.status());
       for (const auto& r : *removed) std::printf("rank 0: removed stale segment %s\n", r.describe().c_str());
       created = memory.create(name, args.bytes);
@@ -257,6 +263,7 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  engram::ipc::tear_down_on_termination_signals();  // as every engramlab rank does
   Args args;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];

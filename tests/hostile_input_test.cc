@@ -14,8 +14,11 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/base/text_excerpt.h"
 #include "process_run.h"
+#include "tests/temp_dir.h"
 
 namespace engram {
 namespace {
@@ -35,13 +38,8 @@ bool valid_utf8(const std::string& text) {
   return true;
 }
 
-struct TempDir {
-  TempDir() {
-    char templ[] = "/tmp/engramlab-hostile-XXXXXX";
-    path = ::mkdtemp(templ);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("/tmp/engramlab-hostile") {}
 };
 
 TEST(HostileInput, OutOfRangeNumbersAreRefusedAlikeByEveryCommand) {
@@ -116,6 +114,55 @@ TEST(HostileInput, ShmAndScenarioRefuseMissingPlaces) {
   EXPECT_EQ(shm.exit_code, 2) << shm.output;
   const auto scenario = run(kBin + " scenario run /nonexistent/engramlab-scenario.yaml");
   EXPECT_EQ(scenario.exit_code, 2) << scenario.output;
+}
+
+// A scenario directory holding a *.yaml symlink loop and a dangling link:
+// both are skipped and named, the readable scenario runs, and --json still
+// prints one JSON document with the skipped entries among its warnings.
+TEST(HostileInput, ScenarioRunSkipsAndNamesYamlEntriesItCannotRead) {
+  TempDir dir;
+  std::filesystem::copy_file(std::string(ENGRAM_SOURCE_DIR) + "/scenarios/dp1_resolves_disabled.yaml",
+                             dir.path + "/good.yaml");
+  ASSERT_EQ(::symlink((dir.path + "/loop.yaml").c_str(), (dir.path + "/loop.yaml").c_str()), 0);
+  ASSERT_EQ(::symlink("/nonexistent/engramlab-target.yaml", (dir.path + "/dangling.yaml").c_str()), 0);
+  const auto text = run(kBin + " scenario run " + dir.path);
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_THAT(text.output, HasSubstr(dir.path + "/loop.yaml': Too many levels of symbolic links; skipped"));
+  EXPECT_THAT(text.output, HasSubstr(dir.path + "/dangling.yaml': No such file or directory; skipped"));
+  EXPECT_THAT(text.output, HasSubstr("1 of 1 scenarios passed"));
+
+  const auto json = run("(" + kBin + " scenario run --json " + dir.path + " 2>/dev/null)");  // stdout alone
+  EXPECT_EQ(json.exit_code, 0) << json.output;
+  const auto doc = nlohmann::json::parse(json.output, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(doc.is_discarded()) << json.output;
+  EXPECT_EQ(doc["passed"], 1) << json.output;
+  ASSERT_EQ(doc["warnings"].size(), 2u) << json.output;
+  EXPECT_THAT(doc["warnings"][0]["text"].get<std::string>(), HasSubstr("dangling.yaml"));
+  EXPECT_THAT(doc["warnings"][1]["text"].get<std::string>(), HasSubstr("loop.yaml"));
+
+  std::filesystem::remove(dir.path + "/good.yaml");
+  const auto none = run("(" + kBin + " scenario run --json " + dir.path + " 2>/dev/null)");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  const auto error = nlohmann::json::parse(none.output, nullptr, false);
+  ASSERT_FALSE(error.is_discarded()) << none.output;
+  EXPECT_THAT(error["error"]["message"].get<std::string>(), HasSubstr("loop.yaml"));
+}
+
+// Attributions: an empty --file is refused naming --file (not planned
+// without a file), and a bad job id from the environment is named as
+// ENGRAMLAB_JOB_ID, the place the user must fix, not --job-id.
+TEST(HostileInput, EmptyFileAndBadEnvironmentJobIdAreNamedWhereTheyCameFrom) {
+  const auto plan = run(kBin + " plan --file ''");
+  EXPECT_EQ(plan.exit_code, 2) << plan.output;
+  EXPECT_THAT(plan.output, HasSubstr("--file: '' is empty; give --file a value, or leave it out"));
+
+  const auto launch = run("ENGRAMLAB_JOB_ID='bad id!' " + kBin + " launch -n 1 -- true");
+  EXPECT_EQ(launch.exit_code, 2) << launch.output;
+  EXPECT_THAT(launch.output, HasSubstr("ENGRAMLAB_JOB_ID 'bad id!'"));
+  EXPECT_THAT(launch.output, ::testing::Not(HasSubstr("--job-id")));
+  const auto flag = run(kBin + " launch -n 1 --job-id 'bad id!' -- true");
+  EXPECT_EQ(flag.exit_code, 2) << flag.output;
+  EXPECT_THAT(flag.output, HasSubstr("--job-id 'bad id!'"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // {code, message, rank, peer, step}.
 #include "core/base/json_output.h"
 #include "sim/faults.h"
+#include "tests/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -120,8 +121,8 @@ TEST(JsonOutput, EveryScenarioParses) {
 }
 
 TEST(JsonOutput, ErrorsOfEveryKindAreDocumentsToo) {
-  char templ[] = "/tmp/engramlab-jsontest-XXXXXX";
-  const std::string dir = ::mkdtemp(templ);
+  const testing::TempDir made("/tmp/engramlab-jsontest");
+  const std::string& dir = made.path;
   // A bad scenario file whose name is not UTF-8.
   const std::string bad_name = dir + "/bad-\xff\xfe.yaml";
   std::ofstream(bad_name) << "hosts: [{name: a, gpus: 1}]\nlayout: {tp: 1}\nwat: 3\n";
@@ -154,10 +155,16 @@ TEST(JsonOutput, ErrorsOfEveryKindAreDocumentsToo) {
   // fuzz, shm, doctor, bench.
   const Json fuzz = expect_document(run_stdout("fuzz --json --seeds 3"), "fuzz", false);
   EXPECT_EQ(fuzz["fault_sites"].size(), static_cast<size_t>(sim::kFaultSiteCount)) << "one row per site of the table";
+  ASSERT_TRUE(fuzz["probes_never_hit"].is_array());
+  EXPECT_FALSE(fuzz["probes_never_hit"].empty()) << "three seeds leave some coverage probe unhit";
+  for (const Json& probe : fuzz["probes_never_hit"]) EXPECT_TRUE(probe.is_string());
   expect_document(run_stdout("fuzz --json --seeds 0"), "fuzz", true);
   const Json list = expect_document(run_stdout("shm list --json --dir " + dir), "shm list", false);
   EXPECT_TRUE(list["segments"].is_array());
-  expect_document(run_stdout("shm clean --json --dir " + dir), "shm clean", false);
+  // Its own socket root: the machine's would sweep the socket directories of
+  // other tests' jobs.
+  expect_document(run_stdout("shm clean --json --dir " + dir + " --socket-root " + dir + "/sockets"), "shm clean",
+                  false);
   std::ofstream(dir + "/plain-file") << "not a directory";
   expect_document(run_stdout("shm list --json --dir " + dir + "/plain-file"), "shm list", true);
   const Json doctor = expect_document(run_stdout("doctor --json"), "doctor", false);
@@ -177,7 +184,6 @@ TEST(JsonOutput, ErrorsOfEveryKindAreDocumentsToo) {
   // Without a GPU (or without CUDA built in) bench fails, as a document.
   const JsonRun bench = run_stdout("bench --json --tokens 0");
   expect_document(bench, "bench", true);
-  fs::remove_all(dir);
 }
 
 }  // namespace

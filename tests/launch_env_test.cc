@@ -208,5 +208,34 @@ TEST(LaunchEnv, MissingOrBadValuesNameTheVariableAndTheFix) {
   expect_invalid(s, "SLURM_JOB_ID is not set");
 }
 
+// Sizes are checked where they are read: a world of 16 million is refused at
+// once, naming the variable and the most a job may have, not after rank 0
+// has sized itself for it; a token the fd channel would refuse is refused here.
+TEST(LaunchEnv, AWorldAboveTheMostRanksAJobMayHaveIsRefusedNamingTheVariable) {
+  auto vars = plain_vars();
+  vars["WORLD_SIZE"] = "16777216";
+  const Status s = read_launch_env(fake(vars)).status();
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("WORLD_SIZE=16777216 is above 1048576"), std::string::npos) << s.message();
+  vars["WORLD_SIZE"] = "1048576";
+  EXPECT_TRUE(read_launch_env(fake(vars)).is_ok());
+  vars["WORLD_SIZE"] = "99999999999999999999";
+  const Status huge = read_launch_env(fake(vars)).status();
+  EXPECT_NE(huge.message().find("WORLD_SIZE='99999999999999999999' is not an integer"), std::string::npos)
+      << huge.message();
+}
+
+TEST(LaunchEnv, ATokenLongerThanTheFdChannelTakesIsRefusedNamingItsLength) {
+  auto vars = plain_vars();
+  vars["ENGRAMLAB_JOB_TOKEN"] = std::string(300, 'a');
+  const Status s = read_launch_env(fake(vars)).status();
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ENGRAMLAB_JOB_TOKEN is 300 bytes, longer than 256"), std::string::npos) << s.message();
+  vars["ENGRAMLAB_JOB_TOKEN"] = std::string(256, 'a');
+  EXPECT_TRUE(read_launch_env(fake(vars)).is_ok());
+  vars["ENGRAMLAB_JOB_TOKEN"] = "short";
+  EXPECT_NE(read_launch_env(fake(vars)).status().message().find("5 characters, shorter than 16"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace engram::ipc

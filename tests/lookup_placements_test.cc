@@ -1,4 +1,4 @@
-// Every placement returns the same bytes for the same ids (DESIGN.md
+// Every placement returns the same bytes for the same ids (docs/design.md
 // section 4), against the direct whole-table lookup, over emulated groups.
 #include <gtest/gtest.h>
 
@@ -11,8 +11,6 @@ namespace engram {
 namespace {
 
 using testing::first_difference;
-using testing::kAllPlacements;
-using testing::name_of;
 
 // Hashed ids of random tokens (DEAD sprinkled in), then a few hand-placed
 // odd ids: DEAD, -5, past the table, an id of another head's bucket.
@@ -49,13 +47,14 @@ void expect_all_placements_equal_direct(const ModelSpec& model, int table_index,
   const TableSpec& table = model.tables[static_cast<size_t>(table_index)];
   const auto bytes = testing::filled_table(table, seed);
   const auto ids = ids_for_ranks(model, table_index, counts, seed);
-  for (auto placement : kAllPlacements) {
+  for (const PlacementOps& ops : placement_registry()) {
+    const Placement placement = ops.id;
     auto run = testing::run_placement(placement, table, bytes, ids, slot, seed);
     for (size_t r = 0; r < ids.size(); ++r) {
-      ASSERT_TRUE(run.statuses[r].is_ok()) << name_of(placement) << ": " << run.statuses[r].to_string();
+      ASSERT_TRUE(run.statuses[r].is_ok()) << placement_name(placement) << ": " << run.statuses[r].to_string();
       const auto want = testing::direct_lookup(table, bytes, ids[r]);
       EXPECT_EQ(first_difference(run.output[r], want), -1)
-          << name_of(placement) << " group " << ids.size() << " rank " << r;
+          << placement_name(placement) << " group " << ids.size() << " rank " << r;
     }
   }
 }
@@ -87,10 +86,11 @@ TEST(LookupPlacements, AllDeadReplicaGetsZeroRows) {
   const TableSpec& table = tiny->tables[0];
   const auto bytes = testing::filled_table(table, 3);
   std::vector<std::vector<int64_t>> ids = {std::vector<int64_t>(3 * 4, kDeadId), {0, 500, 1000, 1500}};
-  for (auto placement : kAllPlacements) {
+  for (const PlacementOps& ops : placement_registry()) {
+    const Placement placement = ops.id;
     auto run = testing::run_placement(placement, table, bytes, ids, 4, 5);
-    ASSERT_TRUE(run.statuses[0].is_ok() && run.statuses[1].is_ok()) << name_of(placement);
-    for (uint16_t v : run.output[0]) ASSERT_EQ(v, 0) << name_of(placement);
+    ASSERT_TRUE(run.statuses[0].is_ok() && run.statuses[1].is_ok()) << placement_name(placement);
+    for (uint16_t v : run.output[0]) ASSERT_EQ(v, 0) << placement_name(placement);
     EXPECT_EQ(first_difference(run.output[1], testing::direct_lookup(table, bytes, ids[1])), -1);
   }
 }

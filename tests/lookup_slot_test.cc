@@ -1,4 +1,4 @@
-// DP slot rules (DESIGN.md section 4): uneven token counts, idle replicas,
+// DP slot rules (docs/design.md section 4): uneven token counts, idle replicas,
 // padding with DEAD, and more tokens than the slot: an error naming the rank,
 // the count, the slot and the fix, never a truncation, and never a hang of
 // the rank's peers.
@@ -10,8 +10,6 @@
 namespace engram {
 namespace {
 
-using testing::kAllPlacements;
-using testing::name_of;
 
 TableSpec tiny_table() {
   auto tiny = model_preset("tiny");
@@ -65,16 +63,17 @@ TEST(LookupSlot, OverrunningRankFailsAloneOnEveryPlacement) {
                                            std::vector<int64_t>(5 * 4, 10),
                                            {},
                                            {2, 400, 700, 1100, kDeadId, 401, 701, 1101}};
-  for (auto placement : kAllPlacements) {
+  for (const PlacementOps& ops : placement_registry()) {
+    const Placement placement = ops.id;
     auto run = testing::run_placement(placement, table, bytes, ids, 4, 13);
     const Status& bad = run.statuses[1];
-    ASSERT_EQ(bad.code(), ErrorCode::kInvalidArgument) << name_of(placement) << ": " << bad.to_string();
+    ASSERT_EQ(bad.code(), ErrorCode::kInvalidArgument) << placement_name(placement) << ": " << bad.to_string();
     EXPECT_NE(bad.message().find("rank 1 has 5 tokens but the DP slot holds 4"), std::string::npos) << bad.message();
-    for (uint16_t v : run.output[1]) ASSERT_EQ(v, testing::kUnwritten) << name_of(placement) << " wrote a truncated result";
+    for (uint16_t v : run.output[1]) ASSERT_EQ(v, testing::kUnwritten) << placement_name(placement) << " wrote a truncated result";
     for (size_t r : {size_t{0}, size_t{2}, size_t{3}}) {
-      ASSERT_TRUE(run.statuses[r].is_ok()) << name_of(placement) << " rank " << r << ": " << run.statuses[r].to_string();
+      ASSERT_TRUE(run.statuses[r].is_ok()) << placement_name(placement) << " rank " << r << ": " << run.statuses[r].to_string();
       EXPECT_EQ(testing::first_difference(run.output[r], testing::direct_lookup(table, bytes, ids[r])), -1)
-          << name_of(placement) << " rank " << r;
+          << placement_name(placement) << " rank " << r;
     }
   }
 }
@@ -86,16 +85,17 @@ TEST(LookupSlot, AMalformedRequestFailsAloneAndItsPeersFinish) {
   const TableSpec table = tiny_table();
   const auto bytes = testing::filled_table(table, 22);
   std::vector<std::vector<int64_t>> ids = {{0, 300, 600, 900}, {1, 2, 3, 4, 5}, {2, 400, 700, 1100}};
-  for (auto placement : kAllPlacements) {
+  for (const PlacementOps& ops : placement_registry()) {
+    const Placement placement = ops.id;
     auto run = testing::run_placement(placement, table, bytes, ids, 4, 14);
-    ASSERT_EQ(run.statuses[1].code(), ErrorCode::kInvalidArgument) << name_of(placement) << ": "
+    ASSERT_EQ(run.statuses[1].code(), ErrorCode::kInvalidArgument) << placement_name(placement) << ": "
                                                                    << run.statuses[1].to_string();
     EXPECT_EQ(run.statuses[1].context().rank, 1);
-    for (uint16_t v : run.output[1]) ASSERT_EQ(v, testing::kUnwritten) << name_of(placement);
+    for (uint16_t v : run.output[1]) ASSERT_EQ(v, testing::kUnwritten) << placement_name(placement);
     for (size_t r : {size_t{0}, size_t{2}}) {
-      ASSERT_TRUE(run.statuses[r].is_ok()) << name_of(placement) << " rank " << r << ": " << run.statuses[r].to_string();
+      ASSERT_TRUE(run.statuses[r].is_ok()) << placement_name(placement) << " rank " << r << ": " << run.statuses[r].to_string();
       EXPECT_EQ(testing::first_difference(run.output[r], testing::direct_lookup(table, bytes, ids[r])), -1)
-          << name_of(placement) << " rank " << r;
+          << placement_name(placement) << " rank " << r;
     }
   }
 }
@@ -105,12 +105,13 @@ TEST(LookupSlot, IdleReplicasAndAFullSlot) {
   const auto bytes = testing::filled_table(table, 22);
   // Rank 0 idle, rank 1 exactly fills the slot of 2, rank 2 idle.
   std::vector<std::vector<int64_t>> ids = {{}, {5, 305, 605, 905, 6, 306, 606, 906}, {}};
-  for (auto placement : kAllPlacements) {
+  for (const PlacementOps& ops : placement_registry()) {
+    const Placement placement = ops.id;
     auto run = testing::run_placement(placement, table, bytes, ids, 2, 17);
-    for (size_t r = 0; r < 3; ++r) ASSERT_TRUE(run.statuses[r].is_ok()) << name_of(placement) << " rank " << r;
+    for (size_t r = 0; r < 3; ++r) ASSERT_TRUE(run.statuses[r].is_ok()) << placement_name(placement) << " rank " << r;
     EXPECT_TRUE(run.output[0].empty() && run.output[2].empty());
     EXPECT_EQ(testing::first_difference(run.output[1], testing::direct_lookup(table, bytes, ids[1])), -1)
-        << name_of(placement);
+        << placement_name(placement);
   }
 }
 

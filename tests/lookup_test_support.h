@@ -23,26 +23,11 @@
 #include "core/exchange/peer_shard_table.h"
 #include "core/lookup/device_lookup.h"
 #include "core/placements/host_lookup_staging.h"
+#include "core/placements/placement.h"
 #include "sim/sim_collectives.h"
 #include "sim/world.h"
 
 namespace engram::testing {
-
-enum class LookupPlacement { kDeviceCollective, kDevicePeer, kHostShared, kHostHeadSharded, kHostPrivate };
-inline constexpr LookupPlacement kAllPlacements[] = {
-    LookupPlacement::kDeviceCollective, LookupPlacement::kDevicePeer, LookupPlacement::kHostShared,
-    LookupPlacement::kHostHeadSharded, LookupPlacement::kHostPrivate};
-
-inline const char* name_of(LookupPlacement p) {
-  switch (p) {
-    case LookupPlacement::kDeviceCollective: return "device_collective";
-    case LookupPlacement::kDevicePeer: return "device_peer";
-    case LookupPlacement::kHostShared: return "host_shared";
-    case LookupPlacement::kHostHeadSharded: return "host_head_sharded";
-    case LookupPlacement::kHostPrivate: return "host_private";
-  }
-  return "?";
-}
 
 inline std::vector<std::byte> filled_table(const TableSpec& table, uint64_t seed) {
   std::vector<std::byte> bytes(table.table_bytes());
@@ -75,7 +60,7 @@ inline constexpr uint16_t kUnwritten = 0x5a5a;
 // rank), through the device path the runtime runs: device_peer's shards
 // exchanged and gathered by owner; device_collective's collective over row
 // ranges. Ids are uploaded and outputs downloaded around it.
-inline PlacementRun run_device_placement(LookupPlacement placement, const TableSpec& table,
+inline PlacementRun run_device_placement(Placement placement, const TableSpec& table,
                                          std::span<const std::byte> table_bytes,
                                          const std::vector<std::vector<int64_t>>& ids_by_rank, int64_t slot_tokens,
                                          uint64_t seed) {
@@ -106,7 +91,7 @@ inline PlacementRun run_device_placement(LookupPlacement placement, const TableS
     std::optional<PeerShardTable> shards;
     std::unique_ptr<DeviceCollectives> comm;
     CollectiveWorkspace w;
-    if (placement == LookupPlacement::kDevicePeer) {
+    if (placement == Placement::kDevicePeer) {
       auto built = PeerShardTable::build(b, *b.world, table.row_count(), row_bytes,
                                          host_staged_filler(*b.device, row_bytes, [&](int64_t first, std::span<std::byte> rows) {
                                            std::copy_n(table_bytes.begin() + static_cast<std::ptrdiff_t>(first * row_bytes),
@@ -171,11 +156,11 @@ inline PlacementRun run_device_placement(LookupPlacement placement, const TableS
 // Runs `placement` on ids_by_rank.size() emulated ranks. Every rank gets its
 // own copies of what it holds (its shard, the node's table, its private copy)
 // cut from `table_bytes`, so a placement that reads the wrong bytes shows.
-inline PlacementRun run_placement(LookupPlacement placement, const TableSpec& table,
+inline PlacementRun run_placement(Placement placement, const TableSpec& table,
                                   std::span<const std::byte> table_bytes,
                                   const std::vector<std::vector<int64_t>>& ids_by_rank, int64_t slot_tokens,
                                   uint64_t seed) {
-  if (placement == LookupPlacement::kDevicePeer || placement == LookupPlacement::kDeviceCollective)
+  if (placement == Placement::kDevicePeer || placement == Placement::kDeviceCollective)
     return run_device_placement(placement, table, table_bytes, ids_by_rank, slot_tokens, seed);
   const int group = static_cast<int>(ids_by_rank.size());
   const uint64_t row_bytes = table.row_bytes();
@@ -195,21 +180,24 @@ inline PlacementRun run_placement(LookupPlacement placement, const TableSpec& ta
     request.tokens_per_rank_max = slot_tokens;
     request.output = run.output[static_cast<size_t>(rank)];
     switch (placement) {
-      case LookupPlacement::kHostShared:
+      case Placement::kHostShared:
         return lookup_host_shared(*solo, request, node_copy);
-      case LookupPlacement::kHostHeadSharded: {
+      case Placement::kHostHeadSharded: {
         const HeadShardRows rows = head_shard_rows(table, group, rank);
         std::vector<std::byte> mine(table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.first_row) * row_bytes),
                                     table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.first_row + rows.row_count) * row_bytes));
         return lookup_host_head_sharded(world, *solo, request, mine);
       }
-      case LookupPlacement::kHostPrivate: {
+      case Placement::kHostPrivate: {
         std::vector<std::byte> private_copy(table_bytes.begin(), table_bytes.end());
         return lookup_host_private(*solo, request, private_copy);
       }
-      default:
-        return internal_error("device placements run on emulated GPUs");
+      // A new placement adds its case: -Werror=switch names this switch.
+      case Placement::kDeviceCollective:
+      case Placement::kDevicePeer:
+        break;
     }
+    return internal_error("device placements run on emulated GPUs");
   });
   run.statuses = std::move(ranks.statuses);
   return run;

@@ -131,7 +131,7 @@ TEST(GpuModels, DefaultsAreCudaTotalsAndNamesIgnoreCase) {
   for (const char* spelled : {"gb200", "Gb200", "GB200"}) {
     auto m = find_gpu_model(spelled);
     ASSERT_TRUE(m.is_ok()) << spelled;
-    EXPECT_STREQ(m->name, "GB200");
+    EXPECT_EQ(m->name, "GB200");
     EXPECT_NE(std::string(m->memory_source).find("184.31 GiB"), std::string::npos);
   }
   auto unknown = find_gpu_model("A100");

@@ -121,7 +121,8 @@ TEST(ModelTokenSpace, BadModelSettingsNameLineColumnFieldValueAndFix) {
                     HasSubstr("barrier_no_row"), HasSubstr("literal")));
   EXPECT_THAT(error_of("model: {pad_id: 1}"), HasSubstr("model.name: missing"));
   EXPECT_THAT(error_of("model: {name: deepseek-v9, pad_id: 1}"),
-              AllOf(HasSubstr("model.name: unknown model 'deepseek-v9'"), HasSubstr("deepseek-v4.1-flash, tiny")));
+              AllOf(HasSubstr("model.name: unknown model 'deepseek-v9'"),
+                    HasSubstr("deepseek-v4.1-flash, deepseek-v4.1-flash-layer1, example-3x16-bf16, tiny")));
   EXPECT_THAT(error_of("model: [tiny]"), HasSubstr("expected a model name or a map"));
 }
 
@@ -137,10 +138,10 @@ expect:
   lookup_equal: true
 )";
 
-Result<Scenario> scenario_with(const std::string& lookup_model) {
+Result<harness::Scenario> scenario_with(const std::string& lookup_model) {
   std::string text = kScenario;
   text.replace(text.find("LOOKUP_MODEL"), 12, lookup_model);
-  return parse_scenario_text(text, "token_space.yaml");
+  return harness::parse_scenario_text(text, "token_space.yaml");
 }
 
 TEST(ModelTokenSpace, ScenarioLookupHashesWithItsTokenSpace) {
@@ -152,17 +153,17 @@ TEST(ModelTokenSpace, ScenarioLookupHashesWithItsTokenSpace) {
   EXPECT_EQ(literal->lookup.model_hash.pad_id, 99'999);
 
   // Both pass (every rank's lookup equals the direct one) and hash different ids.
-  sim::ScenarioOutcome a = sim::run_scenario(plain.value());
-  sim::ScenarioOutcome b = sim::run_scenario(literal.value());
+  harness::ScenarioOutcome a = harness::run_scenario(plain.value());
+  harness::ScenarioOutcome b = harness::run_scenario(literal.value());
   EXPECT_TRUE(a.passed) << (a.failures.empty() ? "" : a.failures[0]);
   EXPECT_TRUE(b.passed) << (b.failures.empty() ? "" : b.failures[0]);
-  sim::EmulatedJob job;
+  harness::EmulatedJob job;
   job.deployment = plain->deployment;
   job.seed = 4;
   job.lookup = plain->lookup;
-  const sim::EmulatedOutcome plain_run = sim::run_emulated_job(job);
+  const harness::EmulatedOutcome plain_run = harness::run_emulated_job(job);
   job.lookup = literal->lookup;
-  const sim::EmulatedOutcome literal_run = sim::run_emulated_job(job);
+  const harness::EmulatedOutcome literal_run = harness::run_emulated_job(job);
   ASSERT_EQ(plain_run.ranks.size(), 4u);
   ASSERT_EQ(literal_run.ranks.size(), 4u);
   ASSERT_FALSE(plain_run.ranks[0].lookup_hashes.empty());

@@ -24,11 +24,11 @@ PlacementDecision decide(const EngramConfig& config, int dp, RankHostFacts facts
 const RankHostFacts kGood{4, true, 190 * kGiB};
 
 TEST(Placement, NamesRoundTrip) {
-  for (Placement p : {Placement::kDeviceCollective, Placement::kDevicePeer, Placement::kHostShared,
-                      Placement::kHostHeadSharded, Placement::kHostPrivate}) {
-    auto parsed = parse_placement(placement_name(p));
-    ASSERT_TRUE(parsed.is_ok());
-    EXPECT_EQ(parsed.value(), p);
+  ASSERT_EQ(placement_registry().size(), kPlacementCount);
+  for (const PlacementOps& ops : placement_registry()) {
+    auto parsed = parse_placement(placement_name(ops.id));
+    ASSERT_TRUE(parsed.is_ok()) << ops.name;
+    EXPECT_EQ(parsed.value(), ops.id);
   }
   EXPECT_EQ(parse_placement("host").status().code(), ErrorCode::kInvalidArgument);
 }

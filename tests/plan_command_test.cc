@@ -129,6 +129,7 @@ TEST(PlanCommand, FileWithFlagOverrides) {
   CommandRun typo = run_plan("--file " + bad);
   EXPECT_EQ(typo.exit_code, 2);
   EXPECT_THAT(typo.err, AllOf(HasSubstr("line 2, column 24"), HasSubstr("hosts[0].shm_sise"), HasSubstr("shm_size")));
+  EXPECT_EQ(std::remove(bad.c_str()), 0) << "the suite leaves nothing in " << ::testing::TempDir();
 }
 
 TEST(PlanCommand, PeerShardsShowHandleTypeAndHbm) {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "harness/scenario_rank_record.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
@@ -76,8 +77,8 @@ TEST(RealDevice, WithoutGpusTheRealRunSkipsBothVisiblyAndPassesNone) {
 // The ranks themselves, launched without GPUs: each fails fast with the
 // runtime's refusal (no device), neither waits on the other.
 TEST(RealDevice, RanksWithoutAGpuFailWithNeedsAGpu) {
-  char templ[] = "/tmp/engramlab-realdevice-XXXXXX";
-  const std::string dir = ::mkdtemp(templ);
+  const engram::testing::TempDir made("/tmp/engramlab-realdevice");
+  const std::string& dir = made.path;
   const ProcessRun r =
       run(kNoGpus + "ENGRAMLAB_OP_TIMEOUT_MS=5000 " + kEngramlab + " launch -n 2 --job-id realdev-" +
           std::to_string(::getpid()) + " --grace-ms 5000 -- " + kEngramlab + " scenario rank " + kPeer +
@@ -87,7 +88,7 @@ TEST(RealDevice, RanksWithoutAGpuFailWithNeedsAGpu) {
     std::ifstream in(dir + "/rank-" + std::to_string(rank) + ".json");
     std::string line;
     ASSERT_TRUE(static_cast<bool>(std::getline(in, line))) << "rank " << rank << " left no record\n" << r.output;
-    auto record = parse_rank_record(line, "rank record");
+    auto record = harness::parse_rank_record(line, "rank record");
     ASSERT_TRUE(record.is_ok()) << record.status().to_string();
     EXPECT_EQ(record->status.code(), ErrorCode::kFailedPrecondition) << record->status.to_string();
     EXPECT_NE(record->status.message().find("device_peer needs a GPU, and this rank has none"), std::string::npos)
@@ -95,7 +96,6 @@ TEST(RealDevice, RanksWithoutAGpuFailWithNeedsAGpu) {
     EXPECT_EQ(record->status.context().rank, rank);
     EXPECT_TRUE(record->result.started == false) << "rank " << rank;
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

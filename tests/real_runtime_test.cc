@@ -23,6 +23,7 @@
 #include "backends/shm/posix_shared_memory.h"
 #include "harness/scenario_rank_record.h"
 #include "tests/process_run.h"
+#include "tests/temp_dir.h"
 #include "tests/tp_matrix_cases.h"
 
 namespace {
@@ -144,7 +145,8 @@ TEST(RealRuntime, WithoutHereAnotherMachineIsSkippedWithTheLineThatReproducesIt)
             std::string::npos)
       << r->output;
   EXPECT_NE(r->output.find("unshare --mount --uts --propagation private sh -c 'mount -t tmpfs -o size=199229440k "
-                           "tmpfs /dev/shm && hostname gb200-0 && engramlab scenario run --real"),
+                           "tmpfs /dev/shm && hostname gb200-0 && " +
+                           kEngramlab + " scenario run --real " + kScenarios + "/dep4_shared.yaml'"),
             std::string::npos)
       << r->output;
   EXPECT_NE(r->output.find("0 passed, 1 skipped, 0 failed"), std::string::npos) << r->output;
@@ -157,7 +159,10 @@ TEST(RealRuntime, GpuPlacementsAndMultiHostAreSkippedWithHowToRunThem) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("skipped: needs GPUs"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("skipped: the topology has 2 hosts"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("engramlab launch --nnodes 2 --node-rank i --master-addr h200-a"), std::string::npos)
+  EXPECT_NE(r.output.find(kEngramlab + " launch --nnodes 2 --node-rank i --master-addr h200-a --nproc-per-node 4 -- " +
+                          kEngramlab + " scenario rank " + kScenarios +
+                          "/spanning_hosts_no_fabric.yaml --result-dir DIR"),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("0 passed, 2 skipped, 0 failed"), std::string::npos) << r.output;
 }
@@ -177,11 +182,11 @@ class RealCrash : public ::testing::Test {
            kEngramlab + " scenario rank " + kScenarios + "/dep4_shared.yaml --result-dir " + dir_ + " " + rank_args +
            "; echo LAUNCH_EXIT=$?; echo LEFT: $(ls /dev/shm)";
   }
-  std::optional<ScenarioRankRecord> record(int rank) const {
+  std::optional<harness::ScenarioRankRecord> record(int rank) const {
     std::ifstream in(dir_ + "/rank-" + std::to_string(rank) + ".json");
     std::string line;
     if (!std::getline(in, line)) return std::nullopt;
-    auto parsed = parse_rank_record(line, "rank record");
+    auto parsed = harness::parse_rank_record(line, "rank record");
     EXPECT_TRUE(parsed.is_ok()) << parsed.status().to_string();
     if (!parsed.is_ok()) return std::nullopt;
     return std::move(parsed).value();
@@ -230,10 +235,10 @@ TEST_F(RealCrash, KilledReaderMidLoadIsNamedAndTheWriterReleasesItsSegments) {
 // of that job finds it, says so and removes it, but never touches a segment
 // whose creator still runs. No namespace needed: the shm dir is private.
 TEST(RealStaleSegments, NextStartRemovesADeadWritersSegmentButNotALiveOnes) {
-  char templ[] = "/dev/shm/engramlab-realstale-XXXXXX";
-  const std::string shm_dir = ::mkdtemp(templ);
-  char result_templ[] = "/tmp/engramlab-realstale-res-XXXXXX";
-  const std::string result_dir = ::mkdtemp(result_templ);
+  const engram::testing::TempDir made_shm("/dev/shm/engramlab-realstale");
+  const engram::testing::TempDir made_results("/tmp/engramlab-realstale-res");
+  const std::string& shm_dir = made_shm.path;
+  const std::string& result_dir = made_results.path;
   shm::PosixSharedMemory memory({.root_dir = shm_dir});
 
   const pid_t child = ::fork();
@@ -257,7 +262,7 @@ TEST(RealStaleSegments, NextStartRemovesADeadWritersSegmentButNotALiveOnes) {
   std::ifstream in(result_dir + "/rank-0.json");
   std::string line;
   ASSERT_TRUE(std::getline(in, line)) << r.output;
-  auto rec = parse_rank_record(line, "rank 0");
+  auto rec = harness::parse_rank_record(line, "rank 0");
   ASSERT_TRUE(rec.is_ok()) << rec.status().to_string();
   bool said_so = false;
   for (const Warning& w : rec->warnings)
@@ -267,8 +272,6 @@ TEST(RealStaleSegments, NextStartRemovesADeadWritersSegmentButNotALiveOnes) {
   EXPECT_TRUE(said_so) << line;
   alive.value().reset();
   memory.unlink("engramlab-stalejob-layer1").ignore();
-  fs::remove_all(shm_dir);
-  fs::remove_all(result_dir);
 }
 
 }  // namespace

@@ -132,7 +132,11 @@ TEST(Progress, TicksThroughOneLongItem) {
     p.set_timing(std::chrono::milliseconds(0), std::chrono::milliseconds(20));
     p.set_item("nvl72_16_racks");
     p.keep_ticking();
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the one item, still running
+    // The one item, still running: the ticker alone draws past the first
+    // line (waited for, with a deadline far beyond its 20 ms period).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (p.lines_written() < 2 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     EXPECT_GE(p.lines_written(), 2);
     p.update(1);
   }

@@ -37,7 +37,7 @@ expect:
 )";
 
 TEST(ScenarioParse, ReadsEveryField) {
-  auto s = parse_scenario_text(kFull, "full.yaml");
+  auto s = harness::parse_scenario_text(kFull, "full.yaml");
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
   EXPECT_EQ(s->name, "full");
   EXPECT_EQ(s->deployment.hosts.size(), 1u);
@@ -73,7 +73,7 @@ TEST(ScenarioParse, ReadsEveryField) {
 }
 
 TEST(ScenarioParse, DefaultsAreDocumented) {
-  auto s = parse_scenario_text("hosts: [{name: a, gpus: 1}]\nexpect: {}\n", "scenarios/defaults.yaml");
+  auto s = harness::parse_scenario_text("hosts: [{name: a, gpus: 1}]\nexpect: {}\n", "scenarios/defaults.yaml");
   ASSERT_TRUE(s.is_ok()) << s.status().to_string();
   EXPECT_EQ(s->name, "defaults");
   EXPECT_EQ(s->seed, 1u);
@@ -89,7 +89,7 @@ TEST(ScenarioParse, EveryFaultSiteOfTheEmulatorParses) {
   // and a process fault takes a checkpoint.
   for (const sim::FaultSiteInfo& site : sim::kFaultSites) {
     const std::string at = sim::is_process_fault(site.site) ? ", at: collective" : "";
-    auto s = parse_scenario_text(fmt::format("hosts: [{{name: a, gpus: 2}}]\nfaults: {{planned: [{{site: {}, rank: 1{}}}]}}\nexpect: {{}}\n",
+    auto s = harness::parse_scenario_text(fmt::format("hosts: [{{name: a, gpus: 2}}]\nlayout: {{tp: 1, dp: 2}}\nfaults: {{planned: [{{site: {}, rank: 1{}}}]}}\nexpect: {{}}\n",
                                              site.name, at),
                                  "scenarios/sites.yaml");
     ASSERT_TRUE(s.is_ok()) << site.name << ": " << s.status().to_string();
@@ -124,6 +124,8 @@ TEST(ScenarioParse, UnknownFieldsAndBadValuesNameLineColumnFieldAndFix) {
       {"bad size", base("  memory: {hbm_per_gpu: lots}\n"), "line 4, column 25", {"hbm_per_gpu", "lots"}},
       {"bad fault site", base("  {}\n", "faults: {planned: [{site: imprt, rank: 0}]}\n"), "line 3, column 27",
        {"faults.planned[0].site", "'imprt' is not a fault site", "import"}},
+      {"fault rank outside the world", base("  {}\n", "faults: {planned: [{site: import, rank: 99}]}\n"),
+       "line 3, column 41", {"faults.planned[0].rank", "rank 99 is outside the world; ranks are 0..1"}},
       {"missing fault rank", base("  {}\n", "faults:\n  planned:\n    - {site: map}\n"), "line 5, column 7",
        {"faults.planned[0].rank", "missing", "rank: 0"}},
       {"bad probability", base("  {}\n", "faults: {rates: {send: 2}}\n"), "line 3, column 24",
@@ -147,7 +149,7 @@ TEST(ScenarioParse, UnknownFieldsAndBadValuesNameLineColumnFieldAndFix) {
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);
-    auto s = parse_scenario_text(c.yaml, "bad.yaml");
+    auto s = harness::parse_scenario_text(c.yaml, "bad.yaml");
     ASSERT_FALSE(s.is_ok());
     const std::string& m = s.status().message();
     EXPECT_EQ(s.status().code(), ErrorCode::kInvalidArgument);
@@ -158,20 +160,21 @@ TEST(ScenarioParse, UnknownFieldsAndBadValuesNameLineColumnFieldAndFix) {
 }
 
 TEST(ScenarioParse, RankRanges) {
-  EXPECT_EQ(parse_rank_range("0-3").value(), std::make_pair(0, 3));
-  EXPECT_EQ(parse_rank_range("7").value(), std::make_pair(7, 7));
-  EXPECT_FALSE(parse_rank_range("3-").is_ok());
-  EXPECT_FALSE(parse_rank_range("a").is_ok());
-  EXPECT_FALSE(parse_rank_range("-1").is_ok());
+  EXPECT_EQ(harness::parse_rank_range("0-3").value(), std::make_pair(0, 3));
+  EXPECT_EQ(harness::parse_rank_range("7").value(), std::make_pair(7, 7));
+  EXPECT_FALSE(harness::parse_rank_range("3-").is_ok());
+  EXPECT_FALSE(harness::parse_rank_range("a").is_ok());
+  EXPECT_FALSE(harness::parse_rank_range("-1").is_ok());
 }
 
 TEST(ScenarioParse, ScenarioFilesListsYamlInOrderAndRefusesEmptyPlaces) {
-  auto files = scenario_files(std::string(ENGRAM_SOURCE_DIR) + "/scenarios");
+  auto files = harness::scenario_files(std::string(ENGRAM_SOURCE_DIR) + "/scenarios");
   ASSERT_TRUE(files.is_ok());
-  EXPECT_TRUE(std::is_sorted(files->begin(), files->end()));
-  for (const auto& f : files.value()) EXPECT_EQ(f.substr(f.size() - 5), ".yaml");
-  EXPECT_FALSE(scenario_files("/nonexistent/place").is_ok());
-  EXPECT_FALSE(scenario_files(std::string(ENGRAM_SOURCE_DIR) + "/scenarios/deployments/../../core").is_ok());
+  EXPECT_TRUE(std::is_sorted(files->files.begin(), files->files.end()));
+  for (const auto& f : files->files) EXPECT_EQ(f.substr(f.size() - 5), ".yaml");
+  EXPECT_TRUE(files->skipped.empty());
+  EXPECT_FALSE(harness::scenario_files("/nonexistent/place").is_ok());
+  EXPECT_FALSE(harness::scenario_files(std::string(ENGRAM_SOURCE_DIR) + "/scenarios/deployments/../../core").is_ok());
 }
 
 }  // namespace

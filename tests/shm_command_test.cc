@@ -1,6 +1,7 @@
 // `engramlab shm list|clean` on a real tmpfs directory: a segment whose
 // creator was SIGKILLed is listed as stale and removed; one whose creator
 // (this test) still runs is listed as in use and kept.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -15,7 +16,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 
+#include "backends/ipc/socket_dir.h"
 #include "backends/shm/posix_shared_memory.h"
 #include "tests/engramlab_command.h"
 
@@ -26,20 +29,31 @@ using Output = testing::CommandOutput;
 
 Output run(const std::string& args) { return testing::run_engramlab(args); }
 
-TEST(ShmCommand, CleanRemovesOnlySegmentsWhoseCreatorIsGone) {
-  char templ[] = "/dev/shm/engramlab-shmcmd-XXXXXX";
-  const std::string dir = ::mkdtemp(templ);
-  shm::PosixSharedMemory memory({.root_dir = dir});
+void touch(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr) << path;
+  std::fclose(f);
+}
+
+// A segment whose creator was SIGKILLed holding it, as a crashed writer does.
+void leave_stale_segment(shm::PosixSharedMemory& memory, const std::string& name) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto created = memory.create(shm::segment_name("cmdjob", "layer1"), 1 << 16);
-    if (created.is_ok()) ::raise(SIGKILL);  // dies holding it, as a crashed writer does
+    auto created = memory.create(name, 1 << 12);
+    if (created.is_ok()) ::raise(SIGKILL);
     ::_exit(3);
   }
   int status = 0;
   ::waitpid(child, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status));
+}
+
+TEST(ShmCommand, CleanRemovesOnlySegmentsWhoseCreatorIsGone) {
+  char templ[] = "/dev/shm/engramlab-shmcmd-XXXXXX";
+  const std::string dir = ::mkdtemp(templ);
+  shm::PosixSharedMemory memory({.root_dir = dir});
+  leave_stale_segment(memory, shm::segment_name("cmdjob", "layer1"));
   auto live = memory.create(shm::segment_name("cmdjob", "layer14"), 1 << 16);
   ASSERT_TRUE(live.is_ok()) << live.status().to_string();
 
@@ -92,6 +106,7 @@ TEST(ShmCommand, CleanSweepsTheSocketDirectoryOfAnEndedJob) {
   const std::string base = ::mkdtemp(templ);
   const std::string root = base + "/engramlab-" + std::to_string(::geteuid());
   ASSERT_EQ(::mkdir(root.c_str(), 0700), 0);
+  touch(root + "/" + ipc::kSocketDirMarker);  // engramlab made this root
   ASSERT_EQ(::mkdir((root + "/killedjob").c_str(), 0700), 0);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
@@ -107,6 +122,57 @@ TEST(ShmCommand, CleanSweepsTheSocketDirectoryOfAnEndedJob) {
   EXPECT_NE(cleaned.text.find(root + "/killedjob: removed"), std::string::npos) << cleaned.text;
   EXPECT_FALSE(std::filesystem::exists(root)) << cleaned.text;
   std::filesystem::remove_all(base);
+  std::filesystem::remove_all(shm_dir);
+}
+
+// `--job-id a` takes job a's segments only: job ids may hold '-', and
+// "a-b" or "a-layer1" start with "a-".
+TEST(ShmCommand, AJobIdSelectsExactlyItsOwnSegments) {
+  char templ[] = "/dev/shm/engramlab-shmexact-XXXXXX";
+  const std::string dir = ::mkdtemp(templ);
+  shm::PosixSharedMemory memory({.root_dir = dir});
+  for (const auto& [job, table] : {std::pair{"a", "layer1"}, std::pair{"a", "layer2-tp1"}, std::pair{"a-b", "layer1"},
+                                   std::pair{"a-layer1", "layer3"}}) {
+    leave_stale_segment(memory, shm::segment_name(job, table));
+  }
+  Output listed = run("shm list --job-id a --dir " + dir);
+  EXPECT_EQ(listed.exit_code, 0) << listed.text;
+  EXPECT_NE(listed.text.find("engramlab-a-layer1 "), std::string::npos) << listed.text;
+  EXPECT_EQ(listed.text.find("engramlab-a-b-layer1"), std::string::npos) << listed.text;
+  EXPECT_EQ(listed.text.find("engramlab-a-layer1-layer3"), std::string::npos) << listed.text;
+
+  Output cleaned = run("shm clean --job-id a --dir " + dir + " --socket-root " + dir + "/no-sockets");
+  EXPECT_EQ(cleaned.exit_code, 0) << cleaned.text;
+  EXPECT_NE(cleaned.text.find("2 stale segment(s) removed"), std::string::npos) << cleaned.text;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/engramlab-a-layer1"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/engramlab-a-layer2-tp1"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/engramlab-a-b-layer1")) << "job a-b's, not a's";
+  EXPECT_TRUE(std::filesystem::exists(dir + "/engramlab-a-layer1-layer3")) << "job a-layer1's, not a's";
+  std::filesystem::remove_all(dir);
+}
+
+// `--socket-root` pointed at a directory engramlab did not make: its empty
+// folders (however old) and the directory itself stay.
+TEST(ShmCommand, CleanLeavesEmptyFoldersOfADirectoryEngramlabDidNotMake) {
+  char templ[] = "/tmp/engramlab-sockhome-XXXXXX";
+  const std::string home = ::mkdtemp(templ);
+  ::chmod(home.c_str(), 0700);
+  const timespec old_times[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3600, 0}};
+  for (const char* folder : {"Desktop", "Downloads"}) {
+    ASSERT_EQ(::mkdir((home + "/" + folder).c_str(), 0700), 0);
+    ::utimensat(AT_FDCWD, (home + "/" + folder).c_str(), old_times, 0);
+  }
+  char shm_templ[] = "/dev/shm/engramlab-shmhome-XXXXXX";
+  const std::string shm_dir = ::mkdtemp(shm_templ);
+  Output cleaned = run("shm clean --dir " + shm_dir + " --socket-root " + home);
+  EXPECT_EQ(cleaned.exit_code, 0) << cleaned.text;
+  EXPECT_TRUE(std::filesystem::exists(home + "/Desktop")) << cleaned.text;
+  EXPECT_TRUE(std::filesystem::exists(home + "/Downloads")) << cleaned.text;
+  std::filesystem::remove(home + "/Desktop");
+  std::filesystem::remove(home + "/Downloads");
+  cleaned = run("shm clean --dir " + shm_dir + " --socket-root " + home);
+  EXPECT_TRUE(std::filesystem::exists(home)) << "an empty directory engramlab did not make stays\n" << cleaned.text;
+  std::filesystem::remove_all(home);
   std::filesystem::remove_all(shm_dir);
 }
 

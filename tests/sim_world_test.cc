@@ -6,11 +6,16 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/base/rerun_command.h"
 #include "core/exchange/handle_exchange.h"
 #include "core/base/units.h"
 
 namespace engram::sim {
 namespace {
+
+const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
+// Reproduction lines name the built engramlab, not this test binary.
+[[maybe_unused]] const bool kRerunBinarySet = (set_rerun_binary(kEngramlab), true);
 
 using ::testing::HasSubstr;
 
@@ -53,7 +58,7 @@ TEST(World, DefaultsFillBootIdsMemoryAndOneRankPerGpu) {
   EXPECT_EQ(spec->ranks.size(), 4u);
   EXPECT_EQ(spec->hosts[1].boot_id, "boot-node-1");
   EXPECT_GT(spec->hosts[0].gpu_memory_bytes, 100 * kGiB);
-  EXPECT_EQ(spec->reproduction, "engramlab fuzz --seed 1 --seeds 1");
+  EXPECT_EQ(spec->reproduction, kEngramlab + " fuzz --seed 1 --seeds 1");
 }
 
 TEST(World, SameSeedSameTraceTextDifferentSeedDifferentTrace) {

@@ -5,14 +5,25 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/base/coverage_probe.h"
+#include "core/base/rerun_command.h"
 
 namespace engram::sim {
 namespace {
 
+const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
+// Reproduction lines name the built engramlab, not this test binary.
+[[maybe_unused]] const bool kRerunBinarySet = (set_rerun_binary(kEngramlab), true);
+
 TEST(Swarm, FixedSeedSweepHoldsEveryInvariantDeterministically) {
   // The sweep size the fuzz command holds to "every site fires".
-  SwarmReport report = run_swarm(1, kEverySiteSweepSeeds, /*check_determinism=*/true);
+  harness::SwarmReport report = harness::run_swarm(1, harness::kEverySiteSweepSeeds, /*check_determinism=*/true);
   std::string why;
   for (const auto& f : report.failures) {
     why += "\nseed " + std::to_string(f.seed) + ": " + f.description;
@@ -36,10 +47,10 @@ TEST(Swarm, FixedSeedSweepHoldsEveryInvariantDeterministically) {
 TEST(Swarm, DrawsCoverTpSlicedHostLayoutsAndTheyHold) {
   int sliced = 0, sequence_parallel = 0, seven_heads = 0;
   for (uint64_t seed = 1; seed <= 400; ++seed) {
-    const SwarmCase c = draw_swarm_case(seed);
+    const harness::SwarmCase c = harness::draw_swarm_case(seed);
     const Deployment& d = c.job.deployment;
     if (d.layout.tp == 1 || !d.config.cpu_offload || d.config.peer_shards) continue;
-    const SwarmSeedResult r = run_swarm_seed(seed, false);
+    const harness::SwarmSeedResult r = harness::run_swarm_seed(seed, false);
     EXPECT_TRUE(r.violations.empty()) << "seed " << seed << ": " << c.description;
     if (r.outcome.rfind("ok host_", 0) != 0) continue;
     ++sliced;
@@ -54,24 +65,55 @@ TEST(Swarm, DrawsCoverTpSlicedHostLayoutsAndTheyHold) {
 TEST(Swarm, DrawsDependOnTheSeedAlone) {
   std::set<std::string> descriptions;
   for (uint64_t seed = 1; seed <= 50; ++seed) {
-    EXPECT_EQ(draw_swarm_case(seed).description, draw_swarm_case(seed).description);
-    descriptions.insert(draw_swarm_case(seed).description);
+    EXPECT_EQ(harness::draw_swarm_case(seed).description, harness::draw_swarm_case(seed).description);
+    descriptions.insert(harness::draw_swarm_case(seed).description);
   }
   EXPECT_GE(descriptions.size(), 45u);
-  auto a = run_swarm_seed(17, false);
-  auto b = run_swarm_seed(17, false);
+  auto a = harness::run_swarm_seed(17, false);
+  auto b = harness::run_swarm_seed(17, false);
   EXPECT_EQ(a.trace_hash, b.trace_hash);
   EXPECT_EQ(a.outcome, b.outcome);
-  EXPECT_EQ(a.reproduction, "engramlab fuzz --seed 17 --seeds 1");
+  EXPECT_EQ(a.reproduction, kEngramlab + " fuzz --seed 17 --seeds 1");
+  EXPECT_EQ(harness::run_swarm_seed(17, true).reproduction, kEngramlab + " fuzz --seed 17 --seeds 1 --check-determinism");
 }
 
 TEST(Swarm, ASmallSweepReportsUnfiredSitesWithoutFailing) {
-  SwarmReport report = run_swarm(5, 3, false);
+  harness::SwarmReport report = harness::run_swarm(5, 3, false);
   EXPECT_EQ(report.seed_count, 3);
   if (!report.sites_never_fired().empty()) {
     EXPECT_NE(report.fault_site_table().find("NEVER FIRED"), std::string::npos);
   }
   EXPECT_EQ(report.passed(), report.failures.empty());
+}
+
+// Probes register before main, so one never reached is still listed: from
+// the core, the emulator and the harness alike, before any seed runs.
+TEST(Swarm, ProbesAreRegisteredBeforeAnyRun) {
+  const std::vector<std::string_view> registered = registered_coverage_probes();
+  EXPECT_TRUE(std::ranges::is_sorted(registered));
+  EXPECT_EQ(std::ranges::adjacent_find(registered), registered.end()) << "each name once";
+  for (std::string_view probe : {"exchange: cleanup after import failure", "exchange: cleanup after another step's failure",
+                                 "peer shard table: teardown after a failed fill", "sim: shm ENOSPC",
+                                 "sim: fd send across hosts refused", "lookup: a host table read by the device"})
+    EXPECT_TRUE(std::ranges::binary_search(registered, probe)) << probe;
+}
+
+// A sweep of a few seeds names the probes it never hit; every probe it hit
+// is a registered one, and hit plus never hit is every registered probe.
+TEST(Swarm, ASmallSweepNamesTheProbesItNeverHit) {
+  const std::vector<std::string_view> registered = registered_coverage_probes();
+  harness::SwarmReport report = harness::run_swarm(1, 3, false);
+  const std::vector<std::string> never = report.probes_never_hit();
+  EXPECT_FALSE(never.empty());
+  // Only an exchange failing at a step nobody names reaches this one.
+  EXPECT_NE(std::ranges::find(never, "exchange: cleanup after another step's failure"), never.end());
+  for (const auto& [probe, hits] : report.coverage) {
+    EXPECT_TRUE(std::ranges::binary_search(registered, std::string_view(probe))) << "hit, not registered: " << probe;
+    EXPECT_EQ(std::ranges::find(never, probe), never.end()) << "hit and never hit: " << probe;
+  }
+  for (const std::string& probe : never)
+    EXPECT_TRUE(std::ranges::binary_search(registered, std::string_view(probe))) << probe;
+  EXPECT_EQ(never.size() + report.coverage.size(), registered.size());
 }
 
 }  // namespace

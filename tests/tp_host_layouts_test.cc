@@ -185,9 +185,9 @@ TEST(TpHostLayouts, VllmMatrixOnTheEmulator) {
   const auto cases = testing::tp_matrix_cases();
   ASSERT_EQ(cases.size(), 18u);
   for (const testing::TpMatrixCase& c : cases) {
-    auto scenario = parse_scenario_text(c.scenario_text(), c.name());
+    auto scenario = harness::parse_scenario_text(c.scenario_text(), c.name());
     ASSERT_TRUE(scenario.is_ok()) << c.name() << ": " << scenario.status().to_string();
-    const sim::ScenarioOutcome outcome = sim::run_scenario(scenario.value());
+    const harness::ScenarioOutcome outcome = harness::run_scenario(scenario.value());
     std::string failures;
     for (const std::string& f : outcome.failures) failures += "\n  " + f;
     EXPECT_TRUE(outcome.passed) << c.name() << ":" << failures << "\n" << c.scenario_text();

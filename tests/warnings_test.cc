@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -33,8 +34,30 @@ TEST(WarningSink, ConcurrentEmittersRecordOnce) {
   EXPECT_EQ(sink.size(), 3u);
 }
 
-TEST(WarningSink, ProcessSinkIsOneInstance) {
-  EXPECT_EQ(&WarningSink::process(), &WarningSink::process());
+// The process sink is what "once per process" rests on: a key emitted from
+// several threads, each fetching the sink anew, is recorded and printed once,
+// with the text of the first emit, in the sink's stderr format.
+TEST(WarningSink, ProcessSinkPrintsEachKeyOncePerProcess) {
+  const std::string key = "warnings_test.process_sink_once";
+  ASSERT_FALSE(WarningSink::process().seen(key));
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(WarningSink::process().emit({key, "first"}));
+  std::vector<std::thread> threads;
+  std::vector<int> took(4, 0);
+  for (size_t t = 0; t < took.size(); ++t)
+    threads.emplace_back([&, t] { took[t] = WarningSink::process().emit({key, "again"}) ? 1 : 0; });
+  for (auto& t : threads) t.join();
+  const std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(printed, "engramlab warning [" + key + "]: first\n");
+  for (int t : took) EXPECT_EQ(t, 0);
+  EXPECT_TRUE(WarningSink::process().seen(key));
+  size_t recorded = 0;
+  for (const Warning& w : WarningSink::process().warnings())
+    if (w.key == key) {
+      ++recorded;
+      EXPECT_EQ(w.text, "first");
+    }
+  EXPECT_EQ(recorded, 1u);
 }
 
 TEST(AppendUnique, DedupsByKey) {

@@ -12,9 +12,14 @@
 #     device_peer, host_private) with the small table model: the real kernels, NCCL,
 #     registered host tables and graph replay, not the real size.
 # Logs go to $OUT (the device tool's folder) or build-gpu/out.
-# Building needs Boost.Context (the emulator's fibers). On a machine without
-# it, build elsewhere and set BIN_DIR to a folder holding engramlab and
-# engram_gpu_tests (and LD_LIBRARY_PATH to the libraries they need).
+# Builds from source on the GPU machine (tools/lib/gpu_build.sh): without the
+# emulator (-DENGRAM_BUILD_EMULATOR=OFF: the GPU image has no Boost.Context),
+# only engram_gpu_tests, engramlab and exchange_worker, -j16, machine code for
+# CUDA_ARCHS (default 90; CUDA_ARCHS="90;100;103" for Blackwell too). A
+# configure that misses a package names it and the script stops.
+# BIN_DIR=<folder holding engramlab, engram_gpu_tests and exchange_worker>
+# skips the build and runs carried binaries (set LD_LIBRARY_PATH to the
+# libraries they need). Ends with a table; exit 0 only when every row passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -27,17 +32,29 @@ jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
 . tools/lib/nccl_env.sh
 
 t0=$(date +%s)
+start=$t0
+elapsed() { echo $(( $(date +%s) - start )); }
+build_rc=0
 if [ -n "${BIN_DIR:-}" ]; then
-  tests_path="$BIN_DIR/engram_gpu_tests"; lab="$BIN_DIR/engramlab"; build_rc=0
+  echo "gpu_acceptance: carried binaries from BIN_DIR=$BIN_DIR (no build)"
+  tests_path="$BIN_DIR/engram_gpu_tests"; lab="$BIN_DIR/engramlab"; exchange="$BIN_DIR/exchange_worker"
+  built_from="carried ($BIN_DIR)"
 else
-  if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" > "$out/configure.log" 2>&1; then
-    tail -40 "$out/configure.log"; echo "gpu_acceptance: configure FAILED (Boost.Context missing? see BIN_DIR above)"; exit 1
+  . tools/lib/gpu_build.sh
+  if ! gpu_build gpu_acceptance engram_gpu_tests engramlab exchange_worker; then
+    echo
+    echo "| check | result |"
+    echo "| --- | --- |"
+    echo "| configure $build (emulator ${GPU_BUILD_EMULATOR:-OFF}, CUDA archs ${CUDA_ARCHS:-90}) | FAILED: see above |"
+    echo "gpu_acceptance: FAILED at configure"
+    exit 1
   fi
-  cmake --build "$build" -j"$jobs" --target engram_gpu_tests engramlab -- -k > "$out/build.log" 2>&1
-  build_rc=$?
-  [ $build_rc -ne 0 ] && grep -E "error" "$out/build.log" | head -30
-  tests_path="$build/tests/gpu/engram_gpu_tests"; lab="$build/apps/engramlab"
+  tests_path="$build/tests/gpu/engram_gpu_tests"; lab="$build/apps/engramlab"; exchange="$build/tests/exchange_worker"
+  built_from="built here (emulator ${GPU_BUILD_EMULATOR:-OFF}, CUDA archs ${CUDA_ARCHS:-90})"
 fi
+for bin in "$tests_path" "$lab" "$exchange"; do
+  [ -x "$bin" ] || { echo "gpu_acceptance: MISSING $bin"; build_rc=1; }
+done
 t1=$(date +%s)
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -81,11 +98,31 @@ if [ -x "$lab" ]; then
     accept host_private 1 --cpu-offload --table-model tiny --tokens 1,64,1024,8192
   fi
 fi
+# Two ranks on GPU 0 run the runtime's handle exchange with real VMM memory:
+# real POSIX fds through the socket directory every rank resolves by default
+# (no ENGRAMLAB_SOCKET_DIR, no XDG_RUNTIME_DIR).
+if [ -x "$lab" ] && [ -x "${exchange:-}" ] && [ "$gpus" -ge 1 ]; then
+  log="$out/exchange_default_dir.log"
+  s=$(date +%s)
+  env -u ENGRAMLAB_SOCKET_DIR timeout 120 "$lab" launch -n 2 -- "$exchange" --device cuda --bytes 67108864 > "$log" 2>&1
+  rc=$?
+  e=$(date +%s)
+  ok=$(grep -c "EXCHANGE OK" "$log")
+  grep -E "EXCHANGE|FAILED" "$log" | head -4
+  rows+=("| handle exchange, 2 ranks sharing GPU 0, default socket dir | rc $rc, $ok of 2 EXCHANGE OK, $((e - s)) s |")
+  { [ $rc -ne 0 ] || [ "$ok" -ne 2 ]; } && overall=1
+fi
 
 echo
 echo "| check | result |"
 echo "| --- | --- |"
-echo "| build (engram_gpu_tests, engramlab) | rc $build_rc, $((t1 - t0)) s |"
+echo "| build: engram_gpu_tests, engramlab, exchange_worker, $built_from | rc $build_rc, $((t1 - t0)) s |"
 echo "| engram_gpu_tests | rc $tests_rc, $((t2 - t1)) s |"
 for r in "${rows[@]}"; do echo "$r"; done
-[ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $overall -eq 0 ]
+[ ${#rows[@]} -eq 0 ] && { echo "| acceptance | NOT RUN ($gpus GPUs, engramlab ${lab}) |"; overall=1; }
+if [ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $overall -eq 0 ]; then
+  echo "gpu_acceptance: OK"
+else
+  echo "gpu_acceptance: FAILED (build rc $build_rc, engram_gpu_tests rc $tests_rc, acceptance/exchange $overall; logs in $out)"
+  exit 1
+fi

@@ -9,9 +9,16 @@
 # memcheck of the gather kernels if time allows. Results go to $OUT (the
 # device tool's folder) or build-gpu/out: bench.txt, bench.csv,
 # bench_latency.svg, tests.log.
-# Building needs Boost.Context (the emulator's fibers). On a machine without
-# it, build elsewhere and set BIN_DIR to a folder holding engramlab and
-# engram_gpu_tests (and LD_LIBRARY_PATH to the libraries they need).
+# Builds from source on the GPU machine (tools/lib/gpu_build.sh): without the
+# emulator (-DENGRAM_BUILD_EMULATOR=OFF: the GPU image has no Boost.Context),
+# only engram_gpu_tests and engramlab, -j16, machine code for CUDA_ARCHS
+# (default 90; CUDA_ARCHS="90;100;103" for Blackwell too). A configure that
+# misses a package names it and the script stops. tools/gpu_real.sh compares
+# real runs with the emulator, so it runs only in a build with the emulator
+# (GPU_BUILD_EMULATOR=ON, where Boost.Context is installed).
+# BIN_DIR=<folder holding engramlab and engram_gpu_tests> skips the build and
+# runs carried binaries (set LD_LIBRARY_PATH to the libraries they need).
+# Ends with a table; exit 0 only when build, GPU tests and bench passed.
 # NVLink multicast stays off: it can take a shared host's GPUs out of service.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,13 +35,28 @@ elapsed() { echo $(( $(date +%s) - start )); }
 nvidia-smi -L 2>&1
 nvidia-smi topo -m 2>&1 | head -4
 
+build_rc=0
 if [ -n "${BIN_DIR:-}" ]; then
-  tests_bin="$BIN_DIR/engram_gpu_tests"; lab="$BIN_DIR/engramlab"; build_rc=0
+  echo "gpu_bench: carried binaries from BIN_DIR=$BIN_DIR (no build)"
+  tests_bin="$BIN_DIR/engram_gpu_tests"; lab="$BIN_DIR/engramlab"
+  built_from="carried ($BIN_DIR)"
 else
   . tools/lib/gpu_build.sh
-  gpu_build gpu_bench || exit 1
+  if ! gpu_build gpu_bench engram_gpu_tests engramlab; then
+    echo
+    echo "| check | result |"
+    echo "| --- | --- |"
+    echo "| configure $build (emulator ${GPU_BUILD_EMULATOR:-OFF}, CUDA archs ${CUDA_ARCHS:-90}) | FAILED: see above |"
+    echo "gpu_bench: FAILED at configure"
+    exit 1
+  fi
   tests_bin="$build/tests/gpu/engram_gpu_tests"; lab="$build/apps/engramlab"
+  built_from="built here (emulator ${GPU_BUILD_EMULATOR:-OFF}, CUDA archs ${CUDA_ARCHS:-90})"
 fi
+for bin in "$tests_bin" "$lab"; do
+  [ -x "$bin" ] || { echo "gpu_bench: MISSING $bin"; build_rc=1; }
+done
+build_s=$(elapsed)
 
 tests_rc=127
 if [ -x "$tests_bin" ]; then
@@ -57,20 +79,44 @@ if [ -x "$lab" ] && [ "$gpus" -ge 1 ]; then
   echo "gpu_bench: bench ($gpus ranks) rc $bench_rc at $(elapsed) s"
 fi
 
-# Device placements on real processes vs the emulator, and doctor (under 60 s).
+# Device placements on real processes vs the emulator, and doctor (under 60
+# s): only where this build has the emulator to compare with.
 real_rc=127
-if [ -x "$lab" ] && [ -z "${BIN_DIR:-}" ] && [ "$(elapsed)" -lt 500 ]; then
+real_note="not run"
+if [ -x "$lab" ] && [ -z "${BIN_DIR:-}" ] && ! grep -q "^ENGRAM_BUILD_EMULATOR:BOOL=ON" "$build/CMakeCache.txt"; then
+  real_note="skipped: this build has no emulator (GPU_BUILD_EMULATOR=ON builds it)"
+  timeout -k 3 12 "$lab" doctor > "$out/doctor.txt" 2>&1
+  doctor_rc=$?
+  real_note="$real_note; doctor rc $doctor_rc"
+elif [ -x "$lab" ] && [ -z "${BIN_DIR:-}" ] && [ "$(elapsed)" -lt 500 ]; then
   timeout -k 5 60 tools/gpu_real.sh
   real_rc=$?
+  real_note="rc $real_rc"
 fi
-echo "gpu_bench: gpu_real rc $real_rc at $(elapsed) s"
+echo "gpu_bench: gpu_real $real_note at $(elapsed) s"
 
 # memcheck of the gather kernels with whatever time is left.
 left=$(( 560 - $(elapsed) ))
+memcheck_note="not run"
 if [ -x "$tests_bin" ] && command -v compute-sanitizer > /dev/null && [ $left -gt 30 ]; then
   timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 "$tests_bin" \
     --gtest_filter='GatherKernels.*:GatherFastPath.*' >> "$out/tests.log" 2>&1
-  echo "gpu_bench: memcheck rc $? at $(elapsed) s"
+  memcheck_note="rc $?"
+  echo "gpu_bench: memcheck $memcheck_note at $(elapsed) s"
   grep -E "ERROR SUMMARY|Invalid" "$out/tests.log" | head -5
 fi
-[ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ]
+
+echo
+echo "| check | result |"
+echo "| --- | --- |"
+echo "| build: engram_gpu_tests, engramlab, $built_from | rc $build_rc, $build_s s |"
+echo "| engram_gpu_tests | rc $tests_rc |"
+echo "| bench ($gpus ranks) | rc $bench_rc (tables in $out/bench.txt) |"
+echo "| gpu_real (real processes vs emulator, doctor) | $real_note |"
+echo "| memcheck of the gather kernels | $memcheck_note |"
+if [ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ]; then
+  echo "gpu_bench: OK"
+else
+  echo "gpu_bench: FAILED (build rc $build_rc, engram_gpu_tests rc $tests_rc, bench rc $bench_rc; logs in $out)"
+  exit 1
+fi

@@ -19,7 +19,9 @@ nvidia-smi topo -m > "$out/topo.txt" 2>&1
 echo "gpu_check: NCCL ${nccl_args[*]:-from the system}"
 
 t0=$(date +%s)
-if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" > "$out/configure.log" 2>&1; then
+# No emulator (the GPU image has no Boost.Context): tools/lib/gpu_build.sh says why.
+if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release -DENGRAM_BUILD_EMULATOR="${GPU_BUILD_EMULATOR:-OFF}" \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" "${nccl_args[@]}" > "$out/configure.log" 2>&1; then
   tail -40 "$out/configure.log"; echo "gpu_check: configure FAILED"; exit 1
 fi
 # -k: a broken engramlab source must not stop the GPU tests, nor the reverse.

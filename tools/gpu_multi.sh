@@ -25,7 +25,7 @@ gpus=$(grep -c '^GPU ' "$out/gpus.txt")
 echo "gpu_multi: $gpus GPU(s) visible, test shard ${ENGRAMLAB_GPU_TEST_SHARD_GIB} GiB per GPU"
 
 . tools/lib/gpu_build.sh
-gpu_build gpu_multi || exit 1
+gpu_build gpu_multi engram_gpu_tests engramlab || exit 1
 
 tests_bin="$build/tests/gpu/engram_gpu_tests"
 tests_rc=127

@@ -12,7 +12,8 @@ build=build-gpu
 jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
 mkdir -p "$build"
 . tools/lib/nccl_env.sh
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${nccl_args[@]}" > "$build/probes-configure.log" 2>&1 || {
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DENGRAM_BUILD_EMULATOR="${GPU_BUILD_EMULATOR:-OFF}" \
+  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" "${nccl_args[@]}" > "$build/probes-configure.log" 2>&1 || {
   tail -30 "$build/probes-configure.log"; exit 1; }
 cmake --build "$build" -j"$jobs" --target graph_timing_probe nccl_process_probe peer_gather_probe \
   > "$build/probes-build.log" 2>&1 || { grep -E "error" "$build/probes-build.log" | head -30; exit 1; }

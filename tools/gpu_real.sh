@@ -38,6 +38,12 @@ if ! ls "$build"/backends/libengram_cuda_backend.a > /dev/null 2>&1; then
   echo "gpu_real: $build has no CUDA backend (nvcc not found at configure time?): device placements would skip"; exit 1
 fi
 
+if grep -q "^ENGRAM_BUILD_EMULATOR:BOOL=OFF" "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "gpu_real: $build was configured with -DENGRAM_BUILD_EMULATOR=OFF: \`scenario run --real\` compares with the" \
+       "emulator, which this build lacks (GPU_BUILD_EMULATOR=ON tools/gpu_bench.sh builds it, given Boost.Context)"
+  exit 1
+fi
+
 scenarios=(scenarios/real/h200x2_device_peer.yaml scenarios/real/h200x2_device_collective.yaml)
 echo "gpu_real: $lab scenario run --real ${scenarios[*]}"
 timeout -k 3 38 "$lab" scenario run --real "${scenarios[@]}" > "$build/gpu_real.txt" 2>&1

@@ -25,7 +25,17 @@ stage() {
 # without a GPU says so.
 run_ctest() {
   local dir="$1" name="$2"
-  stage "$name" ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 900
+  if ! ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 900 >"build-logs/$name.log" 2>&1; then
+    # The summary alone does not say why: the failing tests run again, one
+    # at a time, and their own output is shown (and whether they failed
+    # again, which tells a flaky test from a broken one).
+    tail -n 40 "build-logs/$name.log"
+    echo "test.sh: the failing tests again, alone, with their output:" >&2
+    ctest --test-dir "$dir" --rerun-failed --output-on-failure --timeout 900 >"build-logs/$name-rerun.log" 2>&1 || true
+    tail -n 200 "build-logs/$name-rerun.log"
+    echo "test.sh: stage '$name' failed; full logs: build-logs/$name.log, build-logs/$name-rerun.log" >&2
+    exit 1
+  fi
   local log="build-logs/$name.log" skipped
   skipped="$(grep -c '\*\*\*Skipped' "$log" || true)"
   grep -E 'tests passed' "$log"
@@ -58,7 +68,26 @@ tail -n 1 build-logs/scenarios.log | sed "s/^/[scenarios] /"
 stage fuzz build/apps/engramlab fuzz --seeds 2000 --seed 1 --check-determinism
 tail -n 1 build-logs/fuzz.log | sed "s/^/[fuzz] /"
 
-# 4. Nothing left behind: every test, scenario and run removes its sockets,
+# 4. Installed like a library: the release build installed into a temporary
+# prefix, a small engine-side consumer (tests/install_consumer) configured
+# with find_package(engramlab) against it, built and run, and the installed
+# `engramlab --version`. The prefix is removed, passing or failing.
+install_check() {
+  local dir version rc=0
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/install-check.XXXXXX")"
+  cmake --install build --prefix "$dir/prefix" &&
+    cmake -S tests/install_consumer -B "$dir/consumer" -DCMAKE_PREFIX_PATH="$dir/prefix" &&
+    cmake --build "$dir/consumer" -j"$jobs" &&
+    "$dir/consumer/install_consumer" &&
+    version="$("$dir/prefix/bin/engramlab" --version)" || rc=$?
+  rm -rf "$dir"
+  if [ "$rc" -ne 0 ]; then return "$rc"; fi
+  echo "consumer built against the installed tree with find_package(engramlab) and run; installed: $version"
+}
+stage install install_check
+echo "[install] $(tail -n 1 build-logs/install.log)"
+
+# 5. Nothing left behind: every test, scenario and run removes its sockets,
 # socket directories and segments, passing or failing. (Paths that were
 # there before this script started are not ours to judge.)
 left_behind() {
@@ -75,7 +104,8 @@ stage leftovers left_behind
 echo "[leftovers] $(tail -n 1 build-logs/leftovers.log)"
 
 # One closing line over every stage (ctest counts skipped tests as passed;
-# they are subtracted and shown apart).
+# they are subtracted and shown apart; the fuzz and install stages count one
+# each).
 total_tests=0; total_failed=0; total_skipped=0
 for log in build-logs/ctest.log build-logs/ctest-asan.log; do
   n="$(grep -E 'tests passed' "$log" | sed -E 's/.* out of ([0-9]+).*/\1/')"
@@ -84,4 +114,4 @@ for log in build-logs/ctest.log build-logs/ctest-asan.log; do
   total_tests=$((total_tests + n)); total_failed=$((total_failed + f)); total_skipped=$((total_skipped + s))
 done
 scenario_count="$(tail -n 1 build-logs/scenarios.log | sed -E 's/^([0-9]+) of ([0-9]+).*/\2/')"
-echo "total: $((total_tests - total_failed - total_skipped + scenario_count + 1)) passed, $total_failed failed, $total_skipped skipped"
+echo "total: $((total_tests - total_failed - total_skipped + scenario_count + 2)) passed, $total_failed failed, $total_skipped skipped"

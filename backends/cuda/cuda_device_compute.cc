@@ -232,7 +232,7 @@ Status CudaDeviceCompute::gather(const DeviceGather& a, StreamRef stream) {
     h.out = out;
     return stager_->enqueue(h, stream_of(stream));
   }
-  kernels::GatherRangeArgs g;
+  kernels::HostRowsArgs g;
   g.ids = ids;
   g.tokens = a.tokens;
   g.ids_per_token = a.ids_per_token;
@@ -240,10 +240,9 @@ Status CudaDeviceCompute::gather(const DeviceGather& a, StreamRef stream) {
   g.head_count = a.head_count;
   g.first_row = a.range_first_row;
   g.row_count = a.range_row_count;
-  g.base = ptr(a.range_base);
   g.layout = layout;
   g.out = out;
-  return kernels::gather_range(g, stream_of(stream));
+  return kernels::gather_range(g, ptr(a.range_base), stream_of(stream));
 }
 
 Status CudaDeviceCompute::fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row,

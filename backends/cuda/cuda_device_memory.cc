@@ -17,6 +17,7 @@ CUmemAllocationHandleType to_cu(HandleType type) {
   switch (type) {
     case HandleType::kPosixFd: return CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     case HandleType::kFabric: return CU_MEM_HANDLE_TYPE_FABRIC;
+    case HandleType::kNone: return CU_MEM_HANDLE_TYPE_NONE;
   }
   ENGRAM_CHECK(false && "unknown HandleType");
   return CU_MEM_HANDLE_TYPE_NONE;

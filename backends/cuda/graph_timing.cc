@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/base/units.h"
-#include "kernels/bench_kernels.h"
+#include "kernels/timing_kernels.h"
 
 namespace engram::cuda {
 namespace {

@@ -182,7 +182,7 @@ Status HostRowStager::enqueue(const HostGatherArgs& a, cudaStream_t stream) {
   // Enqueued on `stream` after the fork, so it runs beside the staged part.
   auto launch_direct = [&]() -> Status {
     if (direct_tokens == 0) return Status::ok();
-    kernels::GatherRangeArgs g;
+    kernels::HostRowsArgs g;
     g.ids = a.ids + staged.tokens * a.ids_per_token;
     g.tokens = direct_tokens;
     g.ids_per_token = a.ids_per_token;
@@ -190,10 +190,9 @@ Status HostRowStager::enqueue(const HostGatherArgs& a, cudaStream_t stream) {
     g.head_count = a.head_count;
     g.first_row = a.first_row;
     g.row_count = a.row_count;
-    g.base = a.table_device;
     g.layout = a.layout;
     g.out = a.out + static_cast<uint64_t>(staged.tokens) * a.head_count * a.layout.dim;
-    return kernels::gather_range(g, stream);
+    return kernels::gather_range(g, a.table_device, stream);
   };
   if (staged.tokens == 0) return launch_direct();
   Job& job = job_for(staged);
@@ -223,7 +222,7 @@ Status HostRowStager::enqueue(const HostGatherArgs& a, cudaStream_t stream) {
   ENGRAM_RETURN_IF_ERROR(call(cudaEventRecord(copies_done_, copy_stream_), "cudaEventRecord"));
   ENGRAM_RETURN_IF_ERROR(call(cudaStreamWaitEvent(stream, host_done_, 0), "cudaStreamWaitEvent"));
   ENGRAM_RETURN_IF_ERROR(call(cudaStreamWaitEvent(stream, copies_done_, 0), "cudaStreamWaitEvent"));
-  kernels::DequantStagedArgs d;
+  kernels::HostRowsArgs d;
   d.ids = a.ids;
   d.tokens = staged.tokens;
   d.ids_per_token = a.ids_per_token;
@@ -231,10 +230,9 @@ Status HostRowStager::enqueue(const HostGatherArgs& a, cudaStream_t stream) {
   d.head_count = a.head_count;
   d.first_row = a.first_row;
   d.row_count = a.row_count;
-  d.staging = staging_device_;
   d.layout = a.layout;
   d.out = a.out;
-  return kernels::dequant_staged(d, stream);
+  return kernels::dequant_staged(d, staging_device_, stream);
 }
 
 }  // namespace engram::cuda

@@ -6,12 +6,13 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "backends/ipc/job_token.h"
 #include "core/base/text_excerpt.h"
+#include "core/deployment/deployment.h"
 
 namespace engram::ipc {
 namespace {
 
-constexpr size_t kMinTokenChars = 16;
 constexpr const char* kLaunchHint =
     "start ranks with `engramlab launch`, torchrun, srun or mpirun (each sets its own variables)";
 
@@ -20,10 +21,21 @@ Result<int> parse_int(const std::string& name, const std::string& text, int min_
   errno = 0;
   const long value = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || end == nullptr || *end != '\0' || errno != 0 || value < min_value || value > 1 << 24) {
-    return invalid_argument(name + "='" + text + "' is not an integer >= " + std::to_string(min_value) + "; " +
-                            kLaunchHint);
+    return invalid_argument(name + "='" + excerpt(text) + "' is not an integer >= " + std::to_string(min_value) +
+                            "; " + kLaunchHint);
   }
   return static_cast<int>(value);
+}
+
+// A world size: checked where read, before anything is sized by it (a rank
+// 0 sized for 16 million members takes gigabytes before it fails).
+Result<int> parse_world_size(const std::string& name, const std::string& text) {
+  ENGRAM_ASSIGN_OR_RETURN(const int value, parse_int(name, text, 1));
+  if (value > kMaxRanks) {
+    return invalid_argument(fmt::format("{}={} is above {}, the most ranks a job may have; {}", name, value,
+                                        kMaxRanks, kLaunchHint));
+  }
+  return value;
 }
 
 Result<uint16_t> parse_port(const std::string& name, const std::string& text) {
@@ -56,7 +68,11 @@ Status read_ranks(const EnvLookup& env, const RankNames& n, LaunchEnv& out) {
     return parse_int(name, *text, min_value);
   };
   ENGRAM_ASSIGN_OR_RETURN(out.rank, required(n.rank, 0));
-  ENGRAM_ASSIGN_OR_RETURN(out.world_size, required(n.world, 1));
+  {
+    const auto world_text = env(n.world);
+    if (!world_text) ENGRAM_RETURN_IF_ERROR(required(n.world, 1).status());
+    ENGRAM_ASSIGN_OR_RETURN(out.world_size, parse_world_size(n.world, *world_text));
+  }
   ENGRAM_ASSIGN_OR_RETURN(out.local_rank, required(n.local, 0));
   if (n.local_world != nullptr) {
     if (auto text = env(n.local_world)) { ENGRAM_ASSIGN_OR_RETURN(out.local_world_size, parse_int(n.local_world, *text, 1)); }
@@ -235,6 +251,7 @@ Result<LaunchEnv> read_launch_env(const EnvLookup& env) {
 
   // Address: MASTER_ADDR wins; otherwise what the launcher implies.
   if (auto addr = env("MASTER_ADDR"); addr && !addr->empty()) {
+    ENGRAM_RETURN_IF_ERROR(check_master_addr(*addr, "MASTER_ADDR"));
     out.master_addr = *addr;
   } else if (out.launcher == "slurm") {
     std::optional<std::string> nodes = env("SLURM_STEP_NODELIST");
@@ -245,6 +262,7 @@ Result<LaunchEnv> read_launch_env(const EnvLookup& env) {
                               "export MASTER_ADDR=<address of rank 0's host>");
     }
     ENGRAM_ASSIGN_OR_RETURN(out.master_addr, first_slurm_host(*nodes));
+    ENGRAM_RETURN_IF_ERROR(check_master_addr(out.master_addr, "the first host of the Slurm node list"));
   } else if (out.launcher == "open mpi" && out.local_world_size == out.world_size) {
     out.master_addr = "127.0.0.1";  // every rank on this host
   } else {
@@ -269,13 +287,7 @@ Result<LaunchEnv> read_launch_env(const EnvLookup& env) {
                                       port_source);
 
   const auto token = env("ENGRAMLAB_JOB_TOKEN");
-  if (!token || token->size() < kMinTokenChars) {
-    return invalid_argument(fmt::format(
-        "ENGRAMLAB_JOB_TOKEN is {}: every rank of the job needs the same secret. Set it once before the launcher "
-        "starts: {} (srun passes it on; mpirun needs -x ENGRAMLAB_JOB_TOKEN; with torchrun on several nodes export "
-        "the same value on each), or let `engramlab launch` make one",
-        token ? "shorter than 16 characters" : "not set", kJobTokenLine));
-  }
+  ENGRAM_RETURN_IF_ERROR(check_job_token(token));
   out.job_token = *token;
 
   if (auto id = env("ENGRAMLAB_JOB_ID")) {
@@ -289,6 +301,30 @@ Result<LaunchEnv> read_launch_env(const EnvLookup& env) {
                             "names the fd sockets and /dev/shm segments), or use `engramlab launch --job-id`");
   }
   return out;
+}
+
+Status check_master_addr(const std::string& addr, const std::string& where) {
+  const bool fits = !addr.empty() && addr.size() <= 255 &&
+                    addr.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:%[]") ==
+                        std::string::npos;
+  if (fits) return Status::ok();
+  return invalid_argument(fmt::format("{}='{}' is not a host name or IP address (letters, digits and . - _ : % [ ], at "
+                                      "most 255 bytes); give rank 0's host, e.g. {}=10.0.0.1",
+                                      where, excerpt(addr), where));
+}
+
+Status check_job_token(const std::optional<std::string>& token) {
+  if (token && token->size() >= kMinJobTokenChars && token->size() <= kMaxJobTokenBytes) return Status::ok();
+  const std::string what = !token ? "not set"
+                           : token->size() < kMinJobTokenChars
+                               ? fmt::format("{} characters, shorter than {}", token->size(), kMinJobTokenChars)
+                               : fmt::format("{} bytes, longer than {} (the fd channel's limit)", token->size(),
+                                             kMaxJobTokenBytes);
+  return invalid_argument(fmt::format(
+      "ENGRAMLAB_JOB_TOKEN is {}: every rank of the job needs the same secret of {}..{} characters. Set it once "
+      "before the launcher starts: {} (srun passes it on; mpirun needs -x ENGRAMLAB_JOB_TOKEN; with torchrun on "
+      "several nodes export the same value on each), or let `engramlab launch` make one",
+      what, kMinJobTokenChars, kMaxJobTokenBytes, kJobTokenLine));
 }
 
 }  // namespace engram::ipc

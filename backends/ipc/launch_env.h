@@ -55,6 +55,16 @@ EnvLookup process_env();
 // the launcher and the fix.
 Result<LaunchEnv> read_launch_env(const EnvLookup& env);
 
+// ENGRAMLAB_JOB_TOKEN as found (nullopt: not set): invalid_argument with its
+// length and the fix when it is missing, shorter than 16 characters or
+// longer than 256 bytes (the fd channel's hello frame would refuse it).
+Status check_job_token(const std::optional<std::string>& token);
+
+// MASTER_ADDR (or --master-addr) is a host name or an IP address: letters,
+// digits and . - _ : % [ ], at most 255 bytes. invalid_argument naming
+// `where`, the value (escaped) and the fix otherwise.
+Status check_master_addr(const std::string& addr, const std::string& where);
+
 // A job id is safe inside file names and segment names.
 Status check_job_id(const std::string& job_id, const std::string& where);
 

@@ -1,6 +1,7 @@
 #include "backends/ipc/proc_host_probe.h"
 
 #include "backends/ipc/runtime_environment_probe.h"
+#include "core/base/text_excerpt.h"
 
 #include <sys/utsname.h>
 
@@ -14,7 +15,9 @@ Result<HostIdentity> read_host_identity() {
   HostIdentity id;
   struct utsname uts{};
   if (::uname(&uts) != 0) return failed_precondition(std::string("uname() failed: ") + std::strerror(errno));
-  id.hostname = uts.nodename;
+  // Printed in reports and warnings: a name holding control characters is
+  // kept only escaped (every rank of the host escapes it alike).
+  id.hostname = excerpt(uts.nodename, kEchoedValueBytes);
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   if (!std::getline(in, id.boot_id) || id.boot_id.empty()) {
     return failed_precondition("cannot read /proc/sys/kernel/random/boot_id: is /proc mounted?");
@@ -31,7 +34,7 @@ PlacementFacts ProcHostProbe::facts() {
     facts.host = *id;
   } else {
     struct utsname uts{};
-    if (::uname(&uts) == 0) facts.host.hostname = uts.nodename;
+    if (::uname(&uts) == 0) facts.host.hostname = excerpt(uts.nodename, kEchoedValueBytes);
   }
   facts.imex_channel = has_imex_channel(imex_channel_dir_);
   facts.environment = runtime_environment_of_this_process();

@@ -8,19 +8,29 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/ipc/signal_teardown.h"
+#include "core/base/text_excerpt.h"
+
 namespace engram::ipc {
 
 Result<RealBackendOptions> real_backend_options(const EnvLookup& env) {
   RealBackendOptions options;
   if (auto dir = env("ENGRAMLAB_SHM_DIR"); dir && !dir->empty()) {
+    // The directory is echoed in reports and errors: no control characters.
+    if (has_control_characters(*dir) || dir->size() > kEchoedValueBytes) {
+      return invalid_argument(fmt::format("ENGRAMLAB_SHM_DIR='{}' is not a usable directory name (control characters, "
+                                          "or longer than {} bytes); point it at a tmpfs mount such as /dev/shm",
+                                          excerpt(*dir), kEchoedValueBytes));
+    }
     struct stat st{};
     if (::stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       return invalid_argument(fmt::format("ENGRAMLAB_SHM_DIR='{}' is not a directory ({}); point it at a tmpfs "
                                           "mount such as /dev/shm, or unset it",
-                                          *dir, std::strerror(errno ? errno : ENOTDIR)));
+                                          excerpt(*dir, kEchoedValueBytes), std::strerror(errno ? errno : ENOTDIR)));
     options.shm_dir = *dir;
   }
   if (auto dir = env("ENGRAMLAB_SOCKET_DIR"); dir && !dir->empty()) options.socket_dir = *dir;
+  options.keep_socket_dir = env("ENGRAMLAB_SOCKET_DIR_KEEP").value_or("") == "1";
   if (auto text = env("ENGRAMLAB_OP_TIMEOUT_MS"); text && !text->empty()) {
     char* end = nullptr;
     errno = 0;
@@ -41,11 +51,14 @@ RealRankBackend::RealRankBackend(LaunchEnv env, RealBackendOptions options)
 Result<std::unique_ptr<RealRankBackend>> RealRankBackend::create(const LaunchEnv& env,
                                                                  const RealBackendOptions& options) {
   ENGRAM_CHECK(env.rank >= 0 && env.rank < env.world_size);
+  // A rank stopped by its launcher (or orphaned: PR_SET_PDEATHSIG) removes
+  // its segments and socket before it dies.
+  tear_down_on_termination_signals();
   std::unique_ptr<RealRankBackend> self(new RealRankBackend(env, options));
   const int me = env.rank;
 
   if (env.local_rank == 0) {
-    auto removed = shm::remove_stale_segments(options.shm_dir, shm::job_segment_prefix(env.job_id));
+    auto removed = shm::remove_stale_segments(options.shm_dir, shm::SegmentScope::of_job(env.job_id));
     // No shm directory: nothing stale; creating a segment reports it if one is needed.
     if (!removed.is_ok() && removed.status().code() == ErrorCode::kNotFound) removed = std::vector<shm::SegmentRecord>{};
     if (!removed.is_ok())
@@ -56,7 +69,8 @@ Result<std::unique_ptr<RealRankBackend>> RealRankBackend::create(const LaunchEnv
   // The fd channel listens before the rendezvous, so every peer's socket
   // exists once the job has met.
   FdChannelOptions fd_options{.rank = me, .world_size = env.world_size, .job_id = env.job_id,
-                              .job_token = env.job_token, .socket_dir = options.socket_dir};
+                              .job_token = env.job_token, .socket_dir = options.socket_dir,
+                              .keep_socket_dir = options.keep_socket_dir};
   fd_options.deadline = options.op_timeout;
   auto fds = UnixFdChannel::open(fd_options);
   if (!fds.is_ok()) return std::move(fds).take_status().with_context(me, -1, "fd channel");
@@ -68,6 +82,7 @@ Result<std::unique_ptr<RealRankBackend>> RealRankBackend::create(const LaunchEnv
   auto world = TcpCollectives::join(world_options);
   if (!world.is_ok()) return std::move(world).take_status().with_context(me, -1, "rendezvous");
   self->world_ = std::move(world).value();
+  ENGRAM_RETURN_IF_ERROR(self->tell_fd_channel_the_hosts());
 
   RankBackend& b = self->backend_;
   b.world_rank = me;
@@ -78,6 +93,36 @@ Result<std::unique_ptr<RealRankBackend>> RealRankBackend::create(const LaunchEnv
   b.shm = &self->shm_;
   b.probe = &self->probe_;
   return self;
+}
+
+Status RealRankBackend::tell_fd_channel_the_hosts() {
+  // Fixed-size records, so one all-gather carries them; a rank that cannot
+  // read its identity sends an empty one and the channel is told nothing.
+  struct Record {
+    char hostname[72];
+    char boot_id[56];
+  };
+  static_assert(sizeof(Record) == 128);
+  Record mine{};
+  auto id = read_host_identity();
+  const bool known = id.is_ok() && id->hostname.size() < sizeof(mine.hostname) && !id->hostname.empty() &&
+                     id->boot_id.size() < sizeof(mine.boot_id);
+  if (known) {
+    std::memcpy(mine.hostname, id->hostname.data(), id->hostname.size());
+    std::memcpy(mine.boot_id, id->boot_id.data(), id->boot_id.size());
+  }
+  std::vector<Record> records(static_cast<size_t>(env_.world_size));
+  Status gathered = world_->all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(records)));
+  if (!gathered.is_ok()) return std::move(gathered).with_context(env_.rank, -1, "host identities");
+  std::vector<HostIdentity> hosts;
+  for (const Record& r : records) {
+    HostIdentity host{std::string(r.hostname, ::strnlen(r.hostname, sizeof(r.hostname))),
+                      std::string(r.boot_id, ::strnlen(r.boot_id, sizeof(r.boot_id)))};
+    if (host.hostname.empty()) return Status::ok();
+    hosts.push_back(std::move(host));
+  }
+  fds_->set_peer_hosts(std::move(hosts));
+  return Status::ok();
 }
 
 std::vector<Warning> RealRankBackend::stale_warnings() const {

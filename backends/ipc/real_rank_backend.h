@@ -31,6 +31,7 @@ namespace engram::ipc {
 struct RealBackendOptions {
   std::string shm_dir = "/dev/shm";   // ENGRAMLAB_SHM_DIR
   std::string socket_dir;             // ENGRAMLAB_SOCKET_DIR; empty: default_socket_dir(job_id)
+  bool keep_socket_dir = false;       // ENGRAMLAB_SOCKET_DIR_KEEP=1: it was there before the job
   std::chrono::milliseconds op_timeout{60000};    // ENGRAMLAB_OP_TIMEOUT_MS: one collective / fd operation
   std::chrono::milliseconds join_timeout{30000};  // every rank at the rendezvous
 };
@@ -42,7 +43,7 @@ Result<RealBackendOptions> real_backend_options(const EnvLookup& env);
 class RealRankBackend {
  public:
   // Steps, each named in its error: "launch environment", "stale segment
-  // cleanup", "fd channel", "rendezvous".
+  // cleanup", "fd channel", "rendezvous", "host identities".
   static Result<std::unique_ptr<RealRankBackend>> create(const LaunchEnv& env, const RealBackendOptions& options);
 
   RankBackend& backend() { return backend_; }
@@ -55,6 +56,9 @@ class RealRankBackend {
 
  private:
   RealRankBackend(LaunchEnv env, RealBackendOptions options);
+  // All-gathers every rank's host identity after the rendezvous, so the fd
+  // channel's errors can say whether a peer is on this host.
+  Status tell_fd_channel_the_hosts();
 
   LaunchEnv env_;
   RealBackendOptions options_;

@@ -104,6 +104,49 @@ Status check_private(int fd, const std::string& shown) {
   return Status::ok();
 }
 
+std::vector<std::string> entries_of(int dir_fd) {
+  std::vector<std::string> names;
+  const int copy = ::dup(dir_fd);
+  if (copy < 0) return names;
+  DIR* dir = ::fdopendir(copy);
+  if (dir == nullptr) {
+    ::close(copy);
+    return names;
+  }
+  ::rewinddir(dir);  // the copy shares its position with every other copy of the fd
+  while (dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+// The marker says engramlab made the directory, so the last rank out and
+// `shm clean` may remove it; a directory without one (made by the user,
+// e.g. ENGRAMLAB_SOCKET_DIR) is never removed, however empty.
+void write_marker(int dir_fd) {
+  const int fd = ::openat(dir_fd, kSocketDirMarker, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
+}
+
+bool is_our_marker(int dir_fd) {
+  struct stat st{};
+  return ::fstatat(dir_fd, kSocketDirMarker, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+         st.st_uid == ::geteuid();
+}
+
+// Removes the directory `dir_fd` (at `path`) when it holds nothing but our
+// marker. A rank that binds its socket in between keeps the directory; the
+// marker is put back for the next one out.
+bool remove_if_only_marker(int dir_fd, const std::string& path) {
+  if (!is_our_marker(dir_fd) || entries_of(dir_fd).size() != 1) return false;
+  ::unlinkat(dir_fd, kSocketDirMarker, 0);
+  if (::rmdir(path.c_str()) == 0) return true;
+  write_marker(dir_fd);
+  return false;
+}
+
 enum class Walk { kOpened, kParentVanished };
 
 // Opens `name` under `parent` without following a symlink we did not vet,
@@ -156,6 +199,7 @@ Result<Walk> open_component(int parent, const std::string& name, const std::stri
     struct stat opened{};
     if (made && ::fstat(fd.get(), &opened) == 0 && opened.st_uid == ::geteuid()) ::fchmod(fd.get(), 0700);
     ENGRAM_RETURN_IF_ERROR(is_private ? check_private(fd.get(), shown) : check_trusted(fd.get(), shown));
+    if (made && is_private) write_marker(fd.get());
     out = std::move(fd);
     return Walk::kOpened;
   }
@@ -224,24 +268,6 @@ bool is_rank_socket_name(const std::string& name) {
   return true;
 }
 
-std::vector<std::string> entries_of(int dir_fd) {
-  std::vector<std::string> names;
-  const int copy = ::dup(dir_fd);
-  if (copy < 0) return names;
-  DIR* dir = ::fdopendir(copy);
-  if (dir == nullptr) {
-    ::close(copy);
-    return names;
-  }
-  ::rewinddir(dir);  // the copy shares its position with every other copy of the fd
-  while (dirent* e = ::readdir(dir)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  ::closedir(dir);
-  return names;
-}
-
 SweptSocketDir sweep_job_dir(int root_fd, const std::string& root, const std::string& name) {
   SweptSocketDir out;
   out.path = root + "/" + name;
@@ -261,6 +287,7 @@ SweptSocketDir sweep_job_dir(int root_fd, const std::string& root, const std::st
   }
   std::vector<std::string> sockets;
   for (const std::string& entry : entries_of(job.get())) {
+    if (entry == kSocketDirMarker && is_our_marker(job.get())) continue;
     struct stat es{};
     if (::fstatat(job.get(), entry.c_str(), &es, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (!S_ISSOCK(es.st_mode) || es.st_uid != ::geteuid() || !is_rank_socket_name(entry)) {
@@ -274,13 +301,21 @@ SweptSocketDir sweep_job_dir(int root_fd, const std::string& root, const std::st
     }
     sockets.push_back(entry);
   }
+  const bool marked = is_our_marker(job.get());
+  if (sockets.empty() && !marked) {
+    out.outcome = fmt::format("kept: no rank sockets and no {} marker, so engramlab did not make it", kSocketDirMarker);
+    return out;
+  }
   if (sockets.empty() && ::time(nullptr) - st.st_mtime < kEmptyDirGraceSeconds) {
     out.outcome = "kept: empty and new (a job may be starting)";
     return out;
   }
   for (const std::string& s : sockets) ::unlinkat(job.get(), s.c_str(), 0);
+  if (marked) ::unlinkat(job.get(), kSocketDirMarker, 0);
   if (::unlinkat(root_fd, name.c_str(), AT_REMOVEDIR) != 0) {
-    out.outcome = fmt::format("kept: removing it failed ({})", std::strerror(errno));
+    const int err = errno;
+    if (marked) write_marker(job.get());
+    out.outcome = fmt::format("kept: removing it failed ({})", std::strerror(err));
     return out;
   }
   out.removed = true;
@@ -303,6 +338,12 @@ void remove_dead_rank_sockets(const std::string& job_dir) {
   }
 }
 
+void remove_ended_job_dir(const std::string& job_dir) {
+  remove_dead_rank_sockets(job_dir);
+  Fd dir(::open(job_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dir.get() >= 0) remove_if_only_marker(dir.get(), job_dir);
+}
+
 std::string default_socket_root() {
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
   if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/engramlab";
@@ -312,11 +353,19 @@ std::string default_socket_root() {
 
 std::string default_socket_dir(const std::string& job_id) { return default_socket_root() + "/" + job_id; }
 
-Result<std::unique_ptr<SocketDir>> SocketDir::open(const std::string& path, int private_components) {
+Result<std::unique_ptr<SocketDir>> SocketDir::open(const std::string& path, int private_components,
+                                                   bool remove_when_empty) {
   ENGRAM_CHECK(private_components >= 1);
   std::unique_ptr<SocketDir> dir(new SocketDir());
   ENGRAM_ASSIGN_OR_RETURN(Fd opened, open_checked(path, private_components, /*create=*/true, &dir->private_paths_));
   dir->path_ = dir->private_paths_.empty() ? path : dir->private_paths_.back();
+  if (!remove_when_empty) dir->private_paths_.clear();  // nothing of it is ours to remove
+  // On a termination signal: the marker first (files go before directories),
+  // or the directory it marks would never be empty.
+  for (const std::string& made : dir->private_paths_) {
+    dir->teardown_.emplace_back(made + "/" + kSocketDirMarker, TeardownKind::kFile);
+    dir->teardown_.emplace_back(made, TeardownKind::kEmptyDirectory);
+  }
   return dir;
 }
 
@@ -325,9 +374,11 @@ Result<std::unique_ptr<SocketDir>> SocketDir::open_default(const std::string& jo
 }
 
 SocketDir::~SocketDir() {
-  // Deepest first; a directory another rank still uses is not empty and stays.
+  // Deepest first; a directory another rank still uses is not empty and
+  // stays, and one engramlab did not make (no marker) stays too.
   for (auto it = private_paths_.rbegin(); it != private_paths_.rend(); ++it) {
-    if (::rmdir(it->c_str()) != 0) break;
+    Fd dir(::open(it->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir.get() < 0 || !remove_if_only_marker(dir.get(), *it)) break;
   }
 }
 
@@ -340,11 +391,10 @@ Result<std::vector<SweptSocketDir>> sweep_stale_socket_dirs(const std::string& r
   const Fd root_fd = std::move(opened).value();
   std::vector<SweptSocketDir> swept;
   for (const std::string& name : entries_of(root_fd.get())) {
+    if (name == kSocketDirMarker) continue;
     if (only_job.empty() || name == only_job) swept.push_back(sweep_job_dir(root_fd.get(), root, name));
   }
-  if (entries_of(root_fd.get()).empty() && ::rmdir(root.c_str()) == 0) {
-    swept.push_back({root, "removed: the empty socket root", true});
-  }
+  if (remove_if_only_marker(root_fd.get(), root)) swept.push_back({root, "removed: the empty socket root", true});
   return swept;
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "backends/ipc/fd_limit.h"
 #include "backends/ipc/tcp_frames.h"
 #include "backends/ipc/tcp_rendezvous.h"
 #include "backends/ipc/wire.h"
@@ -14,7 +15,23 @@
 namespace engram::ipc {
 namespace {
 
-constexpr size_t kMaxPayloadBytes = size_t{1} << 36;
+// What one member's input to a round (or its result) may carry. Buffers
+// grow as bytes arrive, so this bounds a stream, not an allocation up front.
+constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 36;
+constexpr uint64_t kMaxStepBytes = 1024;
+constexpr uint64_t kMaxErrorMessageBytes = uint64_t{1} << 20;
+// code, peer, and the two length-prefixed strings of encode_error.
+constexpr uint64_t kMaxErrorFrameBytes = 1 + 4 + (4 + kMaxStepBytes) + (4 + kMaxErrorMessageBytes);
+
+// A member's input, by op: a barrier carries nothing, a split its
+// (color, key) or its port. Any other kind with a payload breaks the stream.
+const PayloadLimits kMemberInputLimits{{{kOpAllGather, kMaxPayloadBytes},
+                                        {kOpReduceScatter, kMaxPayloadBytes},
+                                        {kOpAllToAll, kMaxPayloadBytes},
+                                        {kOpBarrier, 0},
+                                        {kOpSplit, 2 * sizeof(int32_t)}},
+                                       0};
+const PayloadLimits kLeaderReplyLimits{{{kResult, kMaxPayloadBytes}, {kError, kMaxErrorFrameBytes}}, 0};
 // A member waits this much longer than its leader, so the leader's
 // explanation of a failed round arrives before the member gives up.
 constexpr auto kMemberGrace = std::chrono::milliseconds(1000);
@@ -33,8 +50,8 @@ Status decode_error(const std::vector<std::byte>& payload, int my_world_rank, in
   ByteReader r(payload.data(), payload.size());
   auto code = r.get<uint8_t>();
   auto peer = r.get<int32_t>();
-  auto step = r.get_string(1024);
-  auto message = r.get_string(1 << 20);
+  auto step = r.get_string(kMaxStepBytes);
+  auto message = r.get_string(kMaxErrorMessageBytes);
   if (!code || !peer || !step || !message || *code == 0 || *code > static_cast<uint8_t>(ErrorCode::kInternal)) {
     return Status(ErrorCode::kInternal, "the leader sent a malformed error frame",
                   {.rank = my_world_rank, .peer = leader_world_rank, .step = ""});
@@ -129,6 +146,11 @@ TcpCollectives::TcpCollectives() : impl_(std::make_unique<Impl>()) {}
 TcpCollectives::~TcpCollectives() { impl_->close_all(); }
 
 Result<std::unique_ptr<TcpCollectives>> TcpCollectives::join(const TcpCollectivesOptions& options) {
+  const std::string what = fmt::format("rank {} joining the job's collectives", options.rank);
+  return without_asio_exceptions(what, [&] { return join_unguarded(options); });
+}
+
+Result<std::unique_ptr<TcpCollectives>> TcpCollectives::join_unguarded(const TcpCollectivesOptions& options) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return invalid_argument("collectives: rank " + std::to_string(options.rank) + " outside world size " +
                             std::to_string(options.world_size));
@@ -150,6 +172,11 @@ Result<std::unique_ptr<TcpCollectives>> TcpCollectives::join(const TcpCollective
   auto& impl = *group->impl_;
   const RendezvousSettings settings = rendezvous_settings(options, group->tag_, Clock::now() + options.join_timeout);
   if (options.rank == 0) {
+    // One socket per member, an epoll set, an eventfd and a timerfd: known
+    // now, so a short limit is named before any member is turned away.
+    ENGRAM_RETURN_IF_ERROR(check_fds_available(
+        static_cast<uint64_t>(options.world_size - 1) + 4,
+        fmt::format("rank 0 (the rendezvous leader of {} ranks: one socket per member)", options.world_size)));
     tcp::acceptor acceptor(impl.io);
     ENGRAM_RETURN_IF_ERROR(listen_on_master(options, acceptor, group->addresses_[0]));
     impl.links.resize(static_cast<size_t>(options.world_size));
@@ -204,12 +231,20 @@ Result<std::vector<std::byte>> TcpCollectives::round_as_member(const Round& r, s
     write_ec = e;
     --pending;
   });
-  async_read_frame(link, in, kMaxPayloadBytes, [&](error_code e) {
+  async_read_frame(link, in, kLeaderReplyLimits, [&](error_code e) {
     read_ec = e;
     --pending;
   });
   const bool answered = run_bounded(impl.io, Clock::now() + options_.op_timeout + kMemberGrace, pending);
 
+  if (answered && is_oversized_frame(read_ec)) {
+    return break_group(Status(ErrorCode::kInternal,
+                              fmt::format("protocol error: rank {} (leader of group '{}') sent {} during {}; it runs "
+                                          "another engramlab build or the stream is corrupt, and this group cannot "
+                                          "continue",
+                                          leader, tag_, oversized_frame_text(in.header, kLeaderReplyLimits), r.where),
+                              {.rank = me, .peer = leader, .step = r.step}));
+  }
   // A write that failed after the leader's error arrived still lets us read it.
   if (!answered || read_ec || (write_ec && in.header.kind != kError)) {
     const std::string why = !answered ? fmt::format("no answer within {} ms", (options_.op_timeout + kMemberGrace).count())
@@ -268,13 +303,19 @@ Status TcpCollectives::gather_member_inputs(const Round& r, Clock::time_point de
   Status failure;
   for (int gr = 1; gr < n; ++gr) {
     ++pending;
-    async_read_frame(*impl.links[static_cast<size_t>(gr)], frames[static_cast<size_t>(gr)], kMaxPayloadBytes,
+    async_read_frame(*impl.links[static_cast<size_t>(gr)], frames[static_cast<size_t>(gr)], kMemberInputLimits,
                      [&, gr](error_code ec) {
       --pending;
       if (!failure.is_ok() || ec == asio::error::operation_aborted) return;
       const int peer = world_ranks_[static_cast<size_t>(gr)];
       const Frame& frame = frames[static_cast<size_t>(gr)];
-      if (ec) {
+      if (is_oversized_frame(ec)) {
+        failure = Status(ErrorCode::kInternal,
+                         fmt::format("protocol error: rank {} sent {} during {}; it runs another engramlab build or "
+                                     "the stream is corrupt, and this group cannot continue",
+                                     peer, oversized_frame_text(frame.header, kMemberInputLimits), r.where),
+                         {.rank = me, .peer = peer, .step = r.step});
+      } else if (ec) {
         failure = Status(ErrorCode::kUnavailable,
                          fmt::format("rank {} closed its connection ({}) during {}: it died or exited, and this group "
                                      "cannot continue",
@@ -431,6 +472,11 @@ Status TcpCollectives::barrier() {
 }
 
 Result<std::unique_ptr<Collectives>> TcpCollectives::split(int color, int key) {
+  return without_asio_exceptions(fmt::format("rank {} splitting group '{}'", world_rank(), tag_),
+                                 [&] { return split_unguarded(color, key); });
+}
+
+Result<std::unique_ptr<Collectives>> TcpCollectives::split_unguarded(int color, int key) {
   const int n = size();
   const int me = world_rank();
   // 1. Everyone's (color, key); my color's members ordered by (key, rank).
@@ -461,12 +507,35 @@ Result<std::unique_ptr<Collectives>> TcpCollectives::split(int color, int key) {
   // 3. Each new leader listens, and every rank learns the ports through
   // this group. A failed listen still joins the exchange (port 0), so the
   // others fail fast instead of waiting.
+  // A rank short of fds says so in the exchange (port -1): the group fails
+  // at once naming it, where a member's connect would retry until the join
+  // timeout. The acceptor has made the new group's event loop (its epoll
+  // set, eventfd and timerfd); then the leader needs its listener and a
+  // socket per member, a member one socket.
   tcp::acceptor acceptor(group->impl_->io);
-  const int32_t my_port = leader ? listen_for_split(acceptor, addresses_[static_cast<size_t>(group_rank_)]) : 0;
+  const Status fds = members.size() == 1 ? Status::ok()
+                                         : check_fds_available(
+                                               leader ? members.size() : 1,
+                                               fmt::format("rank {} joining group '{}' of {} ranks{}", me, group->tag_,
+                                                           members.size(), leader ? " as its leader" : ""));
+  constexpr int32_t kOutOfFds = -1;
+  const int32_t my_port = !fds.is_ok() ? kOutOfFds
+                          : leader     ? listen_for_split(acceptor, addresses_[static_cast<size_t>(group_rank_)])
+                                       : 0;
   std::vector<int32_t> ports(static_cast<size_t>(n));
   ENGRAM_ASSIGN_OR_RETURN(auto port_bytes,
                           round(kOpSplit, "split", std::as_bytes(std::span(&my_port, 1)), ports.size() * 4));
   std::memcpy(ports.data(), port_bytes.data(), port_bytes.size());
+  if (!fds.is_ok()) return Status(fds.code(), fds.message(), {.rank = me, .step = "split"});
+  for (int r : members) {
+    if (ports[static_cast<size_t>(r)] != kOutOfFds) continue;
+    const int short_rank = world_ranks_[static_cast<size_t>(r)];
+    return Status(ErrorCode::kResourceExhausted,
+                  fmt::format("rank {} has too few file descriptors to join group '{}' (its own error names "
+                              "RLIMIT_NOFILE and what it needs)",
+                              short_rank, group->tag_),
+                  {.rank = me, .peer = short_rank, .step = "split"});
+  }
   if (members.size() == 1) return std::unique_ptr<Collectives>(std::move(group));
 
   // 4. The new group meets, authenticated as the world did.

@@ -64,6 +64,9 @@ class TcpCollectives final : public Collectives {
   struct Impl;
 
  private:
+  // join's and split's bodies; those turn what Boost.Asio throws (EMFILE) into a Status.
+  static Result<std::unique_ptr<TcpCollectives>> join_unguarded(const TcpCollectivesOptions& options);
+  Result<std::unique_ptr<Collectives>> split_unguarded(int color, int key);
   // One collective call: which op, its step name for errors, its sequence number.
   struct Round {
     uint32_t op = 0;

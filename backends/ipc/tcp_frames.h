@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace engram::ipc {
@@ -54,9 +55,20 @@ struct Frame {
 
 Frame make_frame(uint32_t kind, uint64_t seq, int origin, std::vector<std::byte> payload);
 
-// A header with the wrong magic or a payload above `max_payload_bytes`
-// completes with errc::protocol_error before anything more is read.
-void async_read_frame(tcp::socket& socket, Frame& frame, size_t max_payload_bytes,
+// The most payload a reader takes for each frame kind it expects; any other
+// kind may carry at most `other_kinds_bytes`.
+struct PayloadLimits {
+  std::vector<std::pair<uint32_t, uint64_t>> kinds;  // (kind, max payload bytes)
+  uint64_t other_kinds_bytes = 0;
+  uint64_t limit_for(uint32_t kind) const;
+};
+
+// A header with the wrong magic completes with errc::protocol_error, one
+// whose payload is above its kind's limit with errc::message_size, before
+// anything more is read (is_protocol_error holds for both). The payload
+// buffer grows as bytes arrive (at most doubling what came), never to what
+// a header merely claims.
+void async_read_frame(tcp::socket& socket, Frame& frame, const PayloadLimits& limits,
                       std::function<void(error_code)> done);
 void async_write_frame(tcp::socket& socket, const Frame& frame, std::function<void(error_code)> done);
 
@@ -70,5 +82,11 @@ void drain(asio::io_context& io);
 
 std::string describe_ec(const error_code& ec);
 bool is_protocol_error(const error_code& ec);
+bool is_oversized_frame(const error_code& ec);
+// "all_gather", "welcome", ...; "kind <n>" for a number we do not speak.
+std::string frame_kind_name(uint32_t kind);
+// For messages after an oversized frame: "a frame of kind welcome claiming N
+// bytes, more than the M bytes it may carry".
+std::string oversized_frame_text(const FrameHeader& header, const PayloadLimits& limits);
 
 }  // namespace engram::ipc

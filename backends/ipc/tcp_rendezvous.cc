@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "backends/ipc/fd_limit.h"
 #include "backends/ipc/hmac_sha256.h"
 #include "backends/ipc/wire.h"
 #include "core/base/text_list.h"
@@ -23,7 +24,6 @@ namespace {
 
 constexpr uint32_t kHandshakeVersion = 1;
 constexpr size_t kMaxHandshakeBytes = 4096;
-constexpr size_t kMaxWelcomeBytes = size_t{1} << 24;
 constexpr size_t kMaxNameBytes = 512;
 constexpr int kRefusalsLoggedOneByOne = 8;
 constexpr auto kSweepInterval = std::chrono::milliseconds(50);
@@ -31,6 +31,21 @@ constexpr auto kConnectAttempt = std::chrono::seconds(1);
 constexpr auto kRetryPause = std::chrono::milliseconds(50);
 
 using Nonce = std::array<uint8_t, 32>;
+
+// Payload limits per handshake step. A kind the step does not expect may
+// still carry a handshake's worth, so the refusal can say what it was.
+const PayloadLimits kMemberNonceLimits{{{kMemberNonce, sizeof(uint32_t) + sizeof(Nonce)}}, kMaxHandshakeBytes};
+const PayloadLimits kMemberProofLimits{{{kMemberProof, kMaxHandshakeBytes}}, kMaxHandshakeBytes};
+const PayloadLimits kLeaderProofLimits{{{kLeaderProof, sizeof(Nonce) + sizeof(Sha256Digest)}}, kMaxHandshakeBytes};
+
+// The welcome is the group table (encode_table) and its proof, so its bound
+// follows the group's size: any world the deployments accept fits.
+PayloadLimits welcome_limits(int32_t group_size) {
+  const uint64_t per_rank = sizeof(int32_t) + sizeof(uint32_t) + kMaxNameBytes;
+  const uint64_t table = sizeof(uint32_t) + static_cast<uint64_t>(group_size) * per_rank;
+  return {{{kWelcome, table + sizeof(Sha256Digest)}, {kRefused, sizeof(uint32_t) + kMaxHandshakeBytes}},
+          kMaxHandshakeBytes};
+}
 
 Result<Nonce> fresh_nonce() {
   Nonce nonce;
@@ -215,6 +230,7 @@ class Admission {
     if (ec) {
       // Out of fds, or a connection reset before we took it: the listener
       // stays, and accepting resumes shortly for the members still to come.
+      if (ec == asio::error::no_descriptors || ec.value() == ENFILE) out_of_fds_ = describe_ec(ec);
       if (!accept_error_logged_) {
         accept_error_logged_ = true;
         std::fprintf(stderr, "engramlab: rank %d: accepting on group '%s' failed (%s); retrying\n", me_,
@@ -255,8 +271,12 @@ class Admission {
   // -- The handshake, one step per message -----------------------------------
 
   void read_member_nonce(const CandidatePtr& c) {
-    async_read_frame(c->socket, c->in, kMaxHandshakeBytes, [this, c](error_code ec) {
+    async_read_frame(c->socket, c->in, kMemberNonceLimits, [this, c](error_code ec) {
       if (c->closed || stopped_) return;
+      if (is_oversized_frame(ec)) {
+        return refuse(c, "not an engramlab rendezvous handshake (" +
+                             oversized_frame_text(c->in.header, kMemberNonceLimits) + ")");
+      }
       if (ec) return refuse(c, "no handshake (" + describe_ec(ec) + ")");
       ByteReader r(c->in.payload.data(), c->in.payload.size());
       const auto version = r.get<uint32_t>();
@@ -291,8 +311,12 @@ class Admission {
   }
 
   void read_member_proof(const CandidatePtr& c) {
-    async_read_frame(c->socket, c->in, kMaxHandshakeBytes, [this, c](error_code ec) {
+    async_read_frame(c->socket, c->in, kMemberProofLimits, [this, c](error_code ec) {
       if (c->closed || stopped_) return;
+      if (is_oversized_frame(ec)) {
+        return refuse(c, "not an engramlab rendezvous handshake (" +
+                             oversized_frame_text(c->in.header, kMemberProofLimits) + ")");
+      }
       if (ec == asio::error::eof || ec == asio::error::connection_reset) {
         return refuse(c, "left after our proof without proving it holds this job's token (a rank started with "
                          "another ENGRAMLAB_JOB_TOKEN or ENGRAMLAB_JOB_ID, or a stranger)");
@@ -432,6 +456,14 @@ class Admission {
     std::vector<int> missing;
     for (int gr = 1; gr < group_size_; ++gr)
       if (!links_[static_cast<size_t>(gr)]) missing.push_back(world_ranks_[static_cast<size_t>(gr)]);
+    if (!out_of_fds_.empty()) {
+      // They may well have come: it was this leader that could not take them.
+      const Status exhausted = fd_exhausted(
+          fmt::format("rank {}, the leader of group '{}' ({} ranks), could not accept ranks {}", me_, settings_.tag,
+                      group_size_, compress_ranges(missing)),
+          out_of_fds_);
+      return Status(exhausted.code(), exhausted.message(), {.rank = me_, .step = "rendezvous"});
+    }
     std::string message = fmt::format(
         "group '{}': waited {} ms, ranks {} never joined (not started, crashed, wrong MASTER_ADDR/MASTER_PORT, or "
         "a different ENGRAMLAB_JOB_TOKEN/ENGRAMLAB_JOB_ID)",
@@ -493,6 +525,7 @@ class Admission {
   int refused_ = 0;
   bool stopped_ = false;
   bool accept_error_logged_ = false;
+  std::string out_of_fds_;  // accepting failed with EMFILE/ENFILE: the cause to name
 };
 
 // ---------------------------------------------------------------------------
@@ -570,7 +603,7 @@ class MemberJoin {
     Frame in;
     const auto handshake_deadline = std::min(settings_.deadline, Clock::now() + settings_.handshake_timeout);
     error_code read_ec;
-    if (!exchange(out, in, kMaxHandshakeBytes, handshake_deadline, read_ec)) {
+    if (!exchange(out, in, kLeaderProofLimits, handshake_deadline, read_ec)) {
       last_problem_ = fmt::format("it accepted the connection but gave no handshake within {} ms",
                                   settings_.handshake_timeout.count());
       return false;
@@ -614,7 +647,8 @@ class MemberJoin {
                                  with_proof(body, member_proof(settings_, member_nonce_, leader_nonce_, body)));
     Frame in;
     error_code read_ec;
-    if (!exchange(out, in, kMaxWelcomeBytes, settings_.deadline, read_ec)) {
+    const PayloadLimits limits = welcome_limits(claim_.group_size);
+    if (!exchange(out, in, limits, settings_.deadline, read_ec)) {
       return fail(ErrorCode::kUnavailable,
                   fmt::format("{} authenticated us but did not welcome us within the join timeout ({} ms): other "
                               "ranks never arrived",
@@ -630,6 +664,10 @@ class MemberJoin {
       const auto why = r.get_string(kMaxHandshakeBytes);
       return fail(ErrorCode::kPermissionDenied,
                   fmt::format("{} refused us: {}", where_, why ? *why : std::string("no reason given")));
+    }
+    if (is_oversized_frame(read_ec)) {
+      return fail(ErrorCode::kInternal, fmt::format("protocol error: {} sent {} in answer to our claim", where_,
+                                                    oversized_frame_text(in.header, limits)));
     }
     const auto proven = split_proof(in.payload);
     if (read_ec || in.header.kind != kWelcome || !proven) {
@@ -650,7 +688,7 @@ class MemberJoin {
 
   // Writes `out` and reads one frame into `in`; false on the deadline (the
   // link is closed then). A read error lands in `read_ec`.
-  bool exchange(const Frame& out, Frame& in, size_t max_payload_bytes, Clock::time_point deadline,
+  bool exchange(const Frame& out, Frame& in, const PayloadLimits& limits, Clock::time_point deadline,
                 error_code& read_ec) {
     int pending = 2;
     error_code write_ec;
@@ -658,7 +696,7 @@ class MemberJoin {
       write_ec = e;
       --pending;
     });
-    async_read_frame(*link_, in, max_payload_bytes, [&](error_code e) {
+    async_read_frame(*link_, in, limits, [&](error_code e) {
       read_ec = e;
       --pending;
     });

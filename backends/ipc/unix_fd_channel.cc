@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/ipc/fd_limit.h"
 #include "backends/ipc/job_token.h"
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/wire.h"
@@ -28,7 +29,7 @@ using local = boost::asio::local::stream_protocol;
 
 constexpr uint32_t kHelloMagic = 0x45464431;  // "EFD1"
 constexpr uint32_t kProtocolVersion = 1;
-constexpr size_t kMaxTokenBytes = 256;
+constexpr size_t kMaxTokenBytes = kMaxJobTokenBytes;
 constexpr size_t kMaxHeaderBytes = 64 * 1024;
 
 struct Hello {
@@ -158,6 +159,35 @@ std::string fd_socket_path(const std::string& socket_dir, int rank) {
   return socket_dir + "/rank-" + std::to_string(rank) + ".sock";
 }
 
+Status check_peer_socket_path(const std::string& job_dir, const std::string& socket_path) {
+  auto refuse = [&](const std::string& why) {
+    return permission_denied("refusing to send an fd to " + socket_path + ": " + why +
+                             "; a rank sends only to sockets in its job's own directory" +
+                             (job_dir.empty() ? std::string() : " (" + job_dir + ")"));
+  };
+  if (job_dir.empty() || job_dir[0] != '/') return refuse("the job's socket directory is not an absolute path");
+  if (job_dir.size() > 1 && job_dir.back() == '/') return refuse("the job's socket directory ends in /");
+  for (size_t at = 0; at < job_dir.size();) {
+    const size_t slash = job_dir.find('/', at);
+    const std::string part = job_dir.substr(at, slash == std::string::npos ? std::string::npos : slash - at);
+    if (part == "." || part == "..") return refuse("the job's socket directory holds '" + part + "'");
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
+  const std::string prefix = job_dir + "/";
+  if (socket_path.compare(0, prefix.size(), prefix) != 0) return refuse("it lies outside " + job_dir);
+  const std::string name = socket_path.substr(prefix.size());
+  const std::string digits = name.size() > 10 ? name.substr(5, name.size() - 10) : "";
+  const bool rank_name = name.starts_with("rank-") && name.ends_with(".sock") && !digits.empty() &&
+                         digits.find_first_not_of("0123456789") == std::string::npos;
+  if (!rank_name) return refuse("'" + name + "' is not a rank socket name (rank-<r>.sock)");
+  struct stat st{};
+  if (::lstat(socket_path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+    return refuse(S_ISLNK(st.st_mode) ? "it is a symlink" : "it is not a socket");
+  }
+  return Status::ok();
+}
+
 UnixFdChannel::UnixFdChannel(FdChannelOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
 
@@ -166,6 +196,7 @@ UnixFdChannel::~UnixFdChannel() {
   if (impl_->acceptor.is_open()) {
     impl_->acceptor.close(ignored);
     ::unlink(socket_path_.c_str());
+    socket_teardown_ = TeardownPath();
   }
   for (auto& [rank, fds] : queued_) {
     for (auto& received : fds) ::close(received.fd);
@@ -176,6 +207,11 @@ UnixFdChannel::~UnixFdChannel() {
 }
 
 Result<std::unique_ptr<UnixFdChannel>> UnixFdChannel::open(FdChannelOptions options) {
+  const std::string what = "rank " + std::to_string(options.rank) + " opening its fd channel";
+  return without_asio_exceptions(what, [&] { return open_unguarded(std::move(options)); });
+}
+
+Result<std::unique_ptr<UnixFdChannel>> UnixFdChannel::open_unguarded(FdChannelOptions options) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return invalid_argument("fd channel: rank " + std::to_string(options.rank) + " outside world size " +
                             std::to_string(options.world_size));
@@ -191,7 +227,8 @@ Result<std::unique_ptr<UnixFdChannel>> UnixFdChannel::open(FdChannelOptions opti
   // our mkdir and our bind: then the directory is made again.
   for (int attempt = 0;; ++attempt) {
     const FdChannelOptions& opts = channel->options_;
-    auto dir = opts.socket_dir.empty() ? SocketDir::open_default(opts.job_id) : SocketDir::open(opts.socket_dir, 1);
+    auto dir = opts.socket_dir.empty() ? SocketDir::open_default(opts.job_id)
+                                       : SocketDir::open(opts.socket_dir, 1, /*remove_when_empty=*/!opts.keep_socket_dir);
     if (!dir.is_ok()) return ctx(std::move(dir).take_status());
     channel->dir_ = std::move(dir).value();
     channel->socket_path_ = fd_socket_path(channel->dir_->path(), rank);
@@ -242,6 +279,7 @@ Status UnixFdChannel::listen() {
                   "cannot listen on " + path + ": " + ec.message());
   }
   ::chmod(path.c_str(), 0600);
+  socket_teardown_ = TeardownPath(path, TeardownKind::kFile);
   return Status::ok();
 }
 
@@ -263,7 +301,13 @@ Status UnixFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> 
   }
   const auto deadline = Clock::now() + options_.deadline;
   const auto socket_deadline = Clock::now() + std::min(options_.peer_socket_wait, options_.deadline);
-  const std::string path = fd_socket_path(options_.socket_dir, peer_rank);
+  // The directory we listen in is the one the job's ranks share: never the
+  // option, which is empty when the default directory was opened.
+  ENGRAM_CHECK(dir_ != nullptr);
+  const std::string path = fd_socket_path(dir_->path(), peer_rank);
+  if (Status inside = check_peer_socket_path(dir_->path(), path); !inside.is_ok()) {
+    return fail(inside.code(), inside.message());
+  }
 
   local::socket socket(impl_->io);
   for (;;) {
@@ -277,11 +321,15 @@ Status UnixFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> 
       const auto waited_ms = std::min(options_.peer_socket_wait, options_.deadline).count();
       if (ec.value() == ENOENT) {
         return fail(ErrorCode::kUnavailable,
-                    "cannot send an fd to rank " + std::to_string(peer_rank) + ": its socket " + path +
-                        " does not exist (No such file or directory) after waiting " + std::to_string(waited_ms) +
-                        " ms. Rank " + std::to_string(peer_rank) +
-                        " is on another host (or never opened its fd channel): POSIX fds cannot cross hosts; "
-                        "ranks on different hosts need FABRIC handles");
+                    "cannot send an fd to rank " + std::to_string(peer_rank) + ": no socket " + path +
+                        " (searched " + dir_->path() + " for " + std::to_string(waited_ms) + " ms). " +
+                        missing_socket_cause(peer_rank));
+      }
+      if (ec == boost::asio::error::no_descriptors || ec.value() == ENFILE) {
+        const Status exhausted = fd_exhausted(
+            "rank " + std::to_string(rank) + " connecting to rank " + std::to_string(peer_rank) + " to send an fd",
+            ec.message());
+        return fail(exhausted.code(), exhausted.message());
       }
       return fail(ErrorCode::kUnavailable, "cannot connect to rank " + std::to_string(peer_rank) + " at " + path +
                                                ": " + ec.message() + " (is the rank still running?)");
@@ -313,6 +361,27 @@ Status UnixFdChannel::send_fd(int peer_rank, int fd, std::span<const std::byte> 
                                              " failed: " + why + " (the receiver died, or refused our token)");
   }
   return Status::ok();
+}
+
+void UnixFdChannel::set_peer_hosts(std::vector<HostIdentity> hosts) {
+  ENGRAM_CHECK(hosts.size() == static_cast<size_t>(options_.world_size));
+  peer_hosts_ = std::move(hosts);
+}
+
+std::string UnixFdChannel::missing_socket_cause(int peer_rank) const {
+  const std::string peer = "Rank " + std::to_string(peer_rank);
+  const std::string same_dir =
+      " never opened its fd channel in this directory: it exited, or it resolved another socket directory "
+      "(ENGRAMLAB_SOCKET_DIR or XDG_RUNTIME_DIR differ between the ranks' environments; give every rank the same)";
+  if (peer_hosts_.empty()) {
+    return peer + " is on another host (POSIX fds cannot cross hosts; ranks on different hosts need FABRIC "
+                  "handles), or it" + same_dir;
+  }
+  const HostIdentity& mine = peer_hosts_[static_cast<size_t>(options_.rank)];
+  const HostIdentity& theirs = peer_hosts_[static_cast<size_t>(peer_rank)];
+  if (theirs == mine) return peer + " reports this host (" + mine.to_string() + ") too, so it" + same_dir;
+  return peer + " is on host " + theirs.to_string() + ", this rank on " + mine.to_string() +
+         ": POSIX fds cannot cross hosts; ranks on different hosts need FABRIC handles";
 }
 
 Result<std::optional<std::pair<int, ReceivedFd>>> UnixFdChannel::take_connection(int sock,
@@ -400,6 +469,13 @@ Result<ReceivedFd> UnixFdChannel::recv_fd(int peer_rank) {
     boost::system::error_code ec;
     acceptor.accept(connection, ec);
     if (ec == boost::asio::error::would_block || ec == boost::asio::error::try_again) continue;
+    if (ec == boost::asio::error::no_descriptors || ec.value() == ENFILE) {
+      const Status exhausted = fd_exhausted(
+          "rank " + std::to_string(rank) + " accepting an fd from rank " + std::to_string(peer_rank),
+          ec.message());
+      return Status(exhausted.code(), exhausted.message(),
+                    {.rank = rank, .peer = peer_rank, .step = "recv"});
+    }
     if (ec) {
       return Status(ErrorCode::kUnavailable, "accept on " + socket_path_ + " failed: " + ec.message(),
                     {.rank = rank, .peer = peer_rank, .step = "recv"});

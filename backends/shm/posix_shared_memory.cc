@@ -4,8 +4,11 @@
 #include "core/backend/shm_fill_limits.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -13,8 +16,10 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "backends/shm/segment_header.h"
+#include "backends/shm/segment_liveness.h"
 #include "core/base/units.h"
 
 namespace engram::shm {
@@ -29,10 +34,24 @@ struct FdMappable {
   bip::mapping_handle_t get_mapping_handle() const { return bip::ipcdetail::mapping_handle_from_file_handle(fd); }
 };
 
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() { if (fd_ >= 0) ::close(fd_); }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  int release() { return std::exchange(fd_, -1); }
+ private:
+  int fd_;
+};
+
+// Keeps the segment's fd, and with it the OFD lock that tells `shm clean` the
+// segment is in use (segment_liveness.h), open for as long as it is mapped.
 class RegionMapping final : public ShmMapping {
  public:
-  RegionMapping(std::string name, bip::mapped_region region, uint64_t data_bytes, bool writable)
-      : name_(std::move(name)), region_(std::move(region)), data_bytes_(data_bytes), writable_(writable) {
+  RegionMapping(std::string name, int locked_fd, bip::mapped_region region, uint64_t data_bytes, bool writable)
+      : name_(std::move(name)), locked_fd_(locked_fd), region_(std::move(region)), data_bytes_(data_bytes),
+        writable_(writable) {
     ENGRAM_CHECK(region_.get_size() == kSegmentHeaderBytes + data_bytes_);
   }
   std::span<std::byte> bytes() override {
@@ -46,28 +65,18 @@ class RegionMapping final : public ShmMapping {
 
  private:
   std::string name_;
+  FdCloser locked_fd_;         // closed after the region below unmaps
   bip::mapped_region region_;  // unmaps on destruction
   uint64_t data_bytes_;
   bool writable_;
-};
-
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() { if (fd_ >= 0) ::close(fd_); }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
- private:
-  int fd_;
 };
 
 std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
 
-std::string job_segment_prefix(const std::string& job_id) { return shm_segment_prefix(job_id); }
 std::string segment_name(const std::string& job_id, const std::string& table) {
-  return job_segment_prefix(job_id) + table;
+  return shm_segment_prefix(job_id) + table;
 }
 
 PosixSharedMemory::PosixSharedMemory(PosixSharedMemoryOptions options) : options_(std::move(options)) {
@@ -89,6 +98,18 @@ Result<ShmInfo> PosixSharedMemory::info() {
   ShmInfo info;
   struct stat st{};
   if (::stat(options_.root_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return info;  // mounted = false
+  // Only a tmpfs holds segments in memory: on a plain directory or a disk
+  // bind mount statvfs would report the disk, and the tables would be files.
+  struct statfs fs{};
+  if (::statfs(options_.root_dir.c_str(), &fs) != 0) {
+    return failed_precondition("statfs(" + options_.root_dir + ") failed: " + errno_text(errno));
+  }
+  if (fs.f_type != TMPFS_MAGIC) {
+    info.not_tmpfs = fmt::format("{} is a directory on a filesystem of type 0x{:x}, not a tmpfs (a plain directory or "
+                                 "a disk mount: segments there would be disk files)",
+                                 options_.root_dir, static_cast<uint64_t>(fs.f_type));
+    return info;  // mounted = false
+  }
   struct statvfs vfs{};
   if (::statvfs(options_.root_dir.c_str(), &vfs) != 0) {
     return failed_precondition("statvfs(" + options_.root_dir + ") failed: " + errno_text(errno));
@@ -102,7 +123,7 @@ Result<ShmInfo> PosixSharedMemory::info() {
 Status PosixSharedMemory::describe_existing(const std::string& name) const {
   const std::string path = path_of(name);
   std::string creator = "with no engramlab creator record";
-  bool stale = true;
+  SegmentUse use = SegmentUse::kUnused;  // a file without our header is nobody's segment
   struct stat st{};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return Status(ErrorCode::kAlreadyExists,
@@ -118,17 +139,19 @@ Status PosixSharedMemory::describe_existing(const std::string& name) const {
     SegmentHeader header{};
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
         ::pread(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) && header_is_valid(header)) {
-      stale = !creator_is_alive(header);
-      creator = "created by pid " + std::to_string(header.creator_pid) +
-                (stale ? ", which is no longer running" : ", which is still running");
+      const SegmentVerdict verdict = judge_segment(fd, header);
+      use = verdict.use;
+      creator = verdict.reason;
     }
   }
   std::string message = "shm segment '" + name + "' already exists at " + path + " (" + creator + "): ";
-  if (stale) {
-    message += "a stale segment left by a crashed run; it is not reused. Remove it with `engramlab shm clean --dir " +
-               options_.root_dir + "` (only segments whose creator is gone) or `rm " + path + "`";
+  if (use == SegmentUse::kUnused) {
+    message += "a stale segment left by a crashed run whose creator is no longer running; it is not reused. Remove it with `engramlab shm clean --dir " +
+               options_.root_dir + "` (only segments nobody holds) or `rm " + path + "`";
+  } else if (use == SegmentUse::kInUse) {
+    message += "a process of this job id still running uses it; pick a different --job-id or stop that process";
   } else {
-    message += "another live process of this job id uses it; pick a different --job-id or stop that process";
+    message += "pick a different --job-id, or `rm " + path + "` once no job with this id runs";
   }
   return Status(ErrorCode::kAlreadyExists, message, {.step = "shm create"});
 }
@@ -137,6 +160,11 @@ Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::create(const std::string&
   ENGRAM_RETURN_IF_ERROR(check_name(name));
   if (bytes == 0) return invalid_argument("shm segment '" + name + "': size 0 bytes; a table has at least one row");
   ENGRAM_ASSIGN_OR_RETURN(ShmInfo shm_info, info());
+  if (!shm_info.mounted && !shm_info.not_tmpfs.empty()) {
+    return failed_precondition("no tmpfs to hold segment '" + name + "': " + shm_info.not_tmpfs +
+                               "; mount one there (mount -t tmpfs -o size=... tmpfs " + options_.root_dir +
+                               ") or point ENGRAMLAB_SHM_DIR at one");
+  }
   if (!shm_info.mounted) {
     return failed_precondition("shm directory " + options_.root_dir +
                                " does not exist: no tmpfs to hold segment '" + name +
@@ -168,17 +196,22 @@ Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::create(const std::string&
     return Status(ErrorCode::kUnavailable, "cannot create " + path + ": " + errno_text(err), {.step = "shm create"});
   }
   FdCloser closer(fd);
+  owned_.insert_or_assign(name, ipc::TeardownPath(path, ipc::TeardownKind::kFile));
   // From here every failure removes what we created.
   auto fail = [&](ErrorCode code, std::string message) -> Status {
     ::unlink(path.c_str());
+    owned_.erase(name);
     return Status(code, std::move(message), {.step = "shm create"});
   };
   // The umask must not widen or narrow what readers of this user can open.
   if (::fchmod(fd, 0600) != 0) return fail(ErrorCode::kInternal, "fchmod(" + path + ", 0600): " + errno_text(errno));
 
+  // The lock before the header: a segment with a header is in use until this
+  // fd closes (by exit too), so `shm clean` never takes one being made.
+  const bool locked = hold_segment_lock(fd);
   // The creator record goes in first, so a crash from here on leaves a
   // segment that names its (dead) creator.
-  const SegmentHeader header = make_header_for_this_process(bytes);
+  const SegmentHeader header = make_header_for_this_process(bytes, locked);
   if (::ftruncate(fd, static_cast<off_t>(kSegmentHeaderBytes)) != 0 ||
       ::pwrite(fd, &header, sizeof(header), 0) != static_cast<ssize_t>(sizeof(header))) {
     const int err = errno;
@@ -207,7 +240,8 @@ Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::create(const std::string&
   }
   try {
     bip::mapped_region region(FdMappable{fd}, bip::read_write, 0, static_cast<size_t>(file_bytes));
-    return std::unique_ptr<ShmMapping>(new RegionMapping(name, std::move(region), bytes, /*writable=*/true));
+    return std::unique_ptr<ShmMapping>(
+        new RegionMapping(name, closer.release(), std::move(region), bytes, /*writable=*/true));
   } catch (const bip::interprocess_exception& e) {
     return fail(ErrorCode::kResourceExhausted, "mapping " + path + " read-write failed: " + e.what() + "; " + sizes);
   }
@@ -256,7 +290,12 @@ Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::open_read_only(const std:
                         "-byte table; it was not made by engramlab's create()",
                     {.step = "shm map"});
     }
-    return std::unique_ptr<ShmMapping>(new RegionMapping(name, std::move(region), bytes, /*writable=*/false));
+    // A reader holds the lock too: the segment stays in use while anyone maps
+    // it. Where the filesystem has no OFD locks the writer's header says so,
+    // and nobody judges the segment dead.
+    (void)hold_segment_lock(fd);
+    return std::unique_ptr<ShmMapping>(
+        new RegionMapping(name, closer.release(), std::move(region), bytes, /*writable=*/false));
   } catch (const bip::interprocess_exception& e) {
     return Status(ErrorCode::kUnavailable, "mapping " + path + " read-only failed: " + e.what(), {.step = "shm map"});
   }
@@ -265,7 +304,9 @@ Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::open_read_only(const std:
 Status PosixSharedMemory::unlink(const std::string& name) {
   ENGRAM_RETURN_IF_ERROR(check_name(name));
   const std::string path = path_of(name);
-  if (::unlink(path.c_str()) != 0) {
+  const int unlinked = ::unlink(path.c_str());
+  owned_.erase(name);  // gone, or not ours to remove at a signal any more
+  if (unlinked != 0) {
     const int err = errno;
     return Status(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kPermissionDenied,
                   "unlink(" + path + "): " + errno_text(err), {.step = "shm unlink"});

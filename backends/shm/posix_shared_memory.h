@@ -3,8 +3,11 @@
 // creator record in the first page (segment_header.h).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
+
+#include "backends/ipc/signal_teardown.h"
 
 #include "core/backend/host_shared_memory.h"
 
@@ -15,10 +18,10 @@ struct PosixSharedMemoryOptions {
   std::string root_dir = "/dev/shm";
 };
 
-// "engramlab-<job_id>-<table>": job-unique, so two jobs never collide and a
-// crashed job's leftovers are found by prefix.
+// "engramlab-<job_id>-<table>": job-unique, so two jobs never collide. A
+// crashed job's leftovers are found by name when `table` is layer<L> or
+// layer<L>-tp<T> (stale_segments.h), as every real table's is.
 std::string segment_name(const std::string& job_id, const std::string& table);
-std::string job_segment_prefix(const std::string& job_id);
 
 class PosixSharedMemory final : public HostSharedMemory {
  public:
@@ -37,6 +40,9 @@ class PosixSharedMemory final : public HostSharedMemory {
   Status describe_existing(const std::string& name) const;
 
   PosixSharedMemoryOptions options_;
+  // The segments this object created and has not unlinked: removed by the
+  // termination-signal handler if one ends the process (signal_teardown.h).
+  std::map<std::string, ipc::TeardownPath> owned_;
 };
 
 }  // namespace engram::shm

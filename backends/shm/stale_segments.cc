@@ -11,10 +11,14 @@
 #include <cstring>
 
 #include "backends/shm/segment_header.h"
+#include "core/backend/host_shared_memory.h"
+#include "backends/shm/segment_liveness.h"
 #include "core/base/file_type.h"
 
 namespace engram::shm {
 namespace {
+
+constexpr std::string_view kEveryJobPrefix = "engramlab-";
 
 // Reads what `name` holds without following links and without blocking on a
 // FIFO or a device: its type first, and only a regular file is opened.
@@ -46,7 +50,9 @@ SegmentRecord inspect(int dir_fd, const std::string& root_dir, const std::string
   if (::pread(fd, &header, sizeof(header), 0) == static_cast<ssize_t>(sizeof(header)) && header_is_valid(header)) {
     record.header_valid = true;
     record.creator_pid = header.creator_pid;
-    record.creator_alive = creator_is_alive(header);
+    const SegmentVerdict verdict = judge_segment(fd, header);
+    record.creator_alive = verdict.use != SegmentUse::kUnused;
+    record.liveness = verdict.reason;
   }
   ::close(fd);
   return record;
@@ -64,15 +70,18 @@ std::string SegmentRecord::describe() const {
     return fmt::format("{} ({} bytes, no engramlab header: not made by engramlab, left alone)", path, file_bytes);
   }
   if (owner_uid != ::geteuid() && !creator_alive) {
-    return fmt::format("{} ({} bytes, creator pid {} gone, but it belongs to uid {}: left for that user to clean)", path,
-                       file_bytes, creator_pid, owner_uid);
+    return fmt::format("{} ({} bytes, {}, but it belongs to uid {}: left for that user to clean)", path, file_bytes,
+                       liveness, owner_uid);
   }
-  return fmt::format("{} ({} bytes, creator pid {}, {})", path, file_bytes, creator_pid,
-                     creator_alive ? "in use: creator running" : "stale: creator gone");
+  return fmt::format("{} ({} bytes, {})", path, file_bytes, liveness);
 }
 
-Result<std::vector<SegmentRecord>> list_segments(const std::string& root_dir, const std::string& prefix) {
-  if (prefix.empty()) return invalid_argument("list_segments: empty prefix would match every segment; pass job_segment_prefix(job_id)");
+bool SegmentScope::takes(std::string_view name) const {
+  if (job_id.empty()) return name.substr(0, kEveryJobPrefix.size()) == kEveryJobPrefix;
+  return is_job_segment_name(name, job_id);
+}
+
+Result<std::vector<SegmentRecord>> list_segments(const std::string& root_dir, const SegmentScope& scope) {
   const int dir_fd = ::open(root_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) {
     const int err = errno;
@@ -88,7 +97,7 @@ Result<std::vector<SegmentRecord>> list_segments(const std::string& root_dir, co
   std::vector<SegmentRecord> records;
   while (dirent* entry = ::readdir(dir)) {
     const std::string name = entry->d_name;
-    if (name.rfind(prefix, 0) != 0) continue;
+    if (!scope.takes(name)) continue;
     records.push_back(inspect(dir_fd, root_dir, name));
   }
   ::closedir(dir);
@@ -96,8 +105,8 @@ Result<std::vector<SegmentRecord>> list_segments(const std::string& root_dir, co
   return records;
 }
 
-Result<std::vector<SegmentRecord>> remove_stale_segments(const std::string& root_dir, const std::string& prefix) {
-  ENGRAM_ASSIGN_OR_RETURN(std::vector<SegmentRecord> records, list_segments(root_dir, prefix));
+Result<std::vector<SegmentRecord>> remove_stale_segments(const std::string& root_dir, const SegmentScope& scope) {
+  ENGRAM_ASSIGN_OR_RETURN(std::vector<SegmentRecord> records, list_segments(root_dir, scope));
   std::vector<SegmentRecord> removed;
   for (auto& record : records) {
     if (!record.stale()) continue;

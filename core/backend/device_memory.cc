@@ -30,6 +30,7 @@ const char* handle_type_name(HandleType type) {
   switch (type) {
     case HandleType::kPosixFd: return "posix_fd";
     case HandleType::kFabric: return "fabric";
+    case HandleType::kNone: return "none";
   }
   return "unknown";
 }

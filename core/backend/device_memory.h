@@ -17,6 +17,9 @@ namespace engram {
 enum class HandleType : uint8_t {
   kPosixFd,  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: one host only
   kFabric,   // CU_MEM_HANDLE_TYPE_FABRIC: one NVLink/IMEX domain, needs an IMEX channel
+  // CU_MEM_HANDLE_TYPE_NONE: plain memory no other process can import, for a
+  // consumer that can live without sharing where neither type above works.
+  kNone,
 };
 const char* handle_type_name(HandleType type);
 

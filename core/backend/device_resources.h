@@ -5,7 +5,7 @@
 // destructor (errors dropped: a failure path, or a peer that is gone).
 // Moving transfers ownership; moving onto an owner gives back what it held.
 //
-// Teardown order (DESIGN.md section 5) is unmap, then free the range and
+// Teardown order (docs/design.md section 5) is unmap, then free the range and
 // release the allocation. An aggregate that declares its owners in the order
 // allocation, range, mapping gets that order from C++ member destruction, on
 // every failure path too (MappedAllocation below).

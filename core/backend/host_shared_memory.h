@@ -7,20 +7,27 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/base/status.h"
 
 namespace engram {
 
 struct ShmInfo {
-  bool mounted = false;
+  bool mounted = false;  // a tmpfs is there (a plain directory or a disk mount is not one)
+  std::string not_tmpfs;  // not mounted, yet the directory exists: what it is instead, for errors
   uint64_t tmpfs_bytes_total = 0;  // the same on every rank of a node: decide on this
   uint64_t tmpfs_bytes_free = 0;   // differs between ranks over time: never decide on this
 };
 
-// Every segment of a job is named "engramlab-<job_id>-<table>", so a crashed
-// job's leftovers can be found by this prefix (backends/shm/stale_segments.h).
+// Every segment of a job is named "engramlab-<job_id>-layer<L>", or
+// "engramlab-<job_id>-layer<L>-tp<T>" for a TP slice
+// (core/placements/host_shared.h makes them from this prefix).
 std::string shm_segment_prefix(const std::string& job_id);
+// Whether `name` is exactly one of job `job_id`'s segment names. Job ids may
+// hold '-', so the prefix alone would let job "a" take job "a-b"'s segments
+// (engramlab-a-b-layer1); the rest must be layer<digits>[-tp<digits>].
+bool is_job_segment_name(std::string_view name, std::string_view job_id);
 
 class ShmMapping {
  public:

@@ -22,7 +22,7 @@ inline uint16_t float_to_bf16(float value) {
 
 inline bool bf16_is_nan(uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u && (bits & 0x007fu) != 0; }
 
-// Bitwise equality with every NaN treated as one value (DESIGN.md section 4).
+// Bitwise equality with every NaN treated as one value (docs/design.md section 4).
 inline bool bf16_same(uint16_t a, uint16_t b) { return a == b || (bf16_is_nan(a) && bf16_is_nan(b)); }
 
 }  // namespace engram

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 
 namespace engram {
 
@@ -57,13 +58,23 @@ void Progress::set_item(std::string item) {
 
 void Progress::keep_ticking() {
   if (!enabled_ || ticker_.joinable()) return;
-  ticker_ = std::thread([this] {
-    std::unique_lock lock(mutex_);
-    while (!stopping_) {
-      stop_ticker_.wait_for(lock, every_);
-      if (!stopping_) maybe_draw(done_, true);
-    }
-  });
+  try {
+    ticker_ = std::thread([this] {
+      std::unique_lock lock(mutex_);
+      while (!stopping_) {
+        stop_ticker_.wait_for(lock, every_);
+        if (!stopping_) maybe_draw(done_, true);
+      }
+    });
+  } catch (const std::system_error& e) {
+    // No thread to spare (pids.max, RLIMIT_NPROC): the work goes on, and the
+    // line is drawn as items finish instead of by the clock.
+    std::lock_guard lock(mutex_);
+    std::fputs(fmt::format("{}: progress is shown as items finish (no thread for the clock: {})\n", what_, e.what())
+                   .c_str(),
+               out_);
+    std::fflush(out_);
+  }
 }
 
 // Called with mutex_ held.

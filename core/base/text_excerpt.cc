@@ -25,12 +25,31 @@ size_t utf8_sequence_bytes(std::string_view text, size_t at) {
   return length;
 }
 
+bool has_control_characters(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7F) return true;
+    if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(text[i + 1]) < 0xA0)
+      return true;
+  }
+  return false;
+}
+
 std::string excerpt(std::string_view text, size_t max_bytes) {
   std::string out;
   size_t at = 0;
   while (at < text.size() && at < max_bytes) {
     const unsigned char c = static_cast<unsigned char>(text[at]);
     const size_t n = utf8_sequence_bytes(text, at);
+    // C0, DEL and the C1 controls (U+0080..U+009F: 0xC2 0x80..0x9F), which
+    // terminals act on too (0xC2 0x9B is CSI).
+    const bool c1 = n == 2 && c == 0xC2 && static_cast<unsigned char>(text[at + 1]) < 0xA0;
+    if (c1) {
+      out += fmt::format("\\x{:02x}\\x{:02x}", c, static_cast<unsigned char>(text[at + 1]));
+      at += 2;
+      continue;
+    }
     if (n == 0 || c < 0x20 || c == 0x7F) {
       if (c == '\n') out += "\\n";
       else if (c == '\t') out += "\\t";

@@ -12,12 +12,12 @@
 
 namespace engram {
 
-Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
+Result<uint64_t> parse_bytes(std::string_view text, std::string_view field, SizeUnits units) {
   auto bad = [&](std::string_view why) {
     return invalid_argument(fmt::format(
-        "{}: '{}' is not a size ({}); write a number with a unit, e.g. 64MiB, 190GiB or 190GB (GiB and G are "
-        "powers of 1024, GB of 1000)",
-        field, excerpt(text), why));
+        "{}: '{}' is not a size ({}); write a number with a unit, e.g. 64MiB, 190Gi, 190GiB or 190GB (Gi and "
+        "GiB are powers of 1024, GB of 1000, G {})",
+        field, excerpt(text), why, units == SizeUnits::kKubernetes ? "of 1000 in a Kubernetes quantity" : "of 1024"));
   };
   size_t i = 0;
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
@@ -43,16 +43,22 @@ Result<uint64_t> parse_bytes(std::string_view text, std::string_view field) {
         field, excerpt(text), excerpt(number, 24), excerpt(number, 24), excerpt(number, 24)));
   }
 
+  // Binary: Ki/KiB ... Pi/PiB; decimal: KB ... PB; a letter alone by context.
+  constexpr std::string_view kLetters = "kmgtp";
   long double multiplier = 0;
+  const long double decimal_step = 1000.0L, binary_step = 1024.0L;
+  auto power = [](long double step, size_t n) {
+    long double m = 1;
+    for (size_t i = 0; i <= n; ++i) m *= step;
+    return m;
+  };
+  const size_t letter = unit.empty() ? std::string::npos : kLetters.find(unit[0]);
+  const std::string_view rest = unit.empty() ? std::string_view() : std::string_view(unit).substr(1);
   if (unit == "b") multiplier = 1;
-  else if (unit == "k" || unit == "kib") multiplier = kKiB;
-  else if (unit == "m" || unit == "mib") multiplier = kMiB;
-  else if (unit == "g" || unit == "gib") multiplier = kGiB;
-  else if (unit == "t" || unit == "tib") multiplier = static_cast<long double>(kGiB) * 1024;
-  else if (unit == "kb") multiplier = 1e3;
-  else if (unit == "mb") multiplier = 1e6;
-  else if (unit == "gb") multiplier = 1e9;
-  else if (unit == "tb") multiplier = 1e12;
+  else if (letter != std::string::npos && (rest == "i" || rest == "ib")) multiplier = power(binary_step, letter);
+  else if (letter != std::string::npos && rest == "b") multiplier = power(decimal_step, letter);
+  else if (letter != std::string::npos && rest.empty())
+    multiplier = power(units == SizeUnits::kKubernetes ? decimal_step : binary_step, letter);
   else return bad("unknown unit '" + excerpt(unit, 16) + "'");
 
   char* end = nullptr;

@@ -16,12 +16,26 @@ inline constexpr uint64_t kGiB = 1024ull * kMiB;
 // sizes still fit in 64 bits, signed.
 inline constexpr uint64_t kMaxSizeBytes = 1ull << 60;
 
-// Accepts a number with a unit: B, KiB, MiB, GiB, TiB (binary) and KB, MB,
-// GB, TB (decimal); K/M/G/T alone mean binary, as in `docker --shm-size`.
-// A bare number is refused (the error shows the three ways to write it);
-// fractions round to the nearest byte; at most kMaxSizeBytes. `field` names
-// the setting in the error, which shows the text cut to a readable length.
-Result<uint64_t> parse_bytes(std::string_view text, std::string_view field);
+// How the single letters K, M, G, T, P read in the context a size comes from.
+enum class SizeUnits : uint8_t {
+  kBinaryLetters,  // Docker (--shm-size=189g), a tmpfs mount (size=189G): K/M/G/T/P are powers of 1024
+  kKubernetes,     // Kubernetes quantities (sizeLimit, memory limits): K/M/G/T/P powers of 1000, Ki/Mi/Gi/Ti/Pi of 1024
+};
+
+// Accepts a number with a unit, in any case: B; Ki, Mi, Gi, Ti, Pi and KiB,
+// MiB, GiB, TiB, PiB (binary); KB, MB, GB, TB, PB (decimal); K, M, G, T, P
+// alone as `units` says. A bare number is refused (the error shows the
+// ways to write it); fractions round to the nearest byte; at most
+// kMaxSizeBytes. `field` names the setting in the error, which shows the
+// text cut to a readable length.
+Result<uint64_t> parse_bytes(std::string_view text, std::string_view field,
+                             SizeUnits units = SizeUnits::kBinaryLetters);
+
+// The units above as a table, for --help.
+inline constexpr std::string_view kSizeUnitsHelp =
+    "Sizes: B; Ki Mi Gi Ti Pi or KiB MiB GiB TiB PiB = powers of 1024; KB MB GB TB PB = powers of 1000; "
+    "K M G T P alone = powers of 1024 (as Docker's --shm-size and a tmpfs size= read them), but powers of 1000 "
+    "in Kubernetes quantities (a pod's sizeLimit, memory limits), where Gi is 2^30; fractions round to the byte.";
 
 // A fraction in (0, 1], e.g. "0.9"; anything else is invalid_argument naming `field`.
 Result<double> parse_fraction(std::string_view text, std::string_view field);

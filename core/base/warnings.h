@@ -1,5 +1,5 @@
 // Warnings that must appear once per process, not once per layer or per call
-// (DESIGN.md section 3: the fallback warns once per process). A sink
+// (docs/design.md section 3: the fallback warns once per process). A sink
 // remembers which keys it has seen; the process-wide sink is what the engine
 // path uses, tests inject their own.
 #pragma once

@@ -11,16 +11,25 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <vector>
 
+#include "core/base/did_you_mean.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/file_type.h"
 
 namespace engram {
+namespace {
+
+// A file name as errors show it: whatever bytes the name holds (a file may be
+// named with an escape sequence), never raw.
+std::string shown_source(std::string_view source) { return excerpt(source, kEchoedValueBytes); }
+
+}  // namespace
 
 Status YamlFields::error_at(const YAML::Mark& mark, std::string_view path, std::string_view problem) const {
-  if (mark.is_null()) return invalid_argument(fmt::format("{}: {}: {}", source_, path, problem));
+  if (mark.is_null()) return invalid_argument(fmt::format("{}: {}: {}", shown_source(source_), path, problem));
   return invalid_argument(
-      fmt::format("{}: line {}, column {}: {}: {}", source_, mark.line + 1, mark.column + 1, path, problem));
+      fmt::format("{}: line {}, column {}: {}: {}", shown_source(source_), mark.line + 1, mark.column + 1, path, problem));
 }
 
 Status YamlFields::error(const YAML::Node& node, std::string_view path, std::string_view problem) const {
@@ -29,20 +38,29 @@ Status YamlFields::error(const YAML::Node& node, std::string_view path, std::str
 
 Status YamlFields::check_keys(const YAML::Node& map, std::string_view path, std::span<const char* const> known,
                               std::span<const std::string> ignored) const {
+  // Every unknown key of the map, one error a line.
+  std::string errors;
+  const std::vector<std::string> known_names(known.begin(), known.end());
+  auto add = [&](const Status& s) { errors += (errors.empty() ? "" : "\n") + s.message(); };
   for (auto it = map.begin(); it != map.end(); ++it) {
     const YAML::Node key = it->first;  // a copy: the iterator's pair is a temporary
-    if (!key.IsScalar()) return error(key, path, "field names must be plain words");
+    if (!key.IsScalar()) {
+      add(error(key, path, "field names must be plain words"));
+      continue;
+    }
     const std::string& name = key.Scalar();
     bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return name == k; }) ||
               std::any_of(ignored.begin(), ignored.end(), [&](const std::string& k) { return name == k; });
     if (!ok) {
       std::string list;
       for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      return error(key, join(path, excerpt(name)),
-                   fmt::format("unknown field '{}'; known fields here: {}", excerpt(name), list));
+      const std::string guess = did_you_mean(name, known_names);
+      add(error(key, join(path, excerpt(name)),
+                fmt::format("unknown field '{}'; {}known fields here: {}", excerpt(name), guess.empty() ? "" : guess + " ",
+                            list)));
     }
   }
-  return Status::ok();
+  return errors.empty() ? Status::ok() : invalid_argument(errors);
 }
 
 Result<std::string> YamlFields::text(const YAML::Node& node, std::string_view path) const {
@@ -54,6 +72,13 @@ Result<std::string> YamlFields::name(const YAML::Node& node, std::string_view pa
   ENGRAM_ASSIGN_OR_RETURN(std::string value, text(node, path));
   if (value.size() > max_bytes) {
     return error(node, path, fmt::format("'{}' is longer than {} bytes; use a shorter name", excerpt(value), max_bytes));
+  }
+  // Names are printed in tables, warnings and commands to paste: a control
+  // character there would drive the reader's terminal.
+  if (has_control_characters(value)) {
+    return error(node, path,
+                 fmt::format("'{}' holds control characters; a name is printable text (letters, digits, '-', '.')",
+                             excerpt(value)));
   }
   return value;
 }
@@ -124,8 +149,8 @@ class DocumentCheck {
  private:
   Status at(const YAML::Node& node, std::string_view problem) const {
     const YAML::Mark m = node.Mark();
-    if (m.is_null()) return invalid_argument(fmt::format("{}: {}", source_, problem));
-    return invalid_argument(fmt::format("{}: line {}, column {}: {}", source_, m.line + 1, m.column + 1, problem));
+    if (m.is_null()) return invalid_argument(fmt::format("{}: {}", shown_source(source_), problem));
+    return invalid_argument(fmt::format("{}: line {}, column {}: {}", shown_source(source_), m.line + 1, m.column + 1, problem));
   }
 
   std::string_view source_;
@@ -141,19 +166,19 @@ Result<YAML::Node> load_yaml_text(std::string_view text, std::string_view source
   } catch (const YAML::DeepRecursion& e) {
     return invalid_argument(fmt::format("{}: line {}, column {}: nested deeper than {} levels; a deployment or "
                                         "scenario needs a handful",
-                                        source_name, e.mark.line + 1, e.mark.column + 1, kMaxYamlDepth));
+                                        shown_source(source_name), e.mark.line + 1, e.mark.column + 1, kMaxYamlDepth));
   } catch (const YAML::ParserException& e) {
-    return invalid_argument(fmt::format("{}: line {}, column {}: not valid YAML: {}", source_name, e.mark.line + 1,
+    return invalid_argument(fmt::format("{}: line {}, column {}: not valid YAML: {}", shown_source(source_name), e.mark.line + 1,
                                         e.mark.column + 1, e.msg));
   } catch (const YAML::Exception& e) {
-    return invalid_argument(fmt::format("{}: not valid YAML: {}", source_name, excerpt(e.what(), 200)));
+    return invalid_argument(fmt::format("{}: not valid YAML: {}", shown_source(source_name), excerpt(e.what(), 200)));
   }
   if (documents.empty()) return YAML::Node();
   if (documents.size() > 1) {
     const YAML::Mark m = documents[1].Mark();
     return invalid_argument(fmt::format("{}: line {}: a second YAML document (after a --- line); a file holds one "
                                         "deployment or scenario: remove the --- or split the file",
-                                        source_name, m.is_null() ? 0 : m.line + 1));
+                                        shown_source(source_name), m.is_null() ? 0 : m.line + 1));
   }
   DocumentCheck check(source_name);
   ENGRAM_RETURN_IF_ERROR(check.walk(documents[0], 0));

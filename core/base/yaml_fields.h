@@ -37,7 +37,9 @@ class YamlFields {
   Status error(const YAML::Node& node, std::string_view path, std::string_view problem) const;
 
   // Unknown keys (not in `known`, nor in `ignored`) are errors at the key's
-  // own position, listing the known ones; so are keys that are not scalars.
+  // own position, with the closest known one ("did you mean 'tp'?") and all
+  // of them; so are keys that are not scalars. Every such key of the map,
+  // one error a line.
   Status check_keys(const YAML::Node& map, std::string_view path, std::span<const char* const> known,
                     std::span<const std::string> ignored = {}) const;
 

@@ -1,5 +1,5 @@
 // What users write: the machines (topology), the parallel layout and the
-// Engram settings. DESIGN.md section 3. Plain data; parsing lives in
+// Engram settings. docs/design.md section 3. Plain data; parsing lives in
 // core/deployment_yaml.*, decisions in core/config_resolution.* and
 // core/placement.*.
 #pragma once
@@ -36,12 +36,14 @@ struct HostSpec {
   std::string nvlink_domain;        // "" = no NVLink domain beyond this host
   bool imex_channel = false;        // IMEX channel device present
   bool fabric_attribute = false;    // the driver reports FABRIC handle support
+  bool posix_fd_attribute = true;   // the driver reports POSIX fd handle support (the emulator refuses POSIX without it)
   int visible_gpus_per_rank = 0;    // 0 = all; 1 = each container sees one GPU
   RuntimeEnvironment environment = RuntimeEnvironment::kUnknown;  // picks the fixes messages name
   // Containers (what happens after the placement; the placement itself
   // reads only tmpfs_bytes_total). 0 = not limited.
-  uint64_t tmpfs_bytes_enforced = 0;         // a smaller limit the tmpfs total does not show (Kubernetes emptyDir sizeLimit)
-  uint64_t memory_limit_bytes_per_rank = 0;  // each rank's memory cgroup; /dev/shm pages count against their writer's
+  // Limits as written; unset: none. An explicit 0B is a limit of nothing.
+  std::optional<uint64_t> tmpfs_bytes_enforced;         // a smaller limit the tmpfs total does not show (Kubernetes emptyDir sizeLimit)
+  std::optional<uint64_t> memory_limit_bytes_per_rank;  // each rank's memory cgroup; /dev/shm pages count against their writer's
   int cpu_sockets = 1;                       // NUMA nodes; GPU g sits on socket g * sockets / gpus
 };
 
@@ -60,6 +62,7 @@ struct ParallelLayout {
   bool elastic_ep = false;
   int prefill_cp = 1;  // prefill context parallel size (same per-token rule)
   int world_size() const { return tp * dp; }
+  bool operator==(const ParallelLayout&) const = default;
 };
 
 // Which ranks share one row-sharded device table.
@@ -75,6 +78,7 @@ struct EngramConfig {
   // back its own token shard, ceil(tokens / tp) tokens zero-padded, instead
   // of every token's heads.
   bool sequence_parallel = false;
+  bool operator==(const EngramConfig&) const = default;
 };
 
 // What the engine itself takes from each GPU, so "KV cache left" is what the
@@ -82,10 +86,16 @@ struct EngramConfig {
 // budget: vLLM's gpu_memory_utilization, SGLang's mem_fraction_static), less
 // the Engram tables and buffer, less gpu_reserved_bytes (weights,
 // activations, CUDA context, NCCL buffers).
+inline constexpr int kMaxContextLength = 1 << 30;
+
 struct EngineMemory {
   double gpu_memory_fraction = 0.90;          // vLLM's default gpu_memory_utilization
-  std::optional<uint64_t> gpu_reserved_bytes;  // unset: not counted, and the report says so
+  std::optional<uint64_t> gpu_reserved_bytes;  // unset: the model's weights at this TP if its file gives them, else not counted
+  bool reserved_from_model = false;            // gpu_reserved_bytes came from the model file's serving figures
   bool fraction_given = false;                 // false: the default above, announced
+  // Tokens per request for "maximum concurrency" (vLLM's max_model_len);
+  // unset: the plan gives KV tokens only.
+  std::optional<int64_t> context_length_tokens;
 };
 
 // A default the user did not write, as the output announces it.

@@ -7,6 +7,7 @@
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
 #include "core/model/gpu_models.h"
+#include "core/model/table_spec.h"
 
 namespace engram {
 
@@ -122,7 +123,7 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
     if (!model.is_ok()) {
       return invalid_argument(fmt::format("hosts[{}].{}", i, model.status().message()));
     }
-    h.gpu_model = model->name;  // one spelling from here on
+    if (model->source_path.empty()) h.gpu_model = model->name;  // one spelling from here on (a GPU file keeps its path)
     if (h.gpu_memory_bytes == 0) {
       h.gpu_memory_bytes = model->memory_bytes;
       ++gpu_memory_defaulted[h.gpu_model];
@@ -133,6 +134,17 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
     }
     if (h.boot_id.empty()) h.boot_id = "boot-" + h.name;  // one boot per named host by default
     if (!h.shm_mounted && h.tmpfs_bytes_total != 0) h.tmpfs_bytes_total = 0;  // nothing mounted, nothing there
+  }
+  // One machine listed twice would be counted twice (its GPUs, its RAM, its
+  // tmpfs): a host's name and boot id say which machine it is.
+  std::map<std::pair<std::string, std::string>, size_t> first_with_identity;
+  for (size_t i = 0; i < d.hosts.size(); ++i) {
+    const auto [it, fresh] = first_with_identity.try_emplace({d.hosts[i].name, d.hosts[i].boot_id}, i);
+    if (fresh) continue;
+    return invalid_argument(fmt::format(
+        "hosts[{}] and hosts[{}] are both named '{}' (boot id '{}'): one machine listed twice? give each host its "
+        "own name (two machines that share a hostname: give them different boot_id values)",
+        it->second, i, excerpt(d.hosts[i].name), excerpt(d.hosts[i].boot_id)));
   }
   for (const auto& [name, hosts] : gpu_memory_defaulted) {
     const GpuModelInfo m = find_gpu_model(name).value();
@@ -162,6 +174,18 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
     d.defaults_used.push_back({"engine.gpu_memory_fraction", fmt::format("{:.2f}", fraction),
                                "vLLM's default gpu_memory_utilization; give --gpu-memory-fraction (SGLang: "
                                "mem_fraction_static)"});
+  }
+  // Weights per GPU from the model file, where it gives them for this TP size.
+  if (auto model = model_preset(d.model); !d.engine.gpu_reserved_bytes && model.is_ok()) {
+    if (auto weights = model->serving.weights_bytes_per_gpu(d.layout.tp)) {
+      d.engine.gpu_reserved_bytes = *weights;
+      d.engine.reserved_from_model = true;
+      d.defaults_used.push_back(
+          {"engine.gpu_reserved", format_gib(*weights) + fmt::format(" (the model's weights per GPU at TP {})", d.layout.tp),
+           fmt::format("the model file's serving.weights_per_gpu ({}); give --gpu-reserved to count the engine's "
+                       "working memory too",
+                       model->serving.source.empty() ? "no source given" : model->serving.source)});
+    }
   }
   if (!d.engine.gpu_reserved_bytes && !announced("engine.gpu_reserved")) {
     d.defaults_used.push_back({"engine.gpu_reserved", "not counted",

@@ -6,12 +6,15 @@
 #include <charconv>
 #include <vector>
 
+#include "core/base/did_you_mean.h"
+#include "core/base/field_errors.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/text_list.h"
 #include "core/base/units.h"
 #include "core/deployment/shard_groups.h"
 #include "core/base/yaml_fields.h"
 #include "core/deployment/model_yaml.h"
+#include "core/model/gpu_models.h"
 
 namespace engram {
 namespace {
@@ -37,9 +40,10 @@ class Parser : public YamlFields {
     return static_cast<int>(value);
   }
 
-  Result<uint64_t> size_of(const YAML::Node& node, std::string_view path) const {
+  Result<uint64_t> size_of(const YAML::Node& node, std::string_view path,
+                           SizeUnits units = SizeUnits::kBinaryLetters) const {
     ENGRAM_ASSIGN_OR_RETURN(std::string text, this->text(node, path));
-    auto bytes = parse_bytes(text, path);
+    auto bytes = parse_bytes(text, path, units);
     if (!bytes.is_ok()) {
       // parse_bytes already names the field, the value and the fix.
       const YAML::Mark m = node.Mark();
@@ -48,6 +52,17 @@ class Parser : public YamlFields {
     }
     return bytes.value();
   }
+  // A memory size: 0 bytes is no memory at all, and leaving the field out is
+  // how to ask for the model's figure, so an explicit 0 is refused.
+  Result<uint64_t> memory_size_of(const YAML::Node& node, std::string_view path, std::string_view of) const {
+    ENGRAM_ASSIGN_OR_RETURN(const uint64_t bytes, size_of(node, path));
+    if (bytes == 0) {
+      return error(node, path, fmt::format("'{}' is no memory; {} has some: give its size (e.g. 141GiB), or leave {} "
+                                           "out for the GPU model's figure",
+                                           excerpt(node.Scalar()), of, path));
+    }
+    return bytes;
+  }
 };
 
 constexpr const char* kTopKeys[] = {"model", "hosts", "rank_hosts", "layout", "config", "engine", "timeouts"};
@@ -55,88 +70,111 @@ constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gp
                                      "nvlink_domain", "imex_channel", "fabric_attribute",
                                      "visible_gpus_per_rank", "count", "environment", "shm_size_limit",
                                      "memory_limit_per_rank", "cpu_sockets"};
-constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved"};
+constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved", "context_length"};
 constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
 constexpr const char* kConfigKeys[] = {"cpu_offload", "peer_shards", "dp_shared_memory", "shard_group",
                                        "tokens_per_rank_max", "sequence_parallel"};
 
-Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec>& hosts,
-                   std::vector<std::string>& shm_defaulted) {
+// A GPU model the plan knows, checked where the file names it, so a
+// misspelt one is reported with the file's other errors. A path (a GPU
+// file) is left to the plan.
+Status check_gpu_model(const Parser& p, const YAML::Node& node, std::string_view path, const std::string& name) {
+  if (name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml")) return Status::ok();
+  if (find_gpu_model(name).is_ok()) return Status::ok();
+  const std::vector<std::string> known = known_gpu_models();
+  const std::string guess = did_you_mean(name, known);
+  return p.error(node, path,
+                 fmt::format("unknown GPU model '{}'; {}known: {} (any case)", excerpt(name),
+                             guess.empty() ? "" : guess + " ", fmt::join(known, ", ")));
+}
+
+// One host entry's fields, each error kept and the next field read.
+void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, HostSpec& host, FieldErrors& e) {
+  host.tmpfs_bytes_total = kDockerDefaultShmBytes;
+  if (!h["name"]) e.add(p.error(h, path + ".name", "missing; give each host a name"));
+  else if (e.set(host.name, p.name(h["name"], path + ".name", kMaxNameBytes)) && host.name.empty())
+    e.add(p.error(h["name"], path + ".name", "empty; give each host a name"));
+  if (!h["gpus"]) e.add(p.error(h, path + ".gpus", "missing; give the number of GPUs, e.g. gpus: 8"));
+  else e.set(host.gpu_count, p.int_of(h["gpus"], path + ".gpus", 1, kMaxGpusPerHost));
+  if (h["boot_id"]) e.set(host.boot_id, p.name(h["boot_id"], path + ".boot_id", kMaxNameBytes));
+  if (h["gpu_model"] && e.set(host.gpu_model, p.name(h["gpu_model"], path + ".gpu_model", kMaxNameBytes)))
+    e.add(check_gpu_model(p, h["gpu_model"], path + ".gpu_model", host.gpu_model));
+  if (h["gpu_memory"]) e.set(host.gpu_memory_bytes, p.memory_size_of(h["gpu_memory"], path + ".gpu_memory", "a GPU"));
+  if (h["host_memory"])
+    e.set(host.host_memory_bytes, p.memory_size_of(h["host_memory"], path + ".host_memory", "a host"));
+  if (h["environment"]) {
+    std::string text;
+    if (e.set(text, p.text(h["environment"], path + ".environment"))) {
+      auto environment = parse_runtime_environment(text, path + ".environment");
+      if (environment.is_ok()) host.environment = environment.value();
+      else
+        e.add(p.error(h["environment"], path + ".environment",
+                      fmt::format("'{}' is not a runtime environment; write bare_metal, docker, kubernetes or unknown",
+                                  excerpt(text))));
+    }
+  }
+  if (h["shm_size"]) {
+    const YAML::Node& s = h["shm_size"];
+    if (s.IsScalar() && s.Scalar() == "none") {
+      host.shm_mounted = false;
+      host.tmpfs_bytes_total = 0;
+    } else {
+      e.set(host.tmpfs_bytes_total, p.size_of(s, path + ".shm_size"));
+    }
+  }
+  if (h["nvlink_domain"]) e.set(host.nvlink_domain, p.name(h["nvlink_domain"], path + ".nvlink_domain", kMaxNameBytes));
+  if (h["imex_channel"]) e.set(host.imex_channel, p.boolean(h["imex_channel"], path + ".imex_channel"));
+  if (h["fabric_attribute"]) e.set(host.fabric_attribute, p.boolean(h["fabric_attribute"], path + ".fabric_attribute"));
+  if (h["visible_gpus_per_rank"]) {
+    e.set(host.visible_gpus_per_rank,
+          p.int_of(h["visible_gpus_per_rank"], path + ".visible_gpus_per_rank", 0, kMaxGpusPerHost));
+  }
+  if (h["shm_size_limit"]) e.set(host.tmpfs_bytes_enforced, p.size_of(h["shm_size_limit"], path + ".shm_size_limit", SizeUnits::kKubernetes));
+  if (h["memory_limit_per_rank"]) {
+    e.set(host.memory_limit_bytes_per_rank, p.size_of(h["memory_limit_per_rank"], path + ".memory_limit_per_rank"));
+  }
+  if (h["cpu_sockets"]) e.set(host.cpu_sockets, p.int_of(h["cpu_sockets"], path + ".cpu_sockets", 1, 16));
+}
+
+void parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec>& hosts,
+                 std::vector<std::string>& shm_defaulted, FieldErrors& e) {
   if (!node.IsSequence()) {
-    return p.error(node, "hosts", fmt::format("expected a list of hosts, found {}", Parser::describe(node)));
+    e.add(p.error(node, "hosts", fmt::format("expected a list of hosts, found {}", Parser::describe(node))));
+    return;
   }
   if (node.size() > static_cast<size_t>(kMaxHosts)) {
-    return p.error(node, "hosts", fmt::format("{} entries; a deployment holds at most {} hosts", node.size(), kMaxHosts));
+    e.add(p.error(node, "hosts", fmt::format("{} entries; a deployment holds at most {} hosts", node.size(), kMaxHosts)));
+    return;
   }
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node& h = node[i];
     const std::string path = fmt::format("hosts[{}]", i);
-    ENGRAM_RETURN_IF_ERROR(p.expect_map(h, path));
-    ENGRAM_RETURN_IF_ERROR(p.check_keys(h, path, kHostKeys));
+    // An entry that is no map still counts as a host: rank_hosts indices
+    // after it keep their meaning.
     HostSpec host;
     host.tmpfs_bytes_total = kDockerDefaultShmBytes;
-    if (!h["name"]) return p.error(h, path + ".name", "missing; give each host a name");
-    ENGRAM_ASSIGN_OR_RETURN(host.name, p.name(h["name"], path + ".name", kMaxNameBytes));
-    if (host.name.empty()) return p.error(h["name"], path + ".name", "empty; give each host a name");
-    if (!h["gpus"]) return p.error(h, path + ".gpus", "missing; give the number of GPUs, e.g. gpus: 8");
-    ENGRAM_ASSIGN_OR_RETURN(host.gpu_count, p.int_of(h["gpus"], path + ".gpus", 1, kMaxGpusPerHost));
-    if (h["boot_id"]) { ENGRAM_ASSIGN_OR_RETURN(host.boot_id, p.name(h["boot_id"], path + ".boot_id", kMaxNameBytes)); }
-    if (h["gpu_model"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_model, p.name(h["gpu_model"], path + ".gpu_model", kMaxNameBytes)); }
-    if (h["gpu_memory"]) { ENGRAM_ASSIGN_OR_RETURN(host.gpu_memory_bytes, p.size_of(h["gpu_memory"], path + ".gpu_memory")); }
-    if (h["host_memory"]) {
-      ENGRAM_ASSIGN_OR_RETURN(host.host_memory_bytes, p.size_of(h["host_memory"], path + ".host_memory"));
-    }
-    if (h["environment"]) {
-      ENGRAM_ASSIGN_OR_RETURN(std::string text, p.text(h["environment"], path + ".environment"));
-      auto environment = parse_runtime_environment(text, path + ".environment");
-      if (!environment.is_ok()) {
-        return p.error(h["environment"], path + ".environment",
-                       fmt::format("'{}' is not a runtime environment; write bare_metal, docker, kubernetes or unknown",
-                                   excerpt(text)));
-      }
-      host.environment = environment.value();
-    }
-    if (!h["shm_size"]) shm_defaulted.push_back(host.name);
-    if (h["shm_size"]) {
-      const YAML::Node& s = h["shm_size"];
-      if (s.IsScalar() && s.Scalar() == "none") {
-        host.shm_mounted = false;
-        host.tmpfs_bytes_total = 0;
-      } else {
-        ENGRAM_ASSIGN_OR_RETURN(host.tmpfs_bytes_total, p.size_of(s, path + ".shm_size"));
-      }
-    }
-    if (h["nvlink_domain"]) { ENGRAM_ASSIGN_OR_RETURN(host.nvlink_domain, p.name(h["nvlink_domain"], path + ".nvlink_domain", kMaxNameBytes)); }
-    if (h["imex_channel"]) { ENGRAM_ASSIGN_OR_RETURN(host.imex_channel, p.boolean(h["imex_channel"], path + ".imex_channel")); }
-    if (h["fabric_attribute"]) { ENGRAM_ASSIGN_OR_RETURN(host.fabric_attribute, p.boolean(h["fabric_attribute"], path + ".fabric_attribute")); }
-    if (h["visible_gpus_per_rank"]) {
-      ENGRAM_ASSIGN_OR_RETURN(host.visible_gpus_per_rank,
-                              p.int_of(h["visible_gpus_per_rank"], path + ".visible_gpus_per_rank", 0, kMaxGpusPerHost));
-    }
-    if (h["shm_size_limit"]) {
-      ENGRAM_ASSIGN_OR_RETURN(host.tmpfs_bytes_enforced, p.size_of(h["shm_size_limit"], path + ".shm_size_limit"));
-    }
-    if (h["memory_limit_per_rank"]) {
-      ENGRAM_ASSIGN_OR_RETURN(host.memory_limit_bytes_per_rank,
-                              p.size_of(h["memory_limit_per_rank"], path + ".memory_limit_per_rank"));
-    }
-    if (h["cpu_sockets"]) {
-      ENGRAM_ASSIGN_OR_RETURN(host.cpu_sockets, p.int_of(h["cpu_sockets"], path + ".cpu_sockets", 1, 16));
+    if (e.add(p.expect_map(h, path))) {
+      e.add(p.check_keys(h, path, kHostKeys));
+      parse_host(p, h, path, host, e);
+      if (!h["shm_size"]) shm_defaulted.push_back(host.name);
     }
     int count = 1;
-    if (h["count"]) {
-      ENGRAM_ASSIGN_OR_RETURN(count, p.int_of(h["count"], path + ".count", 1, kMaxHosts));
+    const bool counted = h.IsMap() && h["count"];
+    if (counted) {
+      if (!e.set(count, p.int_of(h["count"], path + ".count", 1, kMaxHosts))) return;  // no guess at how many
       // Checked before the copies are made: 1,000 entries of count 100000 stop here.
       if (hosts.size() + static_cast<size_t>(count) > static_cast<size_t>(kMaxHosts)) {
-        return p.error(h["count"], path + ".count",
-                       fmt::format("{} more hosts make {} in all; a deployment holds at most {} hosts", count,
-                                   hosts.size() + static_cast<size_t>(count), kMaxHosts));
+        e.add(p.error(h["count"], path + ".count",
+                      fmt::format("{} more hosts make {} in all; a deployment holds at most {} hosts", count,
+                                  hosts.size() + static_cast<size_t>(count), kMaxHosts)));
+        return;
       }
     } else if (hosts.size() + 1 > static_cast<size_t>(kMaxHosts)) {
-      return p.error(h, path, fmt::format("a deployment holds at most {} hosts", kMaxHosts));
+      e.add(p.error(h, path, fmt::format("a deployment holds at most {} hosts", kMaxHosts)));
+      return;
     }
-    if (!h["count"]) {
+    if (!counted) {
       hosts.push_back(host);
       continue;
     }
@@ -147,154 +185,164 @@ Status parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec
       hosts.push_back(std::move(copy));
     }
   }
-  return Status::ok();
 }
 
 // A plain number is a host index; anything else, and a number written in
 // quotes, is a host name (hosts may well be named "0" and "1").
-Status parse_rank_hosts(const Parser& p, const YAML::Node& node, Deployment& d) {
+void parse_rank_hosts(const Parser& p, const YAML::Node& node, Deployment& d, FieldErrors& e) {
   if (!node.IsSequence()) {
-    return p.error(node, "rank_hosts", fmt::format("expected a list of host indices or names, found {}",
-                                                   Parser::describe(node)));
+    e.add(p.error(node, "rank_hosts",
+                  fmt::format("expected a list of host indices or names, found {}", Parser::describe(node))));
+    return;
   }
   if (node.size() > static_cast<size_t>(kMaxRanks)) {
-    return p.error(node, "rank_hosts", fmt::format("{} entries; a deployment holds at most {} ranks", node.size(),
-                                                   kMaxRanks));
+    e.add(p.error(node, "rank_hosts",
+                  fmt::format("{} entries; a deployment holds at most {} ranks", node.size(), kMaxRanks)));
+    return;
   }
   for (size_t r = 0; r < node.size(); ++r) {
-    const YAML::Node& e = node[r];
+    const YAML::Node& n = node[r];
     const std::string path = fmt::format("rank_hosts[{}]", r);
-    ENGRAM_ASSIGN_OR_RETURN(std::string text, p.text(e, path));
+    std::string text;
+    if (!e.set(text, p.text(n, path))) continue;
     int64_t index = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), index);
-    const bool is_index = !Parser::is_quoted(e) && ec == std::errc() && end == text.data() + text.size();
+    const bool is_index = !Parser::is_quoted(n) && ec == std::errc() && end == text.data() + text.size();
     if (is_index) {
       if (index < 0 || index >= static_cast<int64_t>(d.hosts.size())) {
-        return p.error(e, path, fmt::format("host index {} is out of range; hosts are 0..{}", index,
-                                            static_cast<int>(d.hosts.size()) - 1));
+        e.add(p.error(n, path, fmt::format("host index {} is out of range; hosts are 0..{}", index,
+                                           static_cast<int>(d.hosts.size()) - 1)));
+        continue;
       }
     } else {
       auto matches = std::count_if(d.hosts.begin(), d.hosts.end(), [&](const HostSpec& h) { return h.name == text; });
       if (matches != 1) {
-        return p.error(e, path, fmt::format("'{}' names {} hosts; use a host index or a unique host name",
-                                            excerpt(text), matches == 0 ? "no" : "several"));
+        e.add(p.error(n, path, fmt::format("'{}' names {} hosts; use a host index or a unique host name",
+                                           excerpt(text), matches == 0 ? "no" : "several")));
+        continue;
       }
       index = std::find_if(d.hosts.begin(), d.hosts.end(), [&](const HostSpec& h) { return h.name == text; }) -
               d.hosts.begin();
     }
     d.rank_hosts.push_back(static_cast<int>(index));
   }
-  return Status::ok();
 }
 
-Status parse_layout(const Parser& p, const YAML::Node& node, ParallelLayout& l) {
-  ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "layout"));
-  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "layout", kLayoutKeys));
-  if (node["tp"]) { ENGRAM_ASSIGN_OR_RETURN(l.tp, p.int_of(node["tp"], "layout.tp", 1, kMaxRanks)); }
-  if (node["dp"]) { ENGRAM_ASSIGN_OR_RETURN(l.dp, p.int_of(node["dp"], "layout.dp", 1, kMaxRanks)); }
-  if (node["ep"]) { ENGRAM_ASSIGN_OR_RETURN(l.ep, p.int_of(node["ep"], "layout.ep", 1, kMaxRanks)); }
-  if (node["prefill_cp"]) { ENGRAM_ASSIGN_OR_RETURN(l.prefill_cp, p.int_of(node["prefill_cp"], "layout.prefill_cp", 1, kMaxRanks)); }
-  if (node["elastic_ep"]) { ENGRAM_ASSIGN_OR_RETURN(l.elastic_ep, p.boolean(node["elastic_ep"], "layout.elastic_ep")); }
-  return Status::ok();
+// A section that must be a map, its keys checked; false when it is no map.
+bool open_section(const Parser& p, const YAML::Node& node, const char* path, std::span<const char* const> keys,
+                  FieldErrors& e) {
+  if (!e.add(p.expect_map(node, path))) return false;
+  e.add(p.check_keys(node, path, keys));
+  return true;
 }
 
-Status parse_engine(const Parser& p, const YAML::Node& node, EngineMemory& e) {
-  ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "engine"));
-  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "engine", kEngineKeys));
-  if (node["gpu_memory_fraction"]) {
-    const YAML::Node& n = node["gpu_memory_fraction"];
-    ENGRAM_ASSIGN_OR_RETURN(std::string text, p.text(n, "engine.gpu_memory_fraction"));
-    auto fraction = parse_fraction(text, "engine.gpu_memory_fraction");
-    if (!fraction.is_ok()) {
-      return p.error(n, "engine.gpu_memory_fraction",
-                     fmt::format("'{}' is not a fraction in (0, 1]; write e.g. 0.9", excerpt(text)));
+void parse_layout(const Parser& p, const YAML::Node& node, ParallelLayout& l, FieldErrors& e) {
+  if (!open_section(p, node, "layout", kLayoutKeys, e)) return;
+  if (node["tp"]) e.set(l.tp, p.int_of(node["tp"], "layout.tp", 1, kMaxRanks));
+  if (node["dp"]) e.set(l.dp, p.int_of(node["dp"], "layout.dp", 1, kMaxRanks));
+  if (node["ep"]) e.set(l.ep, p.int_of(node["ep"], "layout.ep", 1, kMaxRanks));
+  if (node["prefill_cp"]) e.set(l.prefill_cp, p.int_of(node["prefill_cp"], "layout.prefill_cp", 1, kMaxRanks));
+  if (node["elastic_ep"]) e.set(l.elastic_ep, p.boolean(node["elastic_ep"], "layout.elastic_ep"));
+}
+
+void parse_engine(const Parser& p, const YAML::Node& node, EngineMemory& m, FieldErrors& e) {
+  if (!open_section(p, node, "engine", kEngineKeys, e)) return;
+  if (const YAML::Node n = node["gpu_memory_fraction"]) {
+    std::string text;
+    if (e.set(text, p.text(n, "engine.gpu_memory_fraction"))) {
+      auto fraction = parse_fraction(text, "engine.gpu_memory_fraction");
+      if (fraction.is_ok()) {
+        m.gpu_memory_fraction = fraction.value();
+        m.fraction_given = true;
+      } else {
+        e.add(p.error(n, "engine.gpu_memory_fraction",
+                      fmt::format("'{}' is not a fraction in (0, 1]; write e.g. 0.9", excerpt(text))));
+      }
     }
-    e.gpu_memory_fraction = fraction.value();
-    e.fraction_given = true;
   }
-  if (node["gpu_reserved"]) {
-    ENGRAM_ASSIGN_OR_RETURN(uint64_t bytes, p.size_of(node["gpu_reserved"], "engine.gpu_reserved"));
-    e.gpu_reserved_bytes = bytes;
-  }
-  return Status::ok();
+  if (node["gpu_reserved"]) e.set(m.gpu_reserved_bytes, p.size_of(node["gpu_reserved"], "engine.gpu_reserved"));
+  int context_length = 0;
+  if (node["context_length"] &&
+      e.set(context_length, p.int_of(node["context_length"], "engine.context_length", 1, kMaxContextLength)))
+    m.context_length_tokens = context_length;
 }
 
-Status parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c) {
-  ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "config"));
-  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "config", kConfigKeys));
-  if (node["cpu_offload"]) { ENGRAM_ASSIGN_OR_RETURN(c.cpu_offload, p.boolean(node["cpu_offload"], "config.cpu_offload")); }
-  if (node["peer_shards"]) { ENGRAM_ASSIGN_OR_RETURN(c.peer_shards, p.boolean(node["peer_shards"], "config.peer_shards")); }
-  if (node["dp_shared_memory"]) {
-    const YAML::Node& n = node["dp_shared_memory"];
+void parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c, FieldErrors& e) {
+  if (!open_section(p, node, "config", kConfigKeys, e)) return;
+  if (node["cpu_offload"]) e.set(c.cpu_offload, p.boolean(node["cpu_offload"], "config.cpu_offload"));
+  if (node["peer_shards"]) e.set(c.peer_shards, p.boolean(node["peer_shards"], "config.peer_shards"));
+  if (const YAML::Node n = node["dp_shared_memory"]) {
     if (n.IsNull() || (n.IsScalar() && (n.Scalar() == "unset" || n.Scalar() == "~"))) {
       c.dp_shared_memory.reset();
     } else {
       auto value = p.boolean(n, "config.dp_shared_memory");
-      if (!value.is_ok()) {
-        return p.error(n, "config.dp_shared_memory",
-                       fmt::format("{} is not allowed; write true, false or unset", Parser::describe(n)));
-      }
-      c.dp_shared_memory = value.value();
+      if (value.is_ok()) c.dp_shared_memory = value.value();
+      else
+        e.add(p.error(n, "config.dp_shared_memory",
+                      fmt::format("{} is not allowed; write true, false or unset", Parser::describe(n))));
     }
   }
-  if (node["shard_group"]) {
-    ENGRAM_ASSIGN_OR_RETURN(std::string s, p.text(node["shard_group"], "config.shard_group"));
-    const std::optional<ShardGroup> kind = shard_group_from_name(s);
-    if (!kind)
-      return p.error(node["shard_group"], "config.shard_group",
-                     fmt::format("'{}' is not a shard group; write {}", excerpt(s), shard_group_choices()));
-    c.shard_group = *kind;
+  if (const YAML::Node n = node["shard_group"]) {
+    std::string s;
+    if (e.set(s, p.text(n, "config.shard_group"))) {
+      const std::optional<ShardGroup> kind = shard_group_from_name(s);
+      if (kind) c.shard_group = *kind;
+      else
+        e.add(p.error(n, "config.shard_group",
+                      fmt::format("'{}' is not a shard group; write {}", excerpt(s), shard_group_choices())));
+    }
   }
-  if (node["sequence_parallel"]) {
-    ENGRAM_ASSIGN_OR_RETURN(c.sequence_parallel, p.boolean(node["sequence_parallel"], "config.sequence_parallel"));
-  }
+  if (node["sequence_parallel"]) e.set(c.sequence_parallel, p.boolean(node["sequence_parallel"], "config.sequence_parallel"));
   if (node["tokens_per_rank_max"]) {
-    ENGRAM_ASSIGN_OR_RETURN(c.tokens_per_rank_max,
-                            p.int_of(node["tokens_per_rank_max"], "config.tokens_per_rank_max", 1, kMaxTokensPerRank));
+    e.set(c.tokens_per_rank_max,
+          p.int_of(node["tokens_per_rank_max"], "config.tokens_per_rank_max", 1, kMaxTokensPerRank));
   }
-  return Status::ok();
 }
 
 constexpr int kMaxTimeoutMs = 24 * 3600 * 1000;
 
-Status parse_timeouts(const Parser& p, const YAML::Node& node, Timeouts& t) {
-  ENGRAM_RETURN_IF_ERROR(p.expect_map(node, "timeouts"));
-  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "timeouts", kTimeoutKeys));
-  if (node["collective_ms"]) {
-    ENGRAM_ASSIGN_OR_RETURN(int ms, p.int_of(node["collective_ms"], "timeouts.collective_ms", 1, kMaxTimeoutMs));
+void parse_timeouts(const Parser& p, const YAML::Node& node, Timeouts& t, FieldErrors& e) {
+  if (!open_section(p, node, "timeouts", kTimeoutKeys, e)) return;
+  int ms = 0;
+  if (node["collective_ms"] && e.set(ms, p.int_of(node["collective_ms"], "timeouts.collective_ms", 1, kMaxTimeoutMs)))
     t.collective_ms = static_cast<uint64_t>(ms);
-  }
-  if (node["join_ms"]) {
-    ENGRAM_ASSIGN_OR_RETURN(int ms, p.int_of(node["join_ms"], "timeouts.join_ms", 1, kMaxTimeoutMs));
+  if (node["join_ms"] && e.set(ms, p.int_of(node["join_ms"], "timeouts.join_ms", 1, kMaxTimeoutMs)))
     t.join_ms = static_cast<uint64_t>(ms);
-  }
-  return Status::ok();
 }
 
 }  // namespace
 
-Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view source_name,
-                                    std::span<const std::string> ignored_keys) {
+Deployment parse_deployment_fields(const YAML::Node& node, std::string_view source_name,
+                                   std::span<const std::string> ignored_keys, FieldErrors& e) {
   Parser p(source_name);
-  if (!node.IsMap()) {
-    return p.error(node, "(top level)", fmt::format("expected a map with model, hosts, layout and config, found {}",
-                                                    Parser::describe(node)));
-  }
-  ENGRAM_RETURN_IF_ERROR(p.check_keys(node, "", kTopKeys, ignored_keys));
   Deployment d;
-  if (node["model"]) ENGRAM_RETURN_IF_ERROR(parse_model_field(p, node["model"], "model", d.model, d.model_hash));
-  if (!node["hosts"]) return p.error(node, "hosts", "missing; list the hosts, e.g. hosts: [{name: n0, gpus: 8}]");
+  if (!node.IsMap()) {
+    e.add(p.error(node, "(top level)", fmt::format("expected a map with model, hosts, layout and config, found {}",
+                                                   Parser::describe(node))));
+    return d;
+  }
+  e.add(p.check_keys(node, "", kTopKeys, ignored_keys));
+  if (node["model"]) e.add(parse_model_field(p, node["model"], "model", d.model, d.model_hash));
   std::vector<std::string> shm_defaulted;
-  ENGRAM_RETURN_IF_ERROR(parse_hosts(p, node["hosts"], d.hosts, shm_defaulted));
+  if (!node["hosts"]) e.add(p.error(node, "hosts", "missing; list the hosts, e.g. hosts: [{name: n0, gpus: 8}]"));
+  else parse_hosts(p, node["hosts"], d.hosts, shm_defaulted, e);
   if (!shm_defaulted.empty()) {
     d.defaults_used.push_back({fmt::format("shm_size ({})", join_limited(shm_defaulted)), "64 MiB",
                                "Docker's default /dev/shm; give shm_size (what `df -h /dev/shm` shows there)"});
   }
-  if (node["rank_hosts"]) ENGRAM_RETURN_IF_ERROR(parse_rank_hosts(p, node["rank_hosts"], d));
-  if (node["layout"]) ENGRAM_RETURN_IF_ERROR(parse_layout(p, node["layout"], d.layout));
-  if (node["config"]) ENGRAM_RETURN_IF_ERROR(parse_config(p, node["config"], d.config));
-  if (node["engine"]) ENGRAM_RETURN_IF_ERROR(parse_engine(p, node["engine"], d.engine));
-  if (node["timeouts"]) ENGRAM_RETURN_IF_ERROR(parse_timeouts(p, node["timeouts"], d.timeouts));
+  if (node["rank_hosts"]) parse_rank_hosts(p, node["rank_hosts"], d, e);
+  if (node["layout"]) parse_layout(p, node["layout"], d.layout, e);
+  if (node["config"]) parse_config(p, node["config"], d.config, e);
+  if (node["engine"]) parse_engine(p, node["engine"], d.engine, e);
+  if (node["timeouts"]) parse_timeouts(p, node["timeouts"], d.timeouts, e);
+  return d;
+}
+
+Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view source_name,
+                                    std::span<const std::string> ignored_keys) {
+  FieldErrors errors;
+  Deployment d = parse_deployment_fields(node, source_name, ignored_keys, errors);
+  if (!errors.empty()) return errors.status();
   return d;
 }
 

@@ -1,4 +1,4 @@
-// A Deployment written as YAML (DESIGN.md section 3):
+// A Deployment written as YAML (docs/design.md section 3):
 //
 //   model: deepseek-v4.1-flash
 //   hosts:
@@ -17,8 +17,8 @@
 //
 // Field-level checks only: cross-field checks (tp * dp against the hosts)
 // happen in validate_and_complete, after command-line overrides. Every error
-// is invalid_argument with "<source>: line L, column C: <field path>: <value
-// and fix>".
+// of the file is reported at once: invalid_argument with one error a line,
+// "<source>: line L, column C: <field path>: <value and fix>".
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "core/deployment/deployment.h"
+#include "core/base/field_errors.h"
 #include "core/base/status.h"
 
 namespace engram {
@@ -41,6 +42,12 @@ Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view sou
 // a deployment beside their own sections, e.g. scenario files).
 Result<Deployment> parse_deployment(const YAML::Node& node, std::string_view source_name,
                                     std::span<const std::string> ignored_keys);
+
+// The same for a format that reads its own sections too and reports every
+// error of the file at once: the fields that read, with every error of the
+// deployment part added to `errors` (core/base/field_errors.h).
+Deployment parse_deployment_fields(const YAML::Node& node, std::string_view source_name,
+                                   std::span<const std::string> ignored_keys, FieldErrors& errors);
 
 Result<Deployment> parse_deployment_text(std::string_view text, std::string_view source_name);
 Result<Deployment> load_deployment_file(const std::string& path);

@@ -1,8 +1,10 @@
 #include "core/deployment/model_yaml.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
+#include <filesystem>
 #include <limits>
 
 #include "core/base/text_excerpt.h"
@@ -31,12 +33,31 @@ Result<T> whole_number(const YamlFields& f, const YAML::Node& node, const std::s
 
 }  // namespace
 
+Status resolve_model_file(const YamlFields& f, const YAML::Node& node, std::string_view path, std::string& name) {
+  if (!names_a_model_file(name)) return Status::ok();
+  // Relative to the file that names it, so a scenario runs from any directory.
+  std::filesystem::path file(name);
+  std::error_code ec;
+  if (file.is_relative()) {
+    const std::filesystem::path from = std::filesystem::path(f.source()).parent_path();
+    if (!from.empty() && std::filesystem::is_directory(from, ec)) file = from / file;
+  }
+  file = std::filesystem::absolute(file, ec).lexically_normal();
+  if (ec || !std::filesystem::is_regular_file(file, ec))
+    return f.error(node, path,
+                   fmt::format("model file '{}' ({}) does not exist or is not a regular file; give a model name ({}) "
+                               "or the path of a model file, relative to this file",
+                               excerpt(name), excerpt(file.string()), fmt::join(model_preset_names(), ", ")));
+  name = file.string();
+  return Status::ok();
+}
+
 Status parse_model_field(const YamlFields& f, const YAML::Node& node, std::string_view path, std::string& name,
                          HashOverrides& overrides) {
   const std::string at(path);
   if (node.IsScalar()) {
     ENGRAM_ASSIGN_OR_RETURN(name, f.name(node, at, kMaxNameBytes));
-    return Status::ok();
+    return resolve_model_file(f, node, at, name);
   }
   if (!node.IsMap())
     return f.error(node, at,
@@ -46,6 +67,7 @@ Status parse_model_field(const YamlFields& f, const YAML::Node& node, std::strin
   ENGRAM_RETURN_IF_ERROR(f.check_keys(node, at, kModelKeys));
   if (!node["name"]) return f.error(node, at + ".name", "missing; name the model preset, e.g. name: deepseek-v4.1-flash");
   ENGRAM_ASSIGN_OR_RETURN(name, f.name(node["name"], at + ".name", kMaxNameBytes));
+  ENGRAM_RETURN_IF_ERROR(resolve_model_file(f, node["name"], at + ".name", name));
   HashOverrides o;
   if (const YAML::Node v = node["compressed_vocab_size"]) {
     ENGRAM_ASSIGN_OR_RETURN(o.compressed_vocab_size,
@@ -67,6 +89,7 @@ Status parse_model_field(const YamlFields& f, const YAML::Node& node, std::strin
   // The pad id against the vocabulary it indexes, the preset's where the
   // file leaves one out, reported at the line that set the pad id.
   auto preset = model_preset(name);
+  if (!preset.is_ok() && names_a_model_file(name)) return preset.status();  // it names the file, line and field
   if (!preset.is_ok()) {
     std::string known;
     for (const std::string& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;

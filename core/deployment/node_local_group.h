@@ -1,4 +1,4 @@
-// The node-local Engram DP group (DESIGN.md section 3): for each TP rank t,
+// The node-local Engram DP group (docs/design.md section 3): for each TP rank t,
 // the DP replicas whose rank for t sits on the same host. Built from the real
 // rank -> host map, so an interleaved map still groups by host. A replica that
 // straddles hosts breaks every host it touches: each rank there gets a group

@@ -43,7 +43,7 @@ Result<PeerShardTable> PeerShardTable::build(RankBackend& backend, Collectives& 
   // before any peer's first read).
   GroupVerdict verdict = agree_on_outcome(group, filled, "peer shard table fill");
   if (!verdict.status.is_ok()) {
-    coverage_probe("peer shard table: teardown after a failed fill");
+    coverage_probe<"peer shard table: teardown after a failed fill">();
     // Every rank got here: the collective teardown is safe. Otherwise
     // ~SharedMapping undoes this rank's part locally.
     if (verdict.round_ok()) mapping.teardown().ignore();

@@ -1,4 +1,4 @@
-// The device_peer table (DESIGN.md section 2): each rank of a group holds one
+// The device_peer table (docs/design.md section 2): each rank of a group holds one
 // contiguous row shard in exportable VMM memory, every rank maps every
 // peer's shard, and a lookup reads a row straight from its owner's shard
 // (owner = binary search over shard starts). Built on the shared handle

@@ -1,7 +1,7 @@
 // A buffer of N bytes per rank that every rank of a group can read and
 // write through its peers' pointers: the generic consumer of the handle
-// exchange (for example a weight-sharing transport). Same routine as the
-// peer-shard table: one exchange, two users.
+// exchange's single-allocation form. Same routine as the peer-shard table
+// and the weight-sharing transport (weight_sharing.h).
 #pragma once
 
 #include <cstdint>

@@ -91,7 +91,7 @@ struct OwnedRows {
 // All-gather every member's slot of ids (DEAD-padded, with its header),
 // gather the rows this rank owns for all of them (the others stay zero),
 // reduce-scatter (sum) back, copy this rank's tokens to the output:
-// DESIGN.md's device_collective algorithm, every step on the request's
+// docs/design.md's device_collective algorithm, every step on the request's
 // stream. `table_index` picks the header (request.table_unknown: the
 // unknown one).
 // `took_part` (optional): set once this rank's part of the group's

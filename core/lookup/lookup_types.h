@@ -1,4 +1,4 @@
-// What every placement's lookup takes and the rules they share (DESIGN.md
+// What every placement's lookup takes and the rules they share (docs/design.md
 // sections 2 and 4): one request per table (Engram layer) per rank, the DP
 // slot, and which row ids read a row.
 //

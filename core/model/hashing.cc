@@ -1,5 +1,7 @@
 #include "core/model/hashing.h"
 
+#include <climits>
+#include <cstdint>
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Engram hash ids: compressed token ids -> one row id per head per token
-// (DESIGN.md section 1), bit for bit as the Engram reference computes them
+// (docs/design.md section 1), bit for bit as the Engram reference computes them
 // (NgramHashMapping in deepseek-ai/Engram engram_demo_v1.py) and as the
 // engines port it (vLLM vllm/models/deepseek_v4_1/common/engram.py, SGLang
 // python/sglang/srt/layers/engram.py). tests/hashing_numpy_test.cc checks the

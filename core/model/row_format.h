@@ -1,5 +1,5 @@
 // Row formats of the Engram tables and their bitwise dequantisation rule
-// (DESIGN.md sections 1 and 4). The CUDA kernels implement exactly these
+// (docs/design.md sections 1 and 4). The CUDA kernels implement exactly these
 // functions; the CPU lookups and the kernels' references call them.
 //
 // FP8 rows: `dim` OCP E4M3 (e4m3fn) bytes, then dim/32 UE8M0 scale bytes.

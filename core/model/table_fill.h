@@ -1,6 +1,6 @@
 // Deterministic table contents: the bytes of row r of a layer depend only on
 // (seed, layer id, r). Every rank, process and placement that fills any part
-// of a table writes identical bytes (DESIGN.md section 3: a dummy fill
+// of a table writes identical bytes (docs/design.md section 3: a dummy fill
 // is one of the loaders of a shared table).
 //
 // The rows are not realistic weights: they carry the values the lookup

@@ -1,5 +1,6 @@
 #include "core/model/table_spec.h"
 #include "core/base/text_excerpt.h"
+#include "core/model/model_file.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -7,16 +8,51 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <span>
 #include <unordered_set>
 
 namespace engram {
 
+namespace {
+
+uint64_t mul_mod(uint64_t a, uint64_t b, uint64_t m) {
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(a) * b % m);
+}
+
+uint64_t pow_mod(uint64_t base, uint64_t exponent, uint64_t m) {
+  uint64_t result = 1;
+  base %= m;
+  for (; exponent > 0; exponent >>= 1) {
+    if (exponent & 1) result = mul_mod(result, base, m);
+    base = mul_mod(base, base, m);
+  }
+  return result;
+}
+
+}  // namespace
+
+// Miller-Rabin with the first twelve primes as bases: exact for every n
+// below 3.3 * 10^24, so for all of int64, in microseconds even near 2^63
+// (trial division there took minutes).
 bool is_prime(int64_t n) {
   if (n < 2) return false;
-  if (n % 2 == 0) return n == 2;
-  if (n % 3 == 0) return n == 3;
-  for (int64_t i = 5; i * i <= n; i += 6) {
-    if (n % i == 0 || n % (i + 2) == 0) return false;
+  constexpr uint64_t kBases[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+  const auto u = static_cast<uint64_t>(n);
+  for (uint64_t p : kBases) {
+    if (u % p == 0) return u == p;
+  }
+  uint64_t d = u - 1;
+  int twos = 0;
+  for (; d % 2 == 0; d /= 2) ++twos;
+  for (uint64_t a : kBases) {
+    uint64_t x = pow_mod(a, d, u);
+    if (x == 1 || x == u - 1) continue;
+    bool composite = true;
+    for (int r = 1; r < twos && composite; ++r) {
+      x = mul_mod(x, x, u);
+      composite = x != u - 1;
+    }
+    if (composite) return false;
   }
   return true;
 }
@@ -55,12 +91,13 @@ int ModelSpec::max_order() const {
   return order;
 }
 
-std::vector<std::vector<int64_t>> draw_primes(int64_t engram_vocab_size, int layer_count, int order_count,
+std::vector<std::vector<int64_t>> draw_primes(const std::vector<int64_t>& engram_vocab_size_per_order, int layer_count,
                                               int heads_per_order) {
   std::unordered_set<int64_t> used;
   std::vector<std::vector<int64_t>> per_layer(static_cast<size_t>(layer_count));
   for (int layer = 0; layer < layer_count; ++layer) {
-    for (int order = 0; order < order_count; ++order) {
+    for (const int64_t engram_vocab_size : engram_vocab_size_per_order) {
+      ENGRAM_CHECK(engram_vocab_size >= 2 && engram_vocab_size <= kMaxEngramVocabSize);
       int64_t candidate = engram_vocab_size - 1;  // each order restarts here
       for (int head = 0; head < heads_per_order; ++head) {
         do {
@@ -72,6 +109,12 @@ std::vector<std::vector<int64_t>> draw_primes(int64_t engram_vocab_size, int lay
     }
   }
   return per_layer;
+}
+
+std::vector<std::vector<int64_t>> draw_primes(int64_t engram_vocab_size, int layer_count, int order_count,
+                                              int heads_per_order) {
+  const std::vector<int64_t> per_order(static_cast<size_t>(order_count), engram_vocab_size);
+  return draw_primes(per_order, layer_count, heads_per_order);
 }
 
 std::string_view dead_token_rule_name(DeadTokenRule rule) {
@@ -92,22 +135,46 @@ std::optional<DeadTokenRule> parse_dead_token_rule(std::string_view text) {
 Result<ModelSpec> make_model_spec(std::string name, int64_t engram_vocab_size, std::vector<int> layer_ids,
                                   std::vector<int> orders, int heads_per_order, RowFormat format,
                                   int dim, uint64_t seed) {
+  const std::vector<int64_t> per_order(orders.size(), engram_vocab_size);
+  return make_model_spec(std::move(name), per_order, std::move(layer_ids), std::move(orders), heads_per_order, format,
+                         dim, seed);
+}
+
+Result<ModelSpec> make_model_spec(std::string name, std::vector<int64_t> engram_vocab_size_per_order,
+                                  std::vector<int> layer_ids, std::vector<int> orders, int heads_per_order,
+                                  RowFormat format, int dim, uint64_t seed) {
   ModelSpec spec;
   spec.name = std::move(name);
-  spec.engram_vocab_size = engram_vocab_size;
-  spec.compressed_vocab_size = engram_vocab_size;
+  spec.engram_vocab_size = engram_vocab_size_per_order.empty() ? 0 : engram_vocab_size_per_order.front();
+  spec.engram_vocab_size_per_order = engram_vocab_size_per_order;
+  spec.compressed_vocab_size = spec.engram_vocab_size;
   spec.pad_id = 0;
   spec.dead_token_rule = DeadTokenRule::kBarrier;
   spec.seed = seed;
-  if (engram_vocab_size < 2)
-    return invalid_argument(
-        fmt::format("model.engram_vocab_size: {} is too small; use at least 2", engram_vocab_size));
-  if (heads_per_order < 1)
-    return invalid_argument(fmt::format("model.heads_per_order: {} must be at least 1", heads_per_order));
+  // Bounds first: the prime search below must end fast for anything accepted.
   if (orders.empty())
     return invalid_argument("model.orders: empty; give at least one n-gram order, e.g. [2, 3, 4]");
-  auto primes = draw_primes(engram_vocab_size, static_cast<int>(layer_ids.size()), static_cast<int>(orders.size()),
-                            heads_per_order);
+  if (engram_vocab_size_per_order.size() != orders.size())
+    return invalid_argument(fmt::format("model.engram_vocab_size: {} sizes for {} n-gram orders; give one size, or "
+                                        "one per order",
+                                        engram_vocab_size_per_order.size(), orders.size()));
+  for (int64_t v : engram_vocab_size_per_order) {
+    if (v < 2 || v > kMaxEngramVocabSize)
+      return invalid_argument(fmt::format("model.engram_vocab_size: {} is out of range; it must be 2..{} (2^40: the "
+                                          "rows of one head)",
+                                          v, kMaxEngramVocabSize));
+  }
+  if (heads_per_order < 1 || heads_per_order > kMaxHeadsPerOrder)
+    return invalid_argument(fmt::format("model.heads_per_order: {} is out of range; it must be 1..{}", heads_per_order,
+                                        kMaxHeadsPerOrder));
+  if (layer_ids.empty()) return invalid_argument("model.layers: empty; give at least one Engram layer id");
+  if (layer_ids.size() > static_cast<size_t>(kMaxEngramLayers))
+    return invalid_argument(fmt::format("model.layers: {} layers; at most {} are accepted", layer_ids.size(),
+                                        kMaxEngramLayers));
+  for (int o : orders)
+    if (o < 1 || o > 8)
+      return invalid_argument(fmt::format("model.orders: {} is out of range; n-gram orders are 1..8", o));
+  auto primes = draw_primes(engram_vocab_size_per_order, static_cast<int>(layer_ids.size()), heads_per_order);
   for (size_t i = 0; i < layer_ids.size(); ++i) {
     TableSpec t;
     t.layer_id = layer_ids[i];
@@ -124,7 +191,24 @@ Result<ModelSpec> make_model_spec(std::string name, int64_t engram_vocab_size, s
 
 Status validate(const ModelSpec& spec) {
   if (spec.tables.empty()) return invalid_argument("model.layers: empty; give at least one Engram layer id");
+  for (size_t i = 0; i < spec.tables.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (spec.tables[j].layer_id == spec.tables[i].layer_id)
+        return invalid_argument(fmt::format("model.layers: layer id {} is given twice; each Engram layer once",
+                                            spec.tables[i].layer_id));
+  }
   for (const TableSpec& t : spec.tables) {
+    if (t.layer_id > kMaxLayerId)
+      return invalid_argument(fmt::format("model.layers: layer id {} is out of range; layer ids are 0..{}", t.layer_id,
+                                          kMaxLayerId));
+    for (size_t i = 0; i < t.orders.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (t.orders[i] == t.orders[j])
+          return invalid_argument(fmt::format("model.orders: order {} is given twice; each n-gram order once",
+                                              t.orders[i]));
+    if (t.dim > kMaxRowDim)
+      return invalid_argument(fmt::format("model.dim: {} is out of range; rows hold at most {} values", t.dim,
+                                          kMaxRowDim));
     // The multipliers' numpy seed is seed + 10007 * layer_id, which numpy
     // requires to be non-negative.
     if (t.layer_id < 0)
@@ -153,83 +237,45 @@ Status validate(const ModelSpec& spec) {
   return Status::ok();
 }
 
+bool names_a_model_file(std::string_view name) {
+  return name.find('/') != std::string_view::npos || name.ends_with(".yaml") || name.ends_with(".yml");
+}
+
 namespace {
 
-// DeepSeek-V4.1-Flash. Sources (engine ports of the checkpoint's
-// config.json; the config itself was not at hand):
-// - layers [1, 14], engram_max_ngram_size 4 (orders 2, 3, 4), engram_n_heads 8,
-//   engram_head_dim 256, engram_vocab_size 16,000,000: the config fields vLLM's
-//   EngramLayout (vllm/models/deepseek_v4_1/common/engram.py) and SGLang's
-//   build_engram_layout (python/sglang/srt/layers/engram.py) read; vLLM checks
-//   the primes against engram_num_embeddings [384006168, 384016682], which our
-//   table_spec_test checks too. Rows: FP8 E4M3 with UE8M0 scales per 32
-//   (both engines' lookup kernels).
-// - compressed_vocab_size 99,092: the config's engram_compressed_vocab_size as
-//   quoted by ports (e.g. ggml-org/llama.cpp pull 28696, "token_map compressing
-//   to the config's 99092"); the numpy multipliers it gives match the values
-//   third-party ports pin for layers 1 and 14.
-// - pad_id 2: NOT FOUND stated. The config names the raw pad token
-//   (engram_pad_token_id 2); the engines hash with its compressed id,
-//   token_map[2], which needs the tokenizer. Compressed ids are handed out in
-//   raw-id order, so token_map[2] == 2 when raw ids 0, 1, 2 (begin, end and pad
-//   special tokens in DeepSeek's tokenizers) normalise to three different keys.
-//   Settable (model.pad_id) for when the tokenizer says otherwise.
-// - seed 0 and the barrier DEAD rule: both engines draw default_rng(10007 *
-//   layer_id), the reference's seed + 10007 * layer_id with its default seed 0,
-//   and block the lookback at a DEAD token (vLLM _hash_ids_kernel, SGLang
-//   EngramHasher.forward).
-Result<ModelSpec> deepseek_v41_flash(const std::string& name) {
-  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, make_model_spec(name, 16'000'000, {1, 14}, {2, 3, 4}, 8,
-                                                          RowFormat::kFp8E4M3Ue8m0, 256, 0));
-  spec.compressed_vocab_size = 99'092;
-  spec.pad_id = 2;
-  spec.dead_token_rule = DeadTokenRule::kBarrier;
-  ENGRAM_RETURN_IF_ERROR(validate(spec));
-  return spec;
-}
-
-// Test-sized, V4.1's structure: two layers (1 and 14), FP8 rows, a
-// compressed vocabulary below the table size as in V4.1, pad id 2, the
-// engines' DEAD rule.
-Result<ModelSpec> test_sized(const std::string& name, int64_t engram_vocab_size, std::vector<int> orders,
-                             int heads_per_order, int dim, uint64_t seed, int64_t compressed_vocab_size) {
-  ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, make_model_spec(name, engram_vocab_size, {1, 14}, std::move(orders),
-                                                          heads_per_order, RowFormat::kFp8E4M3Ue8m0, dim, seed));
-  spec.compressed_vocab_size = compressed_vocab_size;
-  spec.pad_id = 2;
-  spec.dead_token_rule = DeadTokenRule::kBarrier;
-  ENGRAM_RETURN_IF_ERROR(validate(spec));
-  return spec;
-}
-
-// tiny: primes above 1000, 4 heads. tiny-8h / tiny-7h: vLLM's
-// test_engram_dp_shard tables, prime buckets near 100, dim 64, 8 heads that
-// split evenly over 4 shards and 7 that leave one padded.
-Result<ModelSpec> tiny(const std::string& name) { return test_sized(name, 1000, {2, 3}, 2, 64, 0x7179, 640); }
-
-Result<ModelSpec> build_model_preset(const std::string& name) {
-  if (name == "deepseek-v4.1-flash") return deepseek_v41_flash(name);
-  if (name == "tiny") return tiny(name);
-  if (name == "tiny-8h") return test_sized(name, 100, {2, 3}, 4, 64, 0x7e57, 64);
-  if (name == "tiny-7h") return test_sized(name, 100, {2}, 7, 64, 0x7e57, 64);
-  return invalid_argument(fmt::format("model: unknown model '{}'; known models: {}", excerpt(name),
-                                      fmt::join(model_preset_names(), ", ")));
+Result<ModelSpec> build_model(const std::string& name) {
+  if (names_a_model_file(name)) return load_model_file(name);
+  for (const EmbeddedModelFile& file : embedded_model_files()) {
+    if (file.name != name) continue;
+    ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, parse_model_file(file.text, "models/" + name + ".yaml"));
+    ENGRAM_CHECK_MSG(spec.name == name, "a shipped model file's name: field must match its file name");
+    return spec;
+  }
+  return invalid_argument(fmt::format("model: unknown model '{}'; known models: {}, or the path of a model file "
+                                      "(.yaml; see models/ for the format)",
+                                      excerpt(name), fmt::join(model_preset_names(), ", ")));
 }
 
 }  // namespace
 
 Result<ModelSpec> model_preset(const std::string& name) {
   // Drawing V4.1's 48 primes costs about a millisecond; plan and every
-  // emulated rank ask for it, so presets are built once per process.
+  // emulated rank ask for it, so models are built once per process. A file
+  // is keyed by its path: a run reads each model file once.
   static std::mutex mutex;
   static std::map<std::string, ModelSpec, std::less<>> built;
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = built.find(name); it != built.end()) return it->second;
-  auto spec = build_model_preset(name);
+  auto spec = build_model(name);
   if (spec.is_ok()) built.emplace(name, spec.value());
   return spec;
 }
 
-std::vector<std::string> model_preset_names() { return {"deepseek-v4.1-flash", "tiny", "tiny-8h", "tiny-7h"}; }
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> names;
+  for (const EmbeddedModelFile& file : embedded_model_files()) names.emplace_back(file.name);
+  std::sort(names.begin(), names.end());  // deepseek-v4.1-flash before deepseek-v4.1-flash-layer1
+  return names;
+}
 
 }  // namespace engram

@@ -1,11 +1,12 @@
 // The Engram hash-embedding tables: what a table is made of (heads, primes,
-// row format) and the model presets. DESIGN.md section 1.
+// row format) and the model presets. docs/design.md section 1.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/base/status.h"
@@ -51,11 +52,30 @@ inline constexpr std::string_view kDeadTokenRuleChoices =
     "barrier (as vLLM and SGLang hash), barrier_no_row (the same, but a DEAD token reads no row) or literal (as "
     "engram_demo_v1 hashes -1)";
 
+// Bounds on what a model may say, so every accepted model draws its primes
+// fast and its sizes fit in 64 bits.
+inline constexpr int64_t kMaxEngramVocabSize = int64_t{1} << 40;
+inline constexpr int kMaxHeadsPerOrder = 1024;
+inline constexpr int kMaxEngramLayers = 64;
+inline constexpr int kMaxLayerId = 100000;
+inline constexpr int kMaxRowDim = 65536;
+
+// What the KV-cache figures of a plan need from the model beyond its
+// Engram tables (model files' `serving:` section; unset: not counted).
+struct ServingFigures {
+  std::vector<std::pair<int, uint64_t>> weights_bytes_per_gpu_by_tp;  // (tp, bytes per GPU), tp ascending
+  uint64_t kv_bytes_per_token = 0;                                    // 0: not given
+  std::string source;                                                 // where the figures come from
+  // The weights per GPU at `tp`, when the model gives them for it.
+  std::optional<uint64_t> weights_bytes_per_gpu(int tp) const;
+};
+
 struct ModelSpec {
   std::string name;
-  // Table structure: each n-gram order's prime search starts at
-  // engram_vocab_size - 1 (the reference's per-order table size).
-  int64_t engram_vocab_size = 0;
+  // Table structure: each n-gram order's prime search starts at its
+  // engram vocabulary size - 1 (the reference's per-order table size).
+  int64_t engram_vocab_size = 0;                  // the first order's (all orders' in the presets)
+  std::vector<int64_t> engram_vocab_size_per_order;
   std::vector<TableSpec> tables;
 
   // Token space: what the ids fed to the hash are.
@@ -63,6 +83,9 @@ struct ModelSpec {
   int64_t pad_id = 0;                 // the compressed id of the tokenizer's pad token
   DeadTokenRule dead_token_rule = DeadTokenRule::kBarrier;
   uint64_t seed = 0;                  // multipliers from numpy default_rng(seed + 10007 * layer_id)
+
+  ServingFigures serving;
+  std::string source_path;            // the model file it came from ("" for a built-in)
 
   uint64_t table_bytes_total() const;
   int max_order() const;
@@ -74,6 +97,9 @@ inline constexpr int64_t kDeadId = -1;  // image tokens, idle DP slots, padding
 // the search just above `engram_vocab_size - 1` and skips primes already used.
 std::vector<std::vector<int64_t>> draw_primes(int64_t engram_vocab_size, int layer_count,
                                               int order_count, int heads_per_order);
+// The same with each order's own starting size (each in 2..kMaxEngramVocabSize).
+std::vector<std::vector<int64_t>> draw_primes(const std::vector<int64_t>& engram_vocab_size_per_order, int layer_count,
+                                              int heads_per_order);
 
 // Builds a spec from its structure, drawing the primes. The token space is
 // the test-sized default: compressed_vocab_size = engram_vocab_size, pad id 0,
@@ -82,10 +108,19 @@ std::vector<std::vector<int64_t>> draw_primes(int64_t engram_vocab_size, int lay
 Result<ModelSpec> make_model_spec(std::string name, int64_t engram_vocab_size, std::vector<int> layer_ids,
                                   std::vector<int> orders, int heads_per_order, RowFormat format,
                                   int dim, uint64_t seed);
+// With one engram vocabulary size per order; every value bounded (errors name the field).
+Result<ModelSpec> make_model_spec(std::string name, std::vector<int64_t> engram_vocab_size_per_order,
+                                  std::vector<int> layer_ids, std::vector<int> orders, int heads_per_order,
+                                  RowFormat format, int dim, uint64_t seed);
 
-// "deepseek-v4.1-flash", "tiny" (a test-sized table of the same structure).
+// A model by name or by file: a name is one of the model files shipped in
+// models/ (compiled in: model_preset_names()); anything ending in .yaml or
+// .yml, or holding a '/', is a model file read from that path
+// (core/model/model_file.h). Built once per process and name.
 Result<ModelSpec> model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
+// True when `name` is to be read as a model file's path.
+bool names_a_model_file(std::string_view name);
 
 Status validate(const ModelSpec& spec);
 

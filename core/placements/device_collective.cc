@@ -7,9 +7,10 @@
 
 #include "core/backend/device_resources.h"
 #include "core/base/units.h"
+#include "core/deployment/deployment.h"
 #include "core/exchange/group_agreement.h"
-#include "core/placements/host_lookup_staging.h"
 #include "core/placements/device_row_shards.h"
+#include "core/placements/host_lookup_staging.h"
 
 namespace engram {
 namespace {
@@ -149,6 +150,10 @@ class DeviceCollectiveTables final : public PlacementTables {
   HostLookupStaging staging_;
 };
 
+}  // namespace
+
+namespace device_collective_ops {
+
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   return {.hbm_table_bytes = device_shard_hbm_bytes(model, in.shard_group_size, in.vmm_granularity_bytes),
           .hbm_buffer_bytes = collective_buffer_bytes(model, in.shard_group_size, in.tokens_per_rank_max)};
@@ -162,14 +167,12 @@ Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
   return std::unique_ptr<PlacementTables>(std::move(tables));
 }
 
-}  // namespace
-
-const PlacementOps& device_collective_ops() {
-  static const PlacementOps ops{.id = Placement::kDeviceCollective, .name = "device_collective", .needs_device = true,
-                                .group = PlacementGroup::kShardGroup, .collective_lookup = true, .cost = cost,
-                                .capable = capable, .build = build};
-  return ops;
+std::string doctor_verdict(const DoctorFacts& facts) {
+  if (!facts.have_gpus) return "unavailable: no GPU";
+  return "NCCL all-gather + reduce-scatter over the TP group; table/tp HBM per GPU";
 }
+
+}  // namespace device_collective_ops
 
 uint64_t collective_buffer_bytes(const ModelSpec& spec, int group_size, int tokens_per_rank_max) {
   ENGRAM_CHECK(group_size >= 1 && tokens_per_rank_max >= 0);

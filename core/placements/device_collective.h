@@ -1,4 +1,4 @@
-// device_collective (DESIGN.md section 2): the table is row-sharded over the
+// device_collective (docs/design.md section 2): the table is row-sharded over the
 // shard group (rank r owns layout shard r) in this rank's own VMM memory.
 // Per step: all-gather every rank's ids (each padded to the DP slot with
 // DEAD), gather the rows this rank owns for all of them into a zero-filled
@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
+#include <string>
 
 #include "core/backend/collectives.h"
 #include "core/lookup/lookup_types.h"
@@ -16,7 +18,19 @@
 
 namespace engram {
 
-const PlacementOps& device_collective_ops();
+// Its registration (placement_registry.cc); the hooks are in device_collective.cc.
+namespace device_collective_ops {
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
+Status capable(const RankBackend& backend);
+Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
+std::string doctor_verdict(const DoctorFacts& facts);
+}  // namespace device_collective_ops
+inline constexpr PlacementOps kDeviceCollectiveOps{
+    .id = Placement::kDeviceCollective, .name = "device_collective", .needs_device = true,
+    .group = PlacementGroup::kShardGroup, .collective_lookup = true, .cost = device_collective_ops::cost,
+    .capable = device_collective_ops::capable, .build = device_collective_ops::build,
+    .steps = kMapsDeviceMemory, .doctor_verdict = device_collective_ops::doctor_verdict, .doctor_position = 1,
+    .bench_reference = BenchReference::kNcclPath};
 
 // [group x tokens_per_rank_max x heads x dim] bf16, one buffer reused by every
 // layer (layers run one after another), sized for the widest table.

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/deployment/deployment.h"
 #include "core/exchange/peer_shard_table.h"
 #include "core/placements/device_row_shards.h"
 #include "core/placements/host_lookup_staging.h"
@@ -163,6 +164,10 @@ class DevicePeerTables final : public PlacementTables {
   std::optional<CrossCheck> cross_check_;
 };
 
+}  // namespace
+
+namespace device_peer_ops {
+
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   return {.hbm_table_bytes = device_shard_hbm_bytes(model, in.shard_group_size, in.vmm_granularity_bytes)};
 }
@@ -175,14 +180,21 @@ Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
   return std::unique_ptr<PlacementTables>(std::move(tables));
 }
 
-}  // namespace
+void ask_plan_for(EngramConfig& config) { config.peer_shards = true; }
 
-const PlacementOps& device_peer_ops() {
-  static const PlacementOps ops{.id = Placement::kDevicePeer, .name = "device_peer", .needs_device = true,
-                                .group = PlacementGroup::kShardGroup, .shares_device_memory = true, .cost = cost,
-                                .capable = capable, .build = build};
-  return ops;
+std::string doctor_verdict(const DoctorFacts& facts) {
+  if (!facts.have_gpus) return "unavailable: no GPU";
+  if (!facts.all_vmm) return "unavailable: a GPU lacks VMM support";
+  if (facts.all_fabric)
+    return fmt::format("FABRIC handles (probe works, IMEX channel present, NVLink domain {}): can span hosts of that "
+                       "domain",
+                       facts.nvlink_domain);
+  if (facts.all_posix_fd)
+    return fmt::format("POSIX fds within this host only, not FABRIC: {}{}", facts.fabric_why,
+                       facts.p2p_all ? "" : "; WARNING: some GPU pairs lack P2P access, their peer reads would fail");
+  return "unavailable: neither FABRIC nor POSIX-fd handles work here";
 }
 
+}  // namespace device_peer_ops
 
 }  // namespace engram

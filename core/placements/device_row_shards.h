@@ -11,7 +11,7 @@ namespace engram {
 
 // Sum over tables of round_up(max_shard_rows * row_bytes, granularity): the
 // HBM one rank's shards take (every rank allocates the largest shard's size,
-// so shards line up; DESIGN.md: table/tp HBM per GPU, granularity-rounded).
+// so shards line up; docs/design.md: table/tp HBM per GPU, granularity-rounded).
 uint64_t device_shard_hbm_bytes(const ModelSpec& spec, int shard_count, uint64_t granularity_bytes);
 
 }  // namespace engram

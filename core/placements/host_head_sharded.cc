@@ -5,11 +5,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/deployment/deployment.h"
 #include "core/lookup/lookup_rows.h"
-#include "core/lookup/tp_assembly.h"
-#include "core/model/row_format.h"
 #include "core/lookup/shard_layout.h"
+#include "core/lookup/tp_assembly.h"
 #include "core/lookup/tp_heads.h"
+#include "core/model/row_format.h"
 
 namespace engram {
 namespace {
@@ -24,6 +25,10 @@ RowRange own_heads(const TableSpec& table, const Collectives& dp_group, const Co
   return rows_of_heads(table, shard_heads(table, dp_group, tp_group, dp_group.rank()));
 }
 
+}  // namespace
+
+namespace host_head_sharded_ops {
+
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   return {.host_private_bytes =
               head_shard_host_bytes(model, in.tp_size * in.node_local_group_size,
@@ -34,6 +39,26 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
   return build_private_host_rows(context, own_heads, lookup_host_head_sharded, DeviceRowsLookup::kHeadShards);
 }
+
+// What the plan gives for an offloaded table where host_shared cannot work:
+// the bench asks as for host_shared and gets this where /dev/shm falls short.
+void ask_plan_for(EngramConfig& config) { config.cpu_offload = true; }
+
+std::string report_heads(int heads, int tp, int group_size) {
+  const int shards = tp * group_size;
+  ENGRAM_CHECK(shards >= 1);
+  return fmt::format("; heads in {} TP-major shards of {} (shard = tp_rank x {} + group index)", shards,
+                     (heads + shards - 1) / shards, group_size);
+}
+
+std::string doctor_verdict(const DoctorFacts&) {
+  return "available: one table per node in host memory, each rank one TP-major shard of the heads (1/(tp x "
+         "node-local replicas)), collectives per step";
+}
+
+}  // namespace host_head_sharded_ops
+
+namespace {
 
 size_t heads_times_dim(const TableSpec& table) {
   return static_cast<size_t>(table.head_count()) * static_cast<size_t>(table.dim);
@@ -114,16 +139,6 @@ Status serve_strays(Collectives& group, const TableSpec& table, const TpHeadBloc
 }
 
 }  // namespace
-
-const PlacementOps& host_head_sharded_ops() {
-  static const PlacementOps ops{
-      .id = Placement::kHostHeadSharded, .name = "host_head_sharded", .group = PlacementGroup::kNodeLocalGroup,
-      .collective_lookup = true, .cost = cost,
-      .host_memory_fix = "host_head_sharded keeps one table per node-local set of replicas: co-locate more replicas "
-                         "per node so the groups are larger",
-      .build = build};
-  return ops;
-}
 
 uint64_t head_shard_host_bytes(const ModelSpec& spec, int group_size, int index) {
   ENGRAM_CHECK(group_size >= 1 && index >= 0 && index < group_size);

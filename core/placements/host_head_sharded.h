@@ -1,4 +1,4 @@
-// host_head_sharded (DESIGN.md section 2): the heads are cut into TP x
+// host_head_sharded (docs/design.md section 2): the heads are cut into TP x
 // Engram DP shards, TP-major (core/lookup/tp_heads.h): the member with index
 // i of TP rank t's Engram DP group (the node-local replicas' ranks of TP
 // rank t) holds shard t * g + i in private host memory, ceil-sized, so an
@@ -15,7 +15,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 
 #include "core/backend/collectives.h"
 #include "core/lookup/lookup_types.h"
@@ -24,7 +26,22 @@
 
 namespace engram {
 
-const PlacementOps& host_head_sharded_ops();
+// Its registration (placement_registry.cc); the hooks are in host_head_sharded.cc.
+namespace host_head_sharded_ops {
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
+Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
+void ask_plan_for(EngramConfig& config);
+std::string report_heads(int heads, int tp, int group_size);
+std::string doctor_verdict(const DoctorFacts& facts);
+}  // namespace host_head_sharded_ops
+inline constexpr PlacementOps kHostHeadShardedOps{
+    .id = Placement::kHostHeadSharded, .name = "host_head_sharded", .group = PlacementGroup::kNodeLocalGroup,
+    .collective_lookup = true, .cost = host_head_sharded_ops::cost,
+    .host_memory_fix = "host_head_sharded keeps one table per node-local set of replicas: co-locate more replicas "
+                       "per node so the groups are larger",
+    .build = host_head_sharded_ops::build, .ask_plan_for = host_head_sharded_ops::ask_plan_for,
+    .report_heads = host_head_sharded_ops::report_heads, .doctor_verdict = host_head_sharded_ops::doctor_verdict,
+    .doctor_position = 3};
 
 // The rows shard `shard` of `shard_count` holds: its heads' buckets,
 // contiguous (shard_count = tp * g, shard = engram_head_shard_rank(...)).

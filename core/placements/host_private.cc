@@ -1,5 +1,9 @@
 #include "core/placements/host_private.h"
 
+#include <fmt/format.h>
+
+#include "core/base/units.h"
+#include "core/deployment/deployment.h"
 #include "core/lookup/lookup_tp_slice.h"
 #include "core/lookup/tp_heads.h"
 #include "core/placements/private_host_rows.h"
@@ -16,6 +20,10 @@ Status lookup_slice(Collectives&, Collectives& tp_group, const LookupRequest& re
   return lookup_host_private(tp_group, request, slice_bytes);
 }
 
+}  // namespace
+
+namespace host_private_ops {
+
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   return {.host_private_bytes = tp_slice_host_bytes(model, in.tp_size, in.tp_rank),
           .table_copy = TableCopyScope::kReplica};
@@ -25,16 +33,17 @@ Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
   return build_private_host_rows(context, tp_slice, lookup_slice, DeviceRowsLookup::kTpSlice);
 }
 
-}  // namespace
-
-const PlacementOps& host_private_ops() {
-  static const PlacementOps ops{
-      .id = Placement::kHostPrivate, .name = "host_private", .group = PlacementGroup::kNodeLocalGroup, .cost = cost,
-      .host_memory_fix = "host_private keeps one table per replica (each TP rank its slice): with dp > 1 and the replicas co-located, leave "
-                         "dp_shared_memory unset (or true) for host_shared, one copy per node",
-      .build = build};
-  return ops;
+void ask_plan_for(EngramConfig& config) {
+  config.cpu_offload = true;
+  config.dp_shared_memory = false;
 }
+
+std::string doctor_verdict(const DoctorFacts& facts) {
+  return fmt::format("available: one table per replica, {} of host memory per rank at tp {} (its TP slice)",
+                     format_gib(facts.tp_slice_bytes_max), facts.tp);
+}
+
+}  // namespace host_private_ops
 
 Status lookup_host_private(Collectives& tp_group, const LookupRequest& request,
                            std::span<const std::byte> private_slice_bytes) {

@@ -1,11 +1,13 @@
-// host_private (DESIGN.md section 2): every replica holds its own copy of
+// host_private (docs/design.md section 2): every replica holds its own copy of
 // the table in private host memory, each TP rank its TP slice
 // (core/lookup/tp_heads.h): one table per replica, the footprint sharing
 // exists to avoid. No DP collective; the TP group assembles the heads.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
+#include <string>
 
 #include "core/backend/collectives.h"
 #include "core/lookup/lookup_types.h"
@@ -13,7 +15,20 @@
 
 namespace engram {
 
-const PlacementOps& host_private_ops();
+// Its registration (placement_registry.cc); the hooks are in host_private.cc.
+namespace host_private_ops {
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
+Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
+void ask_plan_for(EngramConfig& config);
+std::string doctor_verdict(const DoctorFacts& facts);
+}  // namespace host_private_ops
+inline constexpr PlacementOps kHostPrivateOps{
+    .id = Placement::kHostPrivate, .name = "host_private", .group = PlacementGroup::kNodeLocalGroup,
+    .cost = host_private_ops::cost,
+    .host_memory_fix = "host_private keeps one table per replica (each TP rank its slice): with dp > 1 and the replicas "
+                       "co-located, leave dp_shared_memory unset (or true) for host_shared, one copy per node",
+    .build = host_private_ops::build, .ask_plan_for = host_private_ops::ask_plan_for,
+    .report_heads = report_tp_slice_heads, .doctor_verdict = host_private_ops::doctor_verdict, .doctor_position = 4};
 
 // private_slice_bytes: this TP rank's slice of its replica's copy (the
 // whole table at TP1). Collective over tp_group above TP1.

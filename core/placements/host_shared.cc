@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "core/base/progress.h"
+#include "core/base/units.h"
+#include "core/deployment/deployment.h"
 #include "core/exchange/group_agreement.h"
 #include "core/lookup/lookup_tp_slice.h"
 #include "core/lookup/tp_heads.h"
@@ -99,6 +101,10 @@ class HostSharedTables final : public PlacementTables {
     if (agreed.is_ok()) agreed = fill_segments(gone);
     if (agreed.is_ok()) agreed = agree_on_status(host_, open_segments(), "shm table open", &gone);
     if (!agreed.is_ok()) return undo_failed_build(std::move(agreed), gone);
+    // Only now, with every reader's map (and its lock) in place, may the
+    // writer let go of the other slices: a file nobody maps reads as unused
+    // to `engramlab shm clean`.
+    created_.clear();
     return register_with_device();
   }
 
@@ -167,8 +173,9 @@ class HostSharedTables final : public PlacementTables {
     return agreed;
   }
 
-  // The writer keeps its own slice's writable maps and lets go of the other
-  // slices' (the files stay in tmpfs); every other rank maps its slice read-only.
+  // The writer keeps its own slice's writable maps and, once every reader has
+  // mapped, lets go of the other slices' (the files stay in tmpfs); every
+  // other rank maps its slice read-only.
   // The rank's device reads its slice of the node's copy through its own
   // registration (read-only where the driver allows): the whole table at
   // tp 1, else the TP group's collective over its slices' rows.
@@ -195,7 +202,6 @@ class HostSharedTables final : public PlacementTables {
       for (size_t k = 0; k < files_.size(); ++k)
         if (files_[k].tp_rank == tp_rank_)
           segments_[static_cast<size_t>(files_[k].spec - context_.model.tables.data())] = std::move(created_[k]);
-      created_.clear();
       return Status::ok();
     }
     for (size_t i = 0; i < segments_.size(); ++i) {
@@ -248,6 +254,10 @@ class HostSharedTables final : public PlacementTables {
   HostRowsOnDevice device_;  // declared last: unregistered before the segments unmap
 };
 
+}  // namespace
+
+namespace host_shared_ops {
+
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   return {.host_shared_mapped_bytes = tp_slice_host_bytes(model, in.tp_size, in.tp_rank),
           .table_copy = TableCopyScope::kHost,
@@ -260,14 +270,23 @@ Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
   return std::unique_ptr<PlacementTables>(std::move(tables));
 }
 
-}  // namespace
+void ask_plan_for(EngramConfig& config) { config.cpu_offload = true; }
 
-const PlacementOps& host_shared_ops() {
-  static const PlacementOps ops{
-      .id = Placement::kHostShared, .name = "host_shared", .group = PlacementGroup::kNodeLocalGroup, .cost = cost,
-      .host_memory_fix = "host_shared already keeps one copy per node: give hosts with more RAM", .build = build};
-  return ops;
+std::string doctor_verdict(const DoctorFacts& facts) {
+  if (!facts.shm_mounted)
+    return fmt::format("falls back to host_head_sharded: /dev/shm is not mounted; {}", facts.shm_fix);
+  if (facts.shm_total_bytes < facts.tables_bytes)
+    return fmt::format("falls back to host_head_sharded: /dev/shm total {} < tables {}; {}",
+                       format_gib(facts.shm_total_bytes), format_gib(facts.tables_bytes), facts.shm_fix);
+  return fmt::format(
+      "one copy per node fits: /dev/shm total {} >= tables {}; each rank maps its TP slice ({} at tp {}){}",
+      format_gib(facts.shm_total_bytes), format_gib(facts.tables_bytes), format_gib(facts.tp_slice_bytes_max), facts.tp,
+      facts.shm_free_bytes < facts.tables_bytes
+          ? fmt::format(" (but only {} free now)", format_gib(facts.shm_free_bytes))
+          : std::string());
 }
+
+}  // namespace host_shared_ops
 
 std::string host_table_segment_name(const std::string& job_id, int layer_id) {
   return fmt::format("{}layer{}", shm_segment_prefix(job_id), layer_id);

@@ -1,4 +1,4 @@
-// host_shared (DESIGN.md section 2): one copy of the table per node in host
+// host_shared (docs/design.md section 2): one copy of the table per node in host
 // shared memory (/dev/shm), one file per TP slice (core/lookup/tp_heads.h),
 // created and filled by the host's lowest rank; each rank maps its TP
 // slice read-only, shared by the co-located DP replicas. No DP collective
@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -16,7 +17,20 @@
 
 namespace engram {
 
-const PlacementOps& host_shared_ops();
+// Its registration (placement_registry.cc); the hooks are in host_shared.cc.
+namespace host_shared_ops {
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
+Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
+void ask_plan_for(EngramConfig& config);
+std::string doctor_verdict(const DoctorFacts& facts);
+}  // namespace host_shared_ops
+inline constexpr PlacementOps kHostSharedOps{
+    .id = Placement::kHostShared, .name = "host_shared", .group = PlacementGroup::kNodeLocalGroup,
+    .cost = host_shared_ops::cost,
+    .host_memory_fix = "host_shared already keeps one copy per node: give hosts with more RAM",
+    .build = host_shared_ops::build, .ask_plan_for = host_shared_ops::ask_plan_for,
+    .steps = kCreatesHostSegments, .report_heads = report_tp_slice_heads,
+    .doctor_verdict = host_shared_ops::doctor_verdict, .doctor_position = 2, .bench_pinned_copy_share_min = 0.6};
 
 // The node's segment of one table: engramlab-<job_id>-layer<layer_id>.
 std::string host_table_segment_name(const std::string& job_id, int layer_id);

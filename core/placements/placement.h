@@ -1,16 +1,18 @@
 // A placement: where one rank's Engram rows live, what that costs, how the
-// rank builds its tables and looks rows up (DESIGN.md section 2). One
+// rank builds its tables and looks rows up (docs/design.md section 2). One
 // interface (this file), one implementation per placement in its own file
 // (device_collective.cc, device_peer.cc, host_shared.cc,
 // host_head_sharded.cc, host_private.cc) and one registration table
 // (placement_registry.cc), as NCCL keeps a table of transport ops with a
-// capability check. The plan, the memory plan, the report and the runtime
-// ask the table; none of them switches over placements.
+// capability check. The plan, the memory plan, the report, the runtime, the
+// bench, the swarm, the acceptance test and the doctor ask the table; none
+// of them switches over placements.
 //
 // Which placement a rank gets is decided by the rules in core/plan/placement_rules.h.
 #pragma once
 
 #include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -24,8 +26,11 @@
 #include "core/lookup/device_lookup.h"
 #include "core/lookup/lookup_types.h"
 #include "core/model/table_spec.h"
+#include "core/placements/placement_steps.h"
 
 namespace engram {
+
+struct EngramConfig;
 
 // The registered placements, in the registration table's order.
 enum class Placement : uint8_t {
@@ -35,11 +40,12 @@ enum class Placement : uint8_t {
   kHostHeadSharded,   // one table per node-local group, heads split over its members
   kHostPrivate,       // one host copy per replica, a TP slice per rank
 };
+inline constexpr size_t kPlacementCount = 5;  // the registry static_asserts it matches its entries
 
 // The group a placement's tables are cut over and its collectives run in.
 enum class PlacementGroup : uint8_t {
   kShardGroup,      // the row-shard group (config shard_group: world, nvlink_domain or host)
-  kNodeLocalGroup,  // the node-local Engram DP group (DESIGN.md section 3)
+  kNodeLocalGroup,  // the node-local Engram DP group (docs/design.md section 3)
 };
 const char* placement_group_text(PlacementGroup group);  // "row shards", "node-local DP group"
 
@@ -148,6 +154,35 @@ class PlacementTables {
   PlacementFootprint footprint_;
 };
 
+// ------------------------------------------------------------------ tools
+
+// The one-process kernel the bench holds a placement's runtime lookup
+// against. The bench's ratio columns and targets come in this order.
+enum class BenchReference : uint8_t {
+  kNone,        // none: a host placement's ceiling is the pinned copy
+  kPeerKernel,  // the gather over peer-mapped shards
+  kNcclPath,    // the all-gather, gather, reduce-scatter path
+};
+
+// What the doctor found on this machine, as the placements' verdicts read it
+// (apps/doctor_command.cc gathers it).
+struct DoctorFacts {
+  bool have_gpus = false;
+  bool all_vmm = false;         // every GPU supports VMM
+  bool all_fabric = false;      // FABRIC handles work on every GPU (probe, IMEX channel, one NVLink domain)
+  bool all_posix_fd = false;    // every GPU exports POSIX fds
+  std::string fabric_why;       // why FABRIC does not work, where it does not
+  std::string nvlink_domain;    // the first GPU's
+  bool p2p_all = false;         // every GPU pair has P2P access
+  bool shm_mounted = false;
+  uint64_t shm_total_bytes = 0;
+  uint64_t shm_free_bytes = 0;
+  std::string shm_fix;          // what to change where /dev/shm cannot hold the tables
+  uint64_t tables_bytes = 0;    // the whole tables: one copy
+  int tp = 1;
+  uint64_t tp_slice_bytes_max = 0;  // the largest TP slice a rank holds or maps
+};
+
 // ------------------------------------------------------------------ ops
 
 struct PlacementOps {
@@ -166,6 +201,25 @@ struct PlacementOps {
   Status (*capable)(const RankBackend& backend) = nullptr;
   // Collective over context.group (and, where it says so, context.host_group).
   Result<std::unique_ptr<PlacementTables>> (*build)(PlacementContext& context) = nullptr;
+
+  // What the tools around the runtime need to know of it:
+  // The config that asks the plan for it: edits one whose cpu_offload,
+  // peer_shards and dp_shared_memory are reset (none: the reset one asks).
+  void (*ask_plan_for)(EngramConfig& config) = nullptr;
+  // The backend steps its build runs (the swarm aims step faults there).
+  uint8_t steps = kRunsNoBackendStep;  // PlacementSteps bits
+  // The plan report's note on how it cuts a table's heads (none: no note).
+  std::string (*report_heads)(int heads, int tp, int group_size) = nullptr;
+  // What it would do on the doctor's machine, and where the doctor lists it.
+  std::string (*doctor_verdict)(const DoctorFacts& facts) = nullptr;
+  int doctor_position = 0;
+  // Whether it builds the collective path over its shards beside its own
+  // (PlacementContext::collective_cross_check), for the acceptance test.
+  bool has_collective_cross_check = false;
+  BenchReference bench_reference = BenchReference::kNone;
+  // The share of the pinned host-to-device copy's rate the bench holds it
+  // to at 8192 tokens (0: no such target).
+  double bench_pinned_copy_share_min = 0;
 };
 
 // The registration table, in Placement order.
@@ -178,5 +232,9 @@ bool is_device_placement(Placement placement);
 
 // The capability check every device placement shares.
 Status needs_a_device(const RankBackend& backend, Placement placement);
+
+// The report note of a placement whose TP ranks hold slices of the heads
+// ("" at TP1).
+std::string report_tp_slice_heads(int heads, int tp, int group_size);
 
 }  // namespace engram

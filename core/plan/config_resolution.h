@@ -1,4 +1,4 @@
-// Resolving `dp_shared_memory` (DESIGN.md section 3, rules 1 and 2):
+// Resolving `dp_shared_memory` (docs/design.md section 3, rules 1 and 2):
 // unset -> enabled exactly when cpu_offload && dp > 1 && !elastic_ep; an
 // explicit true is validated strictly, every unmet requirement named in one
 // failed_precondition error.

@@ -37,13 +37,17 @@ ModelSummary summarize(const ModelSpec& spec) {
   s.pad_id = spec.pad_id;
   s.dead_tokens = std::string(dead_token_rule_name(spec.dead_token_rule));
   s.hash_seed = spec.seed;
+  s.source_path = spec.source_path;
+  s.kv_bytes_per_token = spec.serving.kv_bytes_per_token;
+  s.row_format = spec.tables.empty() || spec.tables[0].row_format == RowFormat::kFp8E4M3Ue8m0 ? "fp8_e4m3_ue8m0" : "bf16";
   return s;
 }
 
 // Views of `host`'s strings: the deployment outlives the decision.
 HandleFacts handle_facts_of(const HostSpec& host) {
   // Predicted probe: the attribute alone lies without an IMEX channel.
-  return {host.name, host.boot_id, host.nvlink_domain, host.imex_channel, host.fabric_attribute && host.imex_channel};
+  return {host.name, host.boot_id, host.nvlink_domain, host.imex_channel, host.fabric_attribute && host.imex_channel,
+          host.posix_fd_attribute};
 }
 
 // The environment the named hosts share, or unknown when they differ (the

@@ -1,5 +1,5 @@
 // `plan`: everything decided about a deployment before anything runs
-// (DESIGN.md sections 1-3): the resolved config, each rank's placement and
+// (docs/design.md sections 1-3): the resolved config, each rank's placement and
 // groups, the memory it costs, the warnings and the reason for each decision.
 #pragma once
 
@@ -31,6 +31,9 @@ struct ModelSummary {
   int64_t pad_id = 0;
   std::string dead_tokens;
   uint64_t hash_seed = 0;
+  std::string source_path;         // the model file ("" for a built-in model)
+  uint64_t kv_bytes_per_token = 0; // the model file's serving figure; 0: not given
+  std::string row_format;          // "fp8_e4m3_ue8m0" or "bf16"
 };
 
 struct RankPlan {

@@ -90,6 +90,11 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
     m.kv_budget_bytes = static_cast<uint64_t>(static_cast<double>(m.gpu_memory_bytes) * engine.gpu_memory_fraction);
     m.gpu_reserved_bytes = engine.gpu_reserved_bytes.value_or(0);
     m.kv_cache_left_bytes = kv_cache_left_bytes(m.gpu_memory_bytes, engine, hbm);
+    if (spec.serving.kv_bytes_per_token > 0) {
+      m.kv_cache_left_tokens =
+          std::max<int64_t>(0, m.kv_cache_left_bytes) / static_cast<int64_t>(spec.serving.kv_bytes_per_token);
+      if (engine.context_length_tokens) m.max_concurrency = m.kv_cache_left_tokens / *engine.context_length_tokens;
+    }
 
     HostMemory& hm = host_rows[static_cast<size_t>(in.host)];
     if (!host_seen[static_cast<size_t>(in.host)]) {

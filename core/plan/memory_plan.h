@@ -35,6 +35,11 @@ struct RankMemory {
   uint64_t kv_budget_bytes = 0;    // gpu memory x the engine's memory fraction
   uint64_t gpu_reserved_bytes = 0; // weights etc. the user gave (0 when not counted)
   int64_t kv_cache_left_bytes = 0; // kv_cache_left(): budget - tables - buffer - reserved; negative: nothing left
+  // From the model's KV bytes per token (-1: the model gives none): what
+  // the KV cache left holds, and how many requests of the engine's context
+  // length fit (-1: no context length given).
+  int64_t kv_cache_left_tokens = -1;
+  int64_t max_concurrency = -1;
   uint64_t host_private_bytes = 0; // host memory this rank allocates itself
   uint64_t host_shared_mapped_bytes = 0;  // a node's shared copy this rank maps (not extra memory)
 };

@@ -1,3 +1,4 @@
+#include "core/report/xml_escape.h"
 #include "core/report/latency_svg.h"
 
 #include <fmt/format.h>
@@ -15,20 +16,6 @@ constexpr double kLeft = 80;     // room for y tick labels
 constexpr double kRight = 200;   // room for the legend
 constexpr double kTop = 50;
 constexpr double kBottom = 60;
-
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 // "1", "10", "100", "1e+04": decade labels stay short.
 std::string decade_label(int exponent) {

@@ -54,16 +54,9 @@ std::vector<HostRow> host_rows(const std::vector<HostMemory>& hosts) {
 
 // How a host placement cuts the heads over TP (and the Engram DP group).
 std::string host_heads_text(const PlacementGroupSummary& g, const ParallelLayout& layout, const ModelSummary& m) {
-  if (is_device_placement(g.placement) || m.heads_per_table.empty()) return "";
-  const int heads = m.heads_per_table.front();
-  const int tp = layout.tp;
-  if (g.placement == Placement::kHostHeadSharded) {
-    const int shards = tp * g.group_size;
-    return fmt::format("; heads in {} TP-major shards of {} (shard = tp_rank x {} + group index)", shards,
-                       (heads + shards - 1) / shards, g.group_size);
-  }
-  if (tp == 1) return "";
-  return fmt::format("; each TP rank holds a slice of {} of the {} heads", (heads + tp - 1) / tp, heads);
+  const PlacementOps& ops = placement_ops(g.placement);
+  if (ops.report_heads == nullptr || m.heads_per_table.empty()) return "";
+  return ops.report_heads(m.heads_per_table.front(), layout.tp, g.group_size);
 }
 
 }  // namespace
@@ -83,6 +76,30 @@ std::string with_thousands(uint64_t value) {
   }
   return out;
 }
+
+// What the KV cache left holds in tokens and requests, where the model
+// file gives its KV bytes per token; "" otherwise.
+static std::string kv_tokens_text(const PlanResult& plan) {
+  if (plan.model.kv_bytes_per_token == 0 || plan.ranks.empty()) return "";
+  int64_t tokens_min = plan.ranks.front().memory.kv_cache_left_tokens;
+  int64_t requests_min = plan.ranks.front().memory.max_concurrency;
+  for (const RankPlan& r : plan.ranks) {
+    tokens_min = std::min(tokens_min, r.memory.kv_cache_left_tokens);
+    requests_min = std::min(requests_min, r.memory.max_concurrency);
+  }
+  std::string out = fmt::format("KV cache left in tokens: {} per GPU at least ({} per token, the model's "
+                                "serving.kv_bytes_per_token)",
+                                with_thousands(static_cast<uint64_t>(tokens_min)),
+                                format_size_short(plan.model.kv_bytes_per_token));
+  if (const auto length = plan.deployment.engine.context_length_tokens) {
+    out += fmt::format("; maximum concurrency at {} tokens per request: {}", with_thousands(static_cast<uint64_t>(*length)),
+                       with_thousands(static_cast<uint64_t>(requests_min)));
+  } else {
+    out += "; give --context-length for the maximum concurrency";
+  }
+  return out + "\n";
+}
+
 
 std::string format_plan_report(const PlanResult& plan) {
   const Deployment& d = plan.deployment;
@@ -156,6 +173,7 @@ std::string format_plan_report(const PlanResult& plan) {
                        format_gib(first.memory.hbm_table_bytes), format_gib(first.memory.hbm_buffer_bytes),
                        signed_gib(kv_min), host_text);
   }
+  out += kv_tokens_text(plan);
   out += "\nmemory per host (hosts alike in one row):\n";
   out += fmt::format("  {:<24} {:>5} {:>16} {:>16} {:>14} {:>16} {:>7} {:>14}\n", "host", "ranks", "HBM/GPU max",
                      "KV left/GPU min", "/dev/shm used", "host tables", "copies", "host RAM");
@@ -177,6 +195,9 @@ Json plan_json(const PlanResult& plan) {
   model["name"] = m.name;
   model["row_bytes"] = m.row_bytes;
   model["table_bytes_total"] = m.table_bytes_total;
+  model["row_format"] = m.row_format;
+  model["file"] = m.source_path.empty() ? Json(nullptr) : Json(m.source_path);
+  model["kv_bytes_per_token"] = m.kv_bytes_per_token ? Json(m.kv_bytes_per_token) : Json(nullptr);
   model["tables"] = Json::array();
   model["hash"] = {{"compressed_vocab_size", m.compressed_vocab_size},
                    {"pad_id", m.pad_id},
@@ -200,7 +221,9 @@ Json plan_json(const PlanResult& plan) {
   config["tokens_per_rank_max"] = d.config.tokens_per_rank_max;
   config["sequence_parallel"] = d.config.sequence_parallel;
   j["engine"] = {{"gpu_memory_fraction", d.engine.gpu_memory_fraction},
-                 {"gpu_reserved_bytes", d.engine.gpu_reserved_bytes ? Json(*d.engine.gpu_reserved_bytes) : Json(nullptr)}};
+                 {"gpu_reserved_bytes", d.engine.gpu_reserved_bytes ? Json(*d.engine.gpu_reserved_bytes) : Json(nullptr)},
+                 {"gpu_reserved_from_model", d.engine.reserved_from_model},
+                 {"context_length", d.engine.context_length_tokens ? Json(*d.engine.context_length_tokens) : Json(nullptr)}};
   j["defaults_used"] = Json::array();
   for (const DefaultUsed& u : d.defaults_used)
     j["defaults_used"].push_back({{"field", u.field}, {"value", u.value}, {"source", u.source}});
@@ -237,6 +260,8 @@ Json plan_json(const PlanResult& plan) {
     rank["kv_budget_bytes"] = r.memory.kv_budget_bytes;
     rank["gpu_reserved_bytes"] = r.memory.gpu_reserved_bytes;
     rank["kv_cache_left_bytes"] = r.memory.kv_cache_left_bytes;
+    rank["kv_cache_left_tokens"] = r.memory.kv_cache_left_tokens >= 0 ? Json(r.memory.kv_cache_left_tokens) : Json(nullptr);
+    rank["max_concurrency"] = r.memory.max_concurrency >= 0 ? Json(r.memory.max_concurrency) : Json(nullptr);
     rank["host_private_bytes"] = r.memory.host_private_bytes;
     rank["host_shared_mapped_bytes"] = r.memory.host_shared_mapped_bytes;
     j["ranks"].push_back(std::move(rank));

@@ -12,6 +12,7 @@
 
 #include "core/exchange/gather_facts.h"
 #include "core/plan/deployment_plan.h"
+#include "core/runtime/plan_inputs.h"
 
 namespace engram {
 namespace {
@@ -59,18 +60,16 @@ SharedPlan derive(Result<PlanResult> plan) {
 // Every rank decides from the same gathered facts, so in one process (the
 // emulator runs every rank in one, and hands them one shared copy of the
 // facts) the deployment is rebuilt and planned once and shared. Keyed by the
-// facts' identity and the options; a handful of recent entries.
+// facts' identity and the plan's inputs (core/runtime/plan_inputs.h); a
+// handful of recent entries.
 std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
                                             const std::shared_ptr<const GatheredFacts>& facts) {
-  const EngramConfig& c = options.config;
-  const ParallelLayout& l = options.layout;
-  const std::string key = fmt::format("{}|{},{},{},{},{}|{},{},{},{},{},{}", options.placement_model, l.tp, l.dp,
-                                      l.ep, l.elastic_ep, l.prefill_cp, c.cpu_offload, c.peer_shards,
-                                      c.dp_shared_memory ? (*c.dp_shared_memory ? 1 : 0) : -1,
-                                      static_cast<int>(c.shard_group), c.tokens_per_rank_max, c.sequence_parallel);
+  PlanInputs inputs = PlanInputs::of(options);
+  const size_t inputs_hash = PlanInputsHash{}(inputs);
   struct Entry {
     std::shared_ptr<const GatheredFacts> facts;  // pins the identity while the entry lives
-    std::string key;
+    PlanInputs inputs;
+    size_t inputs_hash = 0;
     std::shared_ptr<const SharedPlan> plan;
   };
   static std::mutex mutex;
@@ -78,14 +77,15 @@ std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
   {
     std::lock_guard<std::mutex> lock(mutex);
     for (const Entry& e : recent)
-      if (e.facts == facts && e.key == key) return e.plan;
+      if (e.facts == facts && e.inputs_hash == inputs_hash && e.inputs == inputs) return e.plan;
   }
   // The same decision `plan` makes, from the gathered facts: hosts by
   // identity (hostname + boot id) in rank order.
   Deployment deployment;
-  deployment.model = options.placement_model;
-  deployment.layout = options.layout;
-  deployment.config = options.config;
+  // From the key itself, so what is planned is exactly what is cached.
+  deployment.model = inputs.placement_model;
+  deployment.layout = inputs.layout;
+  deployment.config = inputs.config;
   std::map<std::pair<std::string, std::string>, int> host_index;
   for (const RankFacts& rank_facts : facts->ranks) {
     const PlacementFacts& p = rank_facts.placement;
@@ -111,7 +111,7 @@ std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
   WarningSink plan_sink;  // plan's warnings reach the caller's sink from the result, once
   auto plan = std::make_shared<const SharedPlan>(derive(plan_deployment(deployment, plan_sink)));
   std::lock_guard<std::mutex> lock(mutex);
-  recent.push_front({facts, key, plan});
+  recent.push_front({facts, std::move(inputs), inputs_hash, plan});
   if (recent.size() > 4) recent.pop_back();
   return plan;
 }

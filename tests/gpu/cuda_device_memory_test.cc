@@ -45,7 +45,7 @@ TEST(CudaDeviceMemory, FabricProbeMatchesTheImexChannel) {
   if (!info->fabric_attribute) {
     EXPECT_EQ(probe.code(), ErrorCode::kFailedPrecondition);
   } else if (!imex_channel) {
-    // The attribute lies without an IMEX channel (DESIGN.md section 5).
+    // The attribute lies without an IMEX channel (docs/design.md section 5).
     EXPECT_EQ(probe.code(), ErrorCode::kPermissionDenied) << probe.to_string();
     EXPECT_NE(probe.message().find("CUDA_ERROR_NOT_PERMITTED"), std::string::npos) << probe.message();
     EXPECT_EQ(probe.context().step, device_step_name(DeviceStep::kProbeFabric));

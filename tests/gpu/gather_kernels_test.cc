@@ -13,7 +13,7 @@
 
 #include "backends/cuda/nccl_collectives.h"
 #include "core/base/units.h"
-#include "kernels/bench_kernels.h"
+#include "operator_checks/bench_kernels.h"
 #include "kernels/gather_kernels.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/gpu/peer_shards.h"
@@ -166,7 +166,7 @@ TEST(GatherKernels, RejectsBadArguments) {
 }
 
 // ENGRAMLAB_GPU_TEST_SHARD_GIB: GiB of table shard per GPU for MultiGpuLookup
-// (filled on device, checked against kernels::fill_word + the CPU rule);
+// (filled on device, checked against operator_checks::fill_word + the CPU rule);
 // unset or empty: the small host-filled table. Anything else is an error, so
 // a mistyped value cannot quietly run the small table.
 Result<double> shard_gib_from_env() {
@@ -266,7 +266,7 @@ class MultiGpuLookup : public ::testing::Test {
     for (size_t s = 0; s < ids.size(); ++s) {
       if (ids[s] < 0 || ids[s] >= rows_) continue;
       for (uint64_t w = 0; w < layout_.row_bytes / 8; ++w) {
-        const uint64_t word = kernels::fill_word(kTableSeed, ids[s], w, layout_.row_bytes, kDim);
+        const uint64_t word = operator_checks::fill_word(kTableSeed, ids[s], w, layout_.row_bytes, kDim);
         std::memcpy(row.data() + 8 * w, &word, 8);
       }
       reference_row(layout_.format, kDim, row.data(), &out[s * static_cast<size_t>(kDim)]);

@@ -182,7 +182,7 @@ inline std::vector<uint16_t> reference_lookup(RowFormat format, int dim, const s
   return out;
 }
 
-// Bitwise equality, every NaN one value (DESIGN.md section 4). Reports the
+// Bitwise equality, every NaN one value (docs/design.md section 4). Reports the
 // first few differences.
 inline ::testing::AssertionResult same_bf16(std::span<const uint16_t> expected, std::span<const uint16_t> actual,
                                             int dim) {

@@ -1,5 +1,5 @@
 // Shards of one process's GPUs mapped into each other: a row-sharded table,
-// the device_peer way (DESIGN.md section 2), over every GPU this process
+// the device_peer way (docs/design.md section 2), over every GPU this process
 // drives. Each GPU's shard lives in POSIX-fd exportable VMM memory; it is
 // exported as an fd, imported in-process by every other GPU, mapped there and
 // access granted; each GPU then holds a device-resident peer table (shard

@@ -2,7 +2,7 @@
 // (shards of this process's GPUs mapped into each other), each shard filled
 // either from a host copy of the whole table (small tables) or on its own GPU
 // by the bench's fill kernel (tables too big for a host copy; the expected
-// rows then come from kernels::fill_word on the CPU).
+// rows then come from operator_checks::fill_word on the CPU).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tests/gpu/local_peer_shards.h"
-#include "kernels/bench_kernels.h"
+#include "operator_checks/bench_kernels.h"
 
 namespace engram::gpu_test {
 
@@ -31,8 +31,8 @@ class PeerShards : public LocalPeerShards {
     });
   }
 
-  // Same, each shard filled on its GPU with kernels::fill_shard(seed, dim):
-  // row r word w is kernels::fill_word(seed, r, w, row_bytes(), dim).
+  // Same, each shard filled on its GPU with operator_checks::fill_shard(seed, dim):
+  // row r word w is operator_checks::fill_word(seed, r, w, row_bytes(), dim).
   Status build_filled_on_device(uint64_t seed, int dim) {
     ENGRAM_CHECK(row_bytes() % 8 == 0 && dim > 0);
     return LocalPeerShards::build([&](int g, DevicePtr shard) -> Status {
@@ -41,14 +41,14 @@ class PeerShards : public LocalPeerShards {
         return Status(ErrorCode::kInternal, std::string("cudaSetDevice: ") + cudaGetErrorName(set),
                       ErrorContext{.rank = g, .peer = -1, .step = "fill"});
       }
-      kernels::ShardFillArgs fill;
+      operator_checks::ShardFillArgs fill;
       fill.shard = reinterpret_cast<uint8_t*>(shard);
       fill.first_row = layout().shard_begin(g);
       fill.rows = layout().shard_rows(g);
       fill.row_bytes = row_bytes();
       fill.dim = dim;
       fill.seed = seed;
-      return kernels::fill_shard(fill, nullptr).with_context(g, -1, "fill");
+      return operator_checks::fill_shard(fill, nullptr).with_context(g, -1, "fill");
     });
   }
 };

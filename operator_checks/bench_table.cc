@@ -1,0 +1,315 @@
+#include "operator_checks/bench_table.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/base/units.h"
+
+namespace engram::operator_checks {
+namespace {
+
+// The one-process figure a placement's runtime lookup is held against (its
+// registration says which); none for the host placements (their ceiling is
+// the pinned copy).
+std::optional<LatencyPercentiles> one_process_for(const BenchReport& r, Placement p, size_t i) {
+  if (!r.reference || i >= r.reference->points.size()) return std::nullopt;
+  const OneProcessPoint& point = r.reference->points[i];
+  switch (placement_ops(p).bench_reference) {
+    case BenchReference::kNone: return std::nullopt;
+    case BenchReference::kPeerKernel: return point.peer_kernel;
+    case BenchReference::kNcclPath:
+      if (point.nccl_path_ran) return point.nccl_path;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// The reference kernels' names, as the tables write them ("peer kernel").
+const char* reference_name(BenchReference reference) {
+  switch (reference) {
+    case BenchReference::kNone: return "none";
+    case BenchReference::kPeerKernel: return "peer kernel";
+    case BenchReference::kNcclPath: return "NCCL path";
+  }
+  return "?";
+}
+
+// The placements held against a one-process kernel, in reference order
+// (the ratio columns and targets), then registry order.
+std::vector<const PlacementOps*> referenced_placements() {
+  std::vector<const PlacementOps*> out;
+  for (BenchReference ref : {BenchReference::kPeerKernel, BenchReference::kNcclPath})
+    for (const PlacementOps& ops : placement_registry())
+      if (ops.bench_reference == ref) out.push_back(&ops);
+  return out;
+}
+
+double gbps(uint64_t bytes, double us) { return us > 0 ? static_cast<double>(bytes) / us / 1e3 : 0; }
+
+std::string us_text(const BenchCell& c) {
+  return c.ran ? fmt::format("{:.1f} ({:.1f})", c.latency.p50_us, c.latency_us_p50_slowest_rank) : "n/a";
+}
+
+std::string three(const LatencyPercentiles& l) { return fmt::format("{:.1f} / {:.1f} / {:.1f}", l.p10_us, l.p50_us, l.p90_us); }
+
+const BenchPlacementRow* find_row(const BenchReport& r, Placement p) {
+  for (const BenchPlacementRow& row : r.placements)
+    if (row.placement == p) return &row;
+  return nullptr;
+}
+
+size_t index_of(const BenchReport& r, int tokens) {
+  for (size_t i = 0; i < r.token_counts.size(); ++i)
+    if (r.token_counts[i] == tokens) return i;
+  return r.token_counts.size();
+}
+
+}  // namespace
+
+std::string format_bench_table(const BenchReport& r) {
+  std::string out;
+  auto line = [&](const std::string& text) { out += text + "\n"; };
+  line(fmt::format("engramlab bench: {} rank(s), one process per GPU, tp {} x dp {}; table {} layer {}: {} rows x {} B, "
+                   "{} heads, dim {}", r.world_size, r.layout.tp, r.layout.dp, r.table_model, r.layer_id,
+                   r.table_rows, r.row_bytes, r.heads, r.dim));
+  line(fmt::format("each figure: one device lookup through the runtime per captured graph (DeviceGraph::time), {} "
+                   "replays after {} warm-up, every rank at once; the same ids for every placement", r.timed_replays,
+                   r.warmup_replays));
+  line("");
+  line("| placement | asked with | result |");
+  line("| --- | --- | --- |");
+  for (const BenchPlacementRow& row : r.placements) {
+    line(fmt::format("| {} | {} | {} |", placement_name(row.placement), row.asked_with,
+                     row.ran ? fmt::format("ran; tables built in {:.1f} s; {} slots equal the CPU reference",
+                                           row.build_seconds, row.slots_checked)
+                             : "not run: " + row.not_run_reason));
+  }
+
+  line("");
+  line("p50 us on rank 0 (slowest rank in brackets):");
+  std::string head = "| tokens |", rule = "| ---: |";
+  for (const BenchPlacementRow& row : r.placements) {
+    head += fmt::format(" {} |", placement_name(row.placement));
+    rule += " ---: |";
+  }
+  head += " one-process peer kernel | one-process NCCL path | one-process plain kernel | HBM copy | NVLink copy | "
+          "pinned host copy |";
+  rule += " ---: | ---: | ---: | ---: | ---: | ---: |";
+  line(head);
+  line(rule);
+  for (size_t i = 0; i < r.token_counts.size(); ++i) {
+    std::string text = fmt::format("| {} |", r.token_counts[i]);
+    for (const BenchPlacementRow& row : r.placements) text += " " + us_text(row.cells[i]) + " |";
+    const OneProcessPoint* ref = r.reference && i < r.reference->points.size() ? &r.reference->points[i] : nullptr;
+    text += ref ? fmt::format(" {:.1f} |", ref->peer_kernel.p50_us) : " n/a |";
+    text += ref && ref->nccl_path_ran ? fmt::format(" {:.1f} |", ref->nccl_path.p50_us) : " n/a |";
+    text += ref ? fmt::format(" {:.1f} |", ref->plain_kernel.p50_us) : " n/a |";
+    const BenchCeilings& c = r.ceilings[i];
+    text += " " + us_text(c.hbm_copy) + " |";
+    text += ref && ref->nvlink_copy_ran ? fmt::format(" {:.1f} |", ref->nvlink_copy.p50_us) : " n/a |";
+    text += " " + us_text(c.pinned_host_copy) + " |";
+    line(text);
+  }
+
+  line("");
+  const std::vector<const PlacementOps*> referenced = referenced_placements();
+  std::string versus, ratio_head = "| tokens |", ratio_rule = "| ---: |";
+  for (const PlacementOps* ops : referenced) {
+    versus +=
+        fmt::format("{}{} vs the {}", versus.empty() ? "" : ", ", ops->name, reference_name(ops->bench_reference));
+    ratio_head += fmt::format(" {} |", ops->name);
+    ratio_rule += " ---: |";
+  }
+  line(fmt::format("runtime / one-process, p50 on rank 0's GPU ({}):", versus));
+  line(ratio_head);
+  line(ratio_rule);
+  for (size_t i = 0; i < r.token_counts.size(); ++i) {
+    std::string text = fmt::format("| {} |", r.token_counts[i]);
+    for (const PlacementOps* ops : referenced) {
+      const BenchPlacementRow* row = find_row(r, ops->id);
+      const auto ref = one_process_for(r, ops->id, i);
+      text += row && row->cells[i].ran && ref ? fmt::format(" {:.2f}x |", row->cells[i].latency.p50_us / ref->p50_us)
+                                              : " n/a |";
+    }
+    line(text);
+  }
+
+  line("");
+  line("host reads beside the pinned host-to-device copy (effective GB/s = rows read / slowest rank's p50):");
+  std::string host_head = "| tokens | read bytes |", host_rule = "| ---: | ---: |";
+  for (const PlacementOps& ops : placement_registry()) {
+    if (ops.needs_device) continue;
+    host_head += fmt::format(" {} GB/s |", ops.name);
+    host_rule += " ---: |";
+  }
+  line(host_head + " pinned copy GB/s |");
+  line(host_rule + " ---: |");
+  for (size_t i = 0; i < r.token_counts.size(); ++i) {
+    const BenchCeilings& c = r.ceilings[i];
+    std::string text = fmt::format("| {} | {} |", r.token_counts[i], format_bytes(c.read_bytes));
+    for (const PlacementOps& ops : placement_registry()) {
+      if (ops.needs_device) continue;
+      const BenchPlacementRow* row = find_row(r, ops.id);
+      text += row && row->cells[i].ran
+                  ? fmt::format(" {:.1f} |", gbps(c.read_bytes, row->cells[i].latency_us_p50_slowest_rank))
+                  : " n/a |";
+    }
+    text += c.pinned_host_copy.ran ? fmt::format(" {:.1f} |", gbps(c.read_bytes, c.pinned_host_copy.latency_us_p50_slowest_rank))
+                                   : " n/a |";
+    line(text);
+  }
+
+  line("");
+  line("p10 / p50 / p90 us on rank 0:");
+  line("| placement | tokens | p10 / p50 / p90 | slowest rank p50 |");
+  line("| --- | ---: | ---: | ---: |");
+  for (const BenchPlacementRow& row : r.placements) {
+    if (!row.ran) continue;
+    for (size_t i = 0; i < r.token_counts.size(); ++i)
+      line(fmt::format("| {} | {} | {} | {:.1f} |", placement_name(row.placement), r.token_counts[i],
+                       three(row.cells[i].latency), row.cells[i].latency_us_p50_slowest_rank));
+  }
+
+  // The issue's acceptance targets (2 x H200), as measured in this run.
+  line("");
+  line("targets (2 x H200 acceptance):");
+  auto ratio_target = [&](Placement p, const std::string& what) {
+    std::string measured;
+    bool any = false, met = true;
+    for (int t : {1, 64, 1024, 8192}) {
+      const size_t i = index_of(r, t);
+      const BenchPlacementRow* row = find_row(r, p);
+      if (i >= r.token_counts.size() || row == nullptr || !row->cells[i].ran) continue;
+      const auto ref = one_process_for(r, p, i);
+      if (!ref) continue;
+      const double x = row->cells[i].latency.p50_us / ref->p50_us;
+      any = true;
+      met = met && x <= 1.05;
+      measured += fmt::format(" {}: {:.2f}x;", t, x);
+    }
+    line(fmt::format("  {} within 1.05x of {} at 1, 64, 1024, 8192 tokens: {}", placement_name(p), what,
+                     !any ? "not measured" : (met ? "MET (" : "NOT MET (") + measured + ")"));
+  };
+  for (const PlacementOps* ops : referenced)
+    ratio_target(ops->id, fmt::format("the one-process {}", reference_name(ops->bench_reference)));
+  for (const PlacementOps& ops : placement_registry()) {
+    if (ops.bench_pinned_copy_share_min <= 0) continue;
+    const std::string target = fmt::format("  {} at 8192 tokens >= {:.0f}% of the pinned copy's rate:", ops.name,
+                                           100 * ops.bench_pinned_copy_share_min);
+    const size_t i = index_of(r, 8192);
+    const BenchPlacementRow* row = find_row(r, ops.id);
+    if (i < r.token_counts.size() && row && row->cells[i].ran && r.ceilings[i].pinned_host_copy.ran) {
+      const double share = r.ceilings[i].pinned_host_copy.latency_us_p50_slowest_rank /
+                           row->cells[i].latency_us_p50_slowest_rank;
+      line(fmt::format("{} {} ({:.0f}%)", target, share >= ops.bench_pinned_copy_share_min ? "MET" : "NOT MET",
+                       100 * share));
+    } else {
+      line(target + " not measured");
+    }
+  }
+
+  if (r.reference) {
+    line("");
+    line(fmt::format("one-process reference: rank 0's GPU ({}) alone, the kernels timed straight over one local "
+                     "table of {} rows x {} B (V4.1 rows, {} heads); the NVLink copy reads the next visible GPU",
+                     r.reference->device_name, r.reference->table_rows, r.reference->row_bytes, r.heads));
+    for (const std::string& n : r.reference->notes) line("note: " + n);
+  }
+  for (const std::string& n : r.notes) line("note: " + n);
+  return out;
+}
+
+std::string format_bench_csv(const BenchReport& r) {
+  std::string csv =
+      "series,tokens_per_rank,latency_us_p10,latency_us_p50,latency_us_p90,latency_us_p50_slowest_rank,read_bytes,"
+      "effective_gbps,one_process_us_p50,runtime_over_one_process,note\n";
+  auto quoted = [](std::string text) {
+    std::string q = "\"";
+    for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+  };
+  auto add = [&](const std::string& series, size_t i, const LatencyPercentiles& l, double slowest,
+                 std::optional<LatencyPercentiles> ref) {
+    const uint64_t bytes = r.ceilings[i].read_bytes;
+    csv += fmt::format("{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{:.3f},{},{},\n", series, r.token_counts[i], l.p10_us,
+                       l.p50_us, l.p90_us, slowest, bytes, gbps(bytes, slowest),
+                       ref ? fmt::format("{:.3f}", ref->p50_us) : "",
+                       ref ? fmt::format("{:.4f}", l.p50_us / ref->p50_us) : "");
+  };
+  for (const BenchPlacementRow& row : r.placements) {
+    if (!row.ran) {
+      csv += fmt::format("{},,,,,,,,,,{}\n", placement_name(row.placement), quoted("not run: " + row.not_run_reason));
+      continue;
+    }
+    for (size_t i = 0; i < r.token_counts.size(); ++i)
+      add(placement_name(row.placement), i, row.cells[i].latency, row.cells[i].latency_us_p50_slowest_rank,
+          one_process_for(r, row.placement, i));
+  }
+  for (size_t i = 0; i < r.token_counts.size(); ++i) {
+    const BenchCeilings& c = r.ceilings[i];
+    if (c.hbm_copy.ran) add("ceiling_hbm_copy", i, c.hbm_copy.latency, c.hbm_copy.latency_us_p50_slowest_rank, {});
+    if (c.pinned_host_copy.ran)
+      add("ceiling_pinned_host_copy", i, c.pinned_host_copy.latency, c.pinned_host_copy.latency_us_p50_slowest_rank, {});
+    if (!r.reference || i >= r.reference->points.size()) continue;
+    const OneProcessPoint& p = r.reference->points[i];
+    if (p.nvlink_copy_ran) add("ceiling_nvlink_copy", i, p.nvlink_copy, p.nvlink_copy.p50_us, {});
+    add("one_process_peer_kernel", i, p.peer_kernel, p.peer_kernel.p50_us, {});
+    add("one_process_plain_kernel", i, p.plain_kernel, p.plain_kernel.p50_us, {});
+    if (p.nccl_path_ran) add("one_process_nccl_path", i, p.nccl_path, p.nccl_path.p50_us, {});
+  }
+  return csv;
+}
+
+LogLogPlot bench_plot(const BenchReport& r) {
+  LogLogPlot plot;
+  plot.title = fmt::format("Engram lookup through the runtime, {} rank(s), tp {} x dp {}", r.world_size, r.layout.tp,
+                           r.layout.dp);
+  plot.x_label = "tokens per rank";
+  plot.y_label = "median latency per lookup, slowest rank (us)";
+  const char* colors[] = {"#d62728", "#1f77b4", "#9467bd", "#8c564b", "#e377c2"};
+  size_t color = 0;
+  for (const BenchPlacementRow& row : r.placements) {
+    const char* c = colors[color++ % std::size(colors)];
+    if (!row.ran) continue;
+    PlotSeries s{placement_name(row.placement), c, false, {}};
+    for (size_t i = 0; i < r.token_counts.size(); ++i)
+      if (row.cells[i].ran && row.cells[i].latency_us_p50_slowest_rank > 0)
+        s.points.emplace_back(r.token_counts[i], row.cells[i].latency_us_p50_slowest_rank);
+    if (!s.points.empty()) plot.series.push_back(std::move(s));
+  }
+  auto dashed = [&](const char* name, const char* c, auto value) {
+    PlotSeries s{name, c, true, {}};
+    for (size_t i = 0; i < r.token_counts.size(); ++i)
+      if (const std::optional<double> v = value(i); v && *v > 0) s.points.emplace_back(r.token_counts[i], *v);
+    if (!s.points.empty()) plot.series.push_back(std::move(s));
+  };
+  auto ref = [&](size_t i) -> const OneProcessPoint* {
+    return r.reference && i < r.reference->points.size() ? &r.reference->points[i] : nullptr;
+  };
+  dashed("one-process peer kernel", "#1f77b4", [&](size_t i) -> std::optional<double> {
+    if (const auto* p = ref(i)) return p->peer_kernel.p50_us;
+    return std::nullopt;
+  });
+  dashed("one-process NCCL path", "#d62728", [&](size_t i) -> std::optional<double> {
+    if (const auto* p = ref(i); p && p->nccl_path_ran) return p->nccl_path.p50_us;
+    return std::nullopt;
+  });
+  dashed("HBM copy", "#555555", [&](size_t i) -> std::optional<double> {
+    if (r.ceilings[i].hbm_copy.ran) return r.ceilings[i].hbm_copy.latency_us_p50_slowest_rank;
+    return std::nullopt;
+  });
+  dashed("NVLink copy", "#2ca02c", [&](size_t i) -> std::optional<double> {
+    if (const auto* p = ref(i); p && p->nvlink_copy_ran) return p->nvlink_copy.p50_us;
+    return std::nullopt;
+  });
+  dashed("pinned host-to-device copy", "#ff7f0e", [&](size_t i) -> std::optional<double> {
+    if (r.ceilings[i].pinned_host_copy.ran) return r.ceilings[i].pinned_host_copy.latency_us_p50_slowest_rank;
+    return std::nullopt;
+  });
+  return plot;
+}
+
+}  // namespace engram::operator_checks

@@ -1,0 +1,199 @@
+// `engramlab fuzz --file F [--sites a,b]`: a sweep around the user's
+// deployment holds every invariant deterministically and fires every site
+// the deployment reaches; bad sites exit 2 naming the known ones; a failing
+// seed's reproduction line names the file and the sites.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "engramlab_command.h"
+#include "harness/swarm.h"
+#include "harness/swarm_junit.h"
+#include "harness/swarm_target.h"
+
+namespace engram::testing {
+namespace {
+
+const std::string kScenarios = std::string(ENGRAM_SOURCE_DIR) + "/scenarios";
+
+TEST(FuzzFile, ShippedNvl72ScenarioHoldsDeterministically) {
+  // 1,152 ranks a run: a few seeds here; the acceptance sweep is 500.
+  const CommandOutput out =
+      run_engramlab("fuzz --file " + kScenarios + "/nvl72_16_racks.yaml --seeds 6 --check-determinism");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("0 failed"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("around"), std::string::npos) << out.text;
+}
+
+TEST(FuzzFile, SweepFiresEverySiteTheDeploymentReaches) {
+  const CommandOutput out = run_engramlab("fuzz --file " + kScenarios +
+                                          "/deployments/tp8_h200_peer.yaml --seeds 500 --check-determinism");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  // device_peer reaches the exchange sites and the process sites, not /dev/shm.
+  EXPECT_NE(out.text.find("8 of 8 fault sites aimed at fired"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("shm_create"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("(not aimed at)"), std::string::npos) << out.text;
+}
+
+// --junitxml: a testcase per seed, and one for the sweep's every-site rule.
+TEST(FuzzFile, JunitXmlHasATestcasePerSeed) {
+  char name[] = "/tmp/fuzz_junit_test_XXXXXX";
+  ASSERT_NE(::mkdtemp(name), nullptr);
+  const std::string dir = name, xml = dir + "/fuzz.xml";
+  const CommandOutput out = run_engramlab("fuzz --file " + kScenarios +
+                                          "/deployments/tp8_h200_peer.yaml --seeds 500 --junitxml " + xml);
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  const CommandOutput parsed = run_engramlab(
+      "", "python3 -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+          "c = d.getElementsByTagName('testcase'); "
+          "print('suites', len(d.getElementsByTagName('testsuite')), 'cases', len(c), 'failures', "
+          "len(d.getElementsByTagName('failure')), c[0].getAttribute('name'), '|', c[-1].getAttribute('name'))\" " +
+              xml + " #");
+  std::system(("rm -rf '" + dir + "'").c_str());
+  EXPECT_EQ(parsed.exit_code, 0) << parsed.text;
+  EXPECT_NE(parsed.text.find("suites 1 cases 501 failures 0 seed 1 | every fault site fired"), std::string::npos)
+      << parsed.text;
+}
+
+// A failing seed's testcase carries its outcome as the message, and the job,
+// every violation and the reproduce line as the text; a sweep that must fire
+// every site and did not fails its own testcase naming the sites. (A real
+// sweep has no failing seed to show, so the report is made by hand.)
+TEST(FuzzJunit, AFailingSeedCarriesItsViolationsAndTheReproduceLine) {
+  harness::SwarmReport report;
+  report.first_seed = 7;
+  report.seed_count = harness::kEverySiteSweepSeeds;
+  report.expected_sites = {sim::FaultSite::kImport, sim::FaultSite::kSend};
+  report.fired[static_cast<size_t>(sim::FaultSite::kSend)] = 3;
+  harness::SwarmSeedResult bad;
+  bad.seed = 9;
+  bad.passed = false;
+  bad.violations = {"ledger: 1 fd left open on rank 2 <after> import"};
+  bad.description = "hosts=1 tp=2 dp=1 faults: import rank 1";
+  bad.outcome = "error unavailable (step import)";
+  bad.reproduction = "/abs/engramlab fuzz --seed 9 --seeds 1 --file '/abs/a b.yaml'";
+  report.failures.push_back(bad);
+  char name[] = "/tmp/fuzz_junit_unit_XXXXXX";
+  ASSERT_NE(::mkdtemp(name), nullptr);
+  const std::string dir = name, xml = dir + "/fuzz.xml";
+  std::ofstream(xml) << harness::swarm_junit_xml(report, "/abs/a b.yaml");
+  const CommandOutput parsed = run_engramlab(
+      "", "python3 -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+          "c = d.getElementsByTagName('testcase'); f = d.getElementsByTagName('failure'); "
+          "print('cases', len(c), 'failures', len(f), 'classname', c[0].getAttribute('classname')); "
+          "[print('failed', x.parentNode.getAttribute('name'), '| message', x.getAttribute('message'), '| text', "
+          "x.firstChild.data if x.firstChild else '') for x in f]\" " +
+              xml + " #");
+  std::system(("rm -rf '" + dir + "'").c_str());
+  ASSERT_EQ(parsed.exit_code, 0) << parsed.text;
+  EXPECT_NE(parsed.text.find("cases 501 failures 2 classname fuzz./abs/a b.yaml"), std::string::npos) << parsed.text;
+  EXPECT_NE(parsed.text.find("failed seed 9 | message error unavailable (step import) | text job: hosts=1 tp=2 dp=1 "
+                             "faults: import rank 1\n- ledger: 1 fd left open on rank 2 <after> import\nreproduce: "
+                             "/abs/engramlab fuzz --seed 9 --seeds 1 --file '/abs/a b.yaml'"),
+            std::string::npos)
+      << parsed.text;
+  EXPECT_NE(parsed.text.find("failed every fault site fired | message never fired: import"), std::string::npos)
+      << parsed.text;
+  // Below the every-site sweep size there is no such testcase, and a passing seed has no failure.
+  report.seed_count = 3;
+  report.failures.clear();
+  const std::string small = harness::swarm_junit_xml(report, "");
+  EXPECT_EQ(small.find("<failure"), std::string::npos) << small;
+  EXPECT_EQ(small.find("every fault site"), std::string::npos) << small;
+  EXPECT_NE(small.find("seed 9"), std::string::npos) << small;
+}
+
+TEST(FuzzFile, SitesAimTheFaults) {
+  const CommandOutput out = run_engramlab("fuzz --file " + kScenarios +
+                                          "/deployments/tp8_h200_peer.yaml --seeds 60 --sites import,slow --json");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  // Only the aimed sites fire.
+  for (const char* other : {"\"site\":\"export\"", "\"site\":\"map\""}) {
+    const size_t at = out.text.find(other);
+    ASSERT_NE(at, std::string::npos) << out.text;
+    const size_t fired = out.text.find("\"fired\":", at);
+    EXPECT_EQ(out.text.compare(fired, 10, "\"fired\":0,"), 0) << out.text.substr(at, 120);
+  }
+}
+
+TEST(FuzzFile, UnknownSiteExitsTwoNamingTheKnownOnes) {
+  const CommandOutput out = run_engramlab("fuzz --sites imprt,slow --seeds 1");
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("'imprt' is not a fault site"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("did you mean 'import'"), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("export, send, import, map, access, shm_create"), std::string::npos) << out.text;
+}
+
+TEST(FuzzFile, SitesTheDeploymentNeverReachesExitTwo) {
+  const CommandOutput out =
+      run_engramlab("fuzz --file " + kScenarios + "/deployments/tp8_h200_peer.yaml --sites shm_write --seeds 1");
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("never reach them"), std::string::npos) << out.text;
+}
+
+TEST(FuzzFile, MissingFileExitsTwo) {
+  const CommandOutput out = run_engramlab("fuzz --file /nonexistent/deployment.yaml --seeds 1");
+  EXPECT_EQ(out.exit_code, 2) << out.text;
+  EXPECT_NE(out.text.find("/nonexistent/deployment.yaml"), std::string::npos) << out.text;
+}
+
+TEST(FuzzFile, ReproductionLineNamesFileAndSites) {
+  auto target = harness::load_swarm_target(kScenarios + "/deployments/tp8_h200_peer.yaml", "import");
+  ASSERT_TRUE(target.is_ok()) << target.status().to_string();
+  const harness::SwarmSeedResult r = harness::run_swarm_seed(7, true, target.value());
+  EXPECT_NE(r.reproduction.find("fuzz --file "), std::string::npos) << r.reproduction;
+  EXPECT_NE(r.reproduction.find("tp8_h200_peer.yaml --seed 7 --seeds 1 --sites import --check-determinism"),
+            std::string::npos)
+      << r.reproduction;
+  // The same seed and target draw the same case.
+  EXPECT_EQ(harness::draw_swarm_case(7, target.value()).description, r.description);
+}
+
+}  // namespace
+}  // namespace engram::testing
+
+namespace engram::testing {
+namespace {
+
+// The trace hash `fuzz --verbose` prints for one seed.
+std::string seed_trace_hash(const std::string& args) {
+  const CommandOutput out = run_engramlab("fuzz --seeds 1 --verbose " + args);
+  const size_t at = out.text.find("pass ");
+  return at == std::string::npos ? "(no passing seed line in: " + out.text + ")" : out.text.substr(at + 5, 16);
+}
+
+// The trace hash `scenario run --json` reports for `file`.
+std::string scenario_trace_hash(const std::string& file) {
+  const CommandOutput out = run_engramlab("scenario run --json " + file);
+  const size_t at = out.text.find("\"trace_hash\":\"");
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  return at == std::string::npos ? "(none in: " + out.text + ")" : out.text.substr(at + 14, 16);
+}
+
+void expect_emitted_scenario_reproduces(const std::string& file_flag, uint64_t seed) {
+  char path[] = "/tmp/fuzz_emit_test_XXXXXX.yaml";
+  const int fd = ::mkstemps(path, 5);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string seed_text = std::to_string(seed);
+  const CommandOutput emitted =
+      run_engramlab("fuzz --emit-scenario " + seed_text + " " + file_flag, "", std::string("> ") + path);
+  EXPECT_EQ(emitted.exit_code, 0) << emitted.text;
+  EXPECT_EQ(scenario_trace_hash(path), seed_trace_hash(file_flag + " --seed " + seed_text)) << "seed " << seed;
+  ::unlink(path);
+}
+
+TEST(FuzzEmitScenario, EmittedScenarioRerunsWithTheSameTraceHash) {
+  for (uint64_t seed : {1, 3, 6, 11}) expect_emitted_scenario_reproduces("", seed);
+}
+
+TEST(FuzzEmitScenario, EmittedScenarioAroundAFileRerunsWithTheSameTraceHash) {
+  for (uint64_t seed : {2, 5}) expect_emitted_scenario_reproduces("--file " + kScenarios + "/deployments/two_nodes_interleaved.yaml", seed);
+}
+
+}  // namespace
+}  // namespace engram::testing

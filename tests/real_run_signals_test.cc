@@ -1,0 +1,196 @@
+// Real runs die whole. `engramlab scenario run --real` killed by SIGINT (to
+// its process group, as Ctrl-C sends it), SIGTERM, SIGHUP or SIGKILL ends its
+// launcher and every rank within a second, and nothing of the run stays: not
+// its /tmp/engramlab-real-<pid>-* directory, not the job's socket directory,
+// not the ranks' /dev/shm segments (the ranks tear down on SIGTERM). And a
+// SIGKILLed `engramlab launch` takes its ranks' own children with it.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/ipc/socket_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
+
+std::string read_whole(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Live processes of the job: the launcher (its command line names the job)
+// and every rank and rank's child (their environment does; children inherit it).
+std::vector<pid_t> processes_of_job(const std::string& job_id) {
+  const std::string in_environ = std::string("ENGRAMLAB_JOB_ID=") + job_id + '\0';
+  const std::string in_cmdline = std::string("--job-id") + '\0' + job_id + '\0';
+  std::vector<pid_t> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string environ_text = '\0' + read_whole(entry.path() / "environ");
+    if (environ_text.find('\0' + in_environ) != std::string::npos ||
+        read_whole(entry.path() / "cmdline").find(in_cmdline) != std::string::npos) {
+      found.push_back(static_cast<pid_t>(std::stoi(name)));
+    }
+  }
+  return found;
+}
+
+std::vector<std::string> entries_starting(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) found.push_back(entry.path());
+  return found;
+}
+
+// A scenario whose two real ranks look up for tens of seconds: 2,000 steps.
+// `model: tiny` lets host_shared fit any /dev/shm, so the ranks hold segments.
+std::string write_slow_scenario(const std::string& dir) {
+  std::ostringstream yaml;
+  yaml << "description: two ranks looking up for a long time, to be killed\n"
+          "model: tiny\n"
+          "hosts:\n  - {name: h200-0, gpus: 2, gpu_model: H200, shm_size: 190GiB}\n"
+          "layout: {tp: 1, dp: 2}\nconfig: {cpu_offload: true}\nseed: 3\n"
+          "lookup:\n  batches:\n";
+  for (int i = 0; i < 2000; ++i) yaml << "    - {tokens: [1000, 1000]}\n";
+  yaml << "expect: {placement: host_shared}\n";
+  const std::string path = dir + "/slow.yaml";
+  std::ofstream(path) << yaml.str();
+  return path;
+}
+
+class RealRunSignals : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    char work[] = "/tmp/engramlab-sigtest-XXXXXX";
+    work_ = ::mkdtemp(work);
+    char shm[] = "/dev/shm/engramlab-sigtest-XXXXXX";
+    shm_dir_ = ::mkdtemp(shm);
+  }
+  void TearDown() override {
+    fs::remove_all(work_);
+    fs::remove_all(shm_dir_);
+  }
+  std::string work_, shm_dir_;
+};
+
+TEST_P(RealRunSignals, KillingTheRunnerEndsEveryRankAndLeavesNothing) {
+  const int sig = GetParam();
+  const std::string file = write_slow_scenario(work_);
+  const std::string log = work_ + "/runner.log";
+  const pid_t runner = ::fork();
+  ASSERT_GE(runner, 0);
+  if (runner == 0) {
+    ::setpgid(0, 0);  // a group of its own, as a shell's job is
+    ::setenv("ENGRAMLAB_SHM_DIR", shm_dir_.c_str(), 1);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(kEngramlab.c_str(), "engramlab", "scenario", "run", "--real", "--here", file.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::setpgid(runner, runner);
+  const std::string job_id = "real-" + std::to_string(runner) + "-0";
+  const std::string run_dir_prefix = "engramlab-real-" + std::to_string(runner) + "-";
+  // Running: both ranks alive, holding the job's segments.
+  const auto started_by = Clock::now() + 30s;
+  while (Clock::now() < started_by &&
+         (processes_of_job(job_id).size() < 3 || entries_starting(shm_dir_, "engramlab-" + job_id).empty())) {
+    std::this_thread::sleep_for(20ms);
+  }
+  const size_t running = processes_of_job(job_id).size();
+  ASSERT_GE(running, 3u) << "the launcher and two ranks should be running";
+  ASSERT_FALSE(entries_starting(shm_dir_, "engramlab-" + job_id).empty());
+  ASSERT_FALSE(entries_starting("/tmp", run_dir_prefix).empty());
+  std::this_thread::sleep_for(200ms);  // into the lookups
+
+  const auto signalled = Clock::now();
+  ASSERT_EQ(sig == SIGINT ? ::kill(-runner, sig) : ::kill(runner, sig), 0);
+  auto all_gone = [&] {
+    return processes_of_job(job_id).empty() && entries_starting("/tmp", run_dir_prefix).empty() &&
+           entries_starting(shm_dir_, "engramlab-").empty() && !fs::exists(engram::ipc::default_socket_dir(job_id));
+  };
+  while (!all_gone() && Clock::now() - signalled < 5s) std::this_thread::sleep_for(10ms);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - signalled);
+  int status = 0;
+  bool runner_ended = false;
+  for (const auto until = Clock::now() + 2s; !runner_ended && Clock::now() < until;) {
+    runner_ended = ::waitpid(runner, &status, WNOHANG) == runner;
+    if (!runner_ended) std::this_thread::sleep_for(10ms);
+  }
+  if (!runner_ended) ::kill(runner, SIGKILL);
+  const std::string log_text = read_whole(log);
+
+  const std::vector<pid_t> left = processes_of_job(job_id);
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) of the job outlived the runner's " << sigabbrev_np(sig)
+                            << "\n" << log_text;
+  EXPECT_TRUE(entries_starting("/tmp", run_dir_prefix).empty()) << "the run's directory stayed";
+  EXPECT_TRUE(entries_starting(shm_dir_, "engramlab-").empty()) << "the ranks' segments stayed";
+  EXPECT_FALSE(fs::exists(engram::ipc::default_socket_dir(job_id))) << "the job's socket directory stayed";
+  EXPECT_LT(took, 1000ms) << "the job took " << took.count() << " ms to end after " << sigabbrev_np(sig);
+  if (runner_ended) {
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status << "\n" << log_text;
+  } else {
+    ADD_FAILURE() << "the runner did not end on " << sigabbrev_np(sig) << "\n" << log_text;
+    ::waitpid(runner, &status, 0);
+  }
+  for (pid_t p : left) ::kill(p, SIGKILL);  // ours: never leave them to the next test
+  for (const std::string& dir : entries_starting("/tmp", run_dir_prefix)) fs::remove_all(dir);
+  fs::remove_all(engram::ipc::default_socket_dir(job_id));
+}
+
+INSTANTIATE_TEST_SUITE_P(EverySignal, RealRunSignals, ::testing::Values(SIGINT, SIGTERM, SIGHUP, SIGKILL),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string("SIG") + sigabbrev_np(info.param);
+                         });
+
+// `sh -c 'sleep 300; true'` as a rank: the sleep is the rank's child, with no
+// parent-death signal of its own. It dies with a SIGKILLed launcher.
+TEST(LaunchGrandchildren, ASigkilledLauncherTakesItsRanksChildrenWithIt) {
+  const std::string job_id = "grandkids-" + std::to_string(::getpid());
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    const int null_fd = ::open("/dev/null", O_WRONLY);
+    ::dup2(null_fd, 1);
+    ::dup2(null_fd, 2);
+    ::execl(kEngramlab.c_str(), "engramlab", "launch", "-n", "2", "--job-id", job_id.c_str(), "--", "sh", "-c",
+            "sleep 300; true", nullptr);
+    ::_exit(127);
+  }
+  // The launcher, two shells, two sleeps.
+  const auto started_by = Clock::now() + 20s;
+  while (Clock::now() < started_by && processes_of_job(job_id).size() < 5) std::this_thread::sleep_for(20ms);
+  ASSERT_GE(processes_of_job(job_id).size(), 5u);
+  const auto killed = Clock::now();
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  while (!processes_of_job(job_id).empty() && Clock::now() - killed < 5s) std::this_thread::sleep_for(10ms);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
+  const std::vector<pid_t> left = processes_of_job(job_id);
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) outlived the SIGKILLed launcher";
+  EXPECT_LT(took, 1000ms) << took.count() << " ms";
+  for (pid_t p : left) ::kill(p, SIGKILL);
+  fs::remove_all(engram::ipc::default_socket_dir(job_id));
+}
+
+}  // namespace
