@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/ipc/fd_limit.h"
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/proc_host_probe.h"
 #include "backends/ipc/signal_teardown.h"
@@ -185,6 +187,13 @@ int run(const Args& args) {
     auto opened = memory.open_read_only(name, args.bytes);
     if (!opened.is_ok()) return fail(opened.status());
     mapping = std::move(opened).value();
+  }
+  // Every reader has mapped before the reader dies: a slow reader would
+  // otherwise meet the writer's segment already released (the writer fails
+  // its next collective and unlinks) and fail with not_found at "shm map",
+  // not unavailable naming the dead peer.
+  if (args.kill_rank > 0) {
+    if (auto s = coll.barrier(); !s.is_ok()) return fail(s);
     if (rank == args.kill_rank) die_here("mid-load, after mapping the table");
   }
   const uint64_t sum = checksum(mapping->data());
@@ -203,8 +212,10 @@ int run(const Args& args) {
   if (n > 1) {
     const int memfd = ::memfd_create("engramlab-ring", MFD_CLOEXEC);
     const std::string text = "hello from rank " + std::to_string(rank);
-    if (memfd < 0 || ::write(memfd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-      return fail(internal_error("memfd_create/write failed"));
+    if (memfd < 0) return fail(ipc::open_failed(errno, "a memfd for the ring"));
+    if (::write(memfd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      ::close(memfd);
+      return fail(internal_error("writing the ring's memfd failed"));
     }
     const int32_t tag = rank * 1000;
     if (auto s = (*fds)->send_fd((rank + 1) % n, memfd, std::as_bytes(std::span(&tag, 1))); !s.is_ok()) return fail(s);

@@ -57,10 +57,13 @@ class ResourceLimits : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(shm_dir_); }
   // `n` host_worker ranks under `engramlab launch`, with RLIMIT_NOFILE soft:hard for all of them.
+  // The launch inherits stdio only (testing::run_with_only_stdio), so a limit
+  // leaves the same room here as under any CI runner; job ids carry this
+  // test's pid, so copies running at once never share a socket directory.
   ProcessRun launch_under_nofile(const std::string& soft_hard, int n, const std::string& job,
                                  const std::string& launch_flags = "") const {
-    return testing::run("prlimit --nofile=" + soft_hard + " " + kEngramlab + " launch " + launch_flags + " -n " +
-                        std::to_string(n) + " --job-id " + job + " --grace-ms 500 -- " + kWorker + " --shm-dir " +
+    return testing::run_with_only_stdio("prlimit --nofile=" + soft_hard + " " + kEngramlab + " launch " + launch_flags + " -n " +
+                        std::to_string(n) + " --job-id " + job + "-" + std::to_string(::getpid()) + " --grace-ms 500 -- " + kWorker + " --shm-dir " +
                         shm_dir_ + " --op-timeout-ms 2000");
   }
   std::string shm_dir_;
@@ -93,19 +96,36 @@ TEST_F(ResourceLimits, AHardFdLimitTooLowForTheLeaderNamesTheLimitAndTheNeed) {
       << launcher.output;
 }
 
-// Every limit from "nothing fits" to "enough": each run ends with a Status
-// (an error naming RLIMIT_NOFILE where it did not fit), never an abort on an
-// uncaught exception from epoll or eventfd.
+// Every limit from "nothing fits" to "enough", one by one (each threshold
+// where another descriptor is first needed: the socket directory's walk, the
+// job token, the rendezvous sockets, the ring's memfd): each run ends with a
+// Status (an error naming RLIMIT_NOFILE where it did not fit), never an
+// abort on an uncaught exception from epoll or eventfd, nor an error that
+// blames something else. Both sides are asserted: the lowest limits fail and
+// the highest fit.
 TEST_F(ResourceLimits, EveryFdLimitEndsWithAStatusNeverAnAbort) {
   ENGRAM_SKIP_UNDER_SANITIZERS("ASan keeps fds of its own, so the low fd limits here measure it, not us");
-  for (int limit = 8; limit <= 26; limit += 2) {
+  int fitted = 0;
+  int refused = 0;
+  for (int limit = 6; limit <= 26; ++limit) {
     const std::string soft_hard = std::to_string(limit) + ":" + std::to_string(limit);
     const ProcessRun r = launch_under_nofile(soft_hard, 4, "limits-" + std::to_string(limit), "--no-rank-prefix");
     EXPECT_FALSE(aborted(r)) << "RLIMIT_NOFILE " << limit << ":\n" << r.output;
-    EXPECT_TRUE(r.exit_code == 0 || r.output.find("RLIMIT_NOFILE is " + std::to_string(limit)) != std::string::npos)
+    const bool names_limit = r.output.find("RLIMIT_NOFILE is " + std::to_string(limit)) != std::string::npos;
+    EXPECT_TRUE(r.exit_code == 0 || names_limit)
         << "RLIMIT_NOFILE " << limit << ": exit " << r.exit_code << " without naming the limit; the failures:\n"
         << failure_lines(r.output);
+    if (r.exit_code == 0) {
+      ++fitted;
+      EXPECT_EQ(count(r.output, "SELFTEST OK"), 4u) << "RLIMIT_NOFILE " << limit << ":\n" << r.output;
+    } else {
+      ++refused;
+    }
+    if (limit == 6) EXPECT_NE(r.exit_code, 0) << "6 descriptors cannot hold a job of 4 ranks:\n" << r.output;
+    if (limit == 26) EXPECT_EQ(r.exit_code, 0) << "26 descriptors hold a job of 4 ranks:\n" << r.output;
   }
+  EXPECT_GT(fitted, 0);
+  EXPECT_GT(refused, 0);
 }
 
 TEST(EmulatorRoom, PastVmMaxMapCountTheRunIsRefusedWithTheNumbers) {

@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+
+#include "core/base/check.h"
 
 namespace engram::ipc {
 namespace {
@@ -65,6 +69,12 @@ Status check_fds_available(uint64_t needed, const std::string& what) {
 
 Status fd_exhausted(const std::string& what, const std::string& cause) {
   return resource_exhausted(fmt::format("out of file descriptors: {} ({}); {}", what, cause, limit_and_fix(fd_limit())));
+}
+
+Status open_failed(int err, const std::string& what) {
+  ENGRAM_CHECK(err != 0);
+  if (err == EMFILE || err == ENFILE) return fd_exhausted("cannot open " + what, std::strerror(err));
+  return failed_precondition(fmt::format("cannot open {}: {}", what, std::strerror(err)));
 }
 
 }  // namespace engram::ipc

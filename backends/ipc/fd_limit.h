@@ -35,6 +35,12 @@ Status check_fds_available(uint64_t needed, const std::string& what);
 // The same error for an EMFILE/ENFILE that happened anyway.
 Status fd_exhausted(const std::string& what, const std::string& cause);
 
+// What a failed open(2)/openat(2)/socket(2)/memfd_create(2) of `what`
+// becomes: fd_exhausted (resource_exhausted naming RLIMIT_NOFILE and the fix)
+// for EMFILE/ENFILE, failed_precondition "cannot open <what>: <strerror>" for
+// any other errno. So running out of descriptors never reads as a bad path.
+Status open_failed(int err, const std::string& what);
+
 // Runs `body` (returning a Result or Status). Boost.Asio throws when the
 // kernel refuses it an epoll set, an eventfd or a timerfd (EMFILE): that
 // becomes fd_exhausted naming `what`, or unavailable for another errno,

@@ -6,12 +6,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include "backends/ipc/fd_limit.h"
+
 namespace engram::ipc {
 
 Result<std::string> random_job_token() {
   unsigned char raw[16];
   const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return failed_precondition(std::string("cannot open /dev/urandom for the job token: ") + std::strerror(errno));
+  if (fd < 0) return open_failed(errno, "/dev/urandom for the job token");
   size_t got = 0;
   while (got < sizeof(raw)) {
     const ssize_t n = ::read(fd, raw + got, sizeof(raw) - got);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "backends/ipc/fd_limit.h"
 #include "core/base/file_type.h"
 
 namespace engram::ipc {
@@ -192,7 +193,7 @@ Result<Walk> open_component(int parent, const std::string& name, const std::stri
     Fd fd(::openat(parent, name.c_str(), flags));
     if (fd.get() < 0) {
       if (errno == ENOENT) continue;
-      return failed_precondition(fmt::format("cannot open {}: {}", shown, std::strerror(errno)));
+      return open_failed(errno, shown);
     }
     // mkdir's mode went through the umask; what we made is exactly 0700.
     // (What was there already is checked as it is, never widened or narrowed.)
@@ -213,7 +214,7 @@ Result<Fd> open_checked(const std::string& path, int private_components, bool cr
   const int first_private = static_cast<int>(parts.size()) - private_components;
   for (int attempt = 0; attempt < kOpenAttempts; ++attempt) {
     Fd dir(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dir.get() < 0) return failed_precondition(std::string("cannot open /: ") + std::strerror(errno));
+    if (dir.get() < 0) return open_failed(errno, "/");
     ENGRAM_RETURN_IF_ERROR(check_trusted(dir.get(), "/"));
     std::string shown;
     bool vanished = false;

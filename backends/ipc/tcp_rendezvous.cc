@@ -569,19 +569,39 @@ class MemberJoin {
   }
 
   // False (with the reason kept) when the leader is not reachable yet.
+  // Each endpoint's socket is opened here, not by Asio's range connect: that
+  // one reports a socket it could not open (EMFILE) as operation_aborted,
+  // which read as "try again" until the join timeout. Out of descriptors is
+  // resource_exhausted naming RLIMIT_NOFILE, and not retried.
   Result<bool> connect(const tcp::resolver::results_type& endpoints) {
-    link_ = std::make_unique<tcp::socket>(io_);
-    int pending = 1;
-    error_code connect_ec;
-    asio::async_connect(*link_, endpoints, [&](error_code e, const tcp::endpoint&) {
-      connect_ec = e;
-      --pending;
-    });
-    if (!run_bounded(io_, std::min(settings_.deadline, Clock::now() + kConnectAttempt), pending)) {
+    error_code connect_ec = asio::error::host_not_found;
+    for (const auto& entry : endpoints) {
+      link_ = std::make_unique<tcp::socket>(io_);
+      error_code open_ec;
+      link_->open(entry.endpoint().protocol(), open_ec);
+      if (open_ec) {
+        close_link();
+        const int err = open_ec.value();
+        if (err == EMFILE || err == ENFILE) {
+          const Status exhausted =
+              fd_exhausted(fmt::format("rank {} opening a socket to {}", claim_.world_rank, where_), open_ec.message());
+          return fail(exhausted.code(), exhausted.message());
+        }
+        connect_ec = open_ec;
+        continue;
+      }
+      int pending = 1;
+      link_->async_connect(entry.endpoint(), [&](error_code e) {
+        connect_ec = e;
+        --pending;
+      });
+      if (!run_bounded(io_, std::min(settings_.deadline, Clock::now() + kConnectAttempt), pending)) {
+        close_link();
+        connect_ec = asio::error::timed_out;
+      }
+      if (!connect_ec) return true;
       close_link();
-      connect_ec = asio::error::timed_out;
     }
-    if (!connect_ec) return true;
     if (leader_proven_once_ && connect_ec == asio::error::connection_refused) {
       return fail(ErrorCode::kUnavailable,
                   fmt::format("{} closed our connection during the rendezvous and no longer listens: it died or "
