@@ -71,9 +71,14 @@ int run_acceptance(const AcceptanceFlags& flags) {
     std::fprintf(stderr, "engramlab acceptance: %s\n", options.status().to_string().c_str());
     return 2;
   }
+  auto ranks_per_gpu = ranks_per_gpu_from(flags.rank);
+  if (!ranks_per_gpu.is_ok()) {
+    std::fprintf(stderr, "engramlab acceptance: %s\n", ranks_per_gpu.status().to_string().c_str());
+    return 2;
+  }
   WarningSink sink;
   operator_checks::AcceptanceReport report;
-  const Status status = run_launched_rank(*env, sink, [&](RankBackend& backend) {
+  const Status status = run_launched_rank(*env, ranks_per_gpu.value(), sink, [&](RankBackend& backend) {
     return operator_checks::run_acceptance_rank(backend, *options, sink, report);
   });
   for (const Warning& w : sink.warnings()) std::fprintf(stderr, "rank %d: warning: %s\n", env->rank, w.text.c_str());

@@ -202,6 +202,8 @@ int run_bench(const BenchFlags& f) {
   auto runtime = runtime_options_from(f.rank, *env);
   if (!runtime.is_ok()) return fail(f, "", runtime.status(), 2);
   options->runtime = std::move(runtime).value();
+  auto ranks_per_gpu = ranks_per_gpu_from(f.rank);
+  if (!ranks_per_gpu.is_ok()) return fail(f, "", ranks_per_gpu.status(), 2);
   if (Status checked = operator_checks::check_bench_options(*options, env->rank); !checked.is_ok()) return fail(f, "", checked, 2);
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
   const int reference_gib = whole_number_flag<int>("--reference-gib", f.reference_gib_text, 0, 1 << 20).value();
@@ -211,7 +213,7 @@ int run_bench(const BenchFlags& f) {
 
   WarningSink sink;
   operator_checks::BenchReport report;
-  const Status status = run_launched_rank(*env, sink, [&](RankBackend& backend) {
+  const Status status = run_launched_rank(*env, ranks_per_gpu.value(), sink, [&](RankBackend& backend) {
     return operator_checks::run_bench_rank(backend, *options, sink, report);
   });
   for (const Warning& w : sink.warnings()) fmt::print(stderr, "rank {}: warning: {}\n", env->rank, w.text);

@@ -8,6 +8,7 @@
 #include "apps/flag_spellings.h"
 #include "backends/ipc/real_rank_backend.h"
 #include "core/base/text_excerpt.h"
+#include "core/deployment/deployment.h"
 #include "core/deployment/shard_groups.h"
 #include "core/model/table_spec.h"
 #include "harness/rank_device.h"
@@ -25,6 +26,14 @@ void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags) {
                  spelled(fmt::format("data-parallel size (default {}; 0: WORLD_SIZE / tp)", flags.dp_text), kDpSpelling));
   cmd.add_option("--shard-group", flags.shard_group, "world (default), nvlink_domain or host");
   cmd.add_option("--fill-seed", flags.fill_seed_text, "the table fill's seed (default 1)");
+  cmd.add_option("--ranks-per-gpu", flags.ranks_per_gpu_text,
+                 fmt::format("ranks sharing one GPU (default 1: a GPU per rank; up to {}): LOCAL_RANK r opens GPU r / "
+                             "N; device_peer and host placements run so, device_collective (NCCL) refuses it",
+                             kMaxRanksPerGpu));
+}
+
+Result<int> ranks_per_gpu_from(const LaunchedRankFlags& f) {
+  return whole_number_flag<int>("--ranks-per-gpu", f.ranks_per_gpu_text, 1, kMaxRanksPerGpu);
 }
 
 Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ipc::LaunchEnv& env) {
@@ -49,13 +58,15 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
   return o;
 }
 
-Status run_launched_rank(const ipc::LaunchEnv& env, WarningSink& sink, const std::function<Status(RankBackend&)>& body) {
+Status run_launched_rank(const ipc::LaunchEnv& env, int ranks_per_gpu, WarningSink& sink,
+                         const std::function<Status(RankBackend&)>& body) {
   ENGRAM_ASSIGN_OR_RETURN(ipc::RealBackendOptions backend_options, ipc::real_backend_options(ipc::process_env()));
   ENGRAM_ASSIGN_OR_RETURN(auto real, ipc::RealRankBackend::create(env, backend_options));
   for (const Warning& w : real->stale_warnings()) sink.emit(w);
   RankBackend backend = real->backend();
   // Every rank looks up on its own GPU, whatever its placement.
-  ENGRAM_ASSIGN_OR_RETURN(harness::RankDevice device, harness::open_rank_device(env.local_rank, env.rank, true, *backend.probe));
+  ENGRAM_ASSIGN_OR_RETURN(harness::RankDevice device,
+                          harness::open_rank_device(env.local_rank, env.rank, true, *backend.probe, ranks_per_gpu));
   if (device.memory) {
     backend.device = device.memory.get();
     backend.compute = device.compute.get();

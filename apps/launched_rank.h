@@ -31,17 +31,24 @@ struct LaunchedRankFlags {
   std::string tp_text;
   std::string dp_text;
   std::string fill_seed_text = "1";
+  // Ranks that share one GPU: LOCAL_RANK r opens GPU r / ranks_per_gpu.
+  // Only where asked (a one-GPU machine running the real multi-process
+  // exchange); the plan then refuses placements that need a GPU per rank.
+  std::string ranks_per_gpu_text = "1";
 };
 
-// Adds --model, --table-model, --tp, --dp, --shard-group and --fill-seed.
+// Adds --model, --table-model, --tp, --dp, --shard-group, --fill-seed and
+// --ranks-per-gpu.
 void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags);
 
 // invalid_argument naming the flag, the value and the fix.
 Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& flags, const ipc::LaunchEnv& env);
+Result<int> ranks_per_gpu_from(const LaunchedRankFlags& flags);
 
 // Creates the rank's real backend from the process environment, opens its GPU
-// (LOCAL_RANK; none where none is visible: `body` then sees no compute), and
-// runs `body`. Stale-segment warnings go to `sink`.
-Status run_launched_rank(const ipc::LaunchEnv& env, WarningSink& sink, const std::function<Status(RankBackend&)>& body);
+// (LOCAL_RANK / ranks_per_gpu; none where none is visible: `body` then sees
+// no compute), and runs `body`. Stale-segment warnings go to `sink`.
+Status run_launched_rank(const ipc::LaunchEnv& env, int ranks_per_gpu, WarningSink& sink,
+                         const std::function<Status(RankBackend&)>& body);
 
 }  // namespace engram::app

@@ -87,7 +87,9 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   sim::WorldSpec spec;
   spec.hosts = d.hosts;
   std::vector<int> next_gpu(d.hosts.size(), 0);
-  for (int host : d.rank_hosts) spec.ranks.push_back({host, next_gpu[static_cast<size_t>(host)]++});
+  // Ranks fill a host's GPUs in order, ranks_per_gpu to each.
+  for (int host : d.rank_hosts)
+    spec.ranks.push_back({host, next_gpu[static_cast<size_t>(host)]++ / d.hosts[static_cast<size_t>(host)].ranks_per_gpu});
   spec.seed = job.seed;
   spec.faults = job.faults;
   spec.reproduction = job.reproduction;

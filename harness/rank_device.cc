@@ -26,8 +26,9 @@ VisibleGpus visible_gpus() {
   return out;
 }
 
-Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted, HostProbe& base) {
-  ENGRAM_CHECK(local_rank >= 0 && world_rank >= 0);
+Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted, HostProbe& base,
+                                    int ranks_per_gpu) {
+  ENGRAM_CHECK(local_rank >= 0 && world_rank >= 0 && ranks_per_gpu >= 1);
   RankDevice out;
   const VisibleGpus gpus = visible_gpus();
   if (gpus.count == 0) {
@@ -35,24 +36,32 @@ Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted,
     out.none_reason = gpus.reason;
     return out;
   }
-  if (!wanted && local_rank >= gpus.count) {
+  const int ordinal = local_rank / ranks_per_gpu;
+  if (!wanted && ordinal >= gpus.count) {
     // A host placement works without one; with one its tables are also read
     // by the GPU (registered host memory).
     out.none_reason = fmt::format("LOCAL_RANK {} has no GPU of its own ({} visible): host lookups only", local_rank,
                                   gpus.count);
     return out;
   }
-  if (local_rank >= gpus.count)
+  if (ordinal >= gpus.count && ranks_per_gpu > 1)
+    return Status(ErrorCode::kFailedPrecondition,
+                  fmt::format("LOCAL_RANK {} with --ranks-per-gpu {} would open GPU {}, but this process sees {} "
+                              "GPU(s) (ordinals 0..{}); start at most {} ranks per host, or check CUDA_VISIBLE_DEVICES",
+                              local_rank, ranks_per_gpu, ordinal, gpus.count, gpus.count - 1,
+                              gpus.count * ranks_per_gpu),
+                  {world_rank, -1, "open device"});
+  if (ordinal >= gpus.count)
     return Status(ErrorCode::kFailedPrecondition,
                   fmt::format("LOCAL_RANK {} has no GPU of its own: this process sees {} GPU(s) (ordinals 0..{}); "
-                              "start at most {} ranks per host for a device placement, or check "
-                              "CUDA_VISIBLE_DEVICES",
+                              "start at most {} ranks per host for a device placement, check CUDA_VISIBLE_DEVICES, "
+                              "or let ranks share a GPU where the placement allows it (--ranks-per-gpu)",
                               local_rank, gpus.count, gpus.count - 1, gpus.count),
                   {world_rank, -1, "open device"});
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
   // open() retains this GPU's primary context in this process; every call
   // makes it current first, so the runtime's thread needs nothing else.
-  auto memory = cuda::CudaDeviceMemory::open(local_rank);
+  auto memory = cuda::CudaDeviceMemory::open(ordinal);
   if (!memory.is_ok()) return std::move(memory).take_status().with_context(world_rank, -1, "open device");
   out.memory = std::move(memory).value();
   // The host row stager's CPU threads: this host's cores shared by the
@@ -60,11 +69,11 @@ Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted,
   // callback thread and the rank's own.
   cuda::CudaComputeOptions compute_options;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  compute_options.stager_threads = std::max(1, cores / std::max(1, gpus.count) - 2);
-  out.compute = std::make_unique<cuda::CudaDeviceCompute>(local_rank, compute_options);
+  compute_options.stager_threads = std::max(1, cores / std::max(1, gpus.count * ranks_per_gpu) - 2);
+  out.compute = std::make_unique<cuda::CudaDeviceCompute>(ordinal, compute_options);
   // The probe adds the ordinal, the visible count and the GPU's NVLink
   // domain (NVML), so the exchange can choose FABRIC within a rack.
-  out.probe = std::make_unique<cuda::GpuHostProbe>(base, local_rank, gpus.count);
+  out.probe = std::make_unique<cuda::GpuHostProbe>(base, ordinal, gpus.count);
   return out;
 #else
   ENGRAM_CHECK(false && "visible_gpus() reports none without the CUDA backend");

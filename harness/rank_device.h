@@ -42,6 +42,9 @@ struct RankDevice {
 // local_rank has no GPU of its own and `wanted` (no wrapping onto a shared
 // GPU: two ranks on one GPU are not what the scenario describes), or the
 // driver's error when opening it fails. No GPU at all: no device, ok.
-Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted, HostProbe& base);
+// `ranks_per_gpu` above 1 (asked for explicitly, never inferred): GPU
+// local_rank / ranks_per_gpu, shared with the other ranks of that GPU.
+Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted, HostProbe& base,
+                                    int ranks_per_gpu = 1);
 
 }  // namespace engram::harness

@@ -43,7 +43,10 @@ Status run_acceptance_rank(RankBackend& backend, AcceptanceOptions options, Warn
   ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(backend, options.runtime, sink));
   report.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.placement = runtime->placement();
-  const bool cross = placement_ops(report.placement).has_collective_cross_check;
+  // device_peer's collective cross-check, unless ranks share a GPU (no NCCL
+  // there): then every slot is checked against the CPU reference instead.
+  const bool cross = runtime->collective_cross_check_built();
+  report.every_slot_vs_cpu = placement_ops(report.placement).has_collective_cross_check && !cross;
   DeviceCompute& compute = *backend.compute;
 
   Status status = [&]() -> Status {
@@ -89,7 +92,8 @@ Status run_acceptance_rank(RankBackend& backend, AcceptanceOptions options, Warn
         ENGRAM_ASSIGN_OR_RETURN(std::vector<uint16_t> eager, download(out_d));
 
         // Sampled slots (evenly spread) and every special slot against the CPU reference.
-        const std::vector<int64_t> checked = slots_to_check(kinds, options.sampled_slots);
+        const std::vector<int64_t> checked = slots_to_check(
+            kinds, report.every_slot_vs_cpu ? static_cast<int>(kinds.ids.size()) : options.sampled_slots);
         for (std::string& m : check_against_cpu_reference(table, fill_seed, kinds, checked, eager))
           r.mismatches.push_back("eager vs CPU reference: " + m);
         r.slots_checked = static_cast<int64_t>(checked.size());

@@ -46,6 +46,9 @@ struct AcceptanceReport {
   int rank = 0;
   Placement placement = Placement::kDeviceCollective;
   double build_seconds = 0;          // EngramRuntime::start: groups, exchange, table fill
+  // device_peer without its collective cross-check (ranks share a GPU, and
+  // NCCL cannot run there): every slot is checked against the CPU reference.
+  bool every_slot_vs_cpu = false;
   std::vector<AcceptanceRow> rows;
   bool passed() const;
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <cstring>
 #include <vector>
@@ -452,8 +453,31 @@ Result<std::unique_ptr<DeviceGraph>> SimDeviceCompute::capture(const std::functi
 
 Result<std::unique_ptr<DeviceCollectives>> SimDeviceCompute::connect(Collectives& bootstrap) {
   ENGRAM_RETURN_IF_ERROR(alive("ncclCommInitRank"));
-  // NCCL's init is a collective over the group: so is this barrier.
-  ENGRAM_RETURN_IF_ERROR(bootstrap.barrier());
+  bool some_gpu_shared = false;
+  for (const HostSpec& host : context_.hosts()) some_gpu_shared |= host.ranks_per_gpu > 1;
+  if (!some_gpu_shared) {
+    // NCCL's init is a collective over the group: so is this barrier.
+    ENGRAM_RETURN_IF_ERROR(bootstrap.barrier());
+    return std::unique_ptr<DeviceCollectives>(new SimDeviceCollectives(*this, bootstrap));
+  }
+  // As NCCL does (ncclInvalidUsage, "Duplicate GPU detected"): every member
+  // refuses a communicator with two ranks on one GPU. Checked only in worlds
+  // where ranks share GPUs, so large worlds pay nothing.
+  const int32_t mine = rank_;
+  std::vector<int32_t> members(static_cast<size_t>(bootstrap.size()));
+  ENGRAM_RETURN_IF_ERROR(bootstrap.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(members))));
+  std::map<std::pair<int, int>, int> first_on_gpu;
+  for (int32_t member : members) {
+    const RankPlace& p = context_.place(member);
+    auto [it, inserted] = first_on_gpu.try_emplace({p.host, p.gpu}, member);
+    if (inserted) continue;
+    return Status(ErrorCode::kFailedPrecondition,
+                  fmt::format("ncclCommInitRank: ranks {} and {} of this communicator are both on GPU {} of host {}; "
+                              "NCCL puts one rank of a communicator on a GPU (ncclInvalidUsage: Duplicate GPU "
+                              "detected); give each rank a GPU of its own (ranks_per_gpu: 1)",
+                              it->second, member, p.gpu, context_.host_of(member).name),
+                  {rank_, member == rank_ ? it->second : member, "connect"});
+  }
   return std::unique_ptr<DeviceCollectives>(new SimDeviceCollectives(*this, bootstrap));
 }
 

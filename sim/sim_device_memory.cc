@@ -193,6 +193,8 @@ Result<DeviceInfo> SimDeviceMemory::info() {
   info.posix_fd_supported = host.posix_fd_attribute;
   info.fabric_attribute = host.fabric_attribute;
   info.granularity_bytes = kGranularityBytes;
+  // One bus slot per emulated GPU of the host (ranks sharing a GPU share it).
+  info.bus_id = fmt::format("{:04x}:{:02x}:00.0", place.gpu / 255, place.gpu % 255 + 1);
   return info;
 }
 

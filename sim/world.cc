@@ -147,7 +147,7 @@ Result<WorldSpec> complete_world_spec(WorldSpec spec) {
       ENGRAM_ASSIGN_OR_RETURN(host.gpu_memory_bytes, default_gpu_memory_bytes(host.gpu_model));
     }
   }
-  if (spec.ranks.empty()) spec.ranks = one_rank_per_gpu(spec.hosts);
+  if (spec.ranks.empty()) spec.ranks = ranks_filling_gpus(spec.hosts);
   for (size_t r = 0; r < spec.ranks.size(); ++r) {
     const RankPlace& p = spec.ranks[r];
     if (p.host < 0 || p.host >= static_cast<int>(spec.hosts.size()))
@@ -287,10 +287,11 @@ std::vector<HostSpec> gb300_nvl72_racks(int rack_count) {
   return hosts;
 }
 
-std::vector<RankPlace> one_rank_per_gpu(const std::vector<HostSpec>& hosts) {
+std::vector<RankPlace> ranks_filling_gpus(const std::vector<HostSpec>& hosts) {
   std::vector<RankPlace> ranks;
   for (size_t h = 0; h < hosts.size(); ++h)
-    for (int g = 0; g < hosts[h].gpu_count; ++g) ranks.push_back({static_cast<int>(h), g});
+    for (int slot = 0; slot < rank_slots(hosts[h]); ++slot)
+      ranks.push_back({static_cast<int>(h), slot / std::max(1, hosts[h].ranks_per_gpu)});
   return ranks;
 }
 

@@ -86,6 +86,7 @@ std::vector<HostSpec> plain_hosts(const std::string& prefix, int count, int gpus
 // GB300 NVL72 racks: per rack 18 hosts x 4 GPUs in NVLink domain "nvl72-rack<r>",
 // IMEX channel present, FABRIC attribute set.
 std::vector<HostSpec> gb300_nvl72_racks(int rack_count);
-std::vector<RankPlace> one_rank_per_gpu(const std::vector<HostSpec>& hosts);
+// Every host's ranks in order: one per GPU, or ranks_per_gpu to each GPU.
+std::vector<RankPlace> ranks_filling_gpus(const std::vector<HostSpec>& hosts);
 
 }  // namespace engram::sim

@@ -134,7 +134,7 @@ TEST(World, ProbabilisticFaultsFollowTheSeed) {
 TEST(World, SixteenNvl72RacksGive1152RanksInSixteenImexDomains) {
   auto hosts = gb300_nvl72_racks(16);
   EXPECT_EQ(hosts.size(), 288u);
-  EXPECT_EQ(one_rank_per_gpu(hosts).size(), 1152u);
+  EXPECT_EQ(ranks_filling_gpus(hosts).size(), 1152u);
   EXPECT_EQ(hosts[17].nvlink_domain, "nvl72-rack0");
   EXPECT_EQ(hosts[18].nvlink_domain, "nvl72-rack1");
   EXPECT_TRUE(hosts[200].imex_channel && hosts[200].fabric_attribute);

@@ -10,7 +10,9 @@
 #     /dev/shm is too small, so it runs in the emulated suite, not here.
 #   - 1 GPU: every placement one rank can take (device_collective,
 #     device_peer, host_private) with the small table model: the real kernels, NCCL,
-#     registered host tables and graph replay, not the real size.
+#     registered host tables and graph replay, not the real size; then two
+#     ranks sharing the GPU (--ranks-per-gpu 2) on device_peer, tiny and at
+#     the one-layer V4.1 size (two 47.2 GiB shards), every slot vs the CPU.
 # Logs go to $OUT (the device tool's folder) or build-gpu/out.
 # Builds from source on the GPU machine (tools/lib/gpu_build.sh): without the
 # emulator (-DENGRAM_BUILD_EMULATOR=OFF: the GPU image has no Boost.Context),
@@ -96,6 +98,12 @@ if [ -x "$lab" ]; then
     accept device_collective 1 --table-model tiny --tokens 1,64,1024,8192
     accept device_peer 1 --peer-shards --table-model tiny --tokens 1,64,1024,8192
     accept host_private 1 --cpu-offload --table-model tiny --tokens 1,64,1024,8192
+    # Two ranks sharing the GPU (--ranks-per-gpu 2): the real exchange, mapping
+    # and peer kernel across processes, every slot against the CPU reference
+    # (no NCCL on a shared GPU), at the one-layer V4.1 size: two 47.2 GiB shards.
+    accept device_peer_shared_gpu_tiny 2 --peer-shards --tp 2 --ranks-per-gpu 2 --table-model tiny
+    accept device_peer_shared_gpu_v41_layer1 2 --peer-shards --tp 2 --ranks-per-gpu 2 \
+      --model deepseek-v4.1-flash-layer1 --tokens 1,64,1024,8192
   fi
 fi
 # Two ranks on GPU 0 run the runtime's handle exchange with real VMM memory:

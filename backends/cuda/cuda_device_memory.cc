@@ -121,6 +121,7 @@ Result<DeviceInfo> CudaDeviceMemory::info() {
                           attribute(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, "POSIX fd"));
   ENGRAM_ASSIGN_OR_RETURN(out.fabric_attribute,
                           attribute(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, "FABRIC"));
+  if (auto bus = pci_bus_id(ordinal_); bus.is_ok()) out.bus_id = *bus;  // unknown: no sharing is seen
   ENGRAM_ASSIGN_OR_RETURN(auto memory, memory_info_for(DeviceStep::kInfo));
   out.memory_bytes_free = memory.first;
   out.memory_bytes_total = memory.second;

@@ -40,6 +40,9 @@ struct DeviceInfo {
   bool posix_fd_supported = false;
   bool fabric_attribute = false;    // what the attribute says; it can lie
   uint64_t granularity_bytes = 0;   // minimum VMM granularity (2 MiB on Hopper/Blackwell)
+  // PCI bus id ("0000:3b:00.0"; "" where unknown): one GPU of a host, whatever
+  // ordinal CUDA_VISIBLE_DEVICES gives it, so ranks sharing a GPU can tell.
+  std::string bus_id;
 };
 
 using AllocationHandle = uint64_t;  // CUmemGenericAllocationHandle

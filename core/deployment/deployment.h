@@ -20,6 +20,7 @@ namespace engram {
 inline constexpr int kMaxHosts = 1 << 17;  // 131,072
 inline constexpr int kMaxRanks = 1 << 20;  // 1,048,576
 inline constexpr int kMaxGpusPerHost = 1024;
+inline constexpr int kMaxRanksPerGpu = 8;
 inline constexpr int kMaxTokensPerRank = 1 << 20;
 // Names, boot ids, NVLink domains: a DNS name's length.
 inline constexpr size_t kMaxNameBytes = 253;
@@ -27,7 +28,12 @@ inline constexpr size_t kMaxNameBytes = 253;
 struct HostSpec {
   std::string name;                 // hostname
   std::string boot_id;              // defaults to a value derived from name
-  int gpu_count = 0;
+  int gpu_count = 0;                // GPUs (physical); the host runs gpu_count x ranks_per_gpu ranks
+  // Ranks that share one GPU: 1 (the default, one GPU each) or, only where
+  // written, more (a one-GPU machine running the real multi-process
+  // exchange). Placements that run NCCL refuse it (NCCL puts one rank of a
+  // communicator on a GPU); each sharing rank gets gpu_memory / ranks_per_gpu.
+  int ranks_per_gpu = 1;
   std::string gpu_model = "H200";   // H100, H200, B200, GB200, B300, GB300 (any case)
   uint64_t gpu_memory_bytes = 0;    // 0: the model's CUDA total (core/model/gpu_models.h)
   uint64_t host_memory_bytes = 0;   // system RAM; 0: the model's usual host, per GPU x gpu_count
@@ -46,6 +52,13 @@ struct HostSpec {
   std::optional<uint64_t> memory_limit_bytes_per_rank;  // each rank's memory cgroup; /dev/shm pages count against their writer's
   int cpu_sockets = 1;                       // NUMA nodes; GPU g sits on socket g * sockets / gpus
 };
+
+// The ranks a host runs: one per GPU, or ranks_per_gpu on each.
+inline int rank_slots(const HostSpec& host) { return host.gpu_count * host.ranks_per_gpu; }
+// This rank's share of its GPU's memory.
+inline uint64_t gpu_memory_share_bytes(const HostSpec& host) {
+  return host.gpu_memory_bytes / static_cast<uint64_t>(host.ranks_per_gpu < 1 ? 1 : host.ranks_per_gpu);
+}
 
 // How long a rank waits for its peers before it gives up (the engine's
 // watchdog / rendezvous deadlines; the real backend's defaults).

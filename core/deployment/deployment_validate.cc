@@ -18,16 +18,21 @@ Result<std::vector<int>> resolve_rank_hosts(const Deployment& d) {
   std::vector<int> map;
   if (d.rank_hosts.empty()) {
     int64_t gpus_total = 0;
-    for (const HostSpec& h : d.hosts) gpus_total += h.gpu_count;
+    bool shared = false;
+    for (const HostSpec& h : d.hosts) {
+      gpus_total += rank_slots(h);
+      shared |= h.ranks_per_gpu > 1;
+    }
     if (gpus_total != world) {
       return invalid_argument(fmt::format(
-          "layout: tp * dp = {} * {} = {} rank{}, but the hosts give {} ({} host{}, one rank per GPU); "
+          "layout: tp * dp = {} * {} = {} rank{}, but the hosts give {} ({} host{}, {}); "
           "change tp/dp, the host count or gpus per host, or give rank_hosts explicitly",
-          d.layout.tp, d.layout.dp, world, world == 1 ? "" : "s", gpus_total, host_count, host_count == 1 ? "" : "s"));
+          d.layout.tp, d.layout.dp, world, world == 1 ? "" : "s", gpus_total, host_count, host_count == 1 ? "" : "s",
+          shared ? "ranks_per_gpu ranks per GPU" : "one rank per GPU"));
     }
     map.reserve(static_cast<size_t>(world));
     for (int h = 0; h < host_count; ++h)
-      for (int g = 0; g < d.hosts[static_cast<size_t>(h)].gpu_count; ++g) map.push_back(h);
+      for (int g = 0; g < rank_slots(d.hosts[static_cast<size_t>(h)]); ++g) map.push_back(h);
     return map;
   }
   if (static_cast<int64_t>(d.rank_hosts.size()) != world) {
@@ -45,10 +50,11 @@ Result<std::vector<int>> resolve_rank_hosts(const Deployment& d) {
   }
   for (int h = 0; h < host_count; ++h) {
     const HostSpec& host = d.hosts[static_cast<size_t>(h)];
-    if (ranks_on_host[static_cast<size_t>(h)] > host.gpu_count) {
+    if (ranks_on_host[static_cast<size_t>(h)] > rank_slots(host)) {
       return invalid_argument(fmt::format(
-          "rank_hosts: {} ranks placed on host {} ('{}') but it has {} GPUs; move ranks or raise its gpus",
-          ranks_on_host[static_cast<size_t>(h)], h, host.name, host.gpu_count));
+          "rank_hosts: {} ranks placed on host {} ('{}') but it has {} GPUs{}; move ranks or raise its gpus",
+          ranks_on_host[static_cast<size_t>(h)], h, host.name, host.gpu_count,
+          host.ranks_per_gpu > 1 ? fmt::format(" x ranks_per_gpu {}", host.ranks_per_gpu) : std::string()));
     }
   }
   return d.rank_hosts;
@@ -108,6 +114,11 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
     if (h.gpu_count < 1 || h.gpu_count > kMaxGpusPerHost) {
       return invalid_argument(fmt::format("hosts[{}].gpus: {} for host '{}'; a host has 1 to {} GPUs", i, h.gpu_count,
                                           h.name, kMaxGpusPerHost));
+    }
+    if (h.ranks_per_gpu < 1 || h.ranks_per_gpu > kMaxRanksPerGpu) {
+      return invalid_argument(fmt::format("hosts[{}].ranks_per_gpu: {} for host '{}'; write 1 (a GPU per rank, the "
+                                          "default) up to {} ranks sharing one GPU",
+                                          i, h.ranks_per_gpu, h.name, kMaxRanksPerGpu));
     }
     if (h.gpu_memory_bytes > kMaxSizeBytes || h.tmpfs_bytes_total > kMaxSizeBytes ||
         h.host_memory_bytes > kMaxSizeBytes) {

@@ -69,7 +69,7 @@ constexpr const char* kTopKeys[] = {"model", "hosts", "rank_hosts", "layout", "c
 constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gpu_memory", "host_memory", "shm_size",
                                      "nvlink_domain", "imex_channel", "fabric_attribute",
                                      "visible_gpus_per_rank", "count", "environment", "shm_size_limit",
-                                     "memory_limit_per_rank", "cpu_sockets"};
+                                     "memory_limit_per_rank", "cpu_sockets", "ranks_per_gpu"};
 constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved", "context_length"};
 constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
@@ -135,6 +135,8 @@ void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, H
     e.set(host.memory_limit_bytes_per_rank, p.size_of(h["memory_limit_per_rank"], path + ".memory_limit_per_rank"));
   }
   if (h["cpu_sockets"]) e.set(host.cpu_sockets, p.int_of(h["cpu_sockets"], path + ".cpu_sockets", 1, 16));
+  if (h["ranks_per_gpu"])
+    e.set(host.ranks_per_gpu, p.int_of(h["ranks_per_gpu"], path + ".ranks_per_gpu", 1, kMaxRanksPerGpu));
 }
 
 void parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec>& hosts,

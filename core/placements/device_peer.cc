@@ -20,6 +20,7 @@ namespace {
 // over the same shards.
 class DevicePeerTables final : public PlacementTables {
  public:
+  bool collective_cross_check_built() const override { return cross_check_.has_value(); }
   bool device_lookup_ready() const override { return true; }  // built only with a device
   DevicePeerTables(RankBackend& backend, Collectives& group)
       : backend_(backend), compute_(*backend.compute), group_(group) {}
@@ -107,7 +108,9 @@ class DevicePeerTables final : public PlacementTables {
     auto staging = HostLookupStaging::make(compute_, context.model, context.tokens_per_rank_max);
     if (!staging.is_ok()) return std::move(staging).take_status().with_context(me, -1, "lookup buffers");
     staging_ = std::move(staging).value();
-    if (context.collective_cross_check) {
+    // NCCL puts one rank of a communicator on a GPU: ranks sharing one are
+    // checked against the CPU reference alone.
+    if (context.collective_cross_check && !context.ranks_share_gpus) {
       auto comm = compute_.connect(group_);
       if (!comm.is_ok()) return std::move(comm).take_status().with_context(me, -1, "connect");
       auto workspace = make_collective_workspace(compute_, context.tokens_per_rank_max, context.model, group_.size(), me);

@@ -10,9 +10,19 @@ HostRowsOnDevice::~HostRowsOnDevice() { release().ignore(); }
 
 Status HostRowsOnDevice::build(DeviceCompute& compute, Collectives& group, const ModelSpec& model,
                                std::vector<std::span<const std::byte>> rows, std::vector<RowRange> ranges,
-                               Lookup lookup, int64_t tokens_per_rank_max) {
+                               Lookup lookup, int64_t tokens_per_rank_max, bool ranks_share_gpus) {
   ENGRAM_CHECK(compute_ == nullptr);
   ENGRAM_CHECK(rows.size() == model.tables.size() && ranges.size() == model.tables.size());
+  if (lookup == Lookup::kCollectiveOverRows && ranks_share_gpus) {
+    // Every member decides alike (the flag is the deployment's), so no
+    // member waits in a communicator set-up the others skipped.
+    unavailable_ = fmt::format(
+        "the device lookup of this host placement is the collective over the {} ranks' rows through NCCL, and ranks "
+        "here share a GPU (hosts[].ranks_per_gpu above 1), which NCCL does not allow; use the host lookup, or one GPU "
+        "per rank",
+        group.size());
+    return Status::ok();
+  }
   compute_ = &compute;
   group_ = &group;
   lookup_ = lookup;

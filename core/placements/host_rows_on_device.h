@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/backend/device_compute.h"
@@ -33,12 +34,17 @@ class HostRowsOnDevice {
 
   // rows[i]: the bytes of rows ranges[i] of table i. kCollectiveOverRows is
   // collective over `group` (device collectives are set up). Where it fails,
-  // what it made is given back before it returns.
+  // what it made is given back before it returns. With `ranks_share_gpus`
+  // (PlacementContext) kCollectiveOverRows is not built, since NCCL puts one
+  // rank of a communicator on a GPU: built() stays false, unavailable() says
+  // why, and the host lookup serves.
   Status build(DeviceCompute& compute, Collectives& group, const ModelSpec& model,
                std::vector<std::span<const std::byte>> rows, std::vector<RowRange> ranges, Lookup lookup,
-               int64_t tokens_per_rank_max);
+               int64_t tokens_per_rank_max, bool ranks_share_gpus);
 
   bool built() const { return compute_ != nullptr; }
+  // Why a device lookup that could have been built was not ("" otherwise).
+  const std::string& unavailable() const { return unavailable_; }
   Status lookup_device(int table_index, const DeviceLookupRequest& request);
 
   // Synchronises, unregisters and frees; the first failure, after trying all.
@@ -57,6 +63,7 @@ class HostRowsOnDevice {
   std::vector<Table> tables_;
   std::unique_ptr<DeviceCollectives> comm_;
   CollectiveWorkspace workspace_;
+  std::string unavailable_;
 };
 
 }  // namespace engram

@@ -56,7 +56,9 @@ class HostSharedTables final : public PlacementTables {
 
   Status lookup_device(int table_index, const DeviceLookupRequest& request) override {
     if (!device_.built()) {
-      return Status(ErrorCode::kFailedPrecondition, "device lookup on a rank without a device (no DeviceCompute)",
+      return Status(ErrorCode::kFailedPrecondition,
+                    device_.unavailable().empty() ? "device lookup on a rank without a device (no DeviceCompute)"
+                                                  : device_.unavailable(),
                     {context_.group.world_rank(), -1, "lookup"});
     }
     return device_.lookup_device(table_index, request);
@@ -194,7 +196,7 @@ class HostSharedTables final : public PlacementTables {
                          std::move(ranges),
                          tp_size_ > 1 ? HostRowsOnDevice::Lookup::kCollectiveOverRows
                                       : HostRowsOnDevice::Lookup::kWholeTable,
-                         context_.tokens_per_rank_max);
+                         context_.tokens_per_rank_max, context_.ranks_share_gpus);
   }
 
   Status open_segments() {

@@ -101,6 +101,10 @@ struct PlacementContext {
   // compare the two paths on the same rows (one V4.1 table set fits a GPU,
   // two do not).
   bool collective_cross_check = false;
+  // Some ranks of the deployment share a GPU (hosts[].ranks_per_gpu): no
+  // NCCL communicator is set up (device_peer skips its cross-check, host
+  // placements their collective device lookup). The same on every rank.
+  bool ranks_share_gpus = false;
   bool is_host_writer() const { return host_group.world_rank() == host_writer_world_rank; }
 };
 
@@ -137,6 +141,9 @@ class PlacementTables {
   // device_peer built with collective_cross_check: the same lookup through
   // the collective over the same shards. Others: failed_precondition.
   virtual Status lookup_device_collective(int table_index, const DeviceLookupRequest& request);
+  // Whether lookup_device_collective can run (device_peer built with the
+  // cross-check, on ranks that do not share a GPU).
+  virtual bool collective_cross_check_built() const { return false; }
 
   // Whether lookup_device can run on these tables (built with a
   // DeviceCompute, and a device lookup this placement has for its layout);
@@ -192,6 +199,11 @@ struct PlacementOps {
   PlacementGroup group = PlacementGroup::kShardGroup;
   bool shares_device_memory = false;  // peers map its shards: the group agrees a handle type (plan predicts it)
   bool collective_lookup = false;     // its lookup is a collective over the group
+  // Its lookup always runs NCCL over its group, and NCCL puts one rank of a
+  // communicator on a GPU: ranks sharing a GPU (hosts[].ranks_per_gpu) cannot
+  // run it, and the plan refuses them. (The others run there: device_peer
+  // without its collective cross-check, host placements with host lookups.)
+  bool needs_a_gpu_per_rank = false;
   // Memory one rank costs (model: the placement model's tables).
   PlacementCost (*cost)(const ModelSpec& model, const PlacementCostInput& input) = nullptr;
   // What to change when its host tables outgrow a host's RAM (host placements).

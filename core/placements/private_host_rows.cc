@@ -47,7 +47,7 @@ class PrivateHostRows final : public PlacementTables {
     return device_.build(*context.backend.compute, readers, context.model, std::move(spans), std::move(ranges),
                          collective ? HostRowsOnDevice::Lookup::kCollectiveOverRows
                                     : HostRowsOnDevice::Lookup::kWholeTable,
-                         context.tokens_per_rank_max);
+                         context.tokens_per_rank_max, context.ranks_share_gpus);
   }
 
   Status lookup(int table_index, const LookupRequest& request) override {
@@ -59,8 +59,9 @@ class PrivateHostRows final : public PlacementTables {
   Status lookup_device(int table_index, const DeviceLookupRequest& request) override {
     if (!device_.built()) {
       return Status(ErrorCode::kFailedPrecondition,
-                    device_unavailable_.empty() ? "device lookup on a rank without a device (no DeviceCompute)"
-                                                : device_unavailable_,
+                    !device_unavailable_.empty()    ? device_unavailable_
+                    : !device_.unavailable().empty() ? device_.unavailable()
+                                                     : "device lookup on a rank without a device (no DeviceCompute)",
                     {group_.world_rank(), -1, "lookup"});
     }
     return device_.lookup_device(table_index, request);

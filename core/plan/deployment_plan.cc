@@ -10,6 +10,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "core/base/size_text.h"
 #include "core/base/text_list.h"
 #include "core/deployment/deployment_validate.h"
 #include "core/deployment/node_local_group.h"
@@ -179,6 +180,31 @@ Result<HandleTypeByGroup> assign_shard_groups(const Deployment& d, std::vector<R
   return handle_by_group;
 }
 
+// Ranks sharing a GPU (hosts[].ranks_per_gpu above 1) where the placement
+// needs a GPU per rank: failed_precondition naming the host, the GPU, its
+// ranks and the fix (the first such GPU; the count of the others).
+Status check_gpu_sharing(const Deployment& d, const std::vector<RankPlan>& ranks) {
+  std::vector<int> slot_of_host(d.hosts.size(), 0);
+  std::map<std::pair<int, int>, std::vector<int>> refused;  // (host, GPU) -> ranks
+  for (const RankPlan& rp : ranks) {
+    const HostSpec& host = d.hosts[static_cast<size_t>(rp.host)];
+    const int gpu = slot_of_host[static_cast<size_t>(rp.host)]++ / host.ranks_per_gpu;
+    if (host.ranks_per_gpu > 1 && placement_ops(rp.placement).needs_a_gpu_per_rank) refused[{rp.host, gpu}].push_back(rp.rank);
+  }
+  for (auto it = refused.begin(); it != refused.end();) it = it->second.size() < 2 ? refused.erase(it) : std::next(it);
+  if (refused.empty()) return Status::ok();
+  const auto& [where, on_gpu] = *refused.begin();
+  const HostSpec& host = d.hosts[static_cast<size_t>(where.first)];
+  const Placement placement = ranks[static_cast<size_t>(on_gpu.front())].placement;
+  return failed_precondition(fmt::format(
+      "ranks {} share GPU {} of host '{}' (hosts[{}].ranks_per_gpu: {}){}, and {} runs NCCL, which puts one rank of a "
+      "communicator on a GPU; give each rank a GPU of its own (ranks_per_gpu: 1), or a placement that runs on a "
+      "shared GPU: config.peer_shards: true (device_peer) or config.cpu_offload: true (a host placement)",
+      compress_ranges(on_gpu), where.second, host.name, where.first, host.ranks_per_gpu,
+      refused.size() > 1 ? fmt::format(" (and the ranks of {} more shared GPUs)", refused.size() - 1) : std::string(),
+      placement_name(placement)));
+}
+
 // Each rank's memory from its placement's cost; a warning per host whose
 // GPUs the tables overfill.
 void plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& plan,
@@ -257,6 +283,7 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   const Decisions decisions = decide_ranks(d, plan.dp_shared_memory, local, table_total, plan.ranks);
   // 2. Shard groups and handle types where the placement needs them.
   ENGRAM_ASSIGN_OR_RETURN(const HandleTypeByGroup handle_by_group, assign_shard_groups(d, plan.ranks));
+  ENGRAM_RETURN_IF_ERROR(check_gpu_sharing(d, plan.ranks));
 
   // 3. Warnings: once per cause, into the sink (process-wide dedup) and the result.
   auto warn = [&](const Warning& w) {
@@ -270,6 +297,16 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   // 4. Memory, then 5. the summaries people read.
   plan_rank_memory(spec, d, plan, warn);
   summarize_groups(plan, decisions, handle_by_group);
+  // Never silent: a GPU that ranks share is said, with each rank's share.
+  for (const HostMemory& hm : plan.hosts) {
+    const HostSpec& host = d.hosts[static_cast<size_t>(hm.host)];
+    if (host.ranks_per_gpu < 2) continue;
+    plan.reasons.push_back(fmt::format("host '{}': {} ranks share each of its {} GPU{} (hosts[{}].ranks_per_gpu: {}); "
+                                       "each rank plans with {} of the GPU's {}",
+                                       host.name, host.ranks_per_gpu, host.gpu_count, host.gpu_count == 1 ? "" : "s",
+                                       hm.host, host.ranks_per_gpu, format_size_short(gpu_memory_share_bytes(host)),
+                                       format_size_short(host.gpu_memory_bytes)));
+  }
   plan.deployment = std::move(d);
   return plan;
 }

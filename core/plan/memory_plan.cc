@@ -81,7 +81,7 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
     const PlacementCost& cost = memo.cost(in.placement, cost_input);
 
     RankMemory& m = plan.ranks[r];
-    m.gpu_memory_bytes = host.gpu_memory_bytes;
+    m.gpu_memory_bytes = gpu_memory_share_bytes(host);  // ranks sharing a GPU split it
     m.hbm_table_bytes = cost.hbm_table_bytes;
     m.hbm_buffer_bytes = cost.hbm_buffer_bytes;
     m.host_private_bytes = cost.host_private_bytes;
@@ -106,7 +106,9 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
       hm.kv_cache_left_bytes_min = m.kv_cache_left_bytes;
     }
     ++hm.rank_count;
-    hm.hbm_bytes_per_gpu_max = std::max(hm.hbm_bytes_per_gpu_max, hbm);
+    // Ranks sharing a GPU (ranks_per_gpu) hold their tables on the same one.
+    hm.hbm_bytes_per_gpu_max =
+        std::max(hm.hbm_bytes_per_gpu_max, checked_mul(hbm, static_cast<uint64_t>(host.ranks_per_gpu)));
     hm.kv_cache_left_bytes_min = std::min(hm.kv_cache_left_bytes_min, m.kv_cache_left_bytes);
     hm.host_table_bytes = checked_add(hm.host_table_bytes, m.host_private_bytes);
     if (copies.first(cost.table_copy, in, static_cast<int>(r))) {

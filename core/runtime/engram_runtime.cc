@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -28,8 +29,9 @@ struct RuntimeWireFacts {
   uint8_t has_device = 0;
   uint8_t environment = 0;  // RuntimeEnvironment: picks the fixes warnings name
   uint8_t pad[4] = {};
+  uint64_t gpu_bus_key = 0;  // the GPU's PCI bus id hashed (0: no device): ranks of a host on one GPU share it
 };
-static_assert(sizeof(RuntimeWireFacts) == 24);
+static_assert(sizeof(RuntimeWireFacts) == 32);
 
 // What every rank reads from the plan, derived once per plan: the plan, per
 // host its writer (lowest world rank), and per rank the reason of its
@@ -87,6 +89,7 @@ std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
   deployment.layout = inputs.layout;
   deployment.config = inputs.config;
   std::map<std::pair<std::string, std::string>, int> host_index;
+  std::map<std::pair<int, uint64_t>, int> ranks_on_gpu;  // (host, GPU bus key) -> ranks
   for (const RankFacts& rank_facts : facts->ranks) {
     const PlacementFacts& p = rank_facts.placement;
     const RuntimeWireFacts f = rank_facts.extra_as<RuntimeWireFacts>();
@@ -107,6 +110,17 @@ std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
     }
     ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
     deployment.rank_hosts.push_back(it->second);
+    if (f.has_device != 0 && f.gpu_bus_key != 0) ++ranks_on_gpu[{it->second, f.gpu_bus_key}];
+  }
+  // Ranks a host runs on one GPU (opened so only when told, e.g.
+  // --ranks-per-gpu): the plan then refuses what needs a GPU per rank.
+  for (const auto& [where, ranks] : ranks_on_gpu) {
+    HostSpec& host = deployment.hosts[static_cast<size_t>(where.first)];
+    host.ranks_per_gpu = std::max(host.ranks_per_gpu, ranks);
+  }
+  for (HostSpec& host : deployment.hosts) {
+    const int ranks = host.gpu_count;  // counted one per rank above
+    host.gpu_count = (ranks + host.ranks_per_gpu - 1) / host.ranks_per_gpu;
   }
   WarningSink plan_sink;  // plan's warnings reach the caller's sink from the result, once
   auto plan = std::make_shared<const SharedPlan>(derive(plan_deployment(deployment, plan_sink)));
@@ -131,6 +145,7 @@ RuntimeWireFacts local_wire_facts(RankBackend& backend) {
       mine.has_device = 1;
       mine.fabric_attribute = info->fabric_attribute;
       mine.gpu_memory_bytes = info->memory_bytes_total;
+      mine.gpu_bus_key = info->bus_id.empty() ? 0 : (std::hash<std::string>{}(info->bus_id) | 1);
     }
   }
   return mine;
@@ -205,6 +220,7 @@ Result<std::unique_ptr<EngramRuntime>> EngramRuntime::start(RankBackend& backend
   facts.node_local_group_size = rank_plan.node_local_group_size;
   facts.host_index = rank_plan.host;
   facts.host_count = static_cast<int>(plan.deployment.hosts.size());
+  for (const HostSpec& host : plan.deployment.hosts) facts.ranks_share_gpus |= host.ranks_per_gpu > 1;
   if (const int g = shared->group_of_rank[static_cast<size_t>(me)]; g >= 0)
     facts.reason = plan.groups[static_cast<size_t>(g)].reason;
   // 2. The placement's group and the host's. 3. The placement's tables.
@@ -251,6 +267,7 @@ Status EngramRuntime::build_tables() {
       .host_fill_chunk_bytes = options_.host_fill_chunk_bytes,
       .tokens_per_rank_max = std::max(1, options_.config.tokens_per_rank_max),
       .collective_cross_check = options_.collective_cross_check,
+      .ranks_share_gpus = facts_.ranks_share_gpus,
   };
   ENGRAM_ASSIGN_OR_RETURN(state_->tables, ops.build(context));
   const PlacementFootprint& built = state_->tables->footprint();
@@ -367,6 +384,10 @@ Status EngramRuntime::lookup_device_collective(int table_index, DeviceLookupRequ
   }
   request.table = &tables[static_cast<size_t>(table_index)];
   return state_->tables->lookup_device_collective(table_index, request);
+}
+
+bool EngramRuntime::collective_cross_check_built() const {
+  return !stopped_ && state_->tables && state_->tables->collective_cross_check_built();
 }
 
 bool EngramRuntime::device_lookup_ready() const {

@@ -59,6 +59,9 @@ struct RuntimeFacts {
   uint64_t device_bytes = 0;         // this rank's VMM allocations
   uint64_t host_bytes = 0;           // this rank's private host memory (shared segments not counted)
   uint64_t shared_host_bytes = 0;    // /dev/shm segments this rank created (its node's copy)
+  // Some ranks share a GPU (the gathered facts: several ranks of one host on
+  // one GPU bus id, which they open only when told to): no NCCL is set up.
+  bool ranks_share_gpus = false;
 };
 
 class EngramRuntime {
@@ -109,6 +112,9 @@ class EngramRuntime {
   // the placement has for this layout and config); where not, it answers
   // failed_precondition saying why.
   bool device_lookup_ready() const;
+  // Whether lookup_device_collective can run: device_peer started with
+  // collective_cross_check where no ranks share a GPU.
+  bool collective_cross_check_built() const;
 
   // Collective: releases every segment, mapping and allocation.
   Status stop();
