@@ -20,6 +20,7 @@
 #include "apps/flag_numbers.h"
 #include "apps/launched_rank.h"
 #include "backends/ipc/launch_env.h"
+#include "core/base/size_text.h"
 #include "core/base/text_excerpt.h"
 #include "core/deployment/deployment.h"
 #include "operator_checks/acceptance_rank.h"
@@ -88,8 +89,10 @@ int run_acceptance(const AcceptanceFlags& flags) {
     return 1;
   }
   const bool passed = report.passed();
-  std::printf("rank %d: %s: %s, tables built in %.1f s\n", env->rank, passed ? "PASS" : "FAIL",
-              placement_name(report.placement), report.build_seconds);
+  std::printf("rank %d: %s: %s, tables built in %.1f s, %s of device memory%s%s\n", env->rank,
+              passed ? "PASS" : "FAIL", placement_name(report.placement), report.build_seconds,
+              format_size_short(report.device_bytes).c_str(), report.handle_type ? ", handle type " : "",
+              report.handle_type ? handle_type_name(*report.handle_type) : "");
   std::fflush(stdout);
   return passed ? 0 : 1;
 }

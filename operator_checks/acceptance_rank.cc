@@ -43,6 +43,8 @@ Status run_acceptance_rank(RankBackend& backend, AcceptanceOptions options, Warn
   ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(backend, options.runtime, sink));
   report.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.placement = runtime->placement();
+  report.device_bytes = runtime->facts().device_bytes;
+  report.handle_type = runtime->facts().handle_type;
   // device_peer's collective cross-check, unless ranks share a GPU (no NCCL
   // there): then every slot is checked against the CPU reference instead.
   const bool cross = runtime->collective_cross_check_built();

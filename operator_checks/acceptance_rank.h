@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,8 @@ struct AcceptanceReport {
   // device_peer without its collective cross-check (ranks share a GPU, and
   // NCCL cannot run there): every slot is checked against the CPU reference.
   bool every_slot_vs_cpu = false;
+  uint64_t device_bytes = 0;                // this rank's VMM allocations (its shard, at real size)
+  std::optional<HandleType> handle_type;    // device_peer: what its group agreed on
   std::vector<AcceptanceRow> rows;
   bool passed() const;
 };
