@@ -334,6 +334,12 @@ ScenarioOutcome run_and_check(const Scenario& scenario, std::optional<uint64_t> 
           break;
         }
       }
+    // `none`: no group shared device memory (or one fell back to plain memory).
+    if (expected == HandleType::kNone) {
+      if (actual && *actual != HandleType::kNone)
+        fail.push_back(fmt::format("{}handle type: expected none, {} chose {}", what, from, handle_type_name(*actual)));
+      return;
+    }
     if (!actual)
       fail.push_back(fmt::format("{}handle type: expected {}, but no device_peer group chose one", what,
                                  handle_type_name(expected)));

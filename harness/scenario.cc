@@ -346,9 +346,8 @@ void parse_expect(const Reader& r, const YAML::Node& node, ScenarioExpect& x, Fi
     auto one = [&](const YAML::Node& n, const std::string& path) -> std::optional<HandleType> {
       std::string t;
       if (!e.set(t, r.text(n, path))) return std::nullopt;
-      if (t == "posix_fd") return HandleType::kPosixFd;
-      if (t == "fabric") return HandleType::kFabric;
-      e.add(r.error(n, path, fmt::format("'{}' is not a handle type; write posix_fd or fabric", excerpt(t))));
+      if (const std::optional<HandleType> type = parse_handle_type(t)) return type;
+      e.add(r.error(n, path, fmt::format("'{}' is not a handle type; write {}", excerpt(t), handle_type_choices())));
       return std::nullopt;
     };
     if (h.IsSequence()) {

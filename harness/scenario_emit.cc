@@ -39,7 +39,9 @@ void write_drawn_deployment(const Deployment& d, YAML::Node& root) {
     if (!h.nvlink_domain.empty()) host["nvlink_domain"] = h.nvlink_domain;
     host["imex_channel"] = h.imex_channel;
     host["fabric_attribute"] = h.fabric_attribute;
+    if (!h.posix_fd_attribute) host["posix_fd_attribute"] = false;
     if (h.visible_gpus_per_rank != 0) host["visible_gpus_per_rank"] = h.visible_gpus_per_rank;
+    if (h.ranks_per_gpu != 1) host["ranks_per_gpu"] = h.ranks_per_gpu;
     root["hosts"].push_back(flow(host));
   }
   if (!d.rank_hosts.empty()) {

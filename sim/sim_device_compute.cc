@@ -99,10 +99,11 @@ Status SimDeviceCompute::alive(const char* call) const {
 Result<DevicePtr> SimDeviceCompute::allocate(uint64_t bytes) {
   ENGRAM_RETURN_IF_ERROR(alive("cudaMalloc"));
   // cudaMalloc rounds up; the emulator takes it as VMM memory of this GPU so
-  // it counts against the GPU's memory and shows in the ledger.
+  // it counts against the GPU's memory and shows in the ledger. Plain
+  // memory, as cudaMalloc's: it works whatever handle types the GPU exports.
   const uint64_t rounded = round_up(std::max<uint64_t>(bytes, 1), kVmmGranularityBytes);
   ENGRAM_ASSIGN_OR_RETURN(MappedAllocation allocation,
-                          MappedAllocation::create(memory_, rounded, HandleType::kPosixFd));
+                          MappedAllocation::create(memory_, rounded, HandleType::kNone));
   const DevicePtr address = allocation.address();
   allocations_.emplace(address, std::move(allocation));
   return address;

@@ -132,6 +132,19 @@ expect:
   std::tie(passed, failures) = run("{2: fabric}");
   EXPECT_NE(failures.find("names shard group 2, but the job has 2 shard groups"), std::string::npos) << failures;
 
+  // `none` is a handle type too: these groups did share, so it fails naming
+  // what they chose; an unknown name lists every name from the one table.
+  std::tie(passed, failures) = run("{1: none}");
+  EXPECT_FALSE(passed);
+  EXPECT_NE(failures.find("shard group 1 (ranks 4-7): handle type: expected none, the runtime (rank 4) chose posix_fd"),
+            std::string::npos)
+      << failures;
+  auto unknown = harness::parse_scenario_text(base + "posix\n", "groups.yaml");
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("'posix' is not a handle type; write posix_fd, fabric or none"),
+            std::string::npos)
+      << unknown.status().to_string();
+
   // The scalar form over both groups: the disagreeing ranks named once, as a range.
   std::tie(passed, failures) = run("fabric");
   EXPECT_FALSE(passed);

@@ -35,4 +35,25 @@ const char* handle_type_name(HandleType type) {
   return "unknown";
 }
 
+namespace {
+constexpr HandleType kEveryHandleType[] = {HandleType::kPosixFd, HandleType::kFabric, HandleType::kNone};
+}  // namespace
+
+std::optional<HandleType> parse_handle_type(std::string_view name) {
+  for (HandleType t : kEveryHandleType)
+    if (name == handle_type_name(t)) return t;
+  return std::nullopt;
+}
+
+const char* handle_type_choices() {
+  static const std::string text = [] {
+    std::string out;
+    const size_t n = std::size(kEveryHandleType);
+    for (size_t i = 0; i < n; ++i)
+      out += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + handle_type_name(kEveryHandleType[i]);
+    return out;
+  }();
+  return text.c_str();
+}
+
 }  // namespace engram

@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/base/status.h"
 
@@ -22,6 +24,10 @@ enum class HandleType : uint8_t {
   kNone,
 };
 const char* handle_type_name(HandleType type);
+// The name handle_type_name gives, back to the type; nullopt for any other text.
+std::optional<HandleType> parse_handle_type(std::string_view name);
+// "posix_fd, fabric or none": every name, for messages.
+const char* handle_type_choices();
 
 inline constexpr size_t kFabricHandleBytes = 64;  // sizeof(CUmemFabricHandle)
 

@@ -69,7 +69,8 @@ constexpr const char* kTopKeys[] = {"model", "hosts", "rank_hosts", "layout", "c
 constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gpu_memory", "host_memory", "shm_size",
                                      "nvlink_domain", "imex_channel", "fabric_attribute",
                                      "visible_gpus_per_rank", "count", "environment", "shm_size_limit",
-                                     "memory_limit_per_rank", "cpu_sockets", "ranks_per_gpu"};
+                                     "memory_limit_per_rank", "cpu_sockets", "ranks_per_gpu",
+                                     "posix_fd_attribute"};
 constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved", "context_length"};
 constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
@@ -126,6 +127,8 @@ void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, H
   if (h["nvlink_domain"]) e.set(host.nvlink_domain, p.name(h["nvlink_domain"], path + ".nvlink_domain", kMaxNameBytes));
   if (h["imex_channel"]) e.set(host.imex_channel, p.boolean(h["imex_channel"], path + ".imex_channel"));
   if (h["fabric_attribute"]) e.set(host.fabric_attribute, p.boolean(h["fabric_attribute"], path + ".fabric_attribute"));
+  if (h["posix_fd_attribute"])
+    e.set(host.posix_fd_attribute, p.boolean(h["posix_fd_attribute"], path + ".posix_fd_attribute"));
   if (h["visible_gpus_per_rank"]) {
     e.set(host.visible_gpus_per_rank,
           p.int_of(h["visible_gpus_per_rank"], path + ".visible_gpus_per_rank", 0, kMaxGpusPerHost));

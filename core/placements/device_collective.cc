@@ -109,7 +109,9 @@ class DeviceCollectiveTables final : public PlacementTables {
     auto info = device.info();
     if (!info.is_ok()) return std::move(info).take_status().with_context(me, -1, "device info");
     const uint64_t bytes = round_up(std::max<uint64_t>(shard_bytes, 1), info->granularity_bytes);
-    auto shard = MappedAllocation::create(device, bytes, HandleType::kPosixFd);
+    // Never exported (NCCL reads it in place): plain memory, which every
+    // driver gives, whatever handle types it exports.
+    auto shard = MappedAllocation::create(device, bytes, HandleType::kNone);
     if (!shard.is_ok()) return std::move(shard).take_status().with_context(me, -1, "create");
     t.shard = std::move(shard).value();
     // Filled by its own device, at device speed.
