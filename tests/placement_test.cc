@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "core/base/units.h"
+#include "core/deployment/deployment_yaml.h"
+#include "core/plan/deployment_plan.h"
 #include "tests/deployment_fixtures.h"
 
 namespace engram {
@@ -92,6 +94,36 @@ TEST(Placement, EachFallbackCauseGivesHostHeadSharded) {
   // One byte short of the tables is too small; exactly the tables is enough.
   EXPECT_EQ(decide(c, 4, {4, true, kFlashTableBytesTotal - 1}).placement, Placement::kHostHeadSharded);
   EXPECT_EQ(decide(c, 4, {4, true, kFlashTableBytesTotal}).placement, Placement::kHostShared);
+}
+
+// Two hosts whose /dev/shm are both too small, of two sizes: one warning,
+// each host with its own size (it kept only the last host's size once); plan
+// of such a deployment says the same.
+TEST(Placement, OneShmWarningNamesEveryHostsSize) {
+  const Warning two = fallback_warning(FallbackCause::kShmTooSmall, {"a", "b", "c"}, kFlashTableBytesTotal,
+                                       std::vector<uint64_t>{64 * kMiB, 100 * kGiB, 64 * kMiB},
+                                       RuntimeEnvironment::kUnknown);
+  EXPECT_THAT(two.text, HasSubstr("/dev/shm on host(s) a, c (64 MiB) and b (100.0 GiB) is smaller (tmpfs totals) than "
+                                  "the tables' 188.8 GiB"));
+  auto d = parse_deployment_text(R"(
+hosts:
+  - {name: a, gpus: 4, gpu_model: H200, shm_size: 64MiB}
+  - {name: b, gpus: 4, gpu_model: H200, shm_size: 100GiB}
+layout: {tp: 1, dp: 8}
+config: {cpu_offload: true}
+)",
+                                 "two_sizes");
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  WarningSink sink;
+  auto plan = plan_deployment(*d, sink);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  int shm_warnings = 0;
+  for (const Warning& w : plan->warnings) {
+    if (w.key != "dp_shared_memory.fallback.shm_too_small") continue;
+    ++shm_warnings;
+    EXPECT_THAT(w.text, HasSubstr("host(s) a (64 MiB) and b (100.0 GiB)"));
+  }
+  EXPECT_EQ(shm_warnings, 1);
 }
 
 TEST(Placement, FallbackWarningsNameCauseAndFix) {

@@ -100,8 +100,8 @@ using HandleTypeByGroup = std::map<int, HandleType>;
 struct Decisions {
   std::vector<PlacementDecision> by_rank;
   bool peer_precedence = false;
-  // cause -> (hosts it holds on, tmpfs total seen): one warning per cause.
-  std::map<FallbackCause, std::pair<std::vector<std::string>, uint64_t>> fallback_hosts;
+  // cause -> (hosts it holds on, each one's tmpfs total): one warning per cause.
+  std::map<FallbackCause, std::pair<std::vector<std::string>, std::vector<uint64_t>>> fallback_hosts;
 };
 
 // The placement rules per rank (core/plan/placement_rules.h); fills each
@@ -127,7 +127,7 @@ Decisions decide_ranks(const Deployment& d, const DpSharedMemoryResolution& shar
       host_cause_noted[static_cast<size_t>(h)][c] = true;
       auto& entry = out.fallback_hosts[c];
       entry.first.push_back(host.name);
-      entry.second = host.tmpfs_bytes_total;
+      entry.second.push_back(host.tmpfs_bytes_total);
     }
     RankPlan& rp = ranks[i];
     rp.rank = r;

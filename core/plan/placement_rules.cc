@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "core/base/check.h"
 #include "core/base/size_text.h"
 #include "core/base/text_list.h"
 
@@ -79,7 +82,26 @@ PlacementDecision decide_rank_placement(const EngramConfig& config, const DpShar
 
 Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
                          uint64_t tmpfs_bytes_total, RuntimeEnvironment environment) {
+  return fallback_warning(cause, hosts, table_bytes_total, std::vector<uint64_t>(hosts.size(), tmpfs_bytes_total),
+                          environment);
+}
+
+Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
+                         const std::vector<uint64_t>& tmpfs_bytes_by_host, RuntimeEnvironment environment) {
+  ENGRAM_CHECK(tmpfs_bytes_by_host.size() == hosts.size() && !hosts.empty());
   const std::string where = join_limited(hosts);
+  // kShmTooSmall: "host(s) a, c is 64 MiB" for one size, else each size
+  // after its hosts: "host(s) a, c (64 MiB) and b (100.0 GiB) are".
+  std::vector<std::pair<uint64_t, std::vector<std::string>>> by_size;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    auto it = std::find_if(by_size.begin(), by_size.end(), [&](const auto& e) { return e.first == tmpfs_bytes_by_host[i]; });
+    if (it == by_size.end()) it = by_size.insert(by_size.end(), {tmpfs_bytes_by_host[i], {}});
+    it->second.push_back(hosts[i]);
+  }
+  std::string sized_where;
+  for (size_t i = 0; i < by_size.size(); ++i)
+    sized_where += fmt::format("{}{} ({})", i == 0 ? "" : i + 1 == by_size.size() ? " and " : ", ",
+                               join_limited(by_size[i].second), format_size_short(by_size[i].first));
   const std::string needed = format_size_short(table_bytes_total);
   Warning w;
   w.key = std::string("dp_shared_memory.fallback.") + fallback_cause_name(cause);
@@ -98,10 +120,14 @@ Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& ho
           where, needed, shm_fix_text(table_bytes_total, environment));
       break;
     case FallbackCause::kShmTooSmall:
-      w.text = fmt::format(
-          "dp_shared_memory resolved to enabled, but /dev/shm on host(s) {} is {} (tmpfs total), smaller than "
-          "the tables' {}; falling back to host_head_sharded. {}.",
-          where, format_size_short(tmpfs_bytes_total), needed, shm_fix_text(table_bytes_total, environment));
+      w.text = by_size.size() == 1
+                   ? fmt::format("dp_shared_memory resolved to enabled, but /dev/shm on host(s) {} is {} (tmpfs "
+                                 "total), smaller than the tables' {}; falling back to host_head_sharded. {}.",
+                                 where, format_size_short(by_size[0].first), needed,
+                                 shm_fix_text(table_bytes_total, environment))
+                   : fmt::format("dp_shared_memory resolved to enabled, but /dev/shm on host(s) {} is smaller (tmpfs "
+                                 "totals) than the tables' {}; falling back to host_head_sharded. {}.",
+                                 sized_where, needed, shm_fix_text(table_bytes_total, environment));
       break;
   }
   return w;

@@ -53,6 +53,10 @@ PlacementDecision decide_rank_placement(const EngramConfig& config, const DpShar
 // only); `environment` picks the fixes named (all when unknown).
 Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
                          uint64_t tmpfs_bytes_total, RuntimeEnvironment environment = RuntimeEnvironment::kUnknown);
+// The same with each host's own tmpfs total (parallel to `hosts`): hosts of
+// one size are named together, each size once.
+Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
+                         const std::vector<uint64_t>& tmpfs_bytes_by_host, RuntimeEnvironment environment);
 Warning peer_precedence_warning();
 
 }  // namespace engram
