@@ -47,18 +47,11 @@ TEST(EngramDpShardSize, VllmsNineCases) {
     EXPECT_EQ(size_of(cases[i].node_ids, cases[i].dp, cases[i].replica), cases[i].expected) << "case " << i;
 }
 
-ParallelLayout layout(int tp, int dp) {
-  ParallelLayout l;
-  l.tp = tp;
-  l.dp = dp;
-  return l;
-}
-
 // tp1 x dp7 over hosts of 3 and 4: our host-map grouping shares within each
 // host (groups of 3 and 4); vLLM needs equal nodes and falls back to 1.
 TEST(EngramDpShardSize, UnequalHostsDifferFromOurHostMapGroups) {
   const std::vector<int> map = repeat({{0, 3}, {1, 4}});
-  const NodeLocalGroups ours = compute_node_local_groups(layout(1, 7), map, 2);
+  const NodeLocalGroups ours = compute_node_local_groups(ParallelLayout{.tp = 1, .dp = 7}, map, 2);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(ours.size_by_rank[static_cast<size_t>(r)], 3) << r;
   for (int r = 3; r < 7; ++r) EXPECT_EQ(ours.size_by_rank[static_cast<size_t>(r)], 4) << r;
   EXPECT_EQ(size_of(map, 7, 1), 1);
@@ -67,7 +60,7 @@ TEST(EngramDpShardSize, UnequalHostsDifferFromOurHostMapGroups) {
 // An interleaved map: we still group by host, vLLM needs contiguous ranges.
 TEST(EngramDpShardSize, InterleavedMapDiffersFromOurHostMapGroups) {
   const std::vector<int> map = {0, 1, 0, 1};
-  const NodeLocalGroups ours = compute_node_local_groups(layout(1, 4), map, 2);
+  const NodeLocalGroups ours = compute_node_local_groups(ParallelLayout{.tp = 1, .dp = 4}, map, 2);
   for (int r = 0; r < 4; ++r) EXPECT_EQ(ours.size_by_rank[static_cast<size_t>(r)], 2) << r;
   EXPECT_EQ(size_of(map, 4, 1), 1);
 }
@@ -75,7 +68,7 @@ TEST(EngramDpShardSize, InterleavedMapDiffersFromOurHostMapGroups) {
 TEST(EngramDpShardSize, AlignedHostsAgreeWithOurs) {
   // TP2 x DP4 on two hosts of 4: both give groups of 2.
   const std::vector<int> map = repeat({{0, 4}, {1, 4}});
-  const NodeLocalGroups ours = compute_node_local_groups(layout(2, 4), map, 2);
+  const NodeLocalGroups ours = compute_node_local_groups(ParallelLayout{.tp = 2, .dp = 4}, map, 2);
   for (int r = 0; r < 8; ++r) EXPECT_EQ(ours.size_by_rank[static_cast<size_t>(r)], 2) << r;
   EXPECT_EQ(size_of(map, 4, 2), 2);
 }

@@ -69,6 +69,14 @@ Result<std::vector<T>> download(DeviceCompute& c, DevicePtr p, size_t count) {
   return out;
 }
 
+// Whole tokens' rows from `shard_count` shards found by owner search.
+DeviceGather shard_gather(const TableSpec& t, DevicePtr ids, int64_t tokens, DevicePtr shard_starts,
+                          DevicePtr shard_bases, int shard_count, DevicePtr out) {
+  return DeviceGather{.ids = ids, .tokens = tokens, .ids_per_token = t.head_count(), .head_count = t.head_count(),
+                      .shard_starts = shard_starts, .shard_bases = shard_bases, .shard_count = shard_count,
+                      .layout = device_row_layout(t), .out = out};
+}
+
 // Every rank of the run returned ok and the ledger holds nothing.
 void expect_every_rank_ok_and_nothing_left(const Result<sim::WorldRun>& run) {
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
@@ -103,16 +111,7 @@ TEST(SimDeviceCompute, ShardGatherAndDeviceFillEqualTheCpuRule) {
       ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(std::span(ids))));
       ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, c.allocate(ids.size() * t.dim * 2));
       ENGRAM_RETURN_IF_ERROR(c.fill_async(out_d, 0x5a, ids.size() * t.dim * 2, {}));  // poison: every value is written
-      DeviceGather g;
-      g.ids = ids_d;
-      g.tokens = tokens;
-      g.ids_per_token = t.head_count();
-      g.head_count = t.head_count();
-      g.shard_starts = starts;
-      g.shard_bases = base_table;
-      g.shard_count = 3;
-      g.layout = device_row_layout(t);
-      g.out = out_d;
+      DeviceGather g = shard_gather(t, ids_d, tokens, starts, base_table, 3, out_d);
       ENGRAM_RETURN_IF_ERROR(c.gather(g, {}));
       ENGRAM_ASSIGN_OR_RETURN(auto got, download<uint16_t>(c, out_d, ids.size() * t.dim));
       if (got != direct(t, whole, ids)) return internal_error("shard gather differs from the CPU rule");
@@ -154,16 +153,8 @@ TEST(SimDeviceCompute, GatherFollowsTheTablesScaleByteRule) {
     ENGRAM_ASSIGN_OR_RETURN(DevicePtr base_table, upload(c, std::as_bytes(std::span(bases))));
     ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(std::span(ids))));
     ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, c.allocate(ids.size() * t.dim * 2));
-    DeviceGather g;
-    g.ids = ids_d;
-    g.tokens = static_cast<int64_t>(ids.size()) / t.head_count();
-    g.ids_per_token = t.head_count();
-    g.head_count = t.head_count();
-    g.shard_starts = starts;
-    g.shard_bases = base_table;
-    g.shard_count = 1;
-    g.layout = device_row_layout(t);
-    g.out = out_d;
+    const DeviceGather g =
+        shard_gather(t, ids_d, static_cast<int64_t>(ids.size()) / t.head_count(), starts, base_table, 1, out_d);
     ENGRAM_RETURN_IF_ERROR(c.gather(g, {}));
     ENGRAM_ASSIGN_OR_RETURN(auto got, download<uint16_t>(c, out_d, ids.size() * t.dim));
     if (got != want) return internal_error("the emulator's gather ignores the table's scale_byte_rule");
