@@ -38,10 +38,10 @@ constexpr std::array<float, 256> kFp8ToFloat = make_fp8_table();
 
 // Fast path of dequantize_row. Every finite E4M3 value has at most 4
 // significant bits and lies in [2^-9, 448], so for scales 2^k with
-// -117 <= k <= 119 (e in [10, 246], where every ScaleByteRule agrees) the product is a normal float that bf16
-// holds exactly: no rounding, no subnormal, no overflow. Its bf16 bits are
-// then the value's bf16 at scale 1 with k added to the exponent field. The
-// tables hold, per code, the lookup-rule result at scale 1 (zeros as +0, NaN
+// -117 <= k <= 119 (e in [10, 246], read alike by every ScaleByteRule) the
+// product is a normal float that bf16 holds exactly: no rounding, no
+// subnormal, no overflow. Its bf16 bits are then the value's bf16 at scale 1
+// with k added to the exponent field. The tables hold, per code, the lookup-rule result at scale 1 (zeros as +0, NaN
 // canonical with the sign) and whether the exponent may be shifted (finite,
 // non-zero).
 inline constexpr int kFastScaleMin = 10;
