@@ -107,7 +107,7 @@ Status runtime_body(RankBackend& b, const RuntimeOptions& options, WarningSink& 
   std::vector<uint16_t> want(static_cast<size_t>(table.dim));
   for (size_t i = 0; i < ids.size(); ++i) {
     fill_table_rows(table, options.fill_seed, ids[i], row);
-    dequantize_row(table.row_format, table.dim, row, want);
+    dequantize_row(table, row, want);
     for (size_t k = 0; k < want.size(); ++k)
       if (!bf16_same(bf16_lookup_canonical(want[k]), out[i * want.size() + k]))
         return internal_error(fmt::format("rank {}: row {} differs from the direct lookup", b.world_rank, ids[i]));

@@ -385,7 +385,7 @@ int main(int argc, char** argv) {
             a.table_device = t.device;
             a.first_row = 0;
             a.row_count = rows;
-            a.layout = engram::kernels::RowLayout{engram::RowFormat::kFp8E4M3Ue8m0, 256, kRowBytes};
+            a.layout = engram::kernels::RowLayout{engram::RowFormat::kFp8E4M3Ue8m0, 256, kRowBytes, engram::ScaleByteRule::kVllm};
             a.out = reinterpret_cast<uint16_t*>(out);
             std::vector<cudaGraphExec_t> graphs;
             if (graph) {

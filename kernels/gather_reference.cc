@@ -13,7 +13,7 @@ namespace {
 uint16_t value_at(const TableSpec& table, const uint8_t* row, int i) {
   uint16_t bits;
   if (table.row_format == RowFormat::kFp8E4M3Ue8m0) {
-    bits = dequantize_fp8_e4m3_to_bf16(row[i], row[table.dim + i / kScaleBlock]);
+    bits = dequantize_fp8_e4m3_to_bf16(row[i], row[table.dim + i / kScaleBlock], table.scale_byte_rule);
   } else {
     std::memcpy(&bits, row + 2 * i, 2);
     if (bf16_is_nan(bits)) bits = static_cast<uint16_t>(kBf16CanonicalNan | (bits & 0x8000u));

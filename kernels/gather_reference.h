@@ -1,6 +1,6 @@
 // CPU references the GPU gather kernels are checked against, written value by
 // value the way a kernel thread computes them (core/model/row_format.h's
-// dequantize_fp8_e4m3_to_bf16, then -0 -> +0). Independent of the core
+// dequantize_fp8_e4m3_to_bf16 under the table's scale_byte_rule, then -0 -> +0). Independent of the core
 // lookups' row loops, so each checks the other.
 //
 // Layouts: row_ids [token][head] int64; out [token][head][dim] bf16.

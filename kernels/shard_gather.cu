@@ -24,6 +24,7 @@ RowLayout row_layout(const TableSpec& table) {
   layout.format = table.row_format;
   layout.dim = table.dim;
   layout.row_bytes = table.row_bytes();
+  layout.scale_byte_rule = table.scale_byte_rule;
   return layout;
 }
 

@@ -29,6 +29,7 @@ TableSpec row_table(const DeviceRowLayout& layout) {
   TableSpec t;
   t.row_format = layout.format;
   t.dim = layout.dim;
+  t.scale_byte_rule = layout.scale_byte_rule;  // the CPU reference decodes by either rule
   return t;
 }
 

@@ -88,7 +88,7 @@ void expect_direct_lookup_equal(const Outcome& out) {
     for (size_t i = 0; i < ids.size(); ++i) {
       std::span<uint16_t> dst(expected.data() + i * table.dim, static_cast<size_t>(table.dim));
       if (ids[i] < 0 || ids[i] >= table.row_count()) continue;
-      dequantize_row(table.row_format, table.dim,
+      dequantize_row(table,
                      std::span<const std::byte>(whole).subspan(static_cast<size_t>(ids[i]) * table.row_bytes(),
                                                                table.row_bytes()),
                      dst);
@@ -356,7 +356,7 @@ TEST(EngramRuntime, AChunkedHostFillWritesEveryRow) {
       fill_table_rows(table, options.fill_seed, 0, whole);
       std::vector<uint16_t> want(static_cast<size_t>(table.dim));
       for (int64_t row = 0; row < table.row_count(); ++row) {
-        dequantize_row(table.row_format, table.dim,
+        dequantize_row(table,
                        std::span<const std::byte>(whole).subspan(static_cast<size_t>(row) * table.row_bytes(),
                                                                  table.row_bytes()),
                        want);

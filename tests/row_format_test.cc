@@ -37,41 +37,41 @@ TEST(RowFormat, Fp8DecodeMatchesTheDefinitionForAllCodes) {
 }
 
 TEST(RowFormat, Ue8m0IsTheExponentByte) {
-  EXPECT_EQ(ue8m0_to_float(127), 1.0f);
-  EXPECT_EQ(ue8m0_to_float(130), 8.0f);
-  EXPECT_EQ(ue8m0_to_float(1), std::ldexp(1.0f, -126));
-  EXPECT_EQ(std::bit_cast<uint32_t>(ue8m0_to_float(0)), 0u);  // +0
-  EXPECT_TRUE(std::isinf(ue8m0_to_float(255)));
+  EXPECT_EQ(ue8m0_to_float(127, ScaleByteRule::kVllm), 1.0f);
+  EXPECT_EQ(ue8m0_to_float(130, ScaleByteRule::kVllm), 8.0f);
+  EXPECT_EQ(ue8m0_to_float(1, ScaleByteRule::kVllm), std::ldexp(1.0f, -126));
+  EXPECT_EQ(std::bit_cast<uint32_t>(ue8m0_to_float(0, ScaleByteRule::kVllm)), 0u);  // +0
+  EXPECT_TRUE(std::isinf(ue8m0_to_float(255, ScaleByteRule::kVllm)));
 }
 
 TEST(RowFormat, DequantiseSpecialCases) {
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x38, 127), 0x3f80);  // 1.0
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x7e, 127), float_to_bf16(448.0f));
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0xb8, 128), 0xc000);  // -1 * 2 = -2
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x38, 0), 0x0000);    // scale +0
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0xb8, 0), 0x8000);    // -1 * +0 = -0: kept here, the lookup makes it +0
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x80, 127), 0x8000);
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x38, 255), 0x7f80);  // * inf
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x00, 255), 0x7fc0);  // 0 * inf: NaN with the FP8 sign
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x80, 255), 0xffc0);
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x7f, 127), 0x7fc0);  // FP8 NaN
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0xff, 3), 0xffc0);
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x7e, 254), 0x7f80);  // 448 * 2^127 overflows float
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x38, 127, ScaleByteRule::kVllm), 0x3f80);  // 1.0
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x7e, 127, ScaleByteRule::kVllm), float_to_bf16(448.0f));
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0xb8, 128, ScaleByteRule::kVllm), 0xc000);  // -1 * 2 = -2
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x38, 0, ScaleByteRule::kVllm), 0x0000);    // scale +0
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0xb8, 0, ScaleByteRule::kVllm), 0x8000);    // -1 * +0 = -0: kept here, the lookup makes it +0
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x80, 127, ScaleByteRule::kVllm), 0x8000);
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x38, 255, ScaleByteRule::kVllm), 0x7f80);  // * inf
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x00, 255, ScaleByteRule::kVllm), 0x7fc0);  // 0 * inf: NaN with the FP8 sign
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x80, 255, ScaleByteRule::kVllm), 0xffc0);
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x7f, 127, ScaleByteRule::kVllm), 0x7fc0);  // FP8 NaN
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0xff, 3, ScaleByteRule::kVllm), 0xffc0);
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x7e, 254, ScaleByteRule::kVllm), 0x7f80);  // 448 * 2^127 overflows float
   // 7 * 2^-9 * 2^-126 = 1.75 * 2^-133: a float subnormal that rounds (RNE) to
   // the bf16 subnormal 2 * 2^-133.
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x07, 1), 0x0002);
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x07, 1, ScaleByteRule::kVllm), 0x0002);
   // 2^-9 * 2^-126 = 0.25 * 2^-133 rounds to +0; 3 * 2^-135 = 0.75 * 2^-133
   // rounds up to bf16's smallest subnormal.
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x01, 1), 0x0000);
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x03, 1), 0x0001);
-  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x83, 1), 0x8001);
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x01, 1, ScaleByteRule::kVllm), 0x0000);
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x03, 1, ScaleByteRule::kVllm), 0x0001);
+  EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x83, 1, ScaleByteRule::kVllm), 0x8001);
 }
 
 TEST(RowFormat, DequantiseEqualsTheFormulaForEveryCodeAndManyScales) {
   for (int scale = 0; scale < 256; scale += 3) {
     for (int code = 0; code < 256; ++code) {
-      const float product = fp8_e4m3_to_float(static_cast<uint8_t>(code)) * ue8m0_to_float(static_cast<uint8_t>(scale));
-      const uint16_t got = dequantize_fp8_e4m3_to_bf16(static_cast<uint8_t>(code), static_cast<uint8_t>(scale));
+      const float product = fp8_e4m3_to_float(static_cast<uint8_t>(code)) * ue8m0_to_float(static_cast<uint8_t>(scale), ScaleByteRule::kVllm);
+      const uint16_t got = dequantize_fp8_e4m3_to_bf16(static_cast<uint8_t>(code), static_cast<uint8_t>(scale), ScaleByteRule::kVllm);
       if (std::isnan(product)) {
         EXPECT_EQ(got, static_cast<uint16_t>(0x7fc0 | ((code & 0x80) << 8))) << code << " " << scale;
       } else {
@@ -90,9 +90,9 @@ TEST(RowFormat, DequantiseRowEqualsThePerValueRuleAtEveryScale) {
   std::vector<uint16_t> out(dim);
   for (int e = 0; e < 256; ++e) {
     for (int b = 0; b < dim / 32; ++b) row[static_cast<size_t>(dim + b)] = static_cast<std::byte>(e);
-    dequantize_row(RowFormat::kFp8E4M3Ue8m0, dim, row, out);
+    dequantize_row(RowFormat::kFp8E4M3Ue8m0, dim, ScaleByteRule::kVllm, row, out);
     for (int code = 0; code < 256; ++code) {
-      uint16_t want = dequantize_fp8_e4m3_to_bf16(static_cast<uint8_t>(code), static_cast<uint8_t>(e));
+      uint16_t want = dequantize_fp8_e4m3_to_bf16(static_cast<uint8_t>(code), static_cast<uint8_t>(e), ScaleByteRule::kVllm);
       if (want == 0x8000) want = 0;
       ASSERT_EQ(out[static_cast<size_t>(code)], want) << "code " << code << " scale " << e;
     }
@@ -144,7 +144,7 @@ TEST(RowFormat, RowsRoundTripAndLookupsWriteNegativeZeroAsPositive) {
     std::vector<std::byte> row(row_bytes_for(format, dim));
     encode_row(format, values, row);
     std::vector<uint16_t> out(dim);
-    dequantize_row(format, dim, row, out);
+    dequantize_row(format, dim, ScaleByteRule::kVllm, row, out);
     EXPECT_EQ(out[0], 0x0000) << "-0 is written as +0";
     for (int i = 1; i < dim; ++i)
       EXPECT_EQ(out[static_cast<size_t>(i)], float_to_bf16(values[static_cast<size_t>(i)])) << i;
@@ -160,9 +160,9 @@ TEST(RowFormat, DequantiseRowEqualsPerValueRuleWithCanonicalZerosAndNans) {
   const uint8_t scales[8] = {0, 1, 100, 127, 140, 200, 254, 255};
   for (int b = 0; b < 8; ++b) row[static_cast<size_t>(dim + b)] = static_cast<std::byte>(scales[b]);
   std::vector<uint16_t> out(dim);
-  dequantize_row(RowFormat::kFp8E4M3Ue8m0, dim, row, out);
+  dequantize_row(RowFormat::kFp8E4M3Ue8m0, dim, ScaleByteRule::kVllm, row, out);
   for (int i = 0; i < dim; ++i) {
-    uint16_t want = dequantize_fp8_e4m3_to_bf16(static_cast<uint8_t>(i), scales[i / 32]);
+    uint16_t want = dequantize_fp8_e4m3_to_bf16(static_cast<uint8_t>(i), scales[i / 32], ScaleByteRule::kVllm);
     if (want == 0x8000) want = 0;
     EXPECT_EQ(out[static_cast<size_t>(i)], want) << i;
     EXPECT_NE(out[static_cast<size_t>(i)], 0x8000);
@@ -172,7 +172,7 @@ TEST(RowFormat, DequantiseRowEqualsPerValueRuleWithCanonicalZerosAndNans) {
   std::vector<std::byte> bf16_row(bf16_values.size() * 2);
   std::memcpy(bf16_row.data(), bf16_values.data(), bf16_row.size());
   std::vector<uint16_t> bf16_out(bf16_values.size());
-  dequantize_row(RowFormat::kBf16, static_cast<int>(bf16_values.size()), bf16_row, bf16_out);
+  dequantize_row(RowFormat::kBf16, static_cast<int>(bf16_values.size()), ScaleByteRule::kVllm, bf16_row, bf16_out);
   EXPECT_EQ(bf16_out, (std::vector<uint16_t>{0x0000, 0xffc0, 0x7fc0, 0x0001, 0x7f80, 0x3f80}));
 }
 

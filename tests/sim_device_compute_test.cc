@@ -69,6 +69,14 @@ Result<std::vector<T>> download(DeviceCompute& c, DevicePtr p, size_t count) {
   return out;
 }
 
+// Whole tokens' rows from `shard_count` shards found by owner search.
+DeviceGather shard_gather(const TableSpec& t, DevicePtr ids, int64_t tokens, DevicePtr shard_starts,
+                          DevicePtr shard_bases, int shard_count, DevicePtr out) {
+  return DeviceGather{.ids = ids, .tokens = tokens, .ids_per_token = t.head_count(), .head_count = t.head_count(),
+                      .shard_starts = shard_starts, .shard_bases = shard_bases, .shard_count = shard_count,
+                      .layout = device_row_layout(t), .out = out};
+}
+
 // Every rank of the run returned ok and the ledger holds nothing.
 void expect_every_rank_ok_and_nothing_left(const Result<sim::WorldRun>& run) {
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
@@ -103,16 +111,7 @@ TEST(SimDeviceCompute, ShardGatherAndDeviceFillEqualTheCpuRule) {
       ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(std::span(ids))));
       ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, c.allocate(ids.size() * t.dim * 2));
       ENGRAM_RETURN_IF_ERROR(c.fill_async(out_d, 0x5a, ids.size() * t.dim * 2, {}));  // poison: every value is written
-      DeviceGather g;
-      g.ids = ids_d;
-      g.tokens = tokens;
-      g.ids_per_token = t.head_count();
-      g.head_count = t.head_count();
-      g.shard_starts = starts;
-      g.shard_bases = base_table;
-      g.shard_count = 3;
-      g.layout = device_row_layout(t);
-      g.out = out_d;
+      DeviceGather g = shard_gather(t, ids_d, tokens, starts, base_table, 3, out_d);
       ENGRAM_RETURN_IF_ERROR(c.gather(g, {}));
       ENGRAM_ASSIGN_OR_RETURN(auto got, download<uint16_t>(c, out_d, ids.size() * t.dim));
       if (got != direct(t, whole, ids)) return internal_error("shard gather differs from the CPU rule");
@@ -128,6 +127,41 @@ TEST(SimDeviceCompute, ShardGatherAndDeviceFillEqualTheCpuRule) {
     EXPECT_TRUE(run->all_ok()) << run->summary();
     EXPECT_TRUE(run->leaks.empty()) << run->summary();
   }
+}
+
+// The emulator decodes scale bytes 0 and 255 by the table's rule (the CUDA
+// kernels refuse SGLang's): every row under SGLang's rule equals the CPU
+// reference, and differs from vLLM's where the fill wrote those bytes.
+TEST(SimDeviceCompute, GatherFollowsTheTablesScaleByteRule) {
+  TableSpec t = small_table(RowFormat::kFp8E4M3Ue8m0);
+  t.scale_byte_rule = ScaleByteRule::kSglang;
+  std::vector<std::byte> whole(t.table_bytes());
+  fill_table_rows(t, 5, 0, whole);
+  std::vector<int64_t> ids;
+  for (int64_t r = 0; r < t.row_count(); ++r) ids.push_back(r);
+  while (ids.size() % static_cast<size_t>(t.head_count()) != 0) ids.push_back(kDeadId);
+  const std::vector<uint16_t> want = direct(t, whole, ids);
+  TableSpec vllm = t;
+  vllm.scale_byte_rule = ScaleByteRule::kVllm;
+  EXPECT_NE(want, direct(vllm, whole, ids)) << "the fill wrote no scale byte 0 or 255";
+  auto run = sim::run_world(one_host(1), [&](RankBackend& b) -> Status {
+    DeviceCompute& c = *b.compute;
+    const std::vector<int64_t> shard_starts = {0, t.row_count()};
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr shard, upload(c, whole));
+    const std::vector<DevicePtr> bases = {shard};
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr starts, upload(c, std::as_bytes(std::span(shard_starts))));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr base_table, upload(c, std::as_bytes(std::span(bases))));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(std::span(ids))));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, c.allocate(ids.size() * t.dim * 2));
+    const DeviceGather g =
+        shard_gather(t, ids_d, static_cast<int64_t>(ids.size()) / t.head_count(), starts, base_table, 1, out_d);
+    ENGRAM_RETURN_IF_ERROR(c.gather(g, {}));
+    ENGRAM_ASSIGN_OR_RETURN(auto got, download<uint16_t>(c, out_d, ids.size() * t.dim));
+    if (got != want) return internal_error("the emulator's gather ignores the table's scale_byte_rule");
+    for (DevicePtr p : {shard, starts, base_table, ids_d, out_d}) ENGRAM_RETURN_IF_ERROR(c.free(p));
+    return Status::ok();
+  });
+  expect_every_rank_ok_and_nothing_left(run);
 }
 
 TEST(SimDeviceCompute, RegisteredHostSliceGathersItsHeadWindowAndALeftRegistrationIsALeak) {

@@ -23,6 +23,7 @@ kernels::RowLayout kernel_layout(const DeviceRowLayout& l) {
   out.format = l.format;
   out.dim = l.dim;
   out.row_bytes = l.row_bytes;
+  out.scale_byte_rule = l.scale_byte_rule;
   return out;
 }
 

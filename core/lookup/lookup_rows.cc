@@ -59,7 +59,7 @@ void lookup_rows_whole_table(const TableSpec& table, std::span<const std::byte> 
         std::fill(dst.begin(), dst.end(), uint16_t{0});
         continue;
       }
-      dequantize_row(table.row_format, table.dim, row_at(table_bytes, row, s.row_bytes), dst);
+      dequantize_row(table, row_at(table_bytes, row, s.row_bytes), dst);
     }
   }
 }
@@ -85,7 +85,7 @@ void lookup_rows_in_range(const TableSpec& table, int64_t first_row, int64_t row
     for (size_t h = 0; h < s.heads; ++h) {
       const int64_t row = row_ids[t * s.heads + h];
       if (row < begin || row >= end) continue;  // DEAD and past-the-table ids fall here too
-      dequantize_row(table.row_format, table.dim, row_at(shard_bytes, row - begin, s.row_bytes),
+      dequantize_row(table, row_at(shard_bytes, row - begin, s.row_bytes),
                      out.subspan((t * s.heads + h) * s.dim, s.dim));
     }
   }
@@ -114,7 +114,7 @@ void lookup_rows_head_shard(const TableSpec& table, HeadRange heads, int64_t sha
         std::fill(dst.begin(), dst.end(), uint16_t{0});
         continue;
       }
-      dequantize_row(table.row_format, table.dim, row_at(shard_bytes, row - shard_first_row, s.row_bytes), dst);
+      dequantize_row(table, row_at(shard_bytes, row - shard_first_row, s.row_bytes), dst);
     }
   }
 }

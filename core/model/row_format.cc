@@ -38,10 +38,10 @@ constexpr std::array<float, 256> kFp8ToFloat = make_fp8_table();
 
 // Fast path of dequantize_row. Every finite E4M3 value has at most 4
 // significant bits and lies in [2^-9, 448], so for scales 2^k with
-// -117 <= k <= 119 (e in [10, 246]) the product is a normal float that bf16
-// holds exactly: no rounding, no subnormal, no overflow. Its bf16 bits are
-// then the value's bf16 at scale 1 with k added to the exponent field. The
-// tables hold, per code, the lookup-rule result at scale 1 (zeros as +0, NaN
+// -117 <= k <= 119 (e in [10, 246], read alike by every ScaleByteRule) the
+// product is a normal float that bf16 holds exactly: no rounding, no
+// subnormal, no overflow. Its bf16 bits are then the value's bf16 at scale 1
+// with k added to the exponent field. The tables hold, per code, the lookup-rule result at scale 1 (zeros as +0, NaN
 // canonical with the sign) and whether the exponent may be shifted (finite,
 // non-zero).
 inline constexpr int kFastScaleMin = 10;
@@ -73,7 +73,13 @@ constexpr std::array<uint16_t, 256> kFp8ShiftMask = make_shift_mask_table();
 
 float fp8_e4m3_to_float(uint8_t fp8) { return kFp8ToFloat[fp8]; }
 
-float ue8m0_to_float(uint8_t scale_e8m0) { return std::bit_cast<float>(static_cast<uint32_t>(scale_e8m0) << 23); }
+float ue8m0_to_float(uint8_t scale_e8m0, ScaleByteRule rule) {
+  if (rule == ScaleByteRule::kSglang) {
+    if (scale_e8m0 == 0) return std::bit_cast<float>(0x00400000u);  // 2^-127, a float subnormal
+    if (scale_e8m0 == 255) return std::bit_cast<float>(0x7fc00000u);
+  }
+  return std::bit_cast<float>(static_cast<uint32_t>(scale_e8m0) << 23);
+}
 
 namespace {
 inline uint16_t dequantize_with_scale(uint8_t fp8, float scale) {
@@ -85,8 +91,8 @@ inline uint16_t dequantize_with_scale(uint8_t fp8, float scale) {
 }
 }  // namespace
 
-uint16_t dequantize_fp8_e4m3_to_bf16(uint8_t fp8, uint8_t scale_e8m0) {
-  return dequantize_with_scale(fp8, ue8m0_to_float(scale_e8m0));
+uint16_t dequantize_fp8_e4m3_to_bf16(uint8_t fp8, uint8_t scale_e8m0, ScaleByteRule rule) {
+  return dequantize_with_scale(fp8, ue8m0_to_float(scale_e8m0, rule));
 }
 
 uint64_t row_bytes_for(RowFormat format, int dim) {
@@ -101,7 +107,8 @@ uint64_t row_bytes_for(RowFormat format, int dim) {
   return 0;
 }
 
-void dequantize_row(RowFormat format, int dim, std::span<const std::byte> row, std::span<uint16_t> out) {
+void dequantize_row(RowFormat format, int dim, ScaleByteRule rule, std::span<const std::byte> row,
+                    std::span<uint16_t> out) {
   ENGRAM_CHECK(row.size() == row_bytes_for(format, dim));
   ENGRAM_CHECK(out.size() == static_cast<size_t>(dim));
   const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
@@ -118,7 +125,7 @@ void dequantize_row(RowFormat format, int dim, std::span<const std::byte> row, s
                                                               (exponent_delta & kFp8ShiftMask[bytes[i]]));
         continue;
       }
-      const float scale = ue8m0_to_float(scales[block]);
+      const float scale = ue8m0_to_float(scales[block], rule);
       for (int i = base; i < base + kScaleBlock; ++i)
         out[static_cast<size_t>(i)] = bf16_lookup_canonical(dequantize_with_scale(bytes[i], scale));
     }
@@ -160,13 +167,18 @@ uint8_t float_to_fp8_e4m3(float value, Fp8Overflow overflow) {
   return static_cast<uint8_t>(sign | static_cast<uint8_t>(code));
 }
 
+namespace {
+// The encoder writes only bytes 1..254, which every rule reads alike.
+constexpr ScaleByteRule kEncodeRule = ScaleByteRule::kVllm;
+}  // namespace
+
 uint8_t choose_ue8m0_scale(std::span<const float> block) {
   float amax = 0.0f;
   for (float v : block)
     if (std::isfinite(v)) amax = std::fmax(amax, std::fabs(v));
   if (amax == 0.0f) return 127;
   for (int e = 1; e < 255; ++e)
-    if (amax <= kFp8E4M3Max * ue8m0_to_float(static_cast<uint8_t>(e))) return static_cast<uint8_t>(e);
+    if (amax <= kFp8E4M3Max * ue8m0_to_float(static_cast<uint8_t>(e), kEncodeRule)) return static_cast<uint8_t>(e);
   return 254;
 }
 
@@ -178,7 +190,7 @@ void encode_row(RowFormat format, std::span<const float> values, std::span<std::
     for (int block = 0; block < dim / kScaleBlock; ++block) {
       auto block_values = values.subspan(static_cast<size_t>(block) * kScaleBlock, kScaleBlock);
       const uint8_t e = choose_ue8m0_scale(block_values);
-      const float scale = ue8m0_to_float(e);
+      const float scale = ue8m0_to_float(e, kEncodeRule);
       bytes[dim + block] = e;
       for (int i = 0; i < kScaleBlock; ++i)
         bytes[block * kScaleBlock + i] = float_to_fp8_e4m3(block_values[static_cast<size_t>(i)] / scale,

@@ -4,8 +4,9 @@
 //
 // FP8 rows: `dim` OCP E4M3 (e4m3fn) bytes, then dim/32 UE8M0 scale bytes.
 // E4M3fn: bias 7, no infinity, 0x7f/0xff are NaN, subnormals m/8 * 2^-6,
-// largest magnitude 448. UE8M0: a float's exponent byte alone, 2^(e-127);
-// e = 0 gives +0.0f, e = 255 gives +inf (the bit pattern, not a special case).
+// largest magnitude 448. UE8M0: 2^(e-127) for e in 1..254; the ends follow
+// the table's ScaleByteRule (vLLM: 0 -> +0, 255 -> +inf, the exponent bits
+// alone; SGLang: 0 -> 2^-127, 255 -> NaN).
 // bf16 rows: `dim` plain bf16 values.
 #pragma once
 
@@ -20,13 +21,14 @@ namespace engram {
 inline constexpr float kFp8E4M3Max = 448.0f;
 
 float fp8_e4m3_to_float(uint8_t fp8);
-float ue8m0_to_float(uint8_t scale_e8m0);  // bit_cast<float>(uint32(e) << 23)
+// The one decoder of a scale byte: every dequantising path calls it.
+float ue8m0_to_float(uint8_t scale_e8m0, ScaleByteRule rule);
 
-// bf16_round_nearest_even(float(fp8) * ue8m0_to_float(scale)). A NaN result
-// (FP8 NaN, or 0 * inf when e = 255) is the canonical 0x7fc0 carrying the FP8
-// byte's sign, the same on every platform and on the GPU. Keeps -0 (the
-// lookup rule below turns it into +0).
-uint16_t dequantize_fp8_e4m3_to_bf16(uint8_t fp8, uint8_t scale_e8m0);
+// bf16_round_nearest_even(float(fp8) * ue8m0_to_float(scale, rule)). A NaN
+// result (FP8 NaN, 0 * inf under kVllm, any value under kSglang's 255) is the
+// canonical 0x7fc0 carrying the FP8 byte's sign, the same on every platform
+// and on the GPU. Keeps -0 (the lookup rule below turns it into +0).
+uint16_t dequantize_fp8_e4m3_to_bf16(uint8_t fp8, uint8_t scale_e8m0, ScaleByteRule rule);
 
 // The lookup rule for one output value: -0 becomes +0 (the collective path
 // sums one owner's value with +0 from every other rank, and -0 + +0 = +0), NaN
@@ -41,7 +43,12 @@ uint64_t row_bytes_for(RowFormat format, int dim);
 
 // Dequantises one stored row into `dim` bf16 values by the lookup rule
 // (bf16_lookup_canonical applied to every value). Sizes are checked.
-void dequantize_row(RowFormat format, int dim, std::span<const std::byte> row, std::span<uint16_t> out);
+void dequantize_row(RowFormat format, int dim, ScaleByteRule rule, std::span<const std::byte> row,
+                    std::span<uint16_t> out);
+// The same with the table's format, dim and scale-byte rule.
+inline void dequantize_row(const TableSpec& table, std::span<const std::byte> row, std::span<uint16_t> out) {
+  dequantize_row(table.row_format, table.dim, table.scale_byte_rule, row, out);
+}
 
 // --- Encoding (tests, fillers) ---
 

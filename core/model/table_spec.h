@@ -20,6 +20,18 @@ enum class RowFormat : uint8_t {
 
 inline constexpr int kScaleBlock = 32;  // FP8 values per UE8M0 scale
 
+// How a UE8M0 scale byte's two ends decode; bytes 1..254 are 2^(e-127) under
+// both. The engines disagree, so a table says which engine's bytes it holds.
+enum class ScaleByteRule : uint8_t {
+  kVllm,    // the exponent bits alone: 0 -> +0, 255 -> +inf (vLLM's reference, our CUDA kernels)
+  kSglang,  // torch float8_e8m0fnu: 0 -> 2^-127, 255 -> NaN (SGLang's engram_gather)
+};
+std::string_view scale_byte_rule_name(ScaleByteRule rule);  // "vllm", "sglang"
+// The CUDA kernels decode scale bytes by kVllm only: anything else is a
+// failed_precondition naming the field and the fix, so a CUDA lookup is
+// refused rather than silently wrong. `where` names the caller.
+Status require_cuda_scale_byte_rule(ScaleByteRule rule, std::string_view where);
+
 struct TableSpec {
   int layer_id = 0;
   std::vector<int> orders;              // n-gram orders, e.g. {2,3,4}
@@ -27,6 +39,7 @@ struct TableSpec {
   std::vector<int64_t> primes;          // rows per head, in (order, head) order
   RowFormat row_format = RowFormat::kFp8E4M3Ue8m0;
   int dim = 0;                          // values per row
+  ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;  // FP8 rows only
 
   int head_count() const { return static_cast<int>(primes.size()); }
   int64_t row_count() const;            // sum of primes

@@ -119,7 +119,7 @@ Status serve_strays(Collectives& group, const TableSpec& table, const TpHeadBloc
       const int64_t row = all_ids[member * slot_tokens * static_cast<size_t>(heads) + list[k]];
       ENGRAM_CHECK(row >= my_rows.first_row && row < my_rows.first_row + my_rows.row_count);
       const uint64_t row_bytes = table.row_bytes();
-      dequantize_row(table.row_format, table.dim,
+      dequantize_row(table,
                      own_head_shard_bytes.subspan(static_cast<size_t>(row - my_rows.first_row) * row_bytes, row_bytes),
                      std::span(send).subspan(member * chunk_values + k * dim, dim));
     }

@@ -142,7 +142,7 @@ inline std::vector<uint8_t> make_table(RowFormat format, int dim, int64_t rows, 
 // the same rule written out here.
 inline void reference_row(RowFormat format, int dim, const uint8_t* row, uint16_t* out) {
 #ifdef ENGRAM_TEST_HAVE_ROW_FORMAT
-  dequantize_row(format, dim, std::span(reinterpret_cast<const std::byte*>(row), row_bytes_of(format, dim)),
+  dequantize_row(format, dim, ScaleByteRule::kVllm, std::span(reinterpret_cast<const std::byte*>(row), row_bytes_of(format, dim)),
                  std::span(out, static_cast<size_t>(dim)));
 #else
   auto canonical = [](uint16_t bits) -> uint16_t {
