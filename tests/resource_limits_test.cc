@@ -54,19 +54,29 @@ class ResourceLimits : public ::testing::Test {
   void SetUp() override {
     char templ[] = "/dev/shm/engramlab-limits-XXXXXX";
     shm_dir_ = ::mkdtemp(templ);
+    // The job's socket directories go under a root of this test's own
+    // (XDG_RUNTIME_DIR): at the lowest limits the launcher itself has no
+    // descriptor left to sweep them, and TearDown removes what is left.
+    char run_templ[] = "/tmp/engramlab-limits-run-XXXXXX";
+    run_dir_ = ::mkdtemp(run_templ);
   }
-  void TearDown() override { fs::remove_all(shm_dir_); }
+  void TearDown() override {
+    fs::remove_all(shm_dir_);
+    fs::remove_all(run_dir_);
+  }
   // `n` host_worker ranks under `engramlab launch`, with RLIMIT_NOFILE soft:hard for all of them.
   // The launch inherits stdio only (testing::run_with_only_stdio), so a limit
   // leaves the same room here as under any CI runner; job ids carry this
   // test's pid, so copies running at once never share a socket directory.
   ProcessRun launch_under_nofile(const std::string& soft_hard, int n, const std::string& job,
                                  const std::string& launch_flags = "") const {
-    return testing::run_with_only_stdio("prlimit --nofile=" + soft_hard + " " + kEngramlab + " launch " + launch_flags + " -n " +
-                        std::to_string(n) + " --job-id " + job + "-" + std::to_string(::getpid()) + " --grace-ms 500 -- " + kWorker + " --shm-dir " +
-                        shm_dir_ + " --op-timeout-ms 2000");
+    return testing::run_with_only_stdio("XDG_RUNTIME_DIR=" + run_dir_ + " prlimit --nofile=" + soft_hard + " " +
+                                        kEngramlab + " launch " + launch_flags + " -n " + std::to_string(n) +
+                                        " --job-id " + job + "-" + std::to_string(::getpid()) + " --grace-ms 500 -- " +
+                                        kWorker + " --shm-dir " + shm_dir_ + " --op-timeout-ms 2000");
   }
   std::string shm_dir_;
+  std::string run_dir_;
 };
 
 // The soft limit is raised to the hard one at start, as NCCL does: 40 ranks
