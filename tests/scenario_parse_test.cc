@@ -120,7 +120,7 @@ TEST(ScenarioParse, UnknownFieldsAndBadValuesNameLineColumnFieldAndFix) {
        {"expect.error.kind", "'broken' is not an error kind", "failed_precondition"}},
       {"unknown error field", base("  error: {kind: unavailable, word: x}\n"), "line 4, column 30",
        {"expect.error.word", "known fields here: kind, contains, rank, step"}},
-      {"bad handle type", base("  handle_type: fd\n"), "line 4, column 16", {"expect.handle_type", "posix_fd or fabric"}},
+      {"bad handle type", base("  handle_type: fd\n"), "line 4, column 16", {"expect.handle_type", "posix_fd, fabric or none"}},
       {"bad size", base("  memory: {hbm_per_gpu: lots}\n"), "line 4, column 25", {"hbm_per_gpu", "lots"}},
       {"bad fault site", base("  {}\n", "faults: {planned: [{site: imprt, rank: 0}]}\n"), "line 3, column 27",
        {"faults.planned[0].site", "'imprt' is not a fault site", "import"}},
