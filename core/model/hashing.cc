@@ -89,6 +89,71 @@ Result<TableHasher> TableHasher::with_multipliers(const ModelSpec& spec, int tab
   return h;
 }
 
+std::vector<int64_t> TableHasher::empty_history() const {
+  return std::vector<int64_t>(static_cast<size_t>(history_length()), pad_id_);
+}
+
+Status TableHasher::check_token(int64_t token, std::string_view where) const {
+  if (token != kDeadId && (token < 0 || token >= compressed_vocab_size_))
+    return invalid_argument(fmt::format(
+        "hashing: {} has id {}, outside the compressed vocabulary [0, {}) and not DEAD ({}); compress token ids "
+        "with the model's tokenizer map first",
+        where, token, compressed_vocab_size_, kDeadId));
+  return Status::ok();
+}
+
+void TableHasher::advance(std::span<int64_t> history, std::span<const int64_t> tokens) const {
+  ENGRAM_CHECK(static_cast<int>(history.size()) == history_length());
+  if (history.empty()) return;
+  const bool barrier = dead_token_rule_ != DeadTokenRule::kLiteral;
+  for (const int64_t c : tokens) {
+    if (barrier && c == kDeadId) {
+      // The DEAD and everything behind it read pad from here on.
+      std::fill(history.begin(), history.end(), pad_id_);
+      continue;
+    }
+    for (size_t k = history.size() - 1; k > 0; --k) history[k] = history[k - 1];
+    history[0] = c;
+  }
+}
+
+void TableHasher::hash_run(std::span<int64_t> history, std::span<const int64_t> tokens,
+                           std::span<int64_t> row_ids) const {
+  const size_t heads = primes_.size();
+  ENGRAM_CHECK(static_cast<int>(history.size()) == history_length());
+  ENGRAM_CHECK(row_ids.size() == tokens.size() * heads);
+  const bool barrier = dead_token_rule_ != DeadTokenRule::kLiteral;
+  // mix_by_order[n] = XOR of the first n products of the window
+  // [c, history[0], history[1], ...].
+  int64_t mix_by_order[kMaxHashOrder + 1];
+  ENGRAM_CHECK(max_order_ <= kMaxHashOrder);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const int64_t c = tokens[t];
+    std::span<int64_t> out = row_ids.subspan(t * heads, heads);
+    const bool dead_barrier = barrier && c == kDeadId;
+    if (dead_barrier && dead_token_rule_ == DeadTokenRule::kBarrierNoRow) {
+      std::fill(out.begin(), out.end(), kDeadId);
+    } else {
+      mix_by_order[0] = 0;
+      for (int k = 0; k < max_order_; ++k) {
+        // A DEAD under a barrier reads pad at t and behind it.
+        const int64_t w = dead_barrier ? pad_id_ : (k == 0 ? c : history[static_cast<size_t>(k - 1)]);
+        ENGRAM_CHECK(w >= kDeadId && w < compressed_vocab_size_);
+        mix_by_order[k + 1] = mix_by_order[k] ^ (w * multipliers_[static_cast<size_t>(k)]);  // no overflow: see with_multipliers
+      }
+      for (size_t head = 0; head < heads; ++head) {
+        const int64_t mix = mix_by_order[head_orders_[head]];
+        // Without literal DEAD ids every product, so every mix, is non-negative.
+        ENGRAM_CHECK(mix >= 0 || dead_token_rule_ == DeadTokenRule::kLiteral);
+        const int64_t row = floor_mod(mix, primes_[head]) + offsets_[head];
+        ENGRAM_CHECK(row >= offsets_[head] && row < offsets_[head] + primes_[head]);
+        out[head] = row;
+      }
+    }
+    advance(history, tokens.subspan(t, 1));
+  }
+}
+
 Status TableHasher::hash(std::span<const int64_t> tokens, std::span<const uint8_t> sequence_starts,
                          std::span<int64_t> row_ids) const {
   const size_t heads = primes_.size();
@@ -98,47 +163,17 @@ Status TableHasher::hash(std::span<const int64_t> tokens, std::span<const uint8_
   if (row_ids.size() != tokens.size() * heads)
     return invalid_argument(fmt::format("hashing: row id buffer holds {} ids; {} tokens x {} heads need {}",
                                         row_ids.size(), tokens.size(), heads, tokens.size() * heads));
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    const int64_t c = tokens[t];
-    if (c != kDeadId && (c < 0 || c >= compressed_vocab_size_))
-      return invalid_argument(fmt::format(
-          "hashing: token {} has id {}, outside the compressed vocabulary [0, {}) and not DEAD ({})", t, c,
-          compressed_vocab_size_, kDeadId));
-  }
+  for (size_t t = 0; t < tokens.size(); ++t)
+    ENGRAM_RETURN_IF_ERROR(check_token(tokens[t], fmt::format("token {}", t)));
 
-  const bool barrier = dead_token_rule_ != DeadTokenRule::kLiteral;
-  std::vector<int64_t> window(static_cast<size_t>(max_order_));
-  std::vector<int64_t> mix_by_order(static_cast<size_t>(max_order_) + 1);
-  size_t sequence_begin = 0;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    if (t == 0 || (!sequence_starts.empty() && sequence_starts[t] != 0)) sequence_begin = t;
-    std::span<int64_t> out = row_ids.subspan(t * heads, heads);
-    if (dead_token_rule_ == DeadTokenRule::kBarrierNoRow && tokens[t] == kDeadId) {
-      std::fill(out.begin(), out.end(), kDeadId);
-      continue;
-    }
-    // Once blocked (sequence start passed, or with a barrier a DEAD met at
-    // or behind t), every earlier position reads the pad id.
-    bool blocked = false;
-    for (size_t k = 0; k < window.size(); ++k) {
-      if (!blocked && (k > t - sequence_begin || (barrier && tokens[t - k] == kDeadId))) blocked = true;
-      window[k] = blocked ? pad_id_ : tokens[t - k];
-    }
-    // mix_by_order[n] = XOR of the first n products.
-    mix_by_order[0] = 0;
-    for (size_t k = 0; k < window.size(); ++k) {
-      ENGRAM_CHECK(window[k] >= kDeadId && window[k] < compressed_vocab_size_);
-      const int64_t product = window[k] * multipliers_[k];  // |product| <= (vocab - 1) * m <= INT64_MAX
-      mix_by_order[k + 1] = mix_by_order[k] ^ product;
-    }
-    for (size_t head = 0; head < heads; ++head) {
-      const int64_t mix = mix_by_order[static_cast<size_t>(head_orders_[head])];
-      // Without literal DEAD ids every product, so every mix, is non-negative.
-      ENGRAM_CHECK(mix >= 0 || dead_token_rule_ == DeadTokenRule::kLiteral);
-      const int64_t row = floor_mod(mix, primes_[head]) + offsets_[head];
-      ENGRAM_CHECK(row >= offsets_[head] && row < offsets_[head] + primes_[head]);
-      out[head] = row;
-    }
+  std::vector<int64_t> history = empty_history();
+  size_t begin = 0;
+  while (begin < tokens.size()) {
+    size_t end = begin + 1;
+    while (end < tokens.size() && (sequence_starts.empty() || sequence_starts[end] == 0)) ++end;
+    std::fill(history.begin(), history.end(), pad_id_);
+    hash_run(history, tokens.subspan(begin, end - begin), row_ids.subspan(begin * heads, (end - begin) * heads));
+    begin = end;
   }
   return Status::ok();
 }

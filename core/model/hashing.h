@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/base/status.h"
@@ -50,6 +51,35 @@ class TableHasher {
 
   int head_count() const { return static_cast<int>(primes_.size()); }
   const std::vector<int64_t>& multipliers() const { return multipliers_; }
+  // The facts a batch hasher on another device needs (kernels/hash_steps.cu,
+  // sim/): per head its order, prime and offset.
+  int max_order() const { return max_order_; }
+  int64_t pad_id() const { return pad_id_; }
+  int64_t compressed_vocab_size() const { return compressed_vocab_size_; }
+  DeadTokenRule dead_token_rule() const { return dead_token_rule_; }
+  const std::vector<int>& head_orders() const { return head_orders_; }
+  const std::vector<int64_t>& primes() const { return primes_; }
+  const std::vector<int64_t>& offsets() const { return offsets_; }
+
+  // How many earlier positions an n-gram reads: max order - 1. A history
+  // holds that many ids, newest first, each the id the lookback reads there
+  // (pad where the sequence had not begun or a DEAD barrier cut it).
+  int history_length() const { return max_order_ - 1; }
+  // A history at a sequence start: every position pad.
+  std::vector<int64_t> empty_history() const;
+
+  // Checks one token: in [0, compressed_vocab_size) or kDeadId. `where`
+  // names the field for the error ("tokens[17] (request 2)").
+  Status check_token(int64_t token, std::string_view where) const;
+
+  // Hashes tokens that continue `history` (history_length() ids) into
+  // row_ids (tokens.size() * head_count()) and leaves in `history` what
+  // follows the last token. The one per-token rule: hash() and the request
+  // hasher (core/model/request_hasher.h) both run it. Tokens unchecked:
+  // callers check them first, so a refused batch changes nothing.
+  void hash_run(std::span<int64_t> history, std::span<const int64_t> tokens, std::span<int64_t> row_ids) const;
+  // The history after `tokens`, without hashing them (a commit, a prefix).
+  void advance(std::span<int64_t> history, std::span<const int64_t> tokens) const;
 
   // tokens: ids in [0, compressed_vocab_size) or kDeadId. sequence_starts:
   // empty (the tokens are one sequence) or one flag per token, nonzero where

@@ -189,7 +189,7 @@ Result<ModelSpec> make_model_spec(std::string name, std::vector<int64_t> engram_
     return invalid_argument(fmt::format("model.layers: {} layers; at most {} are accepted", layer_ids.size(),
                                         kMaxEngramLayers));
   for (int o : orders)
-    if (o < 1 || o > 8)
+    if (o < 1 || o > kMaxHashOrder)
       return invalid_argument(fmt::format("model.orders: {} is out of range; n-gram orders are 1..8", o));
   auto primes = draw_primes(engram_vocab_size_per_order, static_cast<int>(layer_ids.size()), heads_per_order);
   for (size_t i = 0; i < layer_ids.size(); ++i) {
@@ -231,7 +231,7 @@ Status validate(const ModelSpec& spec) {
     if (t.layer_id < 0)
       return invalid_argument(fmt::format("model.layers: layer id {} is negative; layer ids count from 0", t.layer_id));
     for (int o : t.orders)
-      if (o < 1 || o > 8)
+      if (o < 1 || o > kMaxHashOrder)
         return invalid_argument(fmt::format("model.orders: {} is out of range; n-gram orders are 1..8", o));
     if (t.dim <= 0)
       return invalid_argument(fmt::format("model.dim: {} must be positive", t.dim));

@@ -69,6 +69,7 @@ inline constexpr std::string_view kDeadTokenRuleChoices =
 // fast and its sizes fit in 64 bits.
 inline constexpr int64_t kMaxEngramVocabSize = int64_t{1} << 40;
 inline constexpr int kMaxHeadsPerOrder = 1024;
+inline constexpr int kMaxHashOrder = 8;  // n-gram orders are 1..kMaxHashOrder
 inline constexpr int kMaxEngramLayers = 64;
 inline constexpr int kMaxLayerId = 100000;
 inline constexpr int kMaxRowDim = 65536;

@@ -1,0 +1,103 @@
+// Hash ids step by step, as engines compute them (docs/design.md section 10):
+// per request slot the history an n-gram reads across steps (the last
+// max order - 1 ids), and the operations engines perform on a batch of
+// requests. Whatever way a sequence is cut (prefill chunks, decode tokens,
+// a cached prefix, lookback ids from another instance, verify blocks with
+// rejected drafts), the ids equal those of TableHasher::hash over the
+// accepted sequence whole: tests/request_hasher_test.cc holds that over
+// random schedules.
+//
+// A batch is ragged, as engines send it: one token array, and per request a
+// run (slot, first token, token count). Tokens no run covers are padding;
+// a run of slot kIdleSlot is an idle DP slot. Both hash to DEAD for every
+// head (never row 0) and change no history, so a fully padded step changes
+// nothing.
+//
+// Every operation checks its whole input before it changes anything: a
+// refused step (invalid_argument naming the request and the field) leaves
+// every history as it was.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/base/status.h"
+#include "core/model/hashing.h"
+
+namespace engram {
+
+inline constexpr int32_t kIdleSlot = -1;
+inline constexpr int kMaxRequestSlots = 1 << 20;
+
+// One request's tokens in a batch: tokens[token_begin, token_begin + token_count).
+struct RequestRun {
+  int32_t slot = kIdleSlot;
+  int64_t token_begin = 0;
+  int64_t token_count = 0;
+};
+
+// After a verify: the anchor (first token of the block) and the first
+// accepted_drafts drafts join the slot's history; the rest leave no trace.
+struct VerifyCommit {
+  int32_t slot = kIdleSlot;
+  int64_t accepted_drafts = 0;
+};
+
+// Checks a ragged batch against its token array and slot count (shared by
+// the CPU hasher and the device hasher, core/lookup/device_hasher.h):
+// every run inside the array, runs disjoint, each real slot below
+// slot_count and at most once. Names the run and the field.
+Status check_request_runs(std::span<const RequestRun> runs, int64_t token_count, int slot_count,
+                          std::string_view operation);
+
+class RequestHasher {
+ public:
+  enum class SlotState : uint8_t { kFree, kActive, kVerifyPending };
+
+  static Result<RequestHasher> create(TableHasher table_hasher, int slot_count);
+
+  const TableHasher& table_hasher() const { return hasher_; }
+  int slot_count() const { return static_cast<int>(states_.size()); }
+  SlotState state(int slot) const;
+  // The slot's history, newest first (history_length() ids).
+  std::span<const int64_t> history(int slot) const;
+
+  // A new request on a free slot. preceding_ids: the compressed ids before
+  // its first new token, oldest first: empty for a fresh sequence, a cached
+  // prefix (any length; only its tail matters), or the lookback ids another
+  // instance handed over (prefill/decode disaggregation).
+  Status begin(int slot, std::span<const int64_t> preceding_ids = {});
+  // Hashes each run's tokens after its slot's history (a prefill chunk, a
+  // decode token) and appends them to it. row_ids: tokens.size() x heads.
+  Status extend(std::span<const int64_t> tokens, std::span<const RequestRun> runs, std::span<int64_t> row_ids);
+  // Hashes each run as a verify block (anchor, then drafts) after its slot's
+  // history, history unchanged; the block waits for commit(). Blocks may
+  // differ in length (ragged verify).
+  Status verify(std::span<const int64_t> tokens, std::span<const RequestRun> runs, std::span<int64_t> row_ids);
+  // Appends the anchor and the accepted drafts of each slot's pending block.
+  Status commit(std::span<const VerifyCommit> commits);
+  // The slot is free again; a pending block is dropped.
+  Status release(int slot);
+
+  // The ids a verified block's commit would append (anchor + accepted), for
+  // a device hasher that replays the same commit (core/lookup/device_hasher.h).
+  std::span<const int64_t> pending_block(int slot) const;
+
+ private:
+  explicit RequestHasher(TableHasher table_hasher) : hasher_(std::move(table_hasher)) {}
+  Status check_batch(std::span<const int64_t> tokens, std::span<const RequestRun> runs, std::span<int64_t> row_ids,
+                     std::string_view operation) const;
+  Status check_slot_argument(int slot, std::string_view operation) const;
+  void hash_batch(std::span<const int64_t> tokens, std::span<const RequestRun> runs, std::span<int64_t> row_ids,
+                  bool keep_history);
+
+  TableHasher hasher_;
+  std::vector<SlotState> states_;
+  std::vector<int64_t> histories_;                 // slot_count x history_length, newest first
+  std::vector<std::vector<int64_t>> pending_;      // per slot: its verify block
+};
+
+}  // namespace engram
