@@ -90,14 +90,14 @@ __global__ void __launch_bounds__(256) probe_gather(const int64_t* __restrict__ 
   if constexpr (kHw) {
     const int block = lane >> 2;
     const uint32_t scale_word = block < 4 ? scales.x : scales.y;
-    const float scale = engram::kernels::device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu);
+    const float scale = engram::kernels::device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu, {});
     const uint2 low = engram::kernels::device::dequant_fp8x4(data.x, scale);
     const uint2 high = engram::kernels::device::dequant_fp8x4(data.y, scale);
     value = make_uint4(low.x, low.y, high.x, high.y);
   } else if constexpr (kDequant) {
     const int block = lane >> 2;
     const uint32_t scale_word = block < 4 ? scales.x : scales.y;
-    const float scale = engram::kernels::device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu);
+    const float scale = engram::kernels::device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu, {});
     uint32_t v[8];
 #pragma unroll
     for (int b = 0; b < 4; ++b) {

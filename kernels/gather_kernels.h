@@ -20,7 +20,7 @@ struct RowLayout {
   RowFormat format = RowFormat::kFp8E4M3Ue8m0;
   int dim = 0;             // bf16 values written per row
   uint64_t row_bytes = 0;  // stride of rows in a shard
-  ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;  // check_layout refuses any other
+  ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;  // scale bytes 0 and 255 (kernels/row_dequant.cuh ScaleDecoder)
 };
 RowLayout row_layout(const TableSpec& table);
 

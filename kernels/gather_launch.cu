@@ -9,8 +9,6 @@ Status check_layout(const RowLayout& layout, const char* kernel) {
   if (layout.dim <= 0) return invalid_argument(fmt::format("{}: layout.dim {} must be positive", kernel, layout.dim));
   uint64_t needed = 0;
   if (layout.format == RowFormat::kFp8E4M3Ue8m0) {
-    // row_dequant.cuh decodes scale bytes by vLLM's rule only.
-    ENGRAM_RETURN_IF_ERROR(require_cuda_scale_byte_rule(layout.scale_byte_rule, kernel));
     if (layout.dim % kScaleBlock != 0) {
       return invalid_argument(fmt::format("{}: layout.dim {} must be a multiple of {} for FP8 rows (one UE8M0 "
                                           "scale per {} values)", kernel, layout.dim, kScaleBlock, kScaleBlock));

@@ -59,6 +59,7 @@ struct PeerSource {
   const void* const* bases;
   int shard_count;
   uint64_t row_bytes;
+  device::ScaleDecoder scales;
   static constexpr bool kZeroMissing = true;
 
   __device__ __forceinline__ const uint8_t* find(int64_t row) const {
@@ -75,6 +76,7 @@ struct OwnedSource {
   int64_t end;
   const uint8_t* base;
   uint64_t row_bytes;
+  device::ScaleDecoder scales;
   static constexpr bool kZeroMissing = false;
 
   __device__ __forceinline__ const uint8_t* find(int64_t row) const {
@@ -119,7 +121,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     if constexpr (kVector) {
       for (int c = lane; c < dim / 8; c += 32) {
         const uint2 packed = __ldg(reinterpret_cast<const uint2*>(row) + c);
-        const float scale = device::e8m0_scale(__ldg(row + dim + c / 4));  // 4 lanes share a 32-value block
+        const float scale = device::e8m0_scale(__ldg(row + dim + c / 4), source.scales);  // 4 lanes share a 32-value block
         uint32_t v[8];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
@@ -131,7 +133,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       }
     } else {
       for (int i = lane; i < dim; i += 32) {
-        const float scale = device::e8m0_scale(__ldg(row + dim + i / kScaleBlock));
+        const float scale = device::e8m0_scale(__ldg(row + dim + i / kScaleBlock), source.scales);
         dst[i] = static_cast<uint16_t>(device::dequant_fp8(__ldg(row + i), scale));
       }
     }

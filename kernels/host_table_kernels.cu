@@ -20,7 +20,7 @@ template <RowFormat kFormat>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     dequant_staged_rows(const int64_t* __restrict__ ids, int64_t slots, int ids_per_token, int head_begin,
                         int head_count, int64_t first_row, int64_t row_count, const uint8_t* __restrict__ staging,
-                        uint64_t row_bytes, int dim, uint16_t* __restrict__ out) {
+                        uint64_t row_bytes, int dim, device::ScaleDecoder scales, uint16_t* __restrict__ out) {
   const int64_t slot = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (slot >= slots) return;
@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const uint8_t* src = staging + static_cast<uint64_t>(slot) * row_bytes;
   if constexpr (kFormat == RowFormat::kFp8E4M3Ue8m0) {
     for (int i = lane; i < dim; i += 32) {
-      const float scale = device::e8m0_scale(src[dim + i / kScaleBlock]);
+      const float scale = device::e8m0_scale(src[dim + i / kScaleBlock], scales);
       dst[i] = static_cast<uint16_t>(device::dequant_fp8(src[i], scale));
     }
   } else {
@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 __global__ void __launch_bounds__(kThreadsPerBlock)
     dequant_staged_fp8_256(const int64_t* __restrict__ ids, int64_t slots, int ids_per_token, int head_begin,
                            int head_count, int64_t first_row, int64_t row_count, const uint8_t* __restrict__ staging,
-                           uint64_t row_bytes, uint16_t* __restrict__ out) {
+                           uint64_t row_bytes, device::ScaleDecoder decoder, uint16_t* __restrict__ out) {
   const int64_t slot = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (slot >= slots) return;
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const uint8_t* src = staging + static_cast<uint64_t>(slot) * row_bytes;
   const uint2 data = __ldg(reinterpret_cast<const uint2*>(src) + lane);
   const uint2 scales = __ldg(reinterpret_cast<const uint2*>(src + detail::kFastDim));
-  store_values<true>(dst, data, scales, lane);
+  store_values<true>(dst, data, scales, lane, decoder);
 }
 
 }  // namespace
@@ -74,20 +74,21 @@ Status dequant_staged(const HostRowsArgs& args, const void* staging_rows, cudaSt
   const int64_t slots = args.tokens * args.head_count;
   ENGRAM_ASSIGN_OR_RETURN(const dim3 grid, detail::row_grid(slots, 1, "dequant_staged"));
   const auto* staging = static_cast<const uint8_t*>(staging_rows);
+  const device::ScaleDecoder decoder = device::scale_decoder(args.layout.scale_byte_rule);
   if (detail::is_fast_row(args.layout) && args.layout.row_bytes % 8 == 0 && detail::aligned(staging_rows, 8) &&
       detail::aligned(args.out, 16)) {
     dequant_staged_fp8_256<<<grid, kThreadsPerBlock, 0, stream>>>(args.ids, slots, args.ids_per_token,
                                                                   args.head_begin, args.head_count, args.first_row,
                                                                   args.row_count, staging, args.layout.row_bytes,
-                                                                  args.out);
+                                                                  decoder, args.out);
   } else if (args.layout.format == RowFormat::kFp8E4M3Ue8m0) {
     dequant_staged_rows<RowFormat::kFp8E4M3Ue8m0><<<grid, kThreadsPerBlock, 0, stream>>>(
         args.ids, slots, args.ids_per_token, args.head_begin, args.head_count, args.first_row, args.row_count,
-        staging, args.layout.row_bytes, args.layout.dim, args.out);
+        staging, args.layout.row_bytes, args.layout.dim, decoder, args.out);
   } else {
     dequant_staged_rows<RowFormat::kBf16><<<grid, kThreadsPerBlock, 0, stream>>>(
         args.ids, slots, args.ids_per_token, args.head_begin, args.head_count, args.first_row, args.row_count,
-        staging, args.layout.row_bytes, args.layout.dim, args.out);
+        staging, args.layout.row_bytes, args.layout.dim, decoder, args.out);
   }
   return detail::launch_status("dequant_staged");
 }
@@ -109,6 +110,7 @@ Status gather_range(const HostRowsArgs& args, const void* base, cudaStream_t str
   source.end = args.first_row + args.row_count;
   source.base = static_cast<const uint8_t*>(base);
   source.row_bytes = args.layout.row_bytes;
+  source.scales = device::scale_decoder(args.layout.scale_byte_rule);
   const WindowIds window{args.ids_per_token, args.head_begin, args.head_count};
   return launch_rows(args.ids, args.tokens * args.head_count, args.layout, source, vector, args.out, stream,
                      "gather_range", window);

@@ -1,13 +1,29 @@
 // Device-side row dequantisation, bit-exact with the CPU rule (docs/design.md
-// section 4): value = bf16_rne(float(fp8 E4M3) * 2^(e-127)), the scale built
-// by putting e into a float's exponent bits (e = 0 gives +0, e = 255 +inf);
+// section 4, core/model/row_format.h): value = bf16_rne(float(fp8 E4M3) *
+// scale), the scale 2^(e-127) built by putting e into a float's exponent
+// bits, but for scale bytes 0 and 255, which follow the table's
+// scale_byte_rule (ScaleDecoder: vLLM +0 and +inf, SGLang 2^-127 and NaN);
 // NaN written as canonical 0x7fc0 carrying the FP8 byte's sign; -0 written as
 // +0 so that every placement equals the collective path's sum with zeros.
 #pragma once
 
 #include <cstdint>
 
+#include "core/model/table_spec.h"
+
 namespace engram::kernels::device {
+
+// Scale bytes 0 and 255 as floats' bits, by the table's rule; every other
+// byte e is 2^(e-127) under both. Passed by value in every kernel's row
+// source, so one captured graph keeps the rule it was captured with.
+struct ScaleDecoder {
+  uint32_t e0_bits = 0u;             // vLLM: +0 (exponent bits 0)
+  uint32_t e255_bits = 0x7f800000u;  // vLLM: +inf (exponent bits 255)
+};
+inline ScaleDecoder scale_decoder(ScaleByteRule rule) {
+  if (rule == ScaleByteRule::kSglang) return ScaleDecoder{0x00400000u, 0x7fc00000u};  // 2^-127 (subnormal), NaN
+  return ScaleDecoder{};
+}
 
 // IEEE multiply that never flushes subnormals, whatever -ftz the build uses:
 // FP8 subnormals and tiny scales produce float subnormals the CPU keeps.
@@ -17,7 +33,9 @@ __device__ __forceinline__ float mul_rn_no_ftz(float a, float b) {
   return c;
 }
 
-__device__ __forceinline__ float e8m0_scale(uint32_t e) { return __uint_as_float(e << 23); }
+__device__ __forceinline__ float e8m0_scale(uint32_t e, ScaleDecoder decoder) {
+  return __uint_as_float(e == 0 ? decoder.e0_bits : e == 255 ? decoder.e255_bits : e << 23);
+}
 
 // Round to nearest even; the caller has handled NaN.
 __device__ __forceinline__ uint32_t float_to_bf16_bits(float value) {

@@ -37,7 +37,8 @@ Status gather_peer(const GatherPeerArgs& args, cudaStream_t stream) {
   if (vector && is_fast_row(args.layout)) {
     return detail::launch_v41_peer(args, peer_variant_for(args.tokens * args.heads), stream);
   }
-  PeerSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
+  PeerSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes,
+                    device::scale_decoder(args.layout.scale_byte_rule)};
   return launch_rows(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_peer");
 }
 
@@ -57,7 +58,7 @@ Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
   const bool vector = can_vectorise(args.layout, args.out) && aligned(args.shard_base, 8);
   if (vector && is_fast_row(args.layout)) return detail::launch_v41_owned(args, stream);
   OwnedSource source{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
-                     args.layout.row_bytes};
+                     args.layout.row_bytes, device::scale_decoder(args.layout.scale_byte_rule)};
   return launch_rows(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_owned");
 }
 

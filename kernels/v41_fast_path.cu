@@ -35,6 +35,7 @@ struct PeerWarpSource {
   const void* const* bases;
   int shard_count;
   uint64_t row_bytes;
+  device::ScaleDecoder scales;
   static constexpr bool kZeroMissing = true;
 
   struct Table {
@@ -83,6 +84,7 @@ struct OwnedWarpSource {
   int64_t end;
   const uint8_t* base;
   uint64_t row_bytes;
+  device::ScaleDecoder scales;
   static constexpr bool kZeroMissing = false;
 
   struct Table {};
@@ -173,7 +175,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       if constexpr (Source::kZeroMissing) store_zero<kStream>(dst);
       continue;
     }
-    store_values<kStream>(dst, data[k], scales[k], lane);
+    store_values<kStream>(dst, data[k], scales[k], lane, source.scales);
   }
 }
 
@@ -277,13 +279,14 @@ Status gather_peer_variant(const GatherPeerArgs& args, const PeerVariant& varian
 namespace detail {
 
 Status launch_v41_peer(const GatherPeerArgs& args, const PeerVariant& variant, cudaStream_t stream) {
-  PeerWarpSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes};
+  PeerWarpSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes,
+                        device::scale_decoder(args.layout.scale_byte_rule)};
   return launch_peer_shape<0>(variant, args.ids, args.tokens * args.heads, source, args.out, stream);
 }
 
 Status launch_v41_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
   OwnedWarpSource fast{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
-                       args.layout.row_bytes};
+                       args.layout.row_bytes, device::scale_decoder(args.layout.scale_byte_rule)};
   return launch_owned_fp8_256(args.ids, args.tokens * args.heads, fast, args.out, stream, "gather_owned");
 }
 
@@ -295,6 +298,7 @@ Status launch_v41_range(const HostRowsArgs& args, const void* base, cudaStream_t
   source.end = args.first_row + args.row_count;
   source.base = static_cast<const uint8_t*>(base);
   source.row_bytes = args.layout.row_bytes;
+  source.scales = device::scale_decoder(args.layout.scale_byte_rule);
   ENGRAM_ASSIGN_OR_RETURN(const dim3 grid, row_grid(slots, 1, "gather_range"));
   gather_fp8_256<1, false, false><<<grid, dim3(kThreadsPerBlock), 0, stream>>>(args.ids, slots, source, args.out,
                                                                                  window);

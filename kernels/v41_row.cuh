@@ -16,10 +16,11 @@ namespace {
 // Lane l's share of one row: data word l (values 8l..8l+7) and the row's
 // scale word -> 8 bf16, one 16-byte store.
 template <bool kStream>
-__device__ __forceinline__ void store_values(uint4* dst, uint2 data, uint2 scales, int lane) {
+__device__ __forceinline__ void store_values(uint4* dst, uint2 data, uint2 scales, int lane,
+                                             device::ScaleDecoder decoder) {
   const int block = lane >> 2;  // 4 lanes share a 32-value scale block
   const uint32_t scale_word = block < 4 ? scales.x : scales.y;
-  const float scale = device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu);
+  const float scale = device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu, decoder);
   const uint2 low = device::dequant_fp8x4(data.x, scale);
   const uint2 high = device::dequant_fp8x4(data.y, scale);
   const uint4 value = make_uint4(low.x, low.y, high.x, high.y);

@@ -265,7 +265,7 @@ Result<uint64_t> check_point_outputs(const BenchContext& c, int64_t tokens, cons
         const uint64_t word = operator_checks::fill_word(o.seed, id, w, row_bytes, o.dim);
         std::memcpy(row.data() + 8 * w, &word, 8);
       }
-      dequantize_row(RowFormat::kFp8E4M3Ue8m0, o.dim, ScaleByteRule::kVllm, row, expected);  // the CUDA kernels' rule
+      dequantize_row(RowFormat::kFp8E4M3Ue8m0, o.dim, ScaleByteRule::kVllm, row, expected);  // the bench's tables use vLLM's rule
     }
     for (int v = 0; v < o.dim; ++v) {
       const uint16_t got = peer_out[slot * static_cast<uint64_t>(o.dim) + static_cast<uint64_t>(v)];

@@ -197,18 +197,5 @@ TEST(ScaleByteRule, DefaultIsVllmAndTheDeviceLayoutCarriesTheRule) {
   for (ScaleByteRule rule : kRules) EXPECT_EQ(device_row_layout(all_bytes_table(rule)).scale_byte_rule, rule);
 }
 
-// The CUDA kernels decode by vLLM's rule only: a table with SGLang's is
-// refused by their launch check (kernels/gather_launch.cu check_layout).
-TEST(ScaleByteRule, CudaRefusesSglangsRuleNamingTheFieldAndTheFix) {
-  EXPECT_TRUE(require_cuda_scale_byte_rule(ScaleByteRule::kVllm, "gather_peer").is_ok());
-  const Status refused = require_cuda_scale_byte_rule(ScaleByteRule::kSglang, "gather_peer");
-  EXPECT_EQ(refused.code(), ErrorCode::kFailedPrecondition);
-  const std::string message = refused.to_string();
-  EXPECT_NE(message.find("gather_peer"), std::string::npos) << message;
-  EXPECT_NE(message.find("scale_byte_rule is sglang"), std::string::npos) << message;
-  EXPECT_NE(message.find("set scale_byte_rule to vllm"), std::string::npos) << message;
-  EXPECT_NE(message.find("CPU or the emulator"), std::string::npos) << message;
-}
-
 }  // namespace
 }  // namespace engram

@@ -39,7 +39,7 @@ struct DeviceRowLayout {
   RowFormat format = RowFormat::kFp8E4M3Ue8m0;
   int dim = 0;             // bf16 values written per row
   uint64_t row_bytes = 0;  // stride of rows in a shard
-  ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;  // the CUDA backend refuses any other
+  ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;  // scale bytes 0 and 255 (core/model/row_format.h)
 };
 DeviceRowLayout device_row_layout(const TableSpec& table);
 

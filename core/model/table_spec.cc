@@ -125,15 +125,6 @@ std::string_view scale_byte_rule_name(ScaleByteRule rule) {
   return "?";
 }
 
-Status require_cuda_scale_byte_rule(ScaleByteRule rule, std::string_view where) {
-  if (rule == ScaleByteRule::kVllm) return Status::ok();
-  return failed_precondition(fmt::format(
-      "{}: table.scale_byte_rule is {}, but the CUDA kernels decode UE8M0 scale bytes 0 and 255 by {} only; "
-      "look the table up on the CPU or the emulator, or set scale_byte_rule to {}",
-      where, scale_byte_rule_name(rule), scale_byte_rule_name(ScaleByteRule::kVllm),
-      scale_byte_rule_name(ScaleByteRule::kVllm)));
-}
-
 std::string_view dead_token_rule_name(DeadTokenRule rule) {
   switch (rule) {
     case DeadTokenRule::kBarrier: return "barrier";

@@ -27,10 +27,6 @@ enum class ScaleByteRule : uint8_t {
   kSglang,  // torch float8_e8m0fnu: 0 -> 2^-127, 255 -> NaN (SGLang's engram_gather)
 };
 std::string_view scale_byte_rule_name(ScaleByteRule rule);  // "vllm", "sglang"
-// The CUDA kernels decode scale bytes by kVllm only: anything else is a
-// failed_precondition naming the field and the fix, so a CUDA lookup is
-// refused rather than silently wrong. `where` names the caller.
-Status require_cuda_scale_byte_rule(ScaleByteRule rule, std::string_view where);
 
 struct TableSpec {
   int layer_id = 0;

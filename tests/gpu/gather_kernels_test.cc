@@ -4,6 +4,7 @@
 // graph; and the collective path (all-gather ids, gather_owned, NCCL
 // reduce-scatter over DP=N) equal to the peer path. ENGRAMLAB_GPU_TEST_SHARD_GIB
 // makes the multi-GPU table that many GiB per GPU, filled on device.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "backends/cuda/nccl_collectives.h"
 #include "core/base/units.h"
+#include "core/model/row_format.h"
 #include "operator_checks/bench_kernels.h"
 #include "kernels/gather_kernels.h"
 #include "tests/gpu/gpu_test_support.h"
@@ -103,6 +105,106 @@ TEST(GatherKernels, EveryFp8ValueUnderEveryScaleMatchesTheCpuRule) {
   ENGRAM_STATUS_OK(kernels::gather_owned(owned, nullptr));
   ENGRAM_CUDA_OK(cudaDeviceSynchronize());
   EXPECT_TRUE(same_bf16(expected, download(d_out), dim));
+}
+
+// Scale bytes 0 and 255 by the table's rule (vLLM: +0 and +inf; SGLang:
+// 2^-127 and NaN) on every kernel path: peer, owned, range (a registered
+// host table) and staged host rows, the V4.1 fast path (dim 256) and the
+// warp-per-row kernel (dim 64); every FP8 byte under every scale byte,
+// against core's CPU rule (tests/scale_byte_rule_test.cc checks that one
+// against the formats' definitions).
+TEST(GatherKernels, EachScaleByteRuleOnEveryPathMatchesTheCpuRule) {
+  ENGRAM_SKIP_WITHOUT_GPUS(1);
+  for (ScaleByteRule rule : {ScaleByteRule::kVllm, ScaleByteRule::kSglang}) {
+    for (int dim : {256, 64}) {
+      SCOPED_TRACE(fmt::format("rule {}, dim {}", scale_byte_rule_name(rule), dim));
+      RowLayout layout = layout_of(RowFormat::kFp8E4M3Ue8m0, dim);
+      layout.scale_byte_rule = rule;
+      // Row s: values i % 256 under scale s in every block.
+      std::vector<uint8_t> table(256 * layout.row_bytes);
+      for (int s = 0; s < 256; ++s) {
+        uint8_t* row = &table[static_cast<size_t>(s) * layout.row_bytes];
+        for (int i = 0; i < dim; ++i) row[i] = static_cast<uint8_t>((i * 4 + s) % 256);
+        for (int b = 0; b < dim / kScaleBlock; ++b) row[dim + b] = static_cast<uint8_t>(s);
+      }
+      std::vector<int64_t> ids;
+      for (int s = 0; s < 256; ++s) ids.push_back(s);
+      ids.push_back(kDeadId);
+      ids.push_back(256);
+      const int heads = 2;
+      const int64_t tokens = static_cast<int64_t>(ids.size()) / heads;
+      std::vector<uint16_t> expected(ids.size() * static_cast<size_t>(dim), 0);
+      for (size_t k = 0; k < ids.size(); ++k) {
+        if (ids[k] < 0 || ids[k] >= 256) continue;
+        dequantize_row(RowFormat::kFp8E4M3Ue8m0, dim, rule,
+                       std::span(reinterpret_cast<const std::byte*>(&table[static_cast<size_t>(ids[k]) * layout.row_bytes]),
+                                 layout.row_bytes),
+                       std::span(&expected[k * static_cast<size_t>(dim)], static_cast<size_t>(dim)));
+      }
+      // Staged rows: slot k's row at k x row_bytes (a zero row where the id reads none).
+      std::vector<uint8_t> staged(ids.size() * layout.row_bytes, 0);
+      for (size_t k = 0; k < ids.size(); ++k)
+        if (ids[k] >= 0 && ids[k] < 256)
+          std::memcpy(&staged[k * layout.row_bytes], &table[static_cast<size_t>(ids[k]) * layout.row_bytes], layout.row_bytes);
+
+      ENGRAM_CUDA_OK(cudaSetDevice(0));
+      DeviceBuffer d_table = upload(0, table);
+      DeviceBuffer d_staged = upload(0, staged);
+      DeviceBuffer d_ids = upload(0, ids);
+      DeviceBuffer d_starts = upload(0, std::vector<int64_t>{0, 256});
+      DeviceBuffer d_bases = upload(0, std::vector<const void*>{d_table.get()});
+      DeviceBuffer d_out(0, ids.size() * static_cast<size_t>(dim) * 2);
+      auto poisoned = [&] { ENGRAM_CUDA_OK(cudaMemset(d_out.get(), 0xab, d_out.bytes())); };
+
+      poisoned();
+      GatherPeerArgs peer;
+      peer.ids = d_ids.as<int64_t>();
+      peer.tokens = tokens;
+      peer.heads = heads;
+      peer.shard_starts = d_starts.as<int64_t>();
+      peer.shard_bases = d_bases.as<const void* const>();
+      peer.shard_count = 1;
+      peer.layout = layout;
+      peer.out = d_out.as<uint16_t>();
+      ENGRAM_STATUS_OK(kernels::gather_peer(peer, nullptr));
+      ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_TRUE(same_bf16(expected, download(d_out), dim)) << "gather_peer";
+
+      ENGRAM_STATUS_OK(kernels::zero_fill(d_out.as<uint16_t>(), d_out.bytes() / 2, nullptr));
+      GatherOwnedArgs owned;
+      owned.ids = d_ids.as<int64_t>();
+      owned.tokens = tokens;
+      owned.heads = heads;
+      owned.shard_begin = 0;
+      owned.shard_end = 256;
+      owned.shard_base = d_table.get();
+      owned.layout = layout;
+      owned.out = d_out.as<uint16_t>();
+      ENGRAM_STATUS_OK(kernels::gather_owned(owned, nullptr));
+      ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_TRUE(same_bf16(expected, download(d_out), dim)) << "gather_owned";
+
+      kernels::HostRowsArgs range;
+      range.ids = d_ids.as<int64_t>();
+      range.tokens = tokens;
+      range.ids_per_token = heads;
+      range.head_begin = 0;
+      range.head_count = heads;
+      range.first_row = 0;
+      range.row_count = 256;
+      range.layout = layout;
+      range.out = d_out.as<uint16_t>();
+      poisoned();
+      ENGRAM_STATUS_OK(kernels::gather_range(range, d_table.get(), nullptr));
+      ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_TRUE(same_bf16(expected, download(d_out), dim)) << "gather_range";
+
+      poisoned();
+      ENGRAM_STATUS_OK(kernels::dequant_staged(range, d_staged.get(), nullptr));
+      ENGRAM_CUDA_OK(cudaDeviceSynchronize());
+      EXPECT_TRUE(same_bf16(expected, download(d_out), dim)) << "dequant_staged";
+    }
+  }
 }
 
 // The 8-byte vector paths and the byte-wise paths (row strides that break
