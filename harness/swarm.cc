@@ -114,6 +114,9 @@ void check_invariants(const EmulatedJob& job, const EmulatedOutcome& out, std::v
     if (!out.ranks[r].lookup_mismatch.empty())
       v.push_back(fmt::format("rank {} ({}): lookup differs from the direct lookup: {}", r,
                               placement_name(out.ranks[r].placement), out.ranks[r].lookup_mismatch));
+    if (!out.ranks[r].ids_mismatch.empty())
+      v.push_back(fmt::format("rank {}: ids differ from the accepted sequence hashed whole: {}", r,
+                              out.ranks[r].ids_mismatch));
     if (!out.error && job.lookup.run && !out.ranks[r].looked_up)
       v.push_back(fmt::format("rank {}: the run succeeded but its lookups did not complete", r));
   }
