@@ -75,8 +75,8 @@ TEST(CpHaloTcp, AKilledCpRankIsDeadlineExceededNamingIt) {
 }
 
 TEST(CpHaloTcp, ACpRankLaterThanTheDeadlineIsNamedByEveryMember) {
-  const auto codes = testing::run_forked_tcp_ranks(4, 800ms, [](int rank, Collectives& world) -> int {
-    if (rank == 1) std::this_thread::sleep_for(2000ms);  // past op_timeout (its peers give up at 800 ms)
+  const auto codes = testing::run_forked_tcp_ranks(4, 1500ms, [](int rank, Collectives& world) -> int {
+    if (rank == 1) std::this_thread::sleep_for(3500ms);  // past op_timeout (its peers give up at 1.5 s)
     // The late rank finds the round its peers gave up on: named too.
     return expect_missing_named(rank, world, 1, 5s);
   });
