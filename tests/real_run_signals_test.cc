@@ -62,6 +62,31 @@ std::vector<std::string> entries_starting(const std::string& dir, const std::str
   return found;
 }
 
+// How many of the job's processes map one of its /dev/shm tables, and how
+// many of those maps are of files whose names are gone ("(deleted)" in
+// /proc/<pid>/maps): host_shared unlinks its tables once every rank of the
+// node has mapped them, so a job killed after its build leaves no name.
+struct TableMaps {
+  int mapping = 0;
+  int deleted = 0;
+};
+TableMaps table_maps_of_job(const std::string& job_id, const std::string& shm_dir) {
+  TableMaps maps;
+  const std::string segment = shm_dir + "/engramlab-" + job_id;
+  for (pid_t p : processes_of_job(job_id)) {
+    std::istringstream lines(read_whole("/proc/" + std::to_string(p) + "/maps"));
+    bool mapped = false, deleted = false;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find(segment) == std::string::npos) continue;
+      mapped = true;
+      deleted |= line.find(" (deleted)") != std::string::npos;
+    }
+    maps.mapping += mapped;
+    maps.deleted += deleted;
+  }
+  return maps;
+}
+
 // A scenario whose two real ranks look up for tens of seconds: 2,000 steps.
 // `model: tiny` lets host_shared fit any /dev/shm, so the ranks hold segments.
 std::string write_slow_scenario(const std::string& dir) {
@@ -111,15 +136,15 @@ TEST_P(RealRunSignals, KillingTheRunnerEndsEveryRankAndLeavesNothing) {
   ::setpgid(runner, runner);
   const std::string job_id = "real-" + std::to_string(runner) + "-0";
   const std::string run_dir_prefix = "engramlab-real-" + std::to_string(runner) + "-";
-  // Running: both ranks alive, holding the job's segments.
+  // Running: both ranks alive, each mapping the job's table.
   const auto started_by = Clock::now() + 30s;
   while (Clock::now() < started_by &&
-         (processes_of_job(job_id).size() < 3 || entries_starting(shm_dir_, "engramlab-" + job_id).empty())) {
+         (processes_of_job(job_id).size() < 3 || table_maps_of_job(job_id, shm_dir_).mapping < 2)) {
     std::this_thread::sleep_for(20ms);
   }
   const size_t running = processes_of_job(job_id).size();
   ASSERT_GE(running, 3u) << "the launcher and two ranks should be running";
-  ASSERT_FALSE(entries_starting(shm_dir_, "engramlab-" + job_id).empty());
+  ASSERT_EQ(table_maps_of_job(job_id, shm_dir_).mapping, 2) << "both ranks should map the node's table";
   ASSERT_FALSE(entries_starting("/tmp", run_dir_prefix).empty());
   std::this_thread::sleep_for(200ms);  // into the lookups
 
@@ -155,6 +180,52 @@ TEST_P(RealRunSignals, KillingTheRunnerEndsEveryRankAndLeavesNothing) {
   }
   for (pid_t p : left) ::kill(p, SIGKILL);  // ours: never leave them to the next test
   for (const std::string& dir : entries_starting("/tmp", run_dir_prefix)) fs::remove_all(dir);
+  fs::remove_all(engram::ipc::default_socket_dir(job_id));
+}
+
+// Crash hygiene: once built, the node's tables have no names, so SIGKILL of
+// every rank (no handler runs, nobody cleans) leaves /dev/shm empty. The
+// maps prove the ranks held the tables when they were killed.
+TEST_F(RealRunSignals, SigkillOfEveryRankAfterTheBuildLeavesNothingInDevShm) {
+  const std::string file = write_slow_scenario(work_);
+  const std::string log = work_ + "/runner.log";
+  const pid_t runner = ::fork();
+  ASSERT_GE(runner, 0);
+  if (runner == 0) {
+    ::setpgid(0, 0);
+    ::setenv("ENGRAMLAB_SHM_DIR", shm_dir_.c_str(), 1);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(kEngramlab.c_str(), "engramlab", "scenario", "run", "--real", "--here", file.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::setpgid(runner, runner);
+  const std::string job_id = "real-" + std::to_string(runner) + "-0";
+  const auto started_by = Clock::now() + 30s;
+  TableMaps maps;
+  while (Clock::now() < started_by && (maps = table_maps_of_job(job_id, shm_dir_)).mapping < 2)
+    std::this_thread::sleep_for(5ms);
+  // Both ranks map the table; the names go right after the build's last
+  // agreement.
+  const auto unlinked_by = Clock::now() + 2s;
+  while (Clock::now() < unlinked_by && (maps = table_maps_of_job(job_id, shm_dir_)).deleted < 2)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(maps.mapping, 2) << read_whole(log);
+  EXPECT_EQ(maps.deleted, 2) << "both ranks map the table and its name is gone\n" << read_whole(log);
+  // Every rank at once, the runner's own process too: nothing gets to clean.
+  for (pid_t p : processes_of_job(job_id))
+    if (p != runner) ::kill(p, SIGKILL);
+  ::kill(runner, SIGKILL);
+  int status = 0;
+  ::waitpid(runner, &status, 0);
+  const auto until = Clock::now() + 2s;
+  while (!processes_of_job(job_id).empty() && Clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(processes_of_job(job_id).empty());
+  EXPECT_TRUE(entries_starting(shm_dir_, "engramlab-").empty()) << "a SIGKILLed job's table stayed in /dev/shm";
+  for (pid_t p : processes_of_job(job_id)) ::kill(p, SIGKILL);
+  for (const std::string& dir : entries_starting("/tmp", "engramlab-real-" + std::to_string(runner) + "-"))
+    fs::remove_all(dir);
   fs::remove_all(engram::ipc::default_socket_dir(job_id));
 }
 

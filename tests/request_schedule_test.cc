@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -64,7 +65,7 @@ TEST(RequestSchedule, EveryCutHashesAsTheAcceptedSequenceWhole) {
   const char* one = std::getenv("ENGRAMLAB_SCHEDULE_SEED");
   const uint64_t first = one != nullptr ? std::stoull(one) : 1;
   const int count = one != nullptr ? 1 : kSchedules;
-  int64_t steps = 0, cp_shards = 0, verifies = 0, handovers = 0;
+  int64_t steps = 0, cp_shards = 0, verifies = 0, handovers = 0, tokens = 0, prefix_begins = 0, padded = 0;
   for (int i = 0; i < count; ++i) {
     const uint64_t seed = first + static_cast<uint64_t>(i);
     const auto& [name, hasher] = all[seed % all.size()];
@@ -76,6 +77,9 @@ TEST(RequestSchedule, EveryCutHashesAsTheAcceptedSequenceWhole) {
       cp_shards += step.what.find("cp shard") != std::string::npos && step.op == ScheduleOp::kExtend;
       verifies += step.op == ScheduleOp::kVerify;
       handovers += step.what.find("lookback") != std::string::npos;
+      prefix_begins += step.what.find("cached prefix") != std::string::npos;
+      padded += step.what == "fully padded";
+      for (const RequestRun& run : step.runs) tokens += run.slot == kIdleSlot ? 0 : run.token_count;
     }
   }
   // The draws reach every kind of cut (a generator that stopped drawing one
@@ -85,7 +89,15 @@ TEST(RequestSchedule, EveryCutHashesAsTheAcceptedSequenceWhole) {
     EXPECT_GT(cp_shards, 1'000);
     EXPECT_GT(verifies, 1'000);
     EXPECT_GT(handovers, 1'000);
+    EXPECT_GT(prefix_begins, 1'000);
+    EXPECT_GT(padded, 1'000);
+    EXPECT_GT(tokens, 100'000);
   }
+  std::printf("%d schedules: %ld steps, %ld request tokens hashed, %ld cp shards, %ld verify blocks, %ld handovers, "
+              "%ld cached-prefix begins, %ld fully padded steps\n",
+              count, static_cast<long>(steps), static_cast<long>(tokens), static_cast<long>(cp_shards),
+              static_cast<long>(verifies), static_cast<long>(handovers), static_cast<long>(prefix_begins),
+              static_cast<long>(padded));
 }
 
 TEST(RequestSchedule, SameSeedSameSchedule) {

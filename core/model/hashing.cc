@@ -94,7 +94,7 @@ std::vector<int64_t> TableHasher::empty_history() const {
 }
 
 Status TableHasher::check_token(int64_t token, std::string_view where) const {
-  if (token != kDeadId && (token < 0 || token >= compressed_vocab_size_))
+  if (!token_in_vocabulary(token))
     return invalid_argument(fmt::format(
         "hashing: {} has id {}, outside the compressed vocabulary [0, {}) and not DEAD ({}); compress token ids "
         "with the model's tokenizer map first",
@@ -164,7 +164,7 @@ Status TableHasher::hash(std::span<const int64_t> tokens, std::span<const uint8_
     return invalid_argument(fmt::format("hashing: row id buffer holds {} ids; {} tokens x {} heads need {}",
                                         row_ids.size(), tokens.size(), heads, tokens.size() * heads));
   for (size_t t = 0; t < tokens.size(); ++t)
-    ENGRAM_RETURN_IF_ERROR(check_token(tokens[t], fmt::format("token {}", t)));
+    if (!token_in_vocabulary(tokens[t])) return check_token(tokens[t], fmt::format("token {}", t));
 
   std::vector<int64_t> history = empty_history();
   size_t begin = 0;

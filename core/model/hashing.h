@@ -71,6 +71,11 @@ class TableHasher {
   // Checks one token: in [0, compressed_vocab_size) or kDeadId. `where`
   // names the field for the error ("tokens[17] (request 2)").
   Status check_token(int64_t token, std::string_view where) const;
+  // The test check_token makes, without building the message: callers test
+  // every token with this and format `where` only for a bad one.
+  bool token_in_vocabulary(int64_t token) const {
+    return token == kDeadId || (token >= 0 && token < compressed_vocab_size_);
+  }
 
   // Hashes tokens that continue `history` (history_length() ids) into
   // row_ids (tokens.size() * head_count()) and leaves in `history` what

@@ -100,8 +100,8 @@ Status RequestHasher::begin(int slot, std::span<const int64_t> preceding_ids) {
     return invalid_argument(fmt::format("begin: slot {} is {}; release it before a new request takes it", slot,
                                         state_name(state(slot))));
   for (size_t i = 0; i < preceding_ids.size(); ++i)
-    ENGRAM_RETURN_IF_ERROR(
-        hasher_.check_token(preceding_ids[i], fmt::format("begin (slot {}): preceding_ids[{}]", slot, i)));
+    if (!hasher_.token_in_vocabulary(preceding_ids[i]))
+      return hasher_.check_token(preceding_ids[i], fmt::format("begin (slot {}): preceding_ids[{}]", slot, i));
   const size_t length = static_cast<size_t>(hasher_.history_length());
   std::span<int64_t> h = std::span<int64_t>(histories_).subspan(static_cast<size_t>(slot) * length, length);
   std::fill(h.begin(), h.end(), hasher_.pad_id());
@@ -137,8 +137,9 @@ Status RequestHasher::check_batch(std::span<const int64_t> tokens, std::span<con
           s == SlotState::kFree ? "begin a request on it first (a slot is not used after release)"
                                 : "commit its verify block first"));
     for (int64_t t = r.token_begin; t < r.token_begin + r.token_count; ++t)
-      ENGRAM_RETURN_IF_ERROR(hasher_.check_token(
-          tokens[static_cast<size_t>(t)], fmt::format("{}: request {} (slot {}): tokens[{}]", operation, i, r.slot, t)));
+      if (!hasher_.token_in_vocabulary(tokens[static_cast<size_t>(t)]))
+        return hasher_.check_token(tokens[static_cast<size_t>(t)],
+                                   fmt::format("{}: request {} (slot {}): tokens[{}]", operation, i, r.slot, t));
   }
   return Status::ok();
 }

@@ -64,8 +64,9 @@ class HostSharedTables final : public PlacementTables {
     return device_.lookup_device(table_index, request);
   }
 
-  // Readers and the writer unregister and unmap; the files go after the
-  // host's barrier.
+  // Readers and the writer unregister and unmap. The names went at build
+  // once every rank had mapped; one the writer could not remove then goes
+  // after the host's barrier (and survivors try where that barrier failed).
   Status release() override {
     Status first = device_.release();
     created_.clear();
@@ -103,9 +104,11 @@ class HostSharedTables final : public PlacementTables {
     if (agreed.is_ok()) agreed = fill_segments(gone);
     if (agreed.is_ok()) agreed = agree_on_status(host_, open_segments(), "shm table open", &gone);
     if (!agreed.is_ok()) return undo_failed_build(std::move(agreed), gone);
-    // Only now, with every reader's map (and its lock) in place, may the
-    // writer let go of the other slices: a file nobody maps reads as unused
-    // to `engramlab shm clean`.
+    // Every rank of the node has mapped its slice: the names can go (as vLLM
+    // unlinks its file), so a job killed from here on, SIGKILL included,
+    // leaves nothing in /dev/shm; tmpfs frees the pages with the last map.
+    // Then the writer lets go of the slices no rank of this node maps.
+    unlink_mapped_files();
     created_.clear();
     return register_with_device();
   }
@@ -124,6 +127,17 @@ class HostSharedTables final : public PlacementTables {
   }
   std::string segment_name(const TableSpec& spec, int tp_rank) const {
     return host_table_slice_segment_name(context_.job_id, spec.layer_id, tp_size_, tp_rank);
+  }
+
+  // The writer removes the names of the files it created. A name it cannot
+  // remove stays with `created` set, so release and the destructor try again.
+  void unlink_mapped_files() {
+    if (!context_.is_host_writer()) return;
+    for (SliceFile& file : files_) {
+      if (!file.created) continue;
+      const Status unlinked = shm_.unlink(file.name);
+      if (unlinked.is_ok() || unlinked.code() == ErrorCode::kNotFound) file.created = false;
+    }
   }
 
   Status create_segments() {
