@@ -16,105 +16,25 @@
 #include "core/base/yaml_fields.h"
 #include "core/base/size_text.h"
 #include "core/model/table_spec.h"
+#include "harness/lookup_steps_yaml.h"
+#include "harness/scenario_reader.h"
 #include "sim/faults.h"
 
 namespace engram::harness {
 namespace {
 
-// The scenario's own value forms on top of the shared field reading.
-class Reader : public YamlFields {
- public:
-  using YamlFields::YamlFields;
-
-  Status expect_map(const YAML::Node& node, std::string_view path, std::string_view example) const {
-    if (node.IsMap()) return Status::ok();
-    return error(node, path, fmt::format("expected a map, found {}; write e.g. {}", describe(node), example));
-  }
-
-  Result<int64_t> integer(const YAML::Node& node, std::string_view path, int64_t min_value, int64_t max_value) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node, path));
-    int64_t value = 0;
-    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
-    if (ec != std::errc() || end != t.data() + t.size())
-      return error(node, path, fmt::format("'{}' is not a whole number in [{}, {}]; write e.g. {}", excerpt(t), min_value,
-                                           max_value, std::max<int64_t>(min_value, 1)));
-    if (value < min_value || value > max_value)
-      return error(node, path, fmt::format("'{}' is not a whole number in [{}, {}]; write e.g. {}", value, min_value,
-                                           max_value, std::max<int64_t>(min_value, 1)));
-    return value;
-  }
-
-  Result<uint64_t> seed(const YAML::Node& node, std::string_view path) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node, path));
-    uint64_t value = 0;
-    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
-    if (ec != std::errc() || end != t.data() + t.size())
-      return error(node, path, fmt::format("'{}' is not a whole number in [0, 18446744073709551615]; write e.g. 1",
-                                           excerpt(t)));
-    return value;
-  }
-
-  Result<double> probability(const YAML::Node& node, std::string_view path) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node, path));
-    double value = 0;
-    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
-    if (ec != std::errc() || end != t.data() + t.size() || !(value >= 0.0 && value <= 1.0))
-      return error(node, path, fmt::format("'{}' is not a probability; write a number in [0, 1], e.g. 0.05", excerpt(t)));
-    return value;
-  }
-
-  Result<std::vector<std::string>> text_list(const YAML::Node& node, std::string_view path) const {
-    if (!node.IsSequence())
-      return error(node, path, fmt::format("expected a list, found {}; write e.g. [word, \"other words\"]", describe(node)));
-    std::vector<std::string> out;
-    for (size_t i = 0; i < node.size(); ++i) {
-      ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node[i], fmt::format("{}[{}]", path, i)));
-      out.push_back(std::move(t));
-    }
-    return out;
-  }
-
-  Result<std::string> fault_site(const YAML::Node& node, std::string_view path) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node, path));
-    if (sim::parse_fault_site(t).is_ok()) return t;
-    return error(node, path, fmt::format("'{}' is not a fault site; write one of {}", excerpt(t), sim::fault_site_names()));
-  }
-
-  // A size as written, decimals allowed ("23.6GiB"); the tolerance is half
-  // a unit of the last written digit, in the written unit.
-  Result<ExpectedSize> size(const YAML::Node& node, std::string_view path) const {
-    ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node, path));
-    size_t number_end = 0;
-    while (number_end < t.size() && (std::isdigit(static_cast<unsigned char>(t[number_end])) || t[number_end] == '.'))
-      ++number_end;
-    std::string unit = t.substr(number_end);
-    unit.erase(0, unit.find_first_not_of(' '));
-    double value = 0;
-    auto [end, ec] = std::from_chars(t.data(), t.data() + number_end, value);
-    auto unit_bytes = parse_bytes("1" + unit, path);
-    if (number_end == 0 || ec != std::errc() || end != t.data() + number_end || !unit_bytes.is_ok())
-      return error(node, path,
-                   fmt::format("'{}' is not a size; write a number with a unit, e.g. 23.6GiB, 64MiB or 4096B", excerpt(t)));
-    const size_t dot = t.find('.');
-    const int decimals = dot == std::string::npos || dot >= number_end ? 0 : static_cast<int>(number_end - dot - 1);
-    ExpectedSize s;
-    s.text = t;
-    s.bytes = static_cast<uint64_t>(std::llround(value * static_cast<double>(unit_bytes.value())));
-    s.tolerance_bytes =
-        static_cast<uint64_t>(static_cast<double>(unit_bytes.value()) * 0.5 * std::pow(10.0, -decimals));
-    return s;
-  }
-};
+using Reader = ScenarioReader;
 
 constexpr const char* kDeploymentKeys[] = {"model", "hosts", "rank_hosts", "layout", "config", "timeouts"};
 constexpr const char* kScenarioKeys[] = {"name", "description", "seed", "faults", "lookup", "expect",
                                          "model", "hosts", "rank_hosts", "layout", "config", "timeouts"};
 constexpr const char* kFaultKeys[] = {"planned", "rates", "slow_delay_ms"};
 constexpr const char* kPlannedKeys[] = {"site", "rank", "occurrence", "at", "delay_ms"};
-constexpr const char* kLookupKeys[] = {"run", "model", "tokens", "batches"};
+constexpr const char* kLookupKeys[] = {"run", "model", "tokens", "batches", "requests", "steps"};
 constexpr const char* kBatchKeys[] = {"tokens", "dead"};
-constexpr const char* kExpectKeys[] = {"placement", "warnings", "error", "memory", "handle_type",
-                                       "lookup_equal", "faults_fired", "no_leaks", "shm_remote_numa_maps"};
+constexpr const char* kExpectKeys[] = {"placement",    "warnings",        "error",        "memory",
+                                       "handle_type",  "lookup_equal",    "ids_equal_whole", "faults_fired",
+                                       "no_leaks",     "shm_remote_numa_maps"};
 constexpr const char* kErrorKeys[] = {"kind", "contains", "rank", "step"};
 constexpr const char* kMemoryKeys[] = {"hbm_per_gpu", "host_per_node", "host_per_rank", "copies_per_node"};
 constexpr const char* kPlacementRangeKeys[] = {"ranks", "placement"};
@@ -128,14 +48,6 @@ Result<Placement> placement_of(const Reader& r, const YAML::Node& node, std::str
                                "host_head_sharded or host_private",
                                excerpt(t)));
   return p.value();
-}
-
-// A section that must be a map, its keys checked; false when it is no map.
-bool open_section(const Reader& r, const YAML::Node& node, std::string_view path, std::string_view example,
-                  std::span<const char* const> keys, FieldErrors& e) {
-  if (!e.add(r.expect_map(node, path, example))) return false;
-  e.add(r.check_keys(node, path, keys));
-  return true;
 }
 
 void parse_planned_fault(const Reader& r, const YAML::Node& f, const std::string& path, Scenario& s, FieldErrors& e) {
@@ -256,6 +168,7 @@ void parse_lookup(const Reader& r, const YAML::Node& node, ScenarioLookup& l, Fi
     }
     for (size_t b = 0; b < batches.size(); ++b) parse_batch(r, batches[b], fmt::format("lookup.batches[{}]", b), l, e);
   }
+  parse_lookup_steps(r, node, l.steps, e);
 }
 
 void parse_placements(const Reader& r, const YAML::Node& node, std::vector<ExpectedPlacement>& out, FieldErrors& e) {
@@ -371,6 +284,7 @@ void parse_expect(const Reader& r, const YAML::Node& node, ScenarioExpect& x, Fi
     }
   }
   if (node["lookup_equal"]) e.set(x.lookup_equal, r.boolean(node["lookup_equal"], "expect.lookup_equal"));
+  if (node["ids_equal_whole"]) e.set(x.ids_equal_whole, r.boolean(node["ids_equal_whole"], "expect.ids_equal_whole"));
   int64_t maps = 0;
   if (node["shm_remote_numa_maps"] &&
       e.set(maps, r.integer(node["shm_remote_numa_maps"], "expect.shm_remote_numa_maps", 0, int64_t{1} << 40)))
@@ -394,6 +308,9 @@ void parse_expect(const Reader& r, const YAML::Node& node, ScenarioExpect& x, Fi
   if (x.error && x.lookup_equal)
     e.add(r.error(node["lookup_equal"], "expect.lookup_equal",
                   "a run that expects an error cannot also expect equal lookups; remove one of them"));
+  if (x.error && x.ids_equal_whole)
+    e.add(r.error(node["ids_equal_whole"], "expect.ids_equal_whole",
+                  "a run that expects an error cannot also expect every rank's ids checked; remove one of them"));
 }
 
 std::string stem_of(std::string_view source) {
@@ -475,6 +392,14 @@ Result<Scenario> parse_scenario(const YAML::Node& root, std::string_view source_
   if (s.expect.lookup_equal && !s.lookup.run)
     e.add(r.error(root["expect"]["lookup_equal"], "expect.lookup_equal",
                   "lookup.run is false, so no lookup is compared; set lookup.run: true or remove lookup_equal"));
+  if (s.expect.ids_equal_whole && (!s.lookup.run || (!s.lookup.steps.any() && s.deployment.layout.prefill_cp < 2)))
+    e.add(r.error(root["expect"]["ids_equal_whole"], "expect.ids_equal_whole",
+                  "nothing is hashed across steps or CP ranks here: add lookup.steps (with lookup.run: true) or set "
+                  "layout.prefill_cp above 1, or remove ids_equal_whole"));
+  if (s.lookup.steps.any() && !s.lookup.run)
+    e.add(r.error(root["lookup"]["steps"], "lookup.steps",
+                  "lookup.run is false, so no step runs; set lookup.run: true or remove the steps"));
+  if (root["lookup"]) check_lookup_steps(r, root["lookup"], s.lookup.steps, s.deployment, e);
   for (size_t b = 0; b < s.lookup.batches.size(); ++b) {
     const ScenarioBatch& batch = s.lookup.batches[b];
     const int dp = s.deployment.layout.dp;

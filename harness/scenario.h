@@ -22,6 +22,8 @@
 //   # `scenario run --emit FILE` writes the drawn case out as a scenario
 //   # with the outcome seen as its expectation.
 //   lookup: {model: tiny, tokens: 8, run: true}   # or batches: [{tokens: [8, 8]}, {tokens: [7, 0], dead: [1]}]
+//   # or requests and steps (harness/lookup_steps.h):
+//   #   lookup: {model: tiny, requests: [{instance: 0}], steps: [{prefill: [6]}, {decode: [0]}]}
 //   expect:
 //     placement: host_head_sharded         # or [{ranks: 0-3, placement: ...}, ...]
 //     warnings: ["188.8 GiB", "--shm-size"] # [] = no warning allowed; absent = not checked
@@ -29,6 +31,7 @@
 //     memory: {hbm_per_gpu: 47.2GiB, host_per_node: 188.8GiB, host_per_rank: 47.2GiB, copies_per_node: 1}
 //     handle_type: fabric                # or per shard group: [fabric, posix_fd] or {1: posix_fd}
 //     lookup_equal: true
+//     ids_equal_whole: true                # ids across steps / CP ranks = the accepted sequence's hashed whole
 //     faults_fired: [import]
 //     shm_remote_numa_maps: 8              # host-table maps read across sockets
 //     no_leaks: true                       # always checked; false is refused
@@ -50,6 +53,7 @@
 #include "core/deployment/deployment.h"
 #include "core/placements/placement.h"
 #include "core/base/status.h"
+#include "harness/lookup_steps.h"
 
 namespace engram::harness {
 
@@ -83,8 +87,13 @@ struct ScenarioLookup {
   HashOverrides model_hash;    // its token-space settings over the preset (model: {name: tiny, pad_id: 5})
   int tokens = 4;              // per replica (every fourth replica brings none: an idle one)
   // Steps looked up in turn (vLLM's test matrix: [8,8,8,8], [7,0,5,1], then
-  // [7,7,7,7] with replica 1 all DEAD); empty: one step of `tokens`.
+  // [7,7,7,7] with replica 1 all DEAD); empty: one step of `tokens`. With
+  // layout.prefill_cp above 1 a CP group's replicas hold one sequence, a
+  // shard each (their token counts), hashed after the halos.
   std::vector<ScenarioBatch> batches;
+  // Requests and the steps they take (harness/lookup_steps.h), instead of
+  // tokens and batches: ids hashed across steps by a request hasher.
+  LookupSteps steps;
 };
 
 struct ExpectedPlacement {
@@ -123,6 +132,10 @@ struct ScenarioExpect {
   std::map<int, HandleType> handle_types_by_group;
   bool handle_types_every_group = false;            // the list form
   bool lookup_equal = false;                        // lookups must run, succeed and equal the direct lookup
+  // The ids hashed across steps or CP ranks must have been checked against
+  // the accepted sequence hashed whole, on every rank that ran (any
+  // difference fails a scenario even without this field).
+  bool ids_equal_whole = false;
   std::vector<std::string> faults_fired;            // each site must have fired at least once
   // Read-only maps of a host table by ranks on another socket than its one
   // copy (emulator only: the copy lives on its writer's NUMA node).

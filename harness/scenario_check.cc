@@ -155,10 +155,24 @@ void check_scenario_lookups(const ScenarioExpect& x, const std::vector<ScenarioR
     if (!o.lookup_mismatch.empty())
       fail.push_back(fmt::format("rank {} ({}): lookup differs from the direct lookup: {}", r,
                                  placement_name(o.placement), o.lookup_mismatch));
+    if (!o.ids_mismatch.empty())
+      fail.push_back(fmt::format("rank {}: ids differ from the accepted sequence hashed whole: {}", r, o.ids_mismatch));
     if (x.lookup_equal && !o.looked_up) {
       fail.push_back(fmt::format("lookup_equal: rank {} did not complete its lookups", r));
       break;
     }
+  }
+  if (x.ids_equal_whole) {
+    uint64_t checked = 0;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      checked += ranks[r].ids_checked;
+      if (!ranks[r].looked_up) {
+        fail.push_back(fmt::format("ids_equal_whole: rank {} did not complete its steps", r));
+        return;
+      }
+    }
+    if (checked == 0)
+      fail.push_back("ids_equal_whole: no rank hashed an id across steps or CP ranks (every step empty?)");
   }
 }
 

@@ -56,7 +56,9 @@ void check_scenario_decisions(const ScenarioExpect& expect, const Result<PlanRes
                               const std::vector<Warning>& warnings, bool faults_fired,
                               std::vector<std::string>& failures);
 
-// Any lookup mismatch fails; expect.lookup_equal also demands every rank looked up.
+// Any lookup mismatch, or ids that differ from the accepted sequence hashed
+// whole, fails; expect.lookup_equal also demands every rank looked up, and
+// expect.ids_equal_whole that every rank ran its steps and some ids were checked.
 void check_scenario_lookups(const ScenarioExpect& expect, const std::vector<ScenarioRankResult>& ranks,
                             std::vector<std::string>& failures);
 

@@ -53,6 +53,7 @@ void write_drawn_deployment(const Deployment& d, YAML::Node& root) {
   layout["tp"] = d.layout.tp;
   layout["dp"] = d.layout.dp;
   if (d.layout.elastic_ep) layout["elastic_ep"] = true;
+  if (d.layout.prefill_cp != 1) layout["prefill_cp"] = d.layout.prefill_cp;
   root["layout"] = flow(layout);
   YAML::Node config;
   config["cpu_offload"] = d.config.cpu_offload;
@@ -128,6 +129,9 @@ void write_expect(bool lookup_run, const EmulatedOutcome& out, YAML::Node& root)
       first = last + 1;
     }
     if (lookup_run) expect["lookup_equal"] = true;
+    uint64_t ids_checked = 0;
+    for (const RankOutcome& r : out.ranks) ids_checked += r.ids_checked;
+    if (lookup_run && ids_checked > 0) expect["ids_equal_whole"] = true;
   }
   std::optional<HandleType> handle;
   bool agreed = true;
@@ -176,7 +180,8 @@ std::string swarm_case_scenario_yaml(uint64_t seed, const SwarmCase& drawn, cons
   } else {
     YAML::Node lookup;
     lookup["model"] = drawn.job.lookup.model;
-    lookup["tokens"] = drawn.job.lookup.tokens;
+    if (drawn.job.lookup.steps.drawn) lookup["steps"] = "drawn";
+    else lookup["tokens"] = drawn.job.lookup.tokens;
     lookup["run"] = drawn.job.lookup.run;
     root["lookup"] = flow(lookup);
   }

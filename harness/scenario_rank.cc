@@ -4,19 +4,96 @@
 
 #include <algorithm>
 
-#include "core/base/bf16.h"
-#include "core/base/coverage_probe.h"
 #include "core/base/splitmix64.h"
+#include "core/deployment/cp_groups.h"
+#include "core/lookup/cp_halo.h"
+#include "harness/lookup_steps.h"
+#include "harness/scenario_rank_lookup.h"
+#include "harness/scenario_rank_steps.h"
 
 namespace engram::harness {
 namespace {
 
-std::string first_difference(std::span<const uint16_t> want, std::span<const uint16_t> got, int dim) {
-  for (size_t i = 0; i < want.size(); ++i)
-    if (!bf16_same(want[i], got[i]))
-      return fmt::format("value {} (row entry {}, element {}): direct 0x{:04x}, placement 0x{:04x}", i,
-                         i / static_cast<size_t>(dim), i % static_cast<size_t>(dim), want[i], got[i]);
-  return {};
+// The batches of lookup.tokens / lookup.batches. With a CP group (prefill_cp
+// above 1) the group's replicas hold one sequence, in CP rank order, each
+// rank its replica's token count of it, hashed after the group's halos.
+Status run_batches(const ScenarioRankInputs& inputs, int world_rank, Collectives* cp_group, const CpGroup& cp,
+                   RankLookups& lookups) {
+  const ModelSpec& model = inputs.options.table_model;
+  const ParallelLayout& layout = inputs.options.layout;
+  const int replica = world_rank / layout.tp;
+  const std::vector<ScenarioBatch> batches = scenario_batches(inputs.lookup, layout.dp);
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const ScenarioBatch& batch = batches[b];
+    const std::string label = fmt::format("step {}", b);
+    const int slot = std::max(1, *std::max_element(batch.tokens_by_replica.begin(), batch.tokens_by_replica.end()));
+    const bool dead = std::find(batch.dead_replicas.begin(), batch.dead_replicas.end(), replica) !=
+                      batch.dead_replicas.end();
+    const uint64_t seed = inputs.seed ^ (b * 0x9e37ull);
+    const int mine = batch.tokens_by_replica[static_cast<size_t>(replica)];
+    std::vector<int64_t> tokens, context;
+    std::optional<CpHalo> halo;
+    if (cp_group != nullptr) {
+      const int first_replica = replica - cp.cp_rank;
+      int total = 0, offset = 0;
+      for (int c = 0; c < layout.prefill_cp; ++c) {
+        const int n = batch.tokens_by_replica[static_cast<size_t>(first_replica + c)];
+        if (c < cp.cp_rank) offset += n;
+        total += n;
+      }
+      const std::vector<int64_t> sequence = scenario_tokens(model, seed, first_replica, total);
+      context.assign(sequence.begin(), sequence.begin() + offset);
+      tokens.assign(sequence.begin() + offset, sequence.begin() + offset + mine);
+      ENGRAM_ASSIGN_OR_RETURN(halo, exchange_cp_halo(*cp_group, cp.world_ranks, cp_halo_length(*inputs.hashers), tokens));
+    } else {
+      tokens = scenario_tokens(model, seed, replica, mine);
+    }
+    for (size_t t = 0; t < model.tables.size(); ++t) {
+      const TableSpec& table = model.tables[t];
+      const TableHasher& hasher = (*inputs.hashers)[t];
+      std::vector<int64_t> ids(tokens.size() * static_cast<size_t>(table.head_count()));
+      if (halo) {
+        ENGRAM_RETURN_IF_ERROR(hash_cp_shard(*halo, cp.cp_rank, hasher, {}, tokens, ids));
+        lookups.check_ids(static_cast<int>(t), context, tokens, ids, label);
+      } else {
+        const Status hashed = hasher.hash(tokens, {}, ids);
+        ENGRAM_CHECK(hashed.is_ok());
+      }
+      if (dead) {
+        std::fill(ids.begin(), ids.end(), kDeadId);  // a replica of image tokens / idle slots only
+      } else {
+        // One id past the table and one DEAD id (the engines' hash yields
+        // neither): a zero row on every path, never row 0.
+        if (!ids.empty()) ids.back() = table.row_count() + replica;
+        if (ids.size() >= 2) ids.front() = kDeadId;
+      }
+      ENGRAM_RETURN_IF_ERROR(lookups.lookup(static_cast<int>(t), ids, slot, label));
+    }
+  }
+  return Status::ok();
+}
+
+// Everything the rank looks up: its batches or its steps.
+Status run_lookups(RankBackend& backend, EngramRuntime& runtime, const ScenarioRankInputs& inputs,
+                   ScenarioRankResult& out) {
+  const ParallelLayout& layout = inputs.options.layout;
+  const int r = backend.world_rank;
+  RankLookups lookups(runtime, inputs, r, out);
+  std::optional<CompiledSteps> steps;
+  if (inputs.lookup.steps.any())
+    steps = compile_lookup_steps(inputs.lookup.steps, inputs.hashers->front(), cp_halo_length(*inputs.hashers) + 1,
+                                 inputs.seed, layout);
+  const bool needs_cp_group =
+      layout.prefill_cp > 1 &&
+      (!steps || std::any_of(steps->ops.begin(), steps->ops.end(), [](const LookupOp& op) { return op.cp.has_value(); }));
+  ENGRAM_RETURN_IF_ERROR(check_prefill_cp(layout).with_context(r, -1, "lookup"));
+  const CpGroup cp = cp_group_of(layout, r);
+  std::unique_ptr<Collectives> cp_group;
+  if (needs_cp_group) {
+    ENGRAM_ASSIGN_OR_RETURN(cp_group, backend.world->split(cp.index, cp.cp_rank));
+  }
+  if (steps) return run_lookup_steps(*steps, inputs, r, cp_group.get(), cp, lookups);
+  return run_batches(inputs, r, cp_group.get(), cp, lookups);
 }
 
 }  // namespace
@@ -60,83 +137,15 @@ Status run_scenario_rank(RankBackend& backend, const ScenarioRankInputs& inputs,
   const ModelSpec& model = inputs.options.table_model;
   ENGRAM_CHECK(!inputs.lookup.run ||
                (inputs.hashers != nullptr && inputs.hashers->size() == model.tables.size() && inputs.reference));
-  const int r = backend.world_rank;
   ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(backend, inputs.options, sink));
   out.started = true;
   out.placement = runtime->placement();
   out.handle_type = runtime->facts().handle_type;
   if (inputs.lookup.run) {
-    const ParallelLayout& layout = inputs.options.layout;
-    const int replica = r / layout.tp;
-    const int tp_rank = r % layout.tp;
-    const bool sequence_parallel = inputs.options.config.sequence_parallel && layout.tp > 1;
-    const std::vector<ScenarioBatch> batches = scenario_batches(inputs.lookup, layout.dp);
-    for (size_t b = 0; b < batches.size(); ++b) {
-      const ScenarioBatch& batch = batches[b];
-      const int slot = std::max(1, *std::max_element(batch.tokens_by_replica.begin(), batch.tokens_by_replica.end()));
-      const bool dead = std::find(batch.dead_replicas.begin(), batch.dead_replicas.end(), replica) !=
-                        batch.dead_replicas.end();
-      const std::vector<int64_t> tokens = scenario_tokens(model, inputs.seed ^ (b * 0x9e37ull), replica,
-                                                          batch.tokens_by_replica[static_cast<size_t>(replica)]);
-      for (size_t t = 0; t < model.tables.size(); ++t) {
-        const TableSpec& table = model.tables[t];
-        const size_t heads = static_cast<size_t>(table.head_count());
-        const size_t token_values = heads * static_cast<size_t>(table.dim);
-        std::vector<int64_t> ids(tokens.size() * heads);
-        Status hashed = (*inputs.hashers)[t].hash(tokens, {}, ids);
-        ENGRAM_CHECK(hashed.is_ok());
-        if (dead) {
-          std::fill(ids.begin(), ids.end(), kDeadId);  // a replica of image tokens / idle slots only
-        } else {
-          // One id past the table and one DEAD id (the engines' hash yields
-          // neither): a zero row on every path, never row 0.
-          if (!ids.empty()) ids.back() = table.row_count() + replica;
-          if (ids.size() >= 2) ids.front() = kDeadId;
-        }
-        // This TP rank's token shard under sequence parallelism, zero-padded.
-        const size_t token_count = tokens.size();
-        const size_t shard = sequence_parallel ? (token_count + static_cast<size_t>(layout.tp) - 1) /
-                                                     static_cast<size_t>(layout.tp)
-                                               : token_count;
-        const size_t first = sequence_parallel ? static_cast<size_t>(tp_rank) * shard : 0;
-        std::vector<uint16_t> got(shard * token_values, 0xdead);
-        Status looked = runtime->lookup(static_cast<int>(t), ids, slot, got);
-        if (!looked.is_ok()) {
-          runtime->stop().ignore();
-          return looked;
-        }
-        // Where the rank's device can read a host placement's table (through
-        // its registration), it does, and gives the same bytes; a device
-        // placement's lookup above already went through the device.
-        const bool device_reads_host_table = !is_device_placement(out.placement) && runtime->device_lookup_ready();
-        if (device_reads_host_table) {
-          std::vector<uint16_t> on_device(got.size(), 0xbeef);
-          Status device_looked = runtime->lookup_through_device(static_cast<int>(t), ids, slot, on_device);
-          if (!device_looked.is_ok()) {
-            runtime->stop().ignore();
-            return device_looked;
-          }
-          coverage_probe<"lookup: a host table read by the device">();
-          if (out.lookup_mismatch.empty()) {
-            std::string diff = first_difference(got, on_device, table.dim);
-            if (!diff.empty())
-              out.lookup_mismatch = fmt::format("step {}, table {} (layer {}), the device's read of the host table: {}",
-                                                b, t, table.layer_id, diff);
-          }
-        }
-        out.lookup_hashes.push_back(fnv1a64(std::as_bytes(std::span<const uint16_t>(got))));
-        std::vector<uint16_t> every_token(ids.size() * static_cast<size_t>(table.dim));
-        inputs.reference(static_cast<int>(t), ids, every_token);
-        std::vector<uint16_t> want(got.size(), 0);
-        for (size_t k = 0; k < shard && first + k < token_count; ++k)
-          std::copy_n(every_token.begin() + static_cast<std::ptrdiff_t>((first + k) * token_values), token_values,
-                      want.begin() + static_cast<std::ptrdiff_t>(k * token_values));
-        if (out.lookup_mismatch.empty()) {
-          std::string diff = first_difference(want, got, table.dim);
-          if (!diff.empty())
-            out.lookup_mismatch = fmt::format("step {}, table {} (layer {}): {}", b, t, table.layer_id, diff);
-        }
-      }
+    Status looked = run_lookups(backend, *runtime, inputs, out);
+    if (!looked.is_ok()) {
+      runtime->stop().ignore();
+      return looked;
     }
     out.looked_up = true;
   }

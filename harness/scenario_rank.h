@@ -4,7 +4,12 @@
 // step a lookup of its replica's tokens in every table (deterministic token
 // ids, a few DEAD, one id past the table; a DEAD replica all DEAD), each
 // output (this TP rank's token shard under sequence parallelism) checked
-// against a reference lookup and hashed, then stop.
+// against a reference lookup and hashed, then stop. With layout.prefill_cp
+// above 1 a batch is one sequence per CP group, each rank hashing its shard
+// after the halos its CP group trades (core/lookup/cp_halo.h); with
+// lookup.steps the ids come from a request hasher step by step
+// (harness/scenario_rank_steps.h). Either way the ids are checked against
+// the sequence hashed whole.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +41,10 @@ struct ScenarioRankResult {
   bool looked_up = false;                // every table of the lookup model
   std::string lookup_mismatch;           // empty: bitwise equal to the reference lookup
   std::vector<uint64_t> lookup_hashes;   // fnv1a64 of each table's output bytes, by table index
+  // Ids hashed across steps or CP ranks, against the accepted sequence
+  // hashed whole: tokens checked (per table) and the first difference.
+  uint64_t ids_checked = 0;
+  std::string ids_mismatch;
 };
 
 // ids: [tokens][heads] of table `table`; out: ids.size() * dim bf16.

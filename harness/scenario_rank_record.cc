@@ -26,6 +26,8 @@ std::string format_rank_record(const ScenarioRankRecord& record) {
   j["handle_type"] = r.handle_type ? Json(handle_type_name(*r.handle_type)) : Json(nullptr);
   j["looked_up"] = r.looked_up;
   j["lookup_mismatch"] = r.lookup_mismatch;
+  j["ids_checked"] = r.ids_checked;
+  j["ids_mismatch"] = r.ids_mismatch;
   j["lookup_hashes"] = Json::array();
   // Strings: JSON readers that hold numbers as doubles lose 64-bit values.
   for (uint64_t h : r.lookup_hashes) j["lookup_hashes"].push_back(fmt::format("{:016x}", h));
@@ -63,6 +65,8 @@ Result<ScenarioRankRecord> parse_rank_record(std::string_view line, std::string_
     }
     r.looked_up = root.at("looked_up").get<bool>();
     r.lookup_mismatch = root.at("lookup_mismatch").get<std::string>();
+    r.ids_checked = root.at("ids_checked").get<uint64_t>();
+    r.ids_mismatch = root.at("ids_mismatch").get<std::string>();
     for (const Json& h : root.at("lookup_hashes")) {
       const std::string text = h.get<std::string>();
       uint64_t value = 0;

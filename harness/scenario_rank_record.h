@@ -3,7 +3,8 @@
 // launched them (`engramlab scenario run --real`):
 //
 //   {"rank":2,"started":true,"placement":"host_shared","handle_type":null,
-//    "looked_up":true,"lookup_mismatch":"","lookup_hashes":["9a0c...","..."],
+//    "looked_up":true,"lookup_mismatch":"","ids_checked":24,"ids_mismatch":"",
+//    "lookup_hashes":["9a0c...","..."],
 //    "warnings":[{"key":"...","text":"..."}],
 //    "error":null | {"code":"unavailable","message":"...","rank":2,"peer":0,"step":"..."}}
 // (the error object of every --json document: core/base/json_output.h).

@@ -43,13 +43,17 @@ std::string describe(const Deployment& d, const sim::FaultPlan& faults, const Sc
     for (int h : d.rank_hosts) rank_hosts += std::to_string(h);
   }
   return fmt::format(
-      "[{}]{} tp={} dp={}{}{} offload={} peer={} dp_shared_memory={} shard_group={} tokens={}{} timeouts={}/{}ms "
+      "[{}]{} tp={} dp={}{}{}{} offload={} peer={} dp_shared_memory={} shard_group={} {}{} timeouts={}/{}ms "
       "faults: {}",
-      hosts, rank_hosts, d.layout.tp, d.layout.dp, d.layout.elastic_ep ? " elastic_ep" : "",
+      hosts, rank_hosts, d.layout.tp, d.layout.dp,
+      d.layout.prefill_cp > 1 ? fmt::format(" prefill_cp={}", d.layout.prefill_cp) : "",
+      d.layout.elastic_ep ? " elastic_ep" : "",
       d.config.sequence_parallel ? " sequence_parallel" : "", d.config.cpu_offload,
       d.config.peer_shards,
       d.config.dp_shared_memory ? (*d.config.dp_shared_memory ? "true" : "false") : "unset",
-      shard_group_name(d.config.shard_group), lookup.tokens, lookup.model == "tiny" ? "" : " model=" + lookup.model,
+      shard_group_name(d.config.shard_group),
+      lookup.steps.drawn ? std::string("steps=drawn") : fmt::format("tokens={}", lookup.tokens),
+      lookup.model == "tiny" ? "" : " model=" + lookup.model,
       d.timeouts.collective_ms, d.timeouts.join_ms,
       faults.to_string());
 }
@@ -114,6 +118,9 @@ void check_invariants(const EmulatedJob& job, const EmulatedOutcome& out, std::v
     if (!out.ranks[r].lookup_mismatch.empty())
       v.push_back(fmt::format("rank {} ({}): lookup differs from the direct lookup: {}", r,
                               placement_name(out.ranks[r].placement), out.ranks[r].lookup_mismatch));
+    if (!out.ranks[r].ids_mismatch.empty())
+      v.push_back(fmt::format("rank {}: ids differ from the accepted sequence hashed whole: {}", r,
+                              out.ranks[r].ids_mismatch));
     if (!out.error && job.lookup.run && !out.ranks[r].looked_up)
       v.push_back(fmt::format("rank {}: the run succeeded but its lookups did not complete", r));
   }
@@ -398,6 +405,27 @@ sim::FaultPlan draw_fault_rates(sim::Rng& rng, const Timeouts& timeouts) {
   return faults;
 }
 
+// After the lookup's own draws: sometimes context-parallel prefill (a
+// prefill_cp dividing dp: each batch one sequence per CP group, hashed after
+// the halos), and sometimes a step schedule drawn from the job's seed
+// (`steps: drawn`: chunks, decode, cached prefixes, handovers between the
+// replicas, ragged verify blocks, idle slots and padding through a request
+// hasher per rank). Either way each rank's ids are checked against the
+// accepted sequence hashed whole.
+void draw_hashing(sim::Rng& rng, EmulatedJob& job) {
+  ParallelLayout& layout = job.deployment.layout;
+  if (rng.chance(0.25)) {
+    std::vector<int> divisors;
+    for (int cp = 2; cp <= std::min(layout.dp, 8); ++cp)
+      if (layout.dp % cp == 0) divisors.push_back(cp);
+    if (!divisors.empty()) layout.prefill_cp = divisors[rng.below(divisors.size())];
+  }
+  if (rng.chance(0.3)) {
+    job.lookup.steps.drawn = true;
+    job.lookup.tokens = 0;  // the steps bring their own
+  }
+}
+
 // Drawn last, so the draws before stay what they were for every seed.
 // Above TP1 the host layouts hold TP slices: sometimes sequence parallel,
 // sometimes a 7-head table whose last slice is padded.
@@ -408,6 +436,7 @@ void draw_lookup(sim::Rng& rng, EmulatedJob& job) {
     job.deployment.config.sequence_parallel = rng.chance(0.4);
     if (rng.chance(0.3)) job.lookup.model = "tiny-7h";
   }
+  draw_hashing(rng, job);
 }
 
 SwarmCase draw_free_case(uint64_t seed) {

@@ -94,6 +94,21 @@ TEST(RealRuntime, HostPrivateEqualsTheEmulatorsBytes) {
   EXPECT_NE(r->output.find("1 passed, 0 skipped, 0 failed"), std::string::npos) << r->output;
 }
 
+// Ids across steps and CP ranks on real processes: the CP groups trade their
+// halos over TCP, each replica's ranks run a request hasher through chunks,
+// decode, verify/commit and a handover; ids equal the accepted sequence
+// hashed whole (the files' ids_equal_whole), lookups the emulator's.
+TEST(RealRuntime, StepsAndCpHalosOnRealProcessesEqualTheWholeSequenceAndTheEmulator) {
+  auto r = in_namespace("190g", "h200-0",
+                        real_run(kScenarios + "/cp2_every_offset.yaml " + kScenarios +
+                                 "/steps_decode_verify_handover.yaml"));
+  SKIP_WITHOUT_NAMESPACES(r);
+  EXPECT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_EQ(count(r->output, "host_private       host_private"), 4u) << r->output;
+  EXPECT_EQ(count(r->output, "host_shared        host_shared"), 4u) << r->output;
+  EXPECT_NE(r->output.find("2 passed, 0 skipped, 0 failed"), std::string::npos) << r->output;
+}
+
 // vLLM's Engram test matrix (tests/tp_matrix_cases.h) on real processes: 18
 // scenarios, each rank's bytes equal to the direct lookup (its token shard
 // under sequence parallelism) and to the emulator's, rank by rank.

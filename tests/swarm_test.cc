@@ -13,6 +13,7 @@
 
 #include "core/base/coverage_probe.h"
 #include "core/base/rerun_command.h"
+#include "harness/emulated_scenario.h"
 
 namespace engram::sim {
 namespace {
@@ -60,6 +61,31 @@ TEST(Swarm, DrawsCoverTpSlicedHostLayoutsAndTheyHold) {
   EXPECT_GE(sliced, 10);
   EXPECT_GE(sequence_parallel, 3);
   EXPECT_GE(seven_heads, 2);
+}
+
+// The swarm draws step schedules (`steps: drawn`: chunks, decode, cached
+// prefixes, handovers, ragged verify blocks, padding) and context-parallel
+// prefill (prefill_cp dividing dp); where such a run succeeds its ranks
+// checked ids against the accepted sequence hashed whole, and none differed.
+TEST(Swarm, DrawsStepSchedulesAndCpPrefillAndTheirIdsHold) {
+  int steps_checked = 0, cp_checked = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    const harness::SwarmCase c = harness::draw_swarm_case(seed);
+    const bool steps = c.job.lookup.steps.drawn;
+    const bool cp = c.job.deployment.layout.prefill_cp > 1;
+    if (!steps && !cp) continue;
+    EXPECT_NE(c.description.find(steps ? "steps=drawn" : "prefill_cp="), std::string::npos) << c.description;
+    const harness::EmulatedOutcome out = harness::run_emulated_job(c.job);
+    uint64_t checked = 0;
+    for (const harness::RankOutcome& r : out.ranks) {
+      EXPECT_EQ(r.ids_mismatch, "") << "seed " << seed << ": " << c.description;
+      checked += r.ids_checked;
+    }
+    if (out.error) continue;
+    (steps ? steps_checked : cp_checked) += checked > 0;
+  }
+  EXPECT_GE(steps_checked, 10);
+  EXPECT_GE(cp_checked, 10);
 }
 
 TEST(Swarm, DrawsDependOnTheSeedAlone) {

@@ -6,6 +6,7 @@
 
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
+#include "core/deployment/cp_groups.h"
 #include "core/model/gpu_models.h"
 #include "core/model/table_spec.h"
 
@@ -80,6 +81,7 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
   ENGRAM_RETURN_IF_ERROR(positive("layout.dp", l.dp));
   ENGRAM_RETURN_IF_ERROR(positive("layout.ep", l.ep));
   ENGRAM_RETURN_IF_ERROR(positive("layout.prefill_cp", l.prefill_cp));
+  ENGRAM_RETURN_IF_ERROR(check_prefill_cp(l));
   ENGRAM_RETURN_IF_ERROR(positive("config.tokens_per_rank_max", d.config.tokens_per_rank_max));
   if (d.config.tokens_per_rank_max > kMaxTokensPerRank) {
     return invalid_argument(fmt::format("config.tokens_per_rank_max: {} is more than {}, the largest DP slot a plan "
