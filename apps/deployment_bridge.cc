@@ -48,26 +48,22 @@ FileCheck check_against_file(const DeploymentBridge& bridge, int rank, int world
                              const ObservedHost& here) {
   FileCheck check;
   const Deployment& d = bridge.file.deployment;
-  const std::string who = rank >= 0 ? fmt::format("rank {}: ", rank) : std::string();
   if (check_world_size && world_size != d.layout.world_size()) {
-    check.comparison.differences.push_back(fmt::format(
-        "{}world size: the file's layout is tp {} x dp {} = {} ranks, the launcher started {}", who, d.layout.tp,
-        d.layout.dp, d.layout.world_size(), world_size));
+    check.comparison.differences.push_back(
+        fmt::format("world size: the file's layout is tp {} x dp {} = {} ranks, the launcher started {}", d.layout.tp,
+                    d.layout.dp, d.layout.world_size(), world_size));
   }
   // Placed by the file's rank -> host map only where the worlds agree.
   const bool by_rank = rank >= 0 && world_size == d.layout.world_size();
   auto match = match_host(bridge.file, by_rank ? std::span<const int>(bridge.rank_hosts) : std::span<const int>(),
                           bridge.host_map, by_rank ? rank : -1, here);
   if (!match.is_ok()) {
-    check.error = Status(match.status().code(), who + match.status().message());
+    check.error = match.status();
     return check;
   }
   check.host_index = match->host_index;
   for (std::string& line : match->differences) check.comparison.differences.push_back(std::move(line));
-  FactsComparison facts = host_differences(bridge.file.host(check.host_index), here);
-  for (std::string& line : facts.differences) line = who + line;
-  for (std::string& line : facts.not_checked) line = who + line;
-  check.comparison.append(std::move(facts));
+  check.comparison.append(host_differences(bridge.file.host(check.host_index), here));
   return check;
 }
 

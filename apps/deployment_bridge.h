@@ -70,8 +70,9 @@ struct FileCheck {
 FileCheck check_against_file(const DeploymentBridge& bridge, int rank, int world_size, bool check_world_size,
                              const ObservedHost& here);
 
-// "rank 1: differs from dep.yaml: <line>" for each difference (and the
-// unknown host's error), "... not checked: ..." after; "matches" when none.
+// "<who>differs from dep.yaml: <line>" for each difference (and the
+// unknown host's error), "<who><field>: not checked: ..." after, "<who>matches
+// dep.yaml: ..." when nothing differs. `who` is "rank 1: " or "".
 void print_file_check(std::FILE* to, const std::string& who, const DeploymentBridge& bridge, const FileCheck& check);
 
 // {"file", "host", "differences", "not_checked"} (null without --file).

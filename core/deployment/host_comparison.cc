@@ -243,10 +243,10 @@ Result<HostMatch> match_host(const DeploymentAsWritten& file, std::span<const in
     }
     if (named != d.hosts.end()) {
       match.host_index = static_cast<int>(named - d.hosts.begin());
-      match.differences.push_back(fmt::format("rank {}: the file places it on hosts[{}] '{}', it runs on '{}'{}",
-                                              rank, planned, excerpt(planned_host.name), excerpt(real.hostname),
-                                              name == real.hostname ? std::string()
-                                                                    : fmt::format(" (the file's '{}')", excerpt(name))));
+      match.differences.push_back(
+          fmt::format("rank_hosts: the file places rank {} on hosts[{}] '{}', it runs on '{}'{}", rank, planned,
+                      excerpt(planned_host.name), excerpt(real.hostname),
+                      name == real.hostname ? std::string() : fmt::format(" (the file's '{}')", excerpt(name))));
       return match;
     }
   } else if (named != d.hosts.end()) {
@@ -255,9 +255,9 @@ Result<HostMatch> match_host(const DeploymentAsWritten& file, std::span<const in
   }
   const std::vector<std::string> names = names_of(d);
   return failed_precondition(fmt::format(
-      "{}this host '{}'{} is not in {} (its hosts: {}); where the cluster's hostnames differ from the file's, map "
+      "this host '{}'{} is not in {} (its hosts: {}); where the cluster's hostnames differ from the file's, map "
       "them: --host-map {}={}[,REAL=FILE...]",
-      rank >= 0 ? fmt::format("rank {}: ", rank) : std::string(), excerpt(real.hostname),
+      excerpt(real.hostname),
       name == real.hostname ? std::string() : fmt::format(" (mapped to '{}')", excerpt(name)), file.source,
       join_limited(names, 8), excerpt(real.hostname), names.empty() ? "NAME" : names.front()));
 }
