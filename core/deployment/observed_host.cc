@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -95,67 +96,130 @@ void emit_entry(YAML::Emitter& out, const ClusterHost& host) {
   out << YAML::EndMap;
 }
 
-// JSON field readers for observed_host_from_json: a wrong type is an error
-// naming the field, never an exception.
+// Every field of the facts, named once: the JSON writer and reader both
+// visit this list, so the two cannot drift apart.
+template <typename Gpu, typename Visit>
+void gpu_fields(Gpu& g, Visit&& v) {
+  v("ordinal", g.ordinal);
+  v("device_name", g.device_name);
+  v("bus_id", g.bus_id);
+  v("memory_bytes_total", g.memory_bytes_total);
+  v("memory_bytes_free", g.memory_bytes_free);
+  v("granularity_bytes", g.granularity_bytes);
+  v("vmm", g.vmm);
+  v("posix_fd", g.posix_fd);
+  v("fabric_attribute", g.fabric_attribute);
+  v("fabric_probed", g.fabric_probed);
+  v("fabric_works", g.fabric_works);
+  v("fabric_error", g.fabric_error);
+  v("nvlink_domain", g.nvlink_domain);
+  v("nvlink_domain_reason", g.nvlink_domain_reason);
+  v("error", g.error);
+}
+
+template <typename Host, typename Visit>
+void host_fields(Host& f, Visit&& v) {
+  v("hostname", f.hostname);
+  v("boot_id", f.boot_id);
+  v("environment", f.environment);
+  v("shm_dir", f.shm_dir);
+  v("shm_mounted", f.shm_mounted);
+  v("shm_total_bytes", f.shm_total_bytes);
+  v("shm_free_bytes", f.shm_free_bytes);
+  v("shm_not_tmpfs", f.shm_not_tmpfs);
+  v("imex_channels", f.imex_channels);
+  v("host_memory_bytes", f.host_memory_bytes);
+  v("memory_limit_bytes", f.memory_limit_bytes);
+  v("memory_limit_cgroup", f.memory_limit_cgroup);
+  v("cuda_built", f.cuda_built);
+  v("gpu_count", f.gpu_count);
+  v("no_gpu_reason", f.no_gpu_reason);
+  v("gpus", f.gpus);
+  v("p2p_lines", f.p2p_lines);
+  v("p2p_all", f.p2p_all);
+}
+
+struct JsonWriter {
+  Json& j;
+  template <typename T>
+  void operator()(const char* key, const T& value) { j[key] = value; }
+  void operator()(const char* key, const std::optional<uint64_t>& value) {
+    j[key] = value ? Json(*value) : Json(nullptr);
+  }
+  void operator()(const char* key, RuntimeEnvironment value) { j[key] = runtime_environment_name(value); }
+  void operator()(const char* key, const std::vector<ObservedGpu>& gpus) {
+    j[key] = Json::array();
+    for (const ObservedGpu& g : gpus) {
+      Json item = Json::object();
+      gpu_fields(g, JsonWriter{item});
+      j[key].push_back(std::move(item));
+    }
+  }
+};
+
+// Reads what JsonWriter wrote: a missing field or a wrong type is an error
+// naming it, never an exception.
 class JsonReader {
  public:
-  explicit JsonReader(const Json& j, std::string path) : j_(j), path_(std::move(path)) {}
+  JsonReader(const Json& j, std::string path) : j_(j), path_(std::move(path)) {}
   Status status() const { return error_.empty() ? Status::ok() : invalid_argument(error_); }
 
-  void text(const char* key, std::string& out) {
-    if (const Json* v = at(key, "a string"); v != nullptr) {
-      if (v->is_string()) out = v->get<std::string>();
-      else fail(key, "a string");
-    }
+  void operator()(const char* key, std::string& out) {
+    if (const Json* v = at(key, "a string", &Json::is_string)) out = v->get<std::string>();
   }
-  void boolean(const char* key, bool& out) {
-    if (const Json* v = at(key, "true or false"); v != nullptr) {
-      if (v->is_boolean()) out = v->get<bool>();
-      else fail(key, "true or false");
-    }
+  void operator()(const char* key, bool& out) {
+    if (const Json* v = at(key, "true or false", &Json::is_boolean)) out = v->get<bool>();
   }
-  void whole(const char* key, uint64_t& out) {
-    if (const Json* v = at(key, "a whole number"); v != nullptr) {
-      if (v->is_number_unsigned()) out = v->get<uint64_t>();
-      else fail(key, "a whole number");
-    }
+  void operator()(const char* key, uint64_t& out) {
+    if (const Json* v = at(key, "a whole number", &Json::is_number_unsigned)) out = v->get<uint64_t>();
   }
-  void integer(const char* key, int& out) {
-    if (const Json* v = at(key, "a number"); v != nullptr) {
-      if (v->is_number_integer()) out = v->get<int>();
-      else fail(key, "a number");
-    }
+  void operator()(const char* key, int& out) {
+    if (const Json* v = at(key, "a number", &Json::is_number_integer)) out = v->get<int>();
   }
-  void optional_whole(const char* key, std::optional<uint64_t>& out) {
-    if (const Json* v = at(key, "a whole number or null"); v != nullptr) {
-      if (v->is_null()) out.reset();
-      else if (v->is_number_unsigned()) out = v->get<uint64_t>();
-      else fail(key, "a whole number or null");
-    }
+  void operator()(const char* key, std::optional<uint64_t>& out) {
+    const auto is_size = [](const Json& x) { return x.is_null() || x.is_number_unsigned(); };
+    const Json* v = at(key, "a whole number or null", is_size);
+    if (v != nullptr) out = v->is_null() ? std::nullopt : std::optional<uint64_t>(v->get<uint64_t>());
   }
-  void texts(const char* key, std::vector<std::string>& out) {
-    if (const Json* v = at(key, "a list of strings"); v != nullptr) {
-      out.clear();
-      if (!v->is_array()) return fail(key, "a list of strings");
-      for (const Json& item : *v) {
-        if (!item.is_string()) return fail(key, "a list of strings");
-        out.push_back(item.get<std::string>());
-      }
-    }
+  void operator()(const char* key, RuntimeEnvironment& out) {
+    std::string name;
+    (*this)(key, name);
+    if (!error_.empty()) return;
+    auto parsed = parse_runtime_environment(name, path_ + key);
+    if (parsed.is_ok()) out = *parsed;
+    else error_ = fmt::format("host facts: {}", parsed.status().message());
   }
-  const Json* at(const char* key, const char* what) {
-    if (!error_.empty()) return nullptr;
-    if (!j_.is_object() || !j_.contains(key)) {
-      fail(key, what);
-      return nullptr;
-    }
-    return &j_[key];
+  void operator()(const char* key, std::vector<std::string>& out) {
+    const auto is_texts = [](const Json& x) {
+      return x.is_array() && std::all_of(x.begin(), x.end(), [](const Json& i) { return i.is_string(); });
+    };
+    if (const Json* v = at(key, "a list of strings", is_texts)) out = v->get<std::vector<std::string>>();
   }
-  void fail(const char* key, const char* what) {
-    if (error_.empty()) error_ = fmt::format("host facts: {}{}: expected {}", path_, key, what);
+  void operator()(const char* key, std::vector<ObservedGpu>& out) {
+    const Json* v = at(key, "a list", &Json::is_array);
+    if (v == nullptr) return;
+    out.clear();
+    for (size_t i = 0; i < v->size() && error_.empty(); ++i) {
+      ObservedGpu g;
+      JsonReader item((*v)[i], fmt::format("{}{}[{}].", path_, key, i));
+      gpu_fields(g, item);
+      error_ = item.error_;
+      out.push_back(std::move(g));
+    }
   }
 
  private:
+  template <typename Is>
+  const Json* at(const char* key, const char* what, Is is) {
+    if (!error_.empty()) return nullptr;
+    if (j_.is_object() && j_.contains(key)) {
+      const Json& v = j_[key];
+      if (std::invoke(is, v)) return &v;
+    }
+    error_ = fmt::format("host facts: {}{}: expected {}", path_, key, what);
+    return nullptr;
+  }
+
   const Json& j_;
   std::string path_;
   std::string error_;
@@ -220,90 +284,15 @@ std::string cluster_hosts_yaml(std::span<const ClusterHost> hosts) {
 
 Json observed_host_json(const ObservedHost& f) {
   Json j = Json::object();
-  j["hostname"] = f.hostname;
-  j["boot_id"] = f.boot_id;
-  j["environment"] = runtime_environment_name(f.environment);
-  j["shm_dir"] = f.shm_dir;
-  j["shm_mounted"] = f.shm_mounted;
-  j["shm_total_bytes"] = f.shm_total_bytes;
-  j["shm_free_bytes"] = f.shm_free_bytes;
-  j["shm_not_tmpfs"] = f.shm_not_tmpfs;
-  j["imex_channels"] = f.imex_channels;
-  j["host_memory_bytes"] = f.host_memory_bytes ? Json(*f.host_memory_bytes) : Json(nullptr);
-  j["memory_limit_bytes"] = f.memory_limit_bytes ? Json(*f.memory_limit_bytes) : Json(nullptr);
-  j["memory_limit_cgroup"] = f.memory_limit_cgroup;
-  j["cuda_built"] = f.cuda_built;
-  j["gpu_count"] = f.gpu_count;
-  j["no_gpu_reason"] = f.no_gpu_reason;
-  j["gpus"] = Json::array();
-  for (const ObservedGpu& g : f.gpus) {
-    j["gpus"].push_back({{"ordinal", g.ordinal},
-                         {"device_name", g.device_name},
-                         {"bus_id", g.bus_id},
-                         {"memory_bytes_total", g.memory_bytes_total},
-                         {"memory_bytes_free", g.memory_bytes_free},
-                         {"granularity_bytes", g.granularity_bytes},
-                         {"vmm", g.vmm},
-                         {"posix_fd", g.posix_fd},
-                         {"fabric_attribute", g.fabric_attribute},
-                         {"fabric_probed", g.fabric_probed},
-                         {"fabric_works", g.fabric_works},
-                         {"fabric_error", g.fabric_error},
-                         {"nvlink_domain", g.nvlink_domain},
-                         {"nvlink_domain_reason", g.nvlink_domain_reason},
-                         {"error", g.error}});
-  }
-  j["p2p_lines"] = f.p2p_lines;
-  j["p2p_all"] = f.p2p_all;
+  host_fields(f, JsonWriter{j});
   return j;
 }
 
 Result<ObservedHost> observed_host_from_json(const Json& j) {
   ObservedHost f;
-  JsonReader r(j, "");
-  r.text("hostname", f.hostname);
-  r.text("boot_id", f.boot_id);
-  std::string environment;
-  r.text("environment", environment);
-  r.text("shm_dir", f.shm_dir);
-  r.boolean("shm_mounted", f.shm_mounted);
-  r.whole("shm_total_bytes", f.shm_total_bytes);
-  r.whole("shm_free_bytes", f.shm_free_bytes);
-  r.text("shm_not_tmpfs", f.shm_not_tmpfs);
-  r.texts("imex_channels", f.imex_channels);
-  r.optional_whole("host_memory_bytes", f.host_memory_bytes);
-  r.optional_whole("memory_limit_bytes", f.memory_limit_bytes);
-  r.text("memory_limit_cgroup", f.memory_limit_cgroup);
-  r.boolean("cuda_built", f.cuda_built);
-  r.integer("gpu_count", f.gpu_count);
-  r.text("no_gpu_reason", f.no_gpu_reason);
-  r.texts("p2p_lines", f.p2p_lines);
-  r.boolean("p2p_all", f.p2p_all);
-  ENGRAM_RETURN_IF_ERROR(r.status());
-  ENGRAM_ASSIGN_OR_RETURN(f.environment, parse_runtime_environment(environment, "host facts: environment"));
-  const Json* gpus = r.at("gpus", "a list");
-  if (gpus == nullptr || !gpus->is_array()) return invalid_argument("host facts: gpus: expected a list");
-  for (size_t i = 0; i < gpus->size(); ++i) {
-    ObservedGpu g;
-    JsonReader gr((*gpus)[i], fmt::format("gpus[{}].", i));
-    gr.integer("ordinal", g.ordinal);
-    gr.text("device_name", g.device_name);
-    gr.text("bus_id", g.bus_id);
-    gr.whole("memory_bytes_total", g.memory_bytes_total);
-    gr.whole("memory_bytes_free", g.memory_bytes_free);
-    gr.whole("granularity_bytes", g.granularity_bytes);
-    gr.boolean("vmm", g.vmm);
-    gr.boolean("posix_fd", g.posix_fd);
-    gr.boolean("fabric_attribute", g.fabric_attribute);
-    gr.boolean("fabric_probed", g.fabric_probed);
-    gr.boolean("fabric_works", g.fabric_works);
-    gr.text("fabric_error", g.fabric_error);
-    gr.text("nvlink_domain", g.nvlink_domain);
-    gr.text("nvlink_domain_reason", g.nvlink_domain_reason);
-    gr.text("error", g.error);
-    ENGRAM_RETURN_IF_ERROR(gr.status());
-    f.gpus.push_back(std::move(g));
-  }
+  JsonReader reader(j, "");
+  host_fields(f, reader);
+  ENGRAM_RETURN_IF_ERROR(reader.status());
   return f;
 }
 
