@@ -172,7 +172,7 @@ void run_acceptance(const AcceptanceFlags& flags, const CLI::App& cmd, Acceptanc
     if (run.check)
       ENGRAM_RETURN_IF_ERROR(agree_on_file_check(*backend.world, *run.check, run.bridge->file.source));
     const Status ran = operator_checks::run_acceptance_rank(backend, *options, run.sink, run.report);
-    run.started = run.report.build_seconds > 0;
+    run.started = run.report.build_seconds > 0;  // set the moment the runtime started
     return ran;
   });
   for (const Warning& w : run.sink.warnings()) std::fprintf(stderr, "rank %d: warning: %s\n", env->rank, w.text.c_str());
