@@ -10,6 +10,12 @@
 // (operator_checks/bench_table.h). Exit codes: 0 measured (targets are reported, not
 // enforced); 1 the run failed (no GPU, a CUDA or NCCL error, a lookup that
 // disagreed with the CPU reference); 2 bad flags or no launcher environment.
+//
+// With --file deployment.yaml the file gives the model, layout and config
+// (each rank times the placement `plan` of the file gives, started with the
+// file's config), each rank compares its host with the file's entry before
+// anything is built and the placement and handle type the runtime chose
+// with the plan after (apps/deployment_bridge.h): a difference is exit 1.
 #include <climits>
 #include <cstdint>
 #include <fmt/format.h>
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "apps/deployment_bridge.h"
 #include "apps/flag_numbers.h"
 #include "apps/launched_rank.h"
 #include "backends/ipc/launch_env.h"
@@ -29,6 +36,7 @@
 #include "core/base/json_output.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
+#include "core/plan/planned_rank.h"
 #include "core/report/latency_svg.h"
 #include "operator_checks/bench_rank.h"
 #include "operator_checks/bench_table.h"
@@ -58,6 +66,7 @@ struct BenchFlags {
   std::string csv;
   bool variants = false;
   bool json = false;
+  BridgeFlags bridge;  // apps/deployment_bridge.h
 };
 
 // Exit 2 for bad input, 1 for a failed run; under --json the error is a
@@ -155,7 +164,7 @@ OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& en
 }
 #endif
 
-Json bench_json(const BenchReport& r, const BenchFlags& f) {
+Json bench_json(const BenchReport& r, const BenchFlags& f, const Json& file_check) {
   Json j = json_document("bench");
   j["world_size"] = r.world_size;
   j["tp"] = r.layout.tp;
@@ -183,12 +192,60 @@ Json bench_json(const BenchReport& r, const BenchFlags& f) {
   j["svg"] = f.svg;
   j["csv"] = f.csv.empty() ? Json(nullptr) : Json(f.csv);
   j["notes"] = r.notes;
+  j["file_check"] = file_check;
   j["warnings"] = Json::array();
   j["error"] = nullptr;
   return j;
 }
 
-int run_bench(const BenchFlags& f) {
+// The flags a deployment file gives instead (--file).
+constexpr FlagTheFileGives kGivenByTheFile[] = {
+    {"--model", "model"},           {"--tp", "layout.tp"},
+    {"--dp", "layout.dp"},          {"--shard-group", "config.shard_group"},
+    {"--placements", "config: the placement plan gives"}, {"--ranks-per-gpu", "hosts[].ranks_per_gpu"},
+};
+
+// The bridge of one rank: the file, its plan and this host against it.
+struct BenchBridge {
+  DeploymentBridge bridge;
+  PlanResult plan;
+  FileCheck check;
+};
+
+// Reads --file (nullopt without it) and sets the options from it; exit code
+// 2 (bad input) or 1 (the plan of the file refuses it) beside the error.
+Result<std::optional<BenchBridge>> bridge_from(const BenchFlags& f, const CLI::App& cmd, const ipc::LaunchEnv& env,
+                                               operator_checks::BenchOptions& options, int& exit_code) {
+  exit_code = 2;
+  ENGRAM_ASSIGN_OR_RETURN(std::optional<DeploymentBridge> bridge, load_bridge(f.bridge));
+  if (!bridge) return std::optional<BenchBridge>();
+  ENGRAM_RETURN_IF_ERROR(refuse_flags_beside_file(cmd, kGivenByTheFile));
+  ENGRAM_ASSIGN_OR_RETURN(options.runtime, runtime_options_from_file(*bridge, f.rank, env));
+  auto plan = plan_of_file(*bridge);
+  if (!plan.is_ok() && plan.status().code() != ErrorCode::kInvalidArgument) exit_code = 1;
+  if (!plan.is_ok()) return plan.status();
+  options.placements = planned_placements(*plan);
+  options.config_as_given = true;
+  ENGRAM_ASSIGN_OR_RETURN(ObserveOptions observe, launched_rank_observe_options(env));
+  FileCheck check = check_against_file(*bridge, env.rank, env.world_size, true, observe_this_host(observe));
+  print_file_check(stderr, fmt::format("rank {}: ", env.rank), *bridge, check);
+  return std::optional<BenchBridge>(BenchBridge{std::move(bridge).value(), std::move(plan).value(), std::move(check)});
+}
+
+// The placement the plan of the file gives this rank, as the bench ran it.
+std::vector<std::string> bench_choice_differences(const BenchBridge& b, const BenchReport& report, int rank) {
+  const PlannedRank planned = planned_rank(b.plan, rank);
+  for (const BenchPlacementRow& row : report.placements) {
+    if (row.placement != planned.placement) continue;
+    if (row.ran)
+      return runtime_choice_differences(b.plan, b.bridge.file.source, rank, row.placement, row.handle_type, "");
+    return {fmt::format("rank {}: placement: the plan of {} gives {} ({}), the runtime did not run it: {}", rank,
+                        b.bridge.file.source, placement_name(planned.placement), planned.reason, row.not_run_reason)};
+  }
+  return {};
+}
+
+int run_bench(const BenchFlags& f, const CLI::App& cmd) {
   auto options = options_from(f);
   if (!options.is_ok()) return fail(f, "", options.status(), 2);
   auto env = ipc::read_launch_env(ipc::process_env());
@@ -204,6 +261,10 @@ int run_bench(const BenchFlags& f) {
   options->runtime = std::move(runtime).value();
   auto ranks_per_gpu = ranks_per_gpu_from(f.rank);
   if (!ranks_per_gpu.is_ok()) return fail(f, "", ranks_per_gpu.status(), 2);
+  int bridge_exit_code = 0;
+  auto bridge = bridge_from(f, cmd, *env, *options, bridge_exit_code);
+  if (!bridge.is_ok()) return fail(f, "", bridge.status(), bridge_exit_code);
+  if (*bridge) ranks_per_gpu = ranks_per_gpu_from_file((*bridge)->bridge, (*bridge)->check);
   if (Status checked = operator_checks::check_bench_options(*options, env->rank); !checked.is_ok()) return fail(f, "", checked, 2);
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
   const int reference_gib = whole_number_flag<int>("--reference-gib", f.reference_gib_text, 0, 1 << 20).value();
@@ -214,10 +275,22 @@ int run_bench(const BenchFlags& f) {
   WarningSink sink;
   operator_checks::BenchReport report;
   const Status status = run_launched_rank(*env, ranks_per_gpu.value(), sink, [&](RankBackend& backend) {
+    if (*bridge)
+      ENGRAM_RETURN_IF_ERROR(agree_on_file_check(*backend.world, (*bridge)->check, (*bridge)->bridge.file.source));
     return operator_checks::run_bench_rank(backend, *options, sink, report);
   });
   for (const Warning& w : sink.warnings()) fmt::print(stderr, "rank {}: warning: {}\n", env->rank, w.text);
   if (!status.is_ok()) return fail(f, fmt::format("rank {}: FAILED: ", env->rank), status, 1);
+  std::vector<std::string> choice_differences;
+  if (*bridge) choice_differences = bench_choice_differences(**bridge, report, env->rank);
+  for (const std::string& line : choice_differences)
+    fmt::print(stderr, "rank {}: differs from {}: {}\n", env->rank, (*bridge)->bridge.file.source, line);
+  if (!choice_differences.empty()) {
+    return fail(f, fmt::format("rank {}: FAILED: ", env->rank),
+                failed_precondition(fmt::format("the runtime's choice differs from the plan of {}",
+                                                (*bridge)->bridge.file.source)),
+                1);
+  }
   if (env->rank != 0) {
     fmt::print("rank {}: bench done (rank 0 prints the table)\n", env->rank);
     return 0;
@@ -233,7 +306,9 @@ int run_bench(const BenchFlags& f) {
     if (!csv.is_ok()) return fail(f, "rank 0: ", csv, 1);
     fmt::print(f.json ? stderr : stdout, "csv: {}\n", f.csv);
   }
-  if (f.json) std::fputs((dump_json(bench_json(report, f)) + "\n").c_str(), stdout);
+  const Json file_check =
+      *bridge ? file_check_json(&(*bridge)->bridge, &(*bridge)->check, choice_differences) : Json(nullptr);
+  if (f.json) std::fputs((dump_json(bench_json(report, f, file_check)) + "\n").c_str(), stdout);
   std::fflush(stdout);
   return 0;
 }
@@ -258,9 +333,10 @@ CommandRegistration reg("55-bench", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--svg", f->svg, "where to write the latency plot")->capture_default_str();
   cmd->add_option("--csv", f->csv, "where to write the numbers as CSV (none when empty)");
   cmd->add_flag("--json", f->json, "print a machine-readable JSON document (the table goes to stderr)");
+  add_bridge_flags(*cmd, f->bridge, "the model, layout and config the ranks run (the plan's placement is timed)");
   // Hidden: for tuning the peer kernel, not for users.
   cmd->add_flag("--variants", f->variants, "also time every compiled peer kernel variant")->group("");
-  cmd->callback([f, &exit_code] { exit_code = run_bench(*f); });
+  cmd->callback([f, cmd, &exit_code] { exit_code = run_bench(*f, *cmd); });
 });
 
 }  // namespace

@@ -4,6 +4,9 @@
 // every GPU pair, /dev/shm, the host identity, and what each placement would
 // do here and why. Runs without GPUs or CUDA support too, and says so.
 // Exit code 0: it is a report; a missing capability is a finding, not a failure.
+// The bridge: --file compares this host with a deployment file's entry (exit
+// 1 on any difference), --emit-host prints that entry, and under a launcher
+// rank 0 prints every host (apps/doctor_cluster.h).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,13 +16,13 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "apps/deployment_bridge.h"
+#include "apps/doctor_cluster.h"
+#include "apps/observed_host_here.h"
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
 #include "core/base/text_excerpt.h"
 #include "backends/ipc/imex_channels.h"
-#include "backends/ipc/proc_host_probe.h"
-#include "backends/shm/posix_shared_memory.h"
-#include "backends/ipc/runtime_environment_probe.h"
 #include "core/base/json_output.h"
 #include "core/deployment/deployment.h"
 #include "core/lookup/tp_heads.h"
@@ -28,125 +31,30 @@
 #include "core/plan/shm_fix.h"
 #include "core/base/units.h"
 
-#ifdef ENGRAM_HAVE_CUDA_BACKEND
-#include "backends/cuda/cuda_device_memory.h"
-#include "backends/cuda/cuda_driver.h"
-#include "backends/cuda/gpu_host_probe.h"
-#endif
-
 namespace engram::app {
 namespace {
 
 using ipc::kImexChannelDir;
 
-struct GpuFacts {
-  int ordinal = -1;
-  std::string line;  // already formatted
-  bool vmm = false;
-  bool posix_fd = false;
-  bool fabric_attribute = false;
-  bool fabric_works = false;
-  std::string fabric_error;  // the probe's Status text when it failed
-  std::string nvlink_domain;         // NVML fabric clusterUuid/cliqueId; "" when none
-  std::string nvlink_domain_reason;  // why nvlink_domain is empty
-};
-
-struct Facts {
-  std::string hostname;
-  std::string boot_id;
-  bool shm_mounted = false;
-  uint64_t shm_total_bytes = 0;
-  uint64_t shm_free_bytes = 0;
-  std::string shm_not_tmpfs;  // why /dev/shm holds no tables when it exists but is not a tmpfs
-  std::vector<std::string> imex_channels;
-  bool cuda_built = false;
-  std::string no_gpu_reason;
-  std::vector<GpuFacts> gpus;
-  std::vector<std::string> p2p_lines;
-  bool p2p_all = true;
-  RuntimeEnvironment environment = RuntimeEnvironment::kBareMetal;
-};
-
-// The host facts as the backends read them for a real run (the placement
-// decides on these), so the doctor cannot judge a machine the runtime sees
+// The doctor reads the host as the backends read it for a real run
+// (apps/observed_host_here.h), so it cannot judge a machine the runtime sees
 // otherwise: a /dev/shm that is a disk directory is no tmpfs here either.
-void probe_host(Facts& f) {
-  const PlacementFacts placement = ipc::ProcHostProbe().facts();
-  f.hostname = placement.host.hostname.empty() ? "(uname failed)" : placement.host.hostname;
-  f.boot_id = placement.host.boot_id.empty() ? "(unreadable)" : placement.host.boot_id;
-  f.environment = placement.environment;
-  auto shm = shm::PosixSharedMemory().info();
-  if (shm.is_ok()) {
-    f.shm_mounted = shm->mounted;
-    f.shm_not_tmpfs = shm->not_tmpfs;
-    f.shm_total_bytes = shm->tmpfs_bytes_total;
-    f.shm_free_bytes = shm->tmpfs_bytes_free;
-  } else {
-    f.shm_not_tmpfs = shm.status().message();
-  }
-  f.imex_channels = ipc::imex_channels();
+using Facts = ObservedHost;
+
+// "GPU 0: NVIDIA H200, 139.80 GiB total, ... granularity 2 MiB", or why it could not be read.
+std::string gpu_line(const ObservedGpu& gpu) {
+  if (!gpu.error.empty()) return fmt::format("GPU {}: {}", gpu.ordinal, gpu.error);
+  return fmt::format("GPU {}: {}, {} total, {} free; VMM {}, POSIX fd {}, FABRIC attribute {}, granularity {}",
+                     gpu.ordinal, gpu.device_name, format_gib(gpu.memory_bytes_total),
+                     format_gib(gpu.memory_bytes_free), gpu.vmm ? "yes" : "no", gpu.posix_fd ? "yes" : "no",
+                     gpu.fabric_attribute ? "yes" : "no", format_bytes(gpu.granularity_bytes));
 }
 
-#ifdef ENGRAM_HAVE_CUDA_BACKEND
-void probe_gpus(Facts& f) {
-  f.cuda_built = true;
-  const auto presence = cuda::gpu_presence();
-  if (presence.count == 0) {
-    f.no_gpu_reason = presence.reason;
-    return;
-  }
-  for (int g = 0; g < presence.count; ++g) {
-    GpuFacts gpu;
-    gpu.ordinal = g;
-    const cuda::NvlinkDomain domain = cuda::nvlink_domain_of_gpu(g);
-    gpu.nvlink_domain = domain.domain;
-    gpu.nvlink_domain_reason = domain.reason;
-    auto memory = cuda::CudaDeviceMemory::open(g);
-    if (!memory.is_ok()) {
-      gpu.line = fmt::format("GPU {}: cannot open: {}", g, memory.status().to_string());
-      f.gpus.push_back(gpu);
-      continue;
-    }
-    auto info = (*memory)->info();
-    if (!info.is_ok()) {
-      gpu.line = fmt::format("GPU {}: cannot read attributes: {}", g, info.status().to_string());
-      f.gpus.push_back(gpu);
-      continue;
-    }
-    gpu.vmm = info->vmm_supported;
-    gpu.posix_fd = info->posix_fd_supported;
-    gpu.fabric_attribute = info->fabric_attribute;
-    gpu.line = fmt::format("GPU {}: {}, {} total, {} free; VMM {}, POSIX fd {}, FABRIC attribute {}, granularity {}", g,
-                           info->name, format_gib(info->memory_bytes_total), format_gib(info->memory_bytes_free),
-                           gpu.vmm ? "yes" : "no", gpu.posix_fd ? "yes" : "no", gpu.fabric_attribute ? "yes" : "no",
-                           format_bytes(info->granularity_bytes));
-    Status probe = gpu.vmm ? (*memory)->probe_fabric()
-                           : Status(ErrorCode::kFailedPrecondition, "no VMM support",
-                                    ErrorContext{.step = device_step_name(DeviceStep::kProbeFabric)});
-    gpu.fabric_works = probe.is_ok();
-    if (!probe.is_ok()) gpu.fabric_error = probe.to_string();
-    f.gpus.push_back(gpu);
-  }
-  for (int a = 0; a < presence.count; ++a) {
-    for (int b = 0; b < presence.count; ++b) {
-      if (a == b) continue;
-      auto can = cuda::can_access_peer(a, b);
-      if (!can.is_ok()) {
-        f.p2p_all = false;
-        f.p2p_lines.push_back(fmt::format("GPU {} -> GPU {}: unknown ({})", a, b, can.status().to_string()));
-      } else {
-        if (!*can) f.p2p_all = false;
-        f.p2p_lines.push_back(fmt::format("GPU {} -> GPU {}: {}", a, b, *can ? "yes" : "NO"));
-      }
-    }
-  }
+// The FABRIC probe's outcome as the report words it.
+std::string fabric_probe_text(const ObservedGpu& gpu) {
+  if (gpu.fabric_works) return "works";
+  return gpu.error.empty() ? gpu.fabric_error : gpu.error;
 }
-#else
-void probe_gpus(Facts& f) {
-  f.cuda_built = false;
-  f.no_gpu_reason = "CUDA support was not built into this engramlab (nvcc was not found at build time)";
-}
-#endif
 
 // The host tables' sizes the verdicts quote: the whole tables (one copy per
 // node or replica) and, at --tp, the largest TP slice a rank holds or maps.
@@ -182,7 +90,7 @@ DoctorFacts doctor_facts(const Facts& f, const HostTableSizes& sizes) {
     d.all_posix_fd = d.all_posix_fd && gpu.posix_fd;
     d.all_vmm = d.all_vmm && gpu.vmm;
     if (!gpu.fabric_works && d.fabric_why.empty())
-      d.fabric_why = fmt::format("the FABRIC probe failed on GPU {}: {}", gpu.ordinal, gpu.fabric_error);
+      d.fabric_why = fmt::format("the FABRIC probe failed on GPU {}: {}", gpu.ordinal, fabric_probe_text(gpu));
   }
   if (d.fabric_why.empty() && d.have_gpus) {
     for (const auto& gpu : f.gpus) {
@@ -244,8 +152,8 @@ void report(const Facts& f, const std::string& model_name, const HostTableSizes&
   } else {
     fmt::print("GPUs: {}\n", f.gpus.size());
     for (const auto& gpu : f.gpus) {
-      fmt::print("  {}\n", gpu.line);
-      fmt::print("    FABRIC probe (create + export): {}\n", gpu.fabric_works ? "works" : gpu.fabric_error);
+      fmt::print("  {}\n", gpu_line(gpu));
+      fmt::print("    FABRIC probe (create + export): {}\n", fabric_probe_text(gpu));
       fmt::print("    NVLink domain: {}\n",
                  gpu.nvlink_domain.empty() ? "none (" + gpu.nvlink_domain_reason + ")" : gpu.nvlink_domain);
     }
@@ -272,12 +180,12 @@ Json doctor_json(const Facts& f, const std::string& model_name, const HostTableS
   j["gpus"] = Json::array();
   for (const auto& gpu : f.gpus) {
     j["gpus"].push_back({{"ordinal", gpu.ordinal},
-                         {"summary", gpu.line},
+                         {"summary", gpu_line(gpu)},
                          {"vmm", gpu.vmm},
                          {"posix_fd", gpu.posix_fd},
                          {"fabric_attribute", gpu.fabric_attribute},
                          {"fabric_works", gpu.fabric_works},
-                         {"fabric_error", gpu.fabric_works ? Json(nullptr) : Json(gpu.fabric_error)},
+                         {"fabric_error", gpu.fabric_works ? Json(nullptr) : Json(fabric_probe_text(gpu))},
                          {"nvlink_domain", gpu.nvlink_domain.empty() ? Json(nullptr) : Json(gpu.nvlink_domain)},
                          {"nvlink_domain_reason",
                           gpu.nvlink_domain.empty() ? Json(gpu.nvlink_domain_reason) : Json(nullptr)}});
@@ -300,6 +208,10 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
     std::string model = "deepseek-v4.1-flash";
     std::string tp_text = "1";
     bool json = false;
+    // The bridge (apps/deployment_bridge.h, apps/doctor_cluster.h).
+    BridgeFlags bridge;
+    bool emit_host = false;
+    bool local = false;
   };
   auto flags = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("doctor", "Preflight: GPUs, VMM handle types, FABRIC probe, IMEX, P2P, /dev/shm, "
@@ -309,6 +221,13 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
                   spelled("attention TP ranks per replica: host placements hold TP slices", kTpSpelling))
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");
+  add_bridge_flags(*cmd, flags->bridge, "");
+  cmd->add_flag("--emit-host", flags->emit_host,
+                "print this host's entry of a deployment file's hosts: (YAML); under a launcher rank 0 prints "
+                "every host's");
+  cmd->add_flag("--local", flags->local,
+                "read this process's host alone, even under a launcher (which otherwise gathers every host's facts "
+                "on rank 0)");
   cmd->callback([flags, &exit_code] {
     auto spec = model_preset(flags->model);
     if (!spec.is_ok()) {
@@ -324,15 +243,49 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
       exit_code = 2;
       return;
     }
-    Facts facts;
-    probe_host(facts);
-    probe_gpus(facts);
+    // The bridge: --file, --emit-host, and a launched job's facts gathered
+    // on rank 0 (apps/deployment_bridge.h, apps/doctor_cluster.h).
+    auto bridge = load_bridge(flags->bridge);
+    auto env = doctor_launch_env(flags->local);
+    Status input = !bridge.is_ok() ? bridge.status() : !env.is_ok() ? env.status() : Status::ok();
+    if (input.is_ok() && flags->emit_host && (flags->json || !flags->bridge.file.empty()))
+      input = invalid_argument("--emit-host: prints YAML alone; leave --json and --file out");
+    auto observe = input.is_ok() ? doctor_observe_options(*env) : Result<ObserveOptions>(input);
+    if (!observe.is_ok()) {
+      fmt::print(stderr, "engramlab doctor: {}\n", observe.status().to_string());
+      if (flags->json) fmt::print("{}\n", dump_json(error_document("doctor", observe.status())));
+      exit_code = 2;
+      return;
+    }
+    const DeploymentBridge* file = *bridge ? &**bridge : nullptr;
+    const Facts facts = observe_this_host(*observe);
+    if (*env) {
+      exit_code = run_doctor_cluster(**env, facts, {flags->json, flags->emit_host, file});
+      return;
+    }
+    if (flags->emit_host) {
+      fmt::print("{}\n", host_entry_yaml(single_host(facts)));
+      exit_code = 0;
+      return;
+    }
+    std::optional<FileCheck> check;
+    if (file != nullptr) check = check_against_file(*file, -1, 0, false, facts);
     if (flags->json) {
-      fmt::print("{}\n", dump_json(doctor_json(facts, flags->model, host_table_sizes(*spec, *tp))));
+      Json doc = doctor_json(facts, flags->model, host_table_sizes(*spec, *tp));
+      doc["file_check"] = file_check_json(file, check ? &*check : nullptr);
+      if (check && !check->passed())
+        doc["error"] = error_json(check->error.is_ok() ? failed_precondition(fmt::format(
+                                                             "this host is not the one {} describes", file->file.source))
+                                                       : check->error);
+      fmt::print("{}\n", dump_json(doc));
     } else {
       report(facts, flags->model, host_table_sizes(*spec, *tp));
+      if (check) {
+        fmt::print("\n");
+        print_file_check(stdout, "", *file, *check);
+      }
     }
-    exit_code = 0;
+    exit_code = check && !check->passed() ? 1 : 0;
   });
 });
 

@@ -278,7 +278,8 @@ Status measure_asked_placements(RankBackend& backend, const BenchOptions& option
       continue;
     }
     RuntimeOptions runtime_options = options.runtime;
-    runtime_options.config = config_for(asked, options.runtime.config);
+    runtime_options.config =
+        options.config_as_given ? options.runtime.config : config_for(asked, options.runtime.config);
     const auto start = std::chrono::steady_clock::now();
     auto started = EngramRuntime::start(backend, runtime_options, sink);
     if (!started.is_ok()) {
@@ -297,6 +298,7 @@ Status measure_asked_placements(RankBackend& backend, const BenchOptions& option
       continue;
     }
     row.not_run_reason.clear();
+    row.handle_type = runtime->facts().handle_type;
     row.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     PlacementBench bench{*backend.compute, *backend.world, *runtime,          options, table,
                          special,          tokens_max,     backend.world_rank, row};

@@ -64,6 +64,9 @@ struct BenchOptions {
   int timed_replays = 200;
   uint64_t ids_seed = 1;
   OneProcessReference reference;         // empty: no reference column (the emulator)
+  // Start every placement with runtime.config as it is (a deployment
+  // file's, `bench --file`) instead of the config that asks for it.
+  bool config_as_given = false;
 };
 
 // One timed figure on this rank, and the slowest rank's median.
@@ -81,6 +84,7 @@ struct BenchPlacementRow {
   double build_seconds = 0;              // EngramRuntime::start
   std::vector<BenchCell> cells;          // one per token count
   int64_t slots_checked = 0;             // against the CPU reference, all sizes
+  std::optional<HandleType> handle_type; // where it ran and its group agreed one (device_peer)
 };
 
 struct BenchCeilings {

@@ -18,30 +18,17 @@
 #include <sstream>
 #include <string>
 
+#include "two_hosts.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Why two-host namespaces cannot be built here, or "" when they can.
-std::string namespaces_unavailable() {
-  if (::geteuid() != 0) return "needs root (unshare --net --mount --uts, mount, ip link)";
-  if (std::system("command -v unshare >/dev/null 2>&1 && command -v ip >/dev/null 2>&1") != 0) {
-    return "unshare(1) or ip(8) is not installed";
-  }
-  if (std::system("unshare --net --mount --uts --propagation private sh -c "
-                  "'hostname probe && ip link add probeA type veth peer name probeB' >/dev/null 2>&1") != 0) {
-    return "creating net/mount/UTS namespaces or a veth pair is not permitted here";
-  }
-  return "";
-}
+using engram::testing::run_two_hosts;
+using engram::testing::slurp;
+using engram::testing::TwoHostRun;
+const auto namespaces_unavailable = engram::testing::two_host_namespaces_unavailable;
 
 TEST(HostNamespaces, FdSendBetweenTwoHostsFailsWithTheCrossHostErrorInBoundedTime) {
   if (const std::string why = namespaces_unavailable(); !why.empty()) GTEST_SKIP() << "two-host namespaces: " << why;
@@ -79,24 +66,6 @@ TEST(HostNamespaces, FdSendBetweenTwoHostsFailsWithTheCrossHostErrorInBoundedTim
 
 // Each launcher's environment across the two hosts: the ranks meet over the
 // veth pair and tell each other's hosts apart.
-struct TwoHostRun {
-  int status = -1;
-  std::string a, b;
-};
-
-TwoHostRun run_two_hosts(const std::string& launcher, const std::string& worker) {
-  char templ[] = "/tmp/engramlab-twohosts-XXXXXX";
-  const std::string work = ::mkdtemp(templ);
-  const std::string command = "LAUNCHER=" + launcher + " MASTER_PORT=" + std::to_string(20000 + ::getpid() % 9000) +
-                              " sh " + ENGRAM_SOURCE_DIR + "/tools/netns/two_hosts.sh " + work + " " + worker + " 2>&1";
-  TwoHostRun r;
-  r.status = std::system(command.c_str());
-  r.a = slurp(work + "/out-hostA");
-  r.b = slurp(work + "/out-hostB");
-  fs::remove_all(work);
-  return r;
-}
-
 class LaunchersAcrossHosts : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LaunchersAcrossHosts, RanksMeetAcrossTheTwoHosts) {

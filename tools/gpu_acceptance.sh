@@ -13,6 +13,9 @@
 #     registered host tables and graph replay, not the real size; then two
 #     ranks sharing the GPU (--ranks-per-gpu 2) on device_peer, tiny and at
 #     the one-layer V4.1 size (two 47.2 GiB shards), every slot vs the CPU.
+#   - the bridge: `acceptance --file` with this machine's own entry
+#     (`doctor --emit-host`) passes, and with a wrong GPU model and /dev/shm
+#     size fails with exit 1 naming both values of each.
 # Logs go to $OUT (the device tool's folder) or build-gpu/out.
 # Builds from source on the GPU machine (tools/lib/gpu_build.sh): without the
 # emulator (-DENGRAM_BUILD_EMULATOR=OFF: the GPU image has no Boost.Context),
@@ -105,6 +108,53 @@ if [ -x "$lab" ]; then
     accept device_peer_shared_gpu_v41_layer1 2 --peer-shards --tp 2 --ranks-per-gpu 2 \
       --model deepseek-v4.1-flash-layer1 --tokens 1,64,1024,8192
   fi
+fi
+# The bridge (issue 26): `acceptance --file` against this machine's own facts.
+# The right file is `doctor --emit-host` here plus a layout (device_peer over
+# up to 2 GPUs, the tiny table model); the wrong one names another GPU model
+# and a 64 MiB /dev/shm, and must fail (exit 1) naming both values of each.
+bridge_file() {  # bridge_file ENTRY RANKS > file
+  local entry="$1" n="$2" r ranks="0"
+  for ((r = 1; r < n; r++)); do ranks="$ranks, 0"; done
+  echo "model: deepseek-v4.1-flash-layer1"
+  echo "hosts:"
+  printf '%s\n' "$entry" | sed 's/^/  /'
+  echo "rank_hosts: [$ranks]"
+  echo "layout: {tp: $n, dp: 1}"
+  echo "config: {peer_shards: true}"
+}
+if [ -x "$lab" ] && [ "$gpus" -ge 1 ]; then
+  n=$(( gpus >= 2 ? 2 : 1 ))
+  entry=$("$lab" doctor --emit-host 2> "$out/bridge_emit_host.log")
+  echo "$entry" > "$out/bridge_host_entry.yaml"
+  real_model=$(printf '%s\n' "$entry" | sed -n 's/^ *gpu_model: *\([A-Za-z0-9]*\).*/\1/p')
+  wrong_model=H100; [ "$real_model" = H100 ] && wrong_model=H200
+  # 64 MiB, unless that is what this machine has (Docker's default).
+  wrong_shm=64MiB wrong_shm_said="64 MiB"
+  if printf '%s\n' "$entry" | grep -q "shm_size: 64MiB"; then wrong_shm=190GiB wrong_shm_said="190.0 GiB"; fi
+  bridge_file "$entry" "$n" > "$out/bridge_right.yaml"
+  printf '%s\n' "$entry" | sed -e '/^ *gpu_model:/d' -e "s/^\( *\)gpus: \(.*\)/\1gpus: \2\n\1gpu_model: $wrong_model/" \
+    -e "s/^\( *\)shm_size: .*/\1shm_size: $wrong_shm/" > "$out/bridge_wrong_entry.yaml"
+  bridge_file "$(cat "$out/bridge_wrong_entry.yaml")" "$n" > "$out/bridge_wrong.yaml"
+  for which in right wrong; do
+    log="$out/acceptance_bridge_$which.log"
+    s=$(date +%s)
+    timeout 300 "$lab" launch -n "$n" -- "$lab" acceptance --file "$out/bridge_$which.yaml" --table-model tiny \
+      --tokens 1,64 > "$log" 2>&1
+    rc=$?
+    e=$(date +%s)
+    grep -E "differs from|matches|PASS|FAIL" "$log" | head -8
+    if [ "$which" = right ]; then
+      rows+=("| acceptance --file, the right file (doctor --emit-host here, $n ranks, device_peer, tiny) | rc $rc, $((e - s)) s |")
+      [ $rc -ne 0 ] && overall=1
+    else
+      named=no
+      grep -q "gpu_model: the file says $wrong_model, this host has $real_model" "$log" &&
+        grep -q "shm_size: the file says $wrong_shm_said, /dev/shm here is " "$log" && named=yes
+      rows+=("| acceptance --file, a wrong file (gpu_model $wrong_model, shm_size $wrong_shm): exit 1 naming both values | rc $rc, both named: $named, $((e - s)) s |")
+      { [ $rc -ne 1 ] || [ $named != yes ]; } && overall=1
+    fi
+  done
 fi
 # Two ranks on GPU 0 run the runtime's handle exchange with real VMM memory:
 # real POSIX fds through the socket directory every rank resolves by default

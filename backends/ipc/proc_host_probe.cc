@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 namespace engram::ipc {
 
@@ -39,6 +40,20 @@ PlacementFacts ProcHostProbe::facts() {
   facts.imex_channel = has_imex_channel(imex_channel_dir_);
   facts.environment = runtime_environment_of_this_process();
   return facts;
+}
+
+std::optional<uint64_t> read_mem_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemTotal:", 0) != 0) continue;
+    std::istringstream fields(line.substr(9));
+    uint64_t kib = 0;
+    std::string unit;
+    if (fields >> kib >> unit && unit == "kB") return kib * 1024;
+    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 }  // namespace engram::ipc

@@ -3,6 +3,8 @@
 // with different hostnames count as different hosts.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -13,6 +15,9 @@
 namespace engram::ipc {
 
 Result<HostIdentity> read_host_identity();
+
+// MemTotal from /proc/meminfo; nullopt when it cannot be read.
+std::optional<uint64_t> read_mem_total_bytes();
 
 // Host identity and whether an IMEX channel exists under
 // `imex_channel_dir` (tests point it at a temp dir). No GPU facts: this is

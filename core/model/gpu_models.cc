@@ -133,6 +133,27 @@ Result<uint64_t> default_gpu_memory_bytes(std::string_view gpu_model) {
   return m.memory_bytes;
 }
 
+std::string gpu_model_of_device_name(std::string_view device_name) {
+  std::string_view rest = device_name;
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  constexpr std::string_view kVendor = "NVIDIA ";
+  if (rest.size() >= kVendor.size() && same_ignoring_case(rest.substr(0, kVendor.size()), kVendor))
+    rest.remove_prefix(kVendor.size());
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  const std::string_view word = rest.substr(0, rest.find(' '));
+  for (const BuiltIn& m : kModels)
+    if (same_ignoring_case(word, m.name)) return m.name;
+  return std::string(word);
+}
+
+bool same_gpu_model_name(std::string_view a, std::string_view b) { return same_ignoring_case(a, b); }
+
+bool is_builtin_gpu_model(std::string_view name) {
+  for (const BuiltIn& m : kModels)
+    if (same_ignoring_case(name, m.name)) return true;
+  return false;
+}
+
 std::vector<std::string> known_gpu_models() {
   std::vector<std::string> names;
   for (const BuiltIn& m : kModels) names.emplace_back(m.name);

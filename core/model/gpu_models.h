@@ -48,6 +48,17 @@ std::vector<std::string> known_gpu_models();
 // Parses a GPU file's text; `source` names it in errors.
 Result<GpuModelInfo> parse_gpu_file(std::string_view text, std::string_view source);
 
+// The GPU model CUDA's device name stands for: its first word after
+// "NVIDIA " ("NVIDIA H100 80GB HBM3" -> "H100", "NVIDIA GB200" -> "GB200"),
+// spelt as the built-in table spells it where it is one ("h200" -> "H200").
+// Variants (PCIe, NVL boards) share their part's name: their memory differs,
+// which gpu_memory says. Empty for an empty name.
+std::string gpu_model_of_device_name(std::string_view device_name);
+// Whether `name` is one of the built-in models (any case).
+bool is_builtin_gpu_model(std::string_view name);
+// Two names of one model: GPU model names match in any case.
+bool same_gpu_model_name(std::string_view a, std::string_view b);
+
 // VMM allocation granularity: 2 MiB on every Hopper and Blackwell part.
 inline constexpr uint64_t kVmmGranularityBytes = 2ull * 1024 * 1024;
 
