@@ -21,4 +21,15 @@ PlacementFacts SimHostProbe::facts() {
   return f;
 }
 
+MemoryFacts SimHostProbe::memory() {
+  const HostSpec& host = context_.host_of(rank_);
+  MemoryFacts m;
+  m.host_memory_bytes = host.host_memory_bytes;
+  m.tmpfs_bytes_enforced = host.tmpfs_bytes_enforced;
+  // Keys: one per rank for a rank's own limit (top bit set, so no host's key matches it).
+  if (host.memory_limit_bytes_per_rank)
+    m.limits[0] = {(uint64_t{1} << 63) | static_cast<uint64_t>(rank_ + 1), *host.memory_limit_bytes_per_rank};
+  return m;
+}
+
 }  // namespace engram::sim

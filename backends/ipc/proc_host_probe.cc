@@ -1,6 +1,7 @@
 #include "backends/ipc/proc_host_probe.h"
 
 #include "backends/ipc/runtime_environment_probe.h"
+#include "backends/shm/memory_cgroup.h"
 #include "core/base/text_excerpt.h"
 
 #include <sys/utsname.h>
@@ -8,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <sstream>
 
 namespace engram::ipc {
 
@@ -38,6 +41,33 @@ PlacementFacts ProcHostProbe::facts() {
   }
   facts.imex_channel = has_imex_channel(imex_channel_dir_);
   facts.environment = runtime_environment_of_this_process();
+  return facts;
+}
+
+std::optional<uint64_t> read_mem_total_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemTotal:", 0) != 0) continue;
+    std::istringstream fields(line.substr(9));
+    uint64_t kib = 0;
+    std::string unit;
+    if (fields >> kib >> unit && unit == "kB") return kib * 1024;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+MemoryFacts ProcHostProbe::memory() {
+  MemoryFacts facts;
+  facts.host_memory_bytes = host_memory_bytes_ ? *host_memory_bytes_ : read_mem_total_bytes().value_or(0);
+  // The cgroup that limits this process (the tightest on its way up): its
+  // path names it, so the ranks of one container report one key. An
+  // unreadable usage file leaves the limit unknown here; the /dev/shm fill
+  // reports it where it matters.
+  auto cgroup = shm::this_process_memory_cgroup();
+  if (cgroup.is_ok() && cgroup->has_value())
+    facts.limits[0] = {std::hash<std::string>{}((*cgroup)->path) | 1, (*cgroup)->limit_bytes};
   return facts;
 }
 

@@ -307,6 +307,7 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
                                        hm.host, host.ranks_per_gpu, format_size_short(gpu_memory_share_bytes(host)),
                                        format_size_short(host.gpu_memory_bytes)));
   }
+  plan.memory_limits = memory_limit_scopes(d);
   plan.deployment = std::move(d);
   return plan;
 }

@@ -56,6 +56,16 @@ int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engin
   return checked_signed_difference(budget, checked_add(engram_hbm_bytes, engine.gpu_reserved_bytes.value_or(0)));
 }
 
+std::vector<MemoryLimitScope> memory_limit_scopes(const Deployment& d) {
+  std::vector<MemoryLimitScope> scopes;
+  for (size_t r = 0; r < d.rank_hosts.size(); ++r) {
+    const int host = d.rank_hosts[r];
+    const HostSpec& h = d.hosts[static_cast<size_t>(host)];
+    if (h.memory_limit_bytes_per_rank) scopes.push_back({host, {static_cast<int>(r)}, *h.memory_limit_bytes_per_rank});
+  }
+  return scopes;
+}
+
 MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
                        std::span<const RankMemoryInput> ranks, int tokens_per_rank_max, const EngineMemory& engine) {
   CostMemo memo(spec);
@@ -115,6 +125,7 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
       ++hm.table_copies;
       // A host-wide copy (/dev/shm) is in the host's memory once, whoever maps it.
       hm.shm_bytes = checked_add(hm.shm_bytes, cost.host_shm_bytes);
+      m.shm_written_bytes = cost.host_shm_bytes;  // the host's first rank writes it, as the runtime's writer
       hm.host_table_bytes = checked_add(hm.host_table_bytes, cost.host_shm_bytes);
     }
   }
