@@ -205,7 +205,12 @@ DoctorFacts doctor_facts(const Facts& f, const HostTableSizes& sizes) {
   d.shm_mounted = f.shm_mounted;
   d.shm_total_bytes = f.shm_total_bytes;
   d.shm_free_bytes = f.shm_free_bytes;
+  d.hostname = f.hostname;
+  d.environment = f.environment;
+  // The DP replicas of one TP rank this host's GPUs hold: its node-local group.
+  d.node_local_group_size = std::max<int>(1, static_cast<int>(f.gpus.size()) / sizes.tp);
   d.shm_fix = shm_fix_text(sizes.tables_bytes, f.environment);
+  d.colocation_fix = colocation_fix_text(f.environment);
   d.tables_bytes = sizes.tables_bytes;
   d.tp = sizes.tp;
   d.tp_slice_bytes_max = sizes.tp_slice_bytes_max;

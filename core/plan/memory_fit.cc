@@ -11,6 +11,7 @@
 #include "core/base/size_text.h"
 #include "core/base/text_list.h"
 #include "core/base/units.h"
+#include "core/plan/shm_fix.h"
 
 namespace engram {
 namespace {
@@ -66,11 +67,9 @@ void check_shm_enforced(const PlanResult& plan, std::vector<std::string>& proble
 }
 
 // How to raise a memory limit to `bytes`, for the environments that apply.
-std::string memory_limit_fix(uint64_t bytes, bool per_rank, RuntimeEnvironment environment) {
+std::string memory_limit_fix(uint64_t bytes, bool per_rank, EnvironmentSet environments) {
   const uint64_t gib = whole_gib_up(bytes);
-  auto applies = [environment](RuntimeEnvironment which) {
-    return environment == RuntimeEnvironment::kUnknown || environment == which;
-  };
+  auto applies = [&environments](RuntimeEnvironment which) { return environments.applies(which); };
   std::string out = per_rank ? fmt::format("memory_limit_per_rank: {}GiB in the deployment (--memory-limit-per-rank "
                                            "{}GiB)", gib, gib)
                              : fmt::format("memory_limit: {}GiB in the deployment (--memory-limit {}GiB)", gib, gib);
@@ -97,7 +96,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     std::vector<int> ranks;
     std::vector<std::string> hosts;
     size_t scopes = 0;
-    RuntimeEnvironment environment = RuntimeEnvironment::kUnknown;
+    EnvironmentSet environments;
   };
   std::map<Key, Over> over;
   for (const MemoryLimitScope& scope : plan.memory_limits) {
@@ -112,8 +111,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     if (charge.total() <= scope.limit_bytes) continue;
     Over& o = over[{scope.limit_bytes, charge.host_tables, charge.shm_written, scope.ranks.size(), placements}];
     const HostSpec& host = plan.deployment.hosts[static_cast<size_t>(scope.host)];
-    if (o.scopes == 0) o.environment = host.environment;
-    else if (o.environment != host.environment) o.environment = RuntimeEnvironment::kUnknown;
+    o.environments.add(host.environment);
     ++o.scopes;
     o.ranks.insert(o.ranks.end(), scope.ranks.begin(), scope.ranks.end());
     if (std::find(o.hosts.begin(), o.hosts.end(), host.name) == o.hosts.end()) o.hosts.push_back(host.name);
@@ -153,7 +151,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
         "{}; the kernel would OOM-kill {} while the tables are filled. Raise the limit: {}; or hold "
         "less per rank: a larger tp (host_private and host_head_sharded hold a 1/tp share), dp_shared_memory for "
         "host_shared where /dev/shm holds the tables (one copy per node), or cpu_offload: false (tables on the GPUs)",
-        who, one_rank && o.scopes == 1 ? "it" : "them", memory_limit_fix(charge.total(), one_rank, o.environment)));
+        who, one_rank && o.scopes == 1 ? "it" : "them", memory_limit_fix(charge.total(), one_rank, o.environments)));
   }
 }
 
