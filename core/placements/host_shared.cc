@@ -301,7 +301,8 @@ namespace host_shared_ops {
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   return {.host_shared_mapped_bytes = tp_slice_host_bytes(model, in.tp_size, in.tp_rank),
           .table_copy = TableCopyScope::kHost,
-          .host_shm_bytes = model.table_bytes_total()};
+          .host_shm_bytes = model.table_bytes_total(),
+          .host_pinned_bytes = host_lookup_pinned_bytes(model, in.tokens_per_rank_max, in.tp_size > 1, in.tp_size)};
 }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {

@@ -80,6 +80,10 @@ struct PlacementCost {
   uint64_t host_shared_mapped_bytes = 0;  // a host-wide copy this rank maps (not extra memory)
   TableCopyScope table_copy = TableCopyScope::kNone;
   uint64_t host_shm_bytes = 0;  // /dev/shm its copy takes, counted once with the copy (kHost: once per host)
+  // Pinned host memory its device lookup may stage ids and rows in (host
+  // placements: core/placements/host_rows_on_device.h); charged to the rank's
+  // memory limit with its tables.
+  uint64_t host_pinned_bytes = 0;
 };
 
 // ------------------------------------------------------------------ tables

@@ -84,18 +84,21 @@ std::string memory_limit_fix(uint64_t bytes, bool per_rank, EnvironmentSet envir
 
 // Memory limits below what their ranks will hold in their own memory: their
 // host tables, the /dev/shm pages they write (charged to the writer's
-// cgroup). The kernel OOM-kills such a rank while it fills its tables.
-// Limits alike (the same limit, charge and placements) in one sentence.
+// cgroup), their pinned lookup staging. The kernel OOM-kills such a rank
+// while it fills its tables. Limits alike (the same limit, ranks per limit
+// and placements) in one sentence, with the largest charge among them (TP
+// slices differ by a few rows).
 void check_memory_limits(const PlanResult& plan, std::vector<std::string>& problems) {
   struct Charge {
-    uint64_t host_tables = 0, shm_written = 0;
-    uint64_t total() const { return host_tables + shm_written; }
+    uint64_t host_tables = 0, shm_written = 0, pinned = 0;
+    uint64_t total() const { return host_tables + shm_written + pinned; }
   };
-  using Key = std::tuple<uint64_t, uint64_t, uint64_t, size_t, std::set<Placement>>;
+  using Key = std::tuple<uint64_t, size_t, std::set<Placement>>;  // limit, ranks per limit, placements
   struct Over {
     std::vector<int> ranks;
     std::vector<std::string> hosts;
     size_t scopes = 0;
+    Charge largest;
     EnvironmentSet environments;
   };
   std::map<Key, Over> over;
@@ -106,26 +109,32 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
       const RankPlan& rp = plan.ranks[static_cast<size_t>(r)];
       charge.host_tables += rp.memory.host_private_bytes;
       charge.shm_written += rp.memory.shm_written_bytes;
+      charge.pinned += rp.memory.host_pinned_bytes;
       placements.insert(rp.placement);
     }
+    ENGRAM_CHECK(charge.total() >= charge.host_tables);  // no sum wrapped (sizes are capped at 1 EiB)
     if (charge.total() <= scope.limit_bytes) continue;
-    Over& o = over[{scope.limit_bytes, charge.host_tables, charge.shm_written, scope.ranks.size(), placements}];
+    Over& o = over[{scope.limit_bytes, scope.ranks.size(), placements}];
     const HostSpec& host = plan.deployment.hosts[static_cast<size_t>(scope.host)];
     o.environments.add(host.environment);
     ++o.scopes;
+    if (charge.total() > o.largest.total()) o.largest = charge;
     o.ranks.insert(o.ranks.end(), scope.ranks.begin(), scope.ranks.end());
     if (std::find(o.hosts.begin(), o.hosts.end(), host.name) == o.hosts.end()) o.hosts.push_back(host.name);
   }
   for (auto& [key, o] : over) {
-    const auto& [limit, host_tables, shm_written, ranks_per_scope, placements] = key;
-    const Charge charge{host_tables, shm_written};
+    const auto& [limit, ranks_per_scope, placements] = key;
+    const Charge& charge = o.largest;
     std::sort(o.ranks.begin(), o.ranks.end());
     std::string parts;
-    if (host_tables) parts = fmt::format("host tables {}", format_size_short(host_tables));
-    if (shm_written)
+    if (charge.host_tables) parts = fmt::format("host tables {}", format_size_short(charge.host_tables));
+    if (charge.shm_written)
       parts += fmt::format("{}the node's /dev/shm copy it writes {}, its pages charged to the writer",
-                           parts.empty() ? "" : ", ", format_size_short(shm_written));
+                           parts.empty() ? "" : ", ", format_size_short(charge.shm_written));
+    if (charge.pinned)
+      parts += fmt::format("{}pinned lookup staging {}", parts.empty() ? "" : ", ", format_size_short(charge.pinned));
     const bool one_rank = ranks_per_scope == 1;
+    const std::string up_to = o.scopes == 1 ? "" : "up to ";
     std::string who;
     if (one_rank && o.scopes == 1)
       who = fmt::format("rank {} on host {} ({}) runs under a memory limit of {}, below the {} it will hold in its "
@@ -133,10 +142,10 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
                         o.ranks.front(), o.hosts.front(), placement_names(placements), format_size_short(limit),
                         format_size_short(charge.total()), parts);
     else if (one_rank)
-      who = fmt::format("ranks {} on host(s) {} ({}) each run under a memory limit of {}, below the {} each will "
-                        "hold in its own memory ({})",
+      who = fmt::format("ranks {} on host(s) {} ({}) each run under a memory limit of {}, below what each will "
+                        "hold in its own memory ({}{}: {})",
                         compress_ranges(o.ranks), join_limited(o.hosts), placement_names(placements),
-                        format_size_short(limit), format_size_short(charge.total()), parts);
+                        format_size_short(limit), up_to, format_size_short(charge.total()), parts);
     else if (o.scopes == 1)
       who = fmt::format("ranks {} on host {} ({}) share a memory limit of {} (one container or pod), below the {} "
                         "they will hold together ({})",
@@ -144,9 +153,9 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
                         format_size_short(limit), format_size_short(charge.total()), parts);
     else
       who = fmt::format("ranks {} on host(s) {} ({}) share a memory limit of {} per {} ranks (one container or pod "
-                        "each), below the {} each such group will hold together ({})",
+                        "each), below what each such group will hold together ({}{}: {})",
                         compress_ranges(o.ranks), join_limited(o.hosts), placement_names(placements),
-                        format_size_short(limit), ranks_per_scope, format_size_short(charge.total()), parts);
+                        format_size_short(limit), ranks_per_scope, up_to, format_size_short(charge.total()), parts);
     problems.push_back(fmt::format(
         "{}; the kernel would OOM-kill {} while the tables are filled. Raise the limit: {}; or hold "
         "less per rank: a larger tp (host_private and host_head_sharded hold a 1/tp share), dp_shared_memory for "

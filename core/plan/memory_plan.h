@@ -45,8 +45,9 @@ struct RankMemory {
   // The node's /dev/shm copy where this rank writes it (its host's first
   // rank): tmpfs pages are charged to the memory cgroup of their writer.
   uint64_t shm_written_bytes = 0;
+  uint64_t host_pinned_bytes = 0;  // its device lookup's staging of host rows (pinned)
   // What a memory limit over this rank is charged with.
-  uint64_t limit_charged_bytes() const { return host_private_bytes + shm_written_bytes; }
+  uint64_t limit_charged_bytes() const { return host_private_bytes + shm_written_bytes + host_pinned_bytes; }
 };
 
 // A memory limit over some ranks: a rank's own (memory_limit_per_rank, a
@@ -81,7 +82,8 @@ struct MemoryPlan {
 // tables and buffer, less what the engine reserves. Negative: none.
 int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engine, uint64_t engram_hbm_bytes);
 
-// The limits the deployment writes: each rank's memory_limit_per_rank.
+// The limits the deployment writes: each rank's memory_limit_per_rank, and
+// each host entry's memory_limit over all its ranks.
 // `completed`: validate_and_complete's output (rank_hosts resolved).
 std::vector<MemoryLimitScope> memory_limit_scopes(const Deployment& completed);
 
