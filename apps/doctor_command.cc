@@ -1,8 +1,11 @@
 // `engramlab doctor`: a preflight of this machine for the Engram placements.
 // Reports the GPUs and their VMM handle types, the real FABRIC probe (the
 // attribute alone lies without an IMEX channel), IMEX channels, P2P between
-// every GPU pair, /dev/shm, the host identity, and what each placement would
-// do here and why. Runs without GPUs or CUDA support too, and says so.
+// every GPU pair, /dev/shm, the host identity, its RAM (MemTotal), the memory
+// cgroup it runs in and the transparent-hugepage settings, and what each
+// placement would do here and why: the memory fit (core/plan/memory_fit.h)
+// judges each on this host, as a rank started here would. Runs without GPUs
+// or CUDA support too, and says so.
 // Exit code 0: it is a report; a missing capability is a finding, not a failure.
 // The bridge: --file compares this host with a deployment file's entry (exit
 // 1 on any difference), --emit-host prints that entry, and under a launcher
@@ -12,6 +15,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,8 +33,11 @@
 #include "core/lookup/tp_heads.h"
 #include "core/model/table_spec.h"
 #include "core/placements/placement.h"
+#include "core/plan/deployment_plan.h"
+#include "core/plan/memory_fit.h"
 #include "core/plan/shm_fix.h"
 #include "core/base/units.h"
+#include "backends/shm/memory_cgroup.h"
 
 namespace engram::app {
 namespace {
@@ -39,7 +47,16 @@ using ipc::kImexChannelDir;
 // The doctor reads the host as the backends read it for a real run
 // (apps/observed_host_here.h), so it cannot judge a machine the runtime sees
 // otherwise: a /dev/shm that is a disk directory is no tmpfs here either.
-using Facts = ObservedHost;
+// Beside what the bridge compares, what the memory verdicts read: the
+// memory cgroup in full (its usage too), the transparent-hugepage settings
+// and /dev/shm's huge= option.
+struct Facts : ObservedHost {
+  std::optional<shm::MemoryCgroup> cgroup;      // the memory cgroup that limits this process
+  std::string cgroup_error;                     // why it could not be read
+  std::string thp_enabled, thp_shmem_enabled;   // the selected [value] of each; "" when absent
+  std::string shm_huge;                         // /dev/shm's huge= mount option; "" when none
+  uint64_t gpu_memory_bytes = 0;                // the first readable GPU's total; 0: none
+};
 
 // "GPU 0: NVIDIA H200, 139.80 GiB total, ... granularity 2 MiB", or why it could not be read.
 std::string gpu_line(const ObservedGpu& gpu) {
@@ -54,6 +71,54 @@ std::string gpu_line(const ObservedGpu& gpu) {
 std::string fabric_probe_text(const ObservedGpu& gpu) {
   if (gpu.fabric_works) return "works";
   return gpu.error.empty() ? gpu.fabric_error : gpu.error;
+}
+
+// The [selected] word of a sysfs choice file such as
+// /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise] never").
+std::string selected_choice(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  const size_t open = line.find('['), close = line.find(']');
+  return open == std::string::npos || close == std::string::npos || close < open ? line
+                                                                                   : line.substr(open + 1, close - open - 1);
+}
+
+// The huge= option of the tmpfs mounted at `dir` ("" when none or no tmpfs).
+std::string tmpfs_huge_option(const std::string& dir) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line, found;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mount_point;
+    fields >> id >> parent >> dev >> root >> mount_point;
+    const size_t dash = line.find(" - ");
+    if (mount_point != dir || dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string fstype, source, options;
+    tail >> fstype >> source >> options;
+    found.clear();  // the last mount at the directory is the one seen
+    if (fstype != "tmpfs") continue;
+    std::istringstream list(options);
+    for (std::string option; std::getline(list, option, ',');)
+      if (option.rfind("huge=", 0) == 0) found = option.substr(5);
+  }
+  return found;
+}
+
+// The bridge's facts of this host and, beside them, what only the doctor's
+// memory verdicts read.
+Facts with_memory_facts(ObservedHost observed) {
+  Facts f;
+  static_cast<ObservedHost&>(f) = std::move(observed);
+  auto cgroup = shm::this_process_memory_cgroup();
+  if (cgroup.is_ok()) f.cgroup = *cgroup;
+  else f.cgroup_error = cgroup.status().message();
+  f.thp_enabled = selected_choice("/sys/kernel/mm/transparent_hugepage/enabled");
+  f.thp_shmem_enabled = selected_choice("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  f.shm_huge = tmpfs_huge_option(f.shm_dir);
+  if (const ObservedGpu* gpu = first_readable_gpu(f)) f.gpu_memory_bytes = gpu->memory_bytes_total;
+  return f;
 }
 
 // The host tables' sizes the verdicts quote: the whole tables (one copy per
@@ -74,6 +139,7 @@ HostTableSizes host_table_sizes(const ModelSpec& spec, int tp) {
 struct PlacementVerdict {
   std::string placement;
   std::string verdict;
+  bool fits = true;  // the memory fit does not refuse it here
 };
 
 // The machine as the placements' verdicts read it.
@@ -113,23 +179,104 @@ DoctorFacts doctor_facts(const Facts& f, const HostTableSizes& sizes) {
   d.shm_mounted = f.shm_mounted;
   d.shm_total_bytes = f.shm_total_bytes;
   d.shm_free_bytes = f.shm_free_bytes;
+  d.hostname = f.hostname;
+  d.environment = f.environment;
+  // The DP replicas of one TP rank this host's GPUs hold: its node-local group.
+  d.node_local_group_size = std::max<int>(1, static_cast<int>(f.gpus.size()) / sizes.tp);
   d.shm_fix = shm_fix_text(sizes.tables_bytes, f.environment);
+  d.colocation_fix = colocation_fix_text(f.environment);
   d.tables_bytes = sizes.tables_bytes;
   d.tp = sizes.tp;
   d.tp_slice_bytes_max = sizes.tp_slice_bytes_max;
   return d;
 }
 
-// Every registered placement's verdict, in its doctor position.
-std::vector<PlacementVerdict> judge_placements(const Facts& f, const HostTableSizes& sizes) {
+// This host as a deployment, for the memory fit: a rank per GPU (tp ranks
+// where it has fewer, or none), the DP replicas --tp leaves, its GPU memory,
+// RAM, /dev/shm and environment, and the memory cgroup this process runs in
+// as a limit over every rank it would hold (the ranks a launcher starts here
+// inherit it).
+Deployment this_host(const Facts& f, const std::string& model, int tp) {
+  const int gpus = static_cast<int>(f.gpus.size());
+  const int world = gpus >= tp && gpus % tp == 0 ? gpus : tp;
+  HostSpec host;
+  host.name = f.hostname;
+  host.gpu_count = world;
+  host.gpu_memory_bytes = f.gpu_memory_bytes;  // 0: the GPU model's figure
+  host.host_memory_bytes = f.host_memory_bytes.value_or(0);
+  host.shm_mounted = f.shm_mounted;
+  host.tmpfs_bytes_total = f.shm_mounted ? f.shm_total_bytes : 0;
+  host.environment = f.environment;
+  if (f.cgroup) host.memory_limit_bytes = f.cgroup->limit_bytes;
+  Deployment d;
+  d.model = model;
+  d.hosts = {host};
+  d.layout.tp = tp;
+  d.layout.dp = world / tp;
+  return d;
+}
+
+// What the memory fit says of `ops` on this host: "" where it fits (or the
+// fit cannot judge it: a device placement without a GPU), else why not.
+// Where the plan gives another placement here, it says which.
+std::string fit_verdict(const PlacementOps& ops, const Deployment& here, bool have_gpus) {
+  if (ops.needs_device && !have_gpus) return "";
+  Deployment d = here;
+  d.config = EngramConfig{};
+  if (ops.ask_plan_for != nullptr) ops.ask_plan_for(d.config);
+  WarningSink quiet;
+  const Result<PlanResult> plan = plan_deployment(d, quiet);
+  if (!plan.is_ok()) return "cannot here: " + plan.status().message();
+  for (const RankPlan& rp : plan->ranks)
+    if (rp.placement != ops.id)
+      return fmt::format(" (at tp {} x dp {} on this host the plan gives {})", d.layout.tp, d.layout.dp,
+                         placement_name(rp.placement));
+  const Status fits = check_memory_fits(plan.value());
+  if (fits.is_ok()) return "";
+  std::string why = fits.message();
+  const std::string lead = "the deployment cannot run: ";
+  if (why.rfind(lead, 0) == 0) why = why.substr(lead.size());
+  return "does not fit here: " + why;
+}
+
+// Every registered placement's verdict, in its doctor position: the memory
+// fit's refusal where it refuses, else the placement's own.
+std::vector<PlacementVerdict> judge_placements(const Facts& f, const std::string& model, const HostTableSizes& sizes) {
   const DoctorFacts facts = doctor_facts(f, sizes);
+  const Deployment here = this_host(f, model, sizes.tp);
   std::vector<const PlacementOps*> listed;
   for (const PlacementOps& ops : placement_registry()) listed.push_back(&ops);
   std::sort(listed.begin(), listed.end(),
             [](const PlacementOps* a, const PlacementOps* b) { return a->doctor_position < b->doctor_position; });
   std::vector<PlacementVerdict> out;
-  for (const PlacementOps* ops : listed) out.push_back({ops->name, ops->doctor_verdict(facts)});
+  for (const PlacementOps* ops : listed) {
+    const std::string fit = fit_verdict(*ops, here, facts.have_gpus);
+    PlacementVerdict v{ops->name, ops->doctor_verdict(facts), true};
+    if (fit.rfind(" (", 0) == 0) v.verdict += fit;  // the plan gives another placement: its own verdict stands
+    else if (!fit.empty()) v = {ops->name, fit, false};
+    out.push_back(std::move(v));
+  }
   return out;
+}
+
+std::string memory_line(const Facts& f) {
+  std::string line = f.host_memory_bytes ? fmt::format("{} RAM (MemTotal)", format_gib(*f.host_memory_bytes))
+                                         : std::string("RAM unknown (/proc/meminfo unreadable)");
+  if (f.cgroup)
+    line += fmt::format("; memory cgroup {}: limit {}, {} in use (every rank started here shares it)",
+                        f.cgroup->path, format_gib(f.cgroup->limit_bytes), format_gib(f.cgroup->usage_bytes));
+  else if (!f.cgroup_error.empty())
+    line += "; memory cgroup unreadable: " + f.cgroup_error;
+  else
+    line += "; no memory cgroup limit";
+  return line;
+}
+
+std::string hugepage_line(const Facts& f) {
+  return fmt::format("transparent hugepages: {}; shmem (tmpfs) {}; /dev/shm huge={}",
+                     f.thp_enabled.empty() ? "unknown" : f.thp_enabled,
+                     f.thp_shmem_enabled.empty() ? "unknown" : f.thp_shmem_enabled,
+                     f.shm_huge.empty() ? "(none: 4 KiB pages unless shmem says otherwise)" : f.shm_huge);
 }
 
 void report(const Facts& f, const std::string& model_name, const HostTableSizes& sizes) {
@@ -142,6 +289,8 @@ void report(const Facts& f, const std::string& model_name, const HostTableSizes&
   } else {
     fmt::print("/dev/shm: not mounted\n");
   }
+  fmt::print("memory: {}\n", memory_line(f));
+  fmt::print("{}\n", hugepage_line(f));
   if (f.imex_channels.empty()) {
     fmt::print("IMEX channels: none ({} absent or without channel* entries)\n", kImexChannelDir);
   } else {
@@ -163,7 +312,8 @@ void report(const Facts& f, const std::string& model_name, const HostTableSizes&
     }
   }
   fmt::print("\nplacements here (model {}, tables {}, tp {}):\n", model_name, format_gib(sizes.tables_bytes), sizes.tp);
-  for (const PlacementVerdict& v : judge_placements(f, sizes)) fmt::print("  {}: {}\n", v.placement, v.verdict);
+  for (const PlacementVerdict& v : judge_placements(f, model_name, sizes))
+    fmt::print("  {}: {}\n", v.placement, v.verdict);
 }
 
 Json doctor_json(const Facts& f, const std::string& model_name, const HostTableSizes& sizes) {
@@ -174,6 +324,15 @@ Json doctor_json(const Facts& f, const std::string& model_name, const HostTableS
               {"total_bytes", f.shm_mounted ? Json(f.shm_total_bytes) : Json(nullptr)},
               {"free_bytes", f.shm_mounted ? Json(f.shm_free_bytes) : Json(nullptr)},
               {"not_tmpfs", f.shm_not_tmpfs.empty() ? Json(nullptr) : Json(f.shm_not_tmpfs)}};
+  j["memory"] = {{"host_memory_bytes", f.host_memory_bytes ? Json(*f.host_memory_bytes) : Json(nullptr)},
+                 {"cgroup", f.cgroup ? Json{{"path", f.cgroup->path},
+                                            {"limit_bytes", f.cgroup->limit_bytes},
+                                            {"usage_bytes", f.cgroup->usage_bytes}}
+                                     : Json(nullptr)},
+                 {"cgroup_error", f.cgroup_error.empty() ? Json(nullptr) : Json(f.cgroup_error)}};
+  j["transparent_hugepages"] = {{"enabled", f.thp_enabled.empty() ? Json(nullptr) : Json(f.thp_enabled)},
+                                {"shmem_enabled", f.thp_shmem_enabled.empty() ? Json(nullptr) : Json(f.thp_shmem_enabled)},
+                                {"shm_huge", f.shm_huge.empty() ? Json(nullptr) : Json(f.shm_huge)}};
   j["imex_channels"] = f.imex_channels;
   j["cuda_built"] = f.cuda_built;
   j["no_gpu_reason"] = f.gpus.empty() ? Json(f.no_gpu_reason) : Json(nullptr);
@@ -196,8 +355,8 @@ Json doctor_json(const Facts& f, const std::string& model_name, const HostTableS
                 {"tp", sizes.tp},
                 {"tp_slice_bytes_max", sizes.tp_slice_bytes_max}};
   j["placements"] = Json::array();
-  for (const PlacementVerdict& v : judge_placements(f, sizes))
-    j["placements"].push_back({{"placement", v.placement}, {"verdict", v.verdict}});
+  for (const PlacementVerdict& v : judge_placements(f, model_name, sizes))
+    j["placements"].push_back({{"placement", v.placement}, {"verdict", v.verdict}, {"fits", v.fits}});
   j["warnings"] = Json::array();
   j["error"] = nullptr;
   return j;
@@ -258,7 +417,7 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
       return;
     }
     const DeploymentBridge* file = *bridge ? &**bridge : nullptr;
-    const Facts facts = observe_this_host(*observe);
+    const Facts facts = with_memory_facts(observe_this_host(*observe));
     if (*env) {
       exit_code = run_doctor_cluster(**env, facts, {flags->json, flags->emit_host, file});
       return;

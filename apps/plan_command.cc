@@ -2,7 +2,9 @@
 // placement and show what it costs, before anything runs (docs/design.md sections 1-3).
 // Input: flags, or --file deployment.yaml with flags overriding it.
 // Exit codes: 0 planned; 1 the deployment cannot work as asked (strict
-// dp_shared_memory, no handle type, tables beyond a GPU or a host's RAM);
+// dp_shared_memory, no handle type, the memory fit: tables beyond a GPU or a
+// host's RAM, a /dev/shm copy beyond a sizeLimit, a memory limit below what
+// its ranks hold);
 // 2 bad input.
 #include <fmt/format.h>
 
@@ -48,6 +50,7 @@ struct PlanFlags {
   std::string cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank, sequence_parallel;
   std::string rank_hosts;
   std::string host_memory, gpu_memory_fraction, gpu_reserved, environment;
+  std::string memory_limit, memory_limit_per_rank, shm_size_limit;  // containers
   std::string context_length;
   bool json = false;
   std::string given_empty;  // a flag given an empty value (`--file ''`): refused, not taken as absent
@@ -153,6 +156,18 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
       if (!f.shm_size.empty()) return invalid_argument("--no-shm: cannot be given with --shm-size; pick one");
       h.shm_mounted = false;
       h.tmpfs_bytes_total = 0;
+    }
+    // Container limits; a limit of 0 bytes is a limit (every byte refused), as in a deployment file.
+    if (!f.memory_limit.empty()) {
+      ENGRAM_ASSIGN_OR_RETURN(h.memory_limit_bytes, parse_bytes(f.memory_limit, "--memory-limit"));
+    }
+    if (!f.memory_limit_per_rank.empty()) {
+      ENGRAM_ASSIGN_OR_RETURN(h.memory_limit_bytes_per_rank,
+                              parse_bytes(f.memory_limit_per_rank, "--memory-limit-per-rank"));
+    }
+    if (!f.shm_size_limit.empty()) {
+      ENGRAM_ASSIGN_OR_RETURN(h.tmpfs_bytes_enforced,
+                              parse_bytes(f.shm_size_limit, "--shm-size-limit", SizeUnits::kKubernetes));
     }
     if (!f.nvlink_domain.empty()) h.nvlink_domain = f.nvlink_domain;
     ENGRAM_RETURN_IF_ERROR(apply(f.imex_channel, h.imex_channel, bool_of("--imex-channel")));
@@ -265,6 +280,14 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
                   "where the ranks run: bare_metal, docker, kubernetes (default unknown: warnings name every fix)");
   cmd->add_option("--shm-size", f.shm_size, "/dev/shm tmpfs total, e.g. 190GiB (default 64MiB, Docker's)");
   cmd->add_flag("--no-shm{true}", f.no_shm, "/dev/shm is not mounted");
+  cmd->add_option("--memory-limit", f.memory_limit,
+                  "each host's container or pod memory limit over all its ranks, e.g. 200GiB (docker --memory, a "
+                  "pod's resources.limits.memory): their host tables, the /dev/shm copy they write, pinned staging");
+  cmd->add_option("--memory-limit-per-rank", f.memory_limit_per_rank,
+                  "each rank's own memory limit (a container or cgroup per rank), e.g. 64GiB");
+  cmd->add_option("--shm-size-limit", f.shm_size_limit,
+                  "what /dev/shm lets be written below the total it shows: a Kubernetes emptyDir sizeLimit, read as "
+                  "a Kubernetes quantity (189Gi = 189 x 2^30, 189G = 189 x 10^9)");
   cmd->add_option("--nvlink-domain", f.nvlink_domain, "NVLink domain name shared by the hosts");
   cmd->add_flag("--imex-channel{true}", f.imex_channel, "an IMEX channel device exists");
   cmd->add_flag("--fabric-attribute{true}", f.fabric_attribute, "the driver reports FABRIC handle support");

@@ -16,6 +16,7 @@
 #include "core/deployment/deployment_validate.h"
 #include "core/lookup/tp_heads.h"
 #include "core/placements/host_shared.h"
+#include "core/plan/memory_fit.h"
 #include "core/runtime/engram_runtime.h"
 #include "core/model/hashing.h"
 #include "harness/scenario_check.h"
@@ -47,7 +48,7 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   EmulatedOutcome out;
   out.deployment = job.deployment;
   WarningSink plan_sink;
-  out.plan = plan_deployment(job.deployment, plan_sink);
+  out.plan = plan_that_fits(job.deployment, plan_sink);
   if (out.plan.is_ok()) {
     out.deployment = out.plan->deployment;
     for (const Warning& w : out.plan->warnings) append_unique(out.warnings, w);

@@ -27,6 +27,7 @@
 #include "backends/ipc/real_rank_backend.h"
 #include "backends/shm/posix_shared_memory.h"
 #include "core/plan/deployment_plan.h"
+#include "core/plan/memory_fit.h"
 #include "core/deployment/deployment_validate.h"
 #include "harness/scenario_check.h"
 #include "harness/scenario_rank_record.h"
@@ -334,6 +335,8 @@ std::optional<RealRanks> run_real_ranks(const Scenario& scenario, int index, int
   const std::string job_id = fmt::format("real-{}-{}", ::getpid(), index);
   // The scenario's host, not this machine, decides which fixes warnings name.
   ::setenv("ENGRAMLAB_ENVIRONMENT", runtime_environment_name(host.environment), 1);
+  // And its RAM the memory fit (as its /dev/shm is mounted for the ranks).
+  ::setenv("ENGRAMLAB_HOST_MEMORY", fmt::format("{}B", host.host_memory_bytes).c_str(), 1);
   RealRanks out;
   out.launched = launch_ranks(scenario.source, world, job_id, dir);
   if (g_stop_signal != 0) {
@@ -451,7 +454,7 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
 
   const Deployment& d = scenario.deployment;
   WarningSink plan_sink;
-  Result<PlanResult> plan = plan_deployment(d, plan_sink);
+  Result<PlanResult> plan = plan_that_fits(d, plan_sink);
   auto completed = plan.is_ok() ? Result<Deployment>(plan->deployment) : validate_and_complete(d);
   if (!completed.is_ok()) {
     o.result = "FAIL";

@@ -21,4 +21,18 @@ PlacementFacts SimHostProbe::facts() {
   return f;
 }
 
+MemoryFacts SimHostProbe::memory() {
+  const HostSpec& host = context_.host_of(rank_);
+  MemoryFacts m;
+  m.host_memory_bytes = host.host_memory_bytes;
+  m.tmpfs_bytes_enforced = host.tmpfs_bytes_enforced;
+  // Keys: one per rank for a rank's own limit (top bit), one per host entry for its container's (the next bit).
+  if (host.memory_limit_bytes_per_rank)
+    m.limits[0] = {(uint64_t{1} << 63) | static_cast<uint64_t>(rank_ + 1), *host.memory_limit_bytes_per_rank};
+  // A container's (the host entry's) limit: one key for all its ranks.
+  if (host.memory_limit_bytes)
+    m.limits[1] = {(uint64_t{1} << 62) | static_cast<uint64_t>(context_.place(rank_).host + 1), *host.memory_limit_bytes};
+  return m;
+}
+
 }  // namespace engram::sim

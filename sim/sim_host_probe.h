@@ -11,6 +11,10 @@ class SimHostProbe final : public HostProbe {
  public:
   SimHostProbe(const SimContext& context, int rank);
   PlacementFacts facts() override;
+  // The host's RAM, its tmpfs's enforced limit and the rank's memory
+  // limits, as the deployment writes them (memory_limit_per_rank: a key per
+  // rank; memory_limit: a key per host entry, its container).
+  MemoryFacts memory() override;
 
  private:
   const SimContext& context_;

@@ -94,6 +94,7 @@ ShmWorld::ShmWorld(SimContext& context, std::map<std::string, uint64_t, std::les
       shared->bytes_total = hosts[h].tmpfs_bytes_total;
       shared->bytes_enforced = hosts[h].tmpfs_bytes_enforced;
       shared->ram_bytes = hosts[h].host_memory_bytes;
+      shared->bytes_used = hosts[h].tmpfs_bytes_used;  // other processes' files, never given back
     }
     tmpfs_by_host_.push_back(shared);
   }

@@ -5,6 +5,7 @@
 // environment as it does for the runtime. Each /dev/shm case runs in a
 // private mount namespace (root and unshare(1) needed; skipped, saying so,
 // without them).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engramlab_command.h"
+#include "tests/cgroup_support.h"
 
 namespace engram::testing {
 namespace {
@@ -60,6 +62,58 @@ TEST(DoctorHostFacts, TheEnvironmentIsTheOneTheRuntimeSees) {
   const CommandOutput out = run_engramlab("doctor", "ENGRAMLAB_ENVIRONMENT=kubernetes");
   EXPECT_EQ(out.exit_code, 0) << out.text;
   EXPECT_NE(out.text.find("; kubernetes)"), std::string::npos) << out.text;
+}
+
+// `doctor --json`'s document (empty when it printed none).
+nlohmann::json doctor_json(const std::string& args = "", const std::string& prefix = "") {
+  const CommandOutput out = run_engramlab("doctor --json " + args, prefix);
+  EXPECT_EQ(out.exit_code, 0) << out.text;
+  const size_t brace = out.text.find('{');
+  if (brace == std::string::npos) return {};
+  return nlohmann::json::parse(out.text.substr(brace), nullptr, false);
+}
+
+nlohmann::json verdict_of(const nlohmann::json& doc, const std::string& placement) {
+  for (const nlohmann::json& v : doc["placements"])
+    if (v["placement"] == placement) return v;
+  ADD_FAILURE() << placement << " has no verdict: " << doc.dump();
+  return {};
+}
+
+// The doctor reads MemTotal and judges host_private with the memory fit: on
+// a machine with less RAM than V4.1's tables (188.8 GiB at tp 1) it is not
+// "available" but refused, naming both sizes.
+TEST(DoctorHostFacts, HostPrivateIsJudgedAgainstTheRam) {
+  const nlohmann::json doc = doctor_json();
+  ASSERT_TRUE(doc.contains("memory")) << doc.dump();
+  ASSERT_TRUE(doc["memory"]["host_memory_bytes"].is_number()) << doc.dump();
+  const uint64_t ram = doc["memory"]["host_memory_bytes"].get<uint64_t>();
+  if (ram >= 202'758'032'400ull) GTEST_SKIP() << "SKIPPED: this machine's RAM holds V4.1's tables";
+  const nlohmann::json v = verdict_of(doc, "host_private");
+  EXPECT_EQ(v["fits"], false) << v.dump();
+  const std::string text = v["verdict"].get<std::string>();
+  EXPECT_THAT(text, ::testing::HasSubstr("does not fit here"));
+  EXPECT_THAT(text, ::testing::HasSubstr("take 188.8 GiB, more than the host's"));
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("available")));
+  EXPECT_TRUE(doc["transparent_hugepages"].is_object()) << doc.dump();
+}
+
+// In a memory cgroup of 1 GiB the doctor reads its limit (v2 memory.max or
+// v1 memory.limit_in_bytes) and the fit names it for the ranks started here.
+TEST(DoctorHostFacts, AMemoryCgroupIsReadAndJudged) {
+  std::string why;
+  auto cgroup = TestCgroup::create("memory", why);
+  if (!cgroup) GTEST_SKIP() << "SKIPPED: cannot make a memory cgroup here: " << why;
+  ASSERT_TRUE(cgroup->set_limit(std::to_string(1u << 30)));
+  const nlohmann::json doc =
+      doctor_json("", "sh -c 'echo $$ > " + cgroup->dir() + "/cgroup.procs && exec \"$0\" \"$@\"'");
+  ASSERT_TRUE(doc.contains("memory")) << doc.dump();
+  ASSERT_TRUE(doc["memory"]["cgroup"].is_object()) << doc.dump();
+  EXPECT_EQ(doc["memory"]["cgroup"]["limit_bytes"], 1u << 30) << doc.dump();
+  EXPECT_EQ(doc["memory"]["cgroup"]["path"], cgroup->dir()) << doc.dump();
+  const nlohmann::json v = verdict_of(doc, "host_private");
+  EXPECT_EQ(v["fits"], false) << v.dump();
+  EXPECT_THAT(v["verdict"].get<std::string>(), ::testing::HasSubstr("under a memory limit of 1.0 GiB")) << v.dump();
 }
 
 }  // namespace

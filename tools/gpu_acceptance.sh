@@ -5,11 +5,12 @@
 # the placements this machine can hold, and prints one table.
 #   - 2 GPUs or more: device_peer (with the collective over the same shards)
 #     and device_collective at V4.1-Flash size; host_shared at V4.1 size
-#     where /dev/shm holds a table; host_private with the small table model
-#     (a copy per rank does not fit). host_head_sharded is chosen only where
+#     where /dev/shm holds a table; host_private with the small model
+#     (a copy per rank does not fit: every rank's memory fit refuses V4.1's). host_head_sharded is chosen only where
 #     /dev/shm is too small, so it runs in the emulated suite, not here.
 #   - 1 GPU: every placement one rank can take (device_collective,
-#     device_peer, host_private) with the small table model: the real kernels, NCCL,
+#     device_peer, host_private) with the small model (--model tiny: the
+#     memory fit judges the placement model, and V4.1's tables fit no one GPU): the real kernels, NCCL,
 #     registered host tables and graph replay, not the real size; then two
 #     ranks sharing the GPU (--ranks-per-gpu 2) on device_peer, tiny and at
 #     the one-layer V4.1 size (two 47.2 GiB shards), every slot vs the CPU.
@@ -96,15 +97,15 @@ if [ -x "$lab" ]; then
     if [ "${shm_gib:-0}" -ge 190 ]; then
       accept host_shared 2 --cpu-offload --dp 2 --tp 1
     fi
-    accept host_private 2 --cpu-offload --dp 2 --tp 1 --dp-shared-memory false --table-model tiny
+    accept host_private 2 --cpu-offload --dp 2 --tp 1 --dp-shared-memory false --model tiny
   elif [ "$gpus" -eq 1 ]; then
-    accept device_collective 1 --table-model tiny --tokens 1,64,1024,8192
-    accept device_peer 1 --peer-shards --table-model tiny --tokens 1,64,1024,8192
-    accept host_private 1 --cpu-offload --table-model tiny --tokens 1,64,1024,8192
+    accept device_collective 1 --model tiny --tokens 1,64,1024,8192
+    accept device_peer 1 --peer-shards --model tiny --tokens 1,64,1024,8192
+    accept host_private 1 --cpu-offload --model tiny --tokens 1,64,1024,8192
     # Two ranks sharing the GPU (--ranks-per-gpu 2): the real exchange, mapping
     # and peer kernel across processes, every slot against the CPU reference
     # (no NCCL on a shared GPU), at the one-layer V4.1 size: two 47.2 GiB shards.
-    accept device_peer_shared_gpu_tiny 2 --peer-shards --tp 2 --ranks-per-gpu 2 --table-model tiny
+    accept device_peer_shared_gpu_tiny 2 --peer-shards --tp 2 --ranks-per-gpu 2 --model tiny
     accept device_peer_shared_gpu_v41_layer1 2 --peer-shards --tp 2 --ranks-per-gpu 2 \
       --model deepseek-v4.1-flash-layer1 --tokens 1,64,1024,8192
   fi

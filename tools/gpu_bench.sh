@@ -70,8 +70,10 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 bench_rc=127
 if [ -x "$lab" ] && [ "$gpus" -ge 1 ]; then
   # One GPU holds no V4.1 table (188.8 GiB): the small model there, the real one on 2+.
+  # (--model, not --table-model: every rank's memory fit judges the placement
+  # model's tables, and V4.1's do not fit one GPU.)
   table_args=()
-  [ "$gpus" -lt 2 ] && table_args=(--table-model tiny)
+  [ "$gpus" -lt 2 ] && table_args=(--model tiny)
   timeout 500 "$lab" launch -n "$gpus" -- "$lab" bench "${table_args[@]}" ${BENCH_ARGS:-} --variants \
     --svg "$out/bench_latency.svg" --csv "$out/bench.csv" > "$out/bench.txt" 2> "$out/bench.err"
   bench_rc=$?

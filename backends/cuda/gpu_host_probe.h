@@ -21,6 +21,7 @@ class GpuHostProbe final : public HostProbe {
   // Asks NVML once, here; `base` must outlive the probe.
   GpuHostProbe(HostProbe& base, int ordinal, int visible_gpu_count);
   PlacementFacts facts() override;
+  MemoryFacts memory() override { return base_.memory(); }
   // The domain facts() reports, and why it is empty when it is.
   const NvlinkDomain& nvlink_domain() const { return domain_; }
 

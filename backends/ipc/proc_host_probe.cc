@@ -1,6 +1,7 @@
 #include "backends/ipc/proc_host_probe.h"
 
 #include "backends/ipc/runtime_environment_probe.h"
+#include "backends/shm/memory_cgroup.h"
 #include "core/base/text_excerpt.h"
 
 #include <sys/utsname.h>
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace engram::ipc {
@@ -54,6 +56,19 @@ std::optional<uint64_t> read_mem_total_bytes() {
     return std::nullopt;
   }
   return std::nullopt;
+}
+
+MemoryFacts ProcHostProbe::memory() {
+  MemoryFacts facts;
+  facts.host_memory_bytes = host_memory_bytes_ ? *host_memory_bytes_ : read_mem_total_bytes().value_or(0);
+  // The cgroup that limits this process (the tightest on its way up): its
+  // path names it, so the ranks of one container report one key. An
+  // unreadable usage file leaves the limit unknown here; the /dev/shm fill
+  // reports it where it matters.
+  auto cgroup = shm::this_process_memory_cgroup();
+  if (cgroup.is_ok() && cgroup->has_value())
+    facts.limits[0] = {std::hash<std::string>{}((*cgroup)->path) | 1, (*cgroup)->limit_bytes};
+  return facts;
 }
 
 }  // namespace engram::ipc

@@ -22,14 +22,21 @@ std::optional<uint64_t> read_mem_total_bytes();
 // Host identity and whether an IMEX channel exists under
 // `imex_channel_dir` (tests point it at a temp dir). No GPU facts: this is
 // the CPU-only host probe (the CUDA backend adds ordinal and NVLink domain).
+// memory(): MemTotal (or `host_memory_bytes` where given: a run that stands
+// for a scenario's host, ENGRAMLAB_HOST_MEMORY) and the memory cgroup this
+// process is charged to (backends/shm/memory_cgroup.h), keyed by its path so
+// the ranks of one container share it.
 class ProcHostProbe final : public HostProbe {
  public:
-  explicit ProcHostProbe(std::string imex_channel_dir = kImexChannelDir)
-      : imex_channel_dir_(std::move(imex_channel_dir)) {}
+  explicit ProcHostProbe(std::string imex_channel_dir = kImexChannelDir,
+                         std::optional<uint64_t> host_memory_bytes = std::nullopt)
+      : imex_channel_dir_(std::move(imex_channel_dir)), host_memory_bytes_(host_memory_bytes) {}
   PlacementFacts facts() override;
+  MemoryFacts memory() override;
 
  private:
   std::string imex_channel_dir_;
+  std::optional<uint64_t> host_memory_bytes_;
 };
 
 }  // namespace engram::ipc

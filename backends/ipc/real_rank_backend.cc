@@ -10,6 +10,7 @@
 
 #include "backends/ipc/signal_teardown.h"
 #include "core/base/text_excerpt.h"
+#include "core/base/units.h"
 
 namespace engram::ipc {
 
@@ -42,11 +43,21 @@ Result<RealBackendOptions> real_backend_options(const EnvLookup& env) {
     options.op_timeout = std::chrono::milliseconds(ms);
     options.join_timeout = std::chrono::milliseconds(2 * ms);
   }
+  if (auto text = env("ENGRAMLAB_HOST_MEMORY"); text && !text->empty()) {
+    ENGRAM_ASSIGN_OR_RETURN(const uint64_t bytes, parse_bytes(*text, "ENGRAMLAB_HOST_MEMORY"));
+    if (bytes == 0)
+      return invalid_argument("ENGRAMLAB_HOST_MEMORY='0B' is no memory; give the RAM the rank stands for (e.g. 2TiB), or "
+                              "unset it for MemTotal");
+    options.host_memory_bytes = bytes;
+  }
   return options;
 }
 
 RealRankBackend::RealRankBackend(LaunchEnv env, RealBackendOptions options)
-    : env_(std::move(env)), options_(std::move(options)), shm_({.root_dir = options_.shm_dir}) {}
+    : env_(std::move(env)),
+      options_(std::move(options)),
+      shm_({.root_dir = options_.shm_dir}),
+      probe_(kImexChannelDir, options_.host_memory_bytes) {}
 
 Result<std::unique_ptr<RealRankBackend>> RealRankBackend::create(const LaunchEnv& env,
                                                                  const RealBackendOptions& options) {

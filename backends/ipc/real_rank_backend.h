@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,13 @@ struct RealBackendOptions {
   bool keep_socket_dir = false;       // ENGRAMLAB_SOCKET_DIR_KEEP=1: it was there before the job
   std::chrono::milliseconds op_timeout{60000};    // ENGRAMLAB_OP_TIMEOUT_MS: one collective / fd operation
   std::chrono::milliseconds join_timeout{30000};  // every rank at the rendezvous
+  // ENGRAMLAB_HOST_MEMORY: the RAM the memory fit judges by instead of
+  // MemTotal, where a run stands for another host (`scenario run --real`
+  // sets it to the scenario host's host_memory, as it mounts its /dev/shm).
+  std::optional<uint64_t> host_memory_bytes;
 };
 
-// Reads ENGRAMLAB_SHM_DIR, ENGRAMLAB_SOCKET_DIR and ENGRAMLAB_OP_TIMEOUT_MS
+// Reads ENGRAMLAB_SHM_DIR, ENGRAMLAB_SOCKET_DIR, ENGRAMLAB_OP_TIMEOUT_MS and ENGRAMLAB_HOST_MEMORY
 // over the defaults; a bad value is invalid_argument naming the variable.
 Result<RealBackendOptions> real_backend_options(const EnvLookup& env);
 

@@ -50,6 +50,15 @@ struct HostSpec {
   // Limits as written; unset: none. An explicit 0B is a limit of nothing.
   std::optional<uint64_t> tmpfs_bytes_enforced;         // a smaller limit the tmpfs total does not show (Kubernetes emptyDir sizeLimit)
   std::optional<uint64_t> memory_limit_bytes_per_rank;  // each rank's memory cgroup; /dev/shm pages count against their writer's
+  // The container's or pod's memory limit over every rank of this entry
+  // (docker --memory, a pod's resources.limits.memory): their host tables,
+  // the /dev/shm pages they write, their pinned staging, together.
+  std::optional<uint64_t> memory_limit_bytes;
+  // /dev/shm bytes other processes already hold. The placement reads the
+  // total, never the free space (every rank of a node decides alike), and
+  // the memory fit counts only the job's own tables, so a fill meets these
+  // (ENOSPC, a sizeLimit, the RAM) where it writes.
+  uint64_t tmpfs_bytes_used = 0;
   int cpu_sockets = 1;                       // NUMA nodes; GPU g sits on socket g * sockets / gpus
 };
 

@@ -127,6 +127,11 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
       return invalid_argument(fmt::format(
           "hosts[{}]: gpu_memory, host_memory or shm_size of host '{}' is larger than 1 EiB", i, h.name));
     }
+    if (h.tmpfs_bytes_used > h.tmpfs_bytes_total) {
+      return invalid_argument(fmt::format("hosts[{}].shm_used: {} for host '{}', more than its /dev/shm total of {}; "
+                                          "give at most shm_size",
+                                          i, format_bytes(h.tmpfs_bytes_used), h.name, format_bytes(h.tmpfs_bytes_total)));
+    }
     if (h.visible_gpus_per_rank < 0 || h.visible_gpus_per_rank > h.gpu_count) {
       return invalid_argument(fmt::format(
           "hosts[{}].visible_gpus_per_rank: {} for host '{}'; use 0 (all) up to its {} GPUs", i,

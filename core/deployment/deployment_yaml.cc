@@ -70,7 +70,7 @@ constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gp
                                      "nvlink_domain", "imex_channel", "fabric_attribute",
                                      "visible_gpus_per_rank", "count", "environment", "shm_size_limit",
                                      "memory_limit_per_rank", "cpu_sockets", "ranks_per_gpu",
-                                     "posix_fd_attribute"};
+                                     "posix_fd_attribute", "shm_used", "memory_limit"};
 constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved", "context_length"};
 constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
@@ -137,6 +137,8 @@ void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, H
   if (h["memory_limit_per_rank"]) {
     e.set(host.memory_limit_bytes_per_rank, p.size_of(h["memory_limit_per_rank"], path + ".memory_limit_per_rank"));
   }
+  if (h["memory_limit"]) e.set(host.memory_limit_bytes, p.size_of(h["memory_limit"], path + ".memory_limit"));
+  if (h["shm_used"]) e.set(host.tmpfs_bytes_used, p.size_of(h["shm_used"], path + ".shm_used"));
   if (h["cpu_sockets"]) e.set(host.cpu_sockets, p.int_of(h["cpu_sockets"], path + ".cpu_sockets", 1, 16));
   if (h["ranks_per_gpu"])
     e.set(host.ranks_per_gpu, p.int_of(h["ranks_per_gpu"], path + ".ranks_per_gpu", 1, kMaxRanksPerGpu));

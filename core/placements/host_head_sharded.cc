@@ -1,5 +1,7 @@
 #include "core/placements/host_head_sharded.h"
 
+#include "core/placements/host_rows_on_device.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,7 +35,11 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   return {.host_private_bytes =
               head_shard_host_bytes(model, in.tp_size * in.node_local_group_size,
                                     engram_head_shard_rank(in.tp_rank, in.node_local_group_size, in.node_local_index)),
-          .table_copy = TableCopyScope::kNodeLocalGroup};
+          .table_copy = TableCopyScope::kNodeLocalGroup,
+          // The device lookup (tp 1 only) serves the node-local group's slots.
+          .host_pinned_bytes = in.tp_size == 1 ? host_lookup_pinned_bytes(model, in.tokens_per_rank_max, true,
+                                                                          in.node_local_group_size)
+                                               : 0};
 }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {

@@ -6,6 +6,7 @@
 #include "core/deployment/deployment.h"
 #include "core/lookup/lookup_tp_slice.h"
 #include "core/lookup/tp_heads.h"
+#include "core/placements/host_rows_on_device.h"
 #include "core/placements/private_host_rows.h"
 
 namespace engram {
@@ -25,8 +26,10 @@ Status lookup_slice(Collectives&, Collectives& tp_group, const LookupRequest& re
 namespace host_private_ops {
 
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
+  // Above tp 1 the device lookup serves the TP group's slices (its collective).
   return {.host_private_bytes = tp_slice_host_bytes(model, in.tp_size, in.tp_rank),
-          .table_copy = TableCopyScope::kReplica};
+          .table_copy = TableCopyScope::kReplica,
+          .host_pinned_bytes = host_lookup_pinned_bytes(model, in.tokens_per_rank_max, in.tp_size > 1, in.tp_size)};
 }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {

@@ -6,6 +6,21 @@
 
 namespace engram {
 
+int64_t host_lookup_ids_max(const ModelSpec& model, int64_t tokens_per_rank_max, bool serves_group, int group_size) {
+  ENGRAM_CHECK(!model.tables.empty() && group_size >= 1 && tokens_per_rank_max >= 0);
+  const int64_t slots = serves_group ? group_size : 1;  // every member's slot where it serves them all
+  return tokens_per_rank_max * model.tables[0].head_count() * slots + 8 * group_size;
+}
+
+uint64_t host_lookup_pinned_bytes(const ModelSpec& model, int64_t tokens_per_rank_max, bool serves_group,
+                                  int group_size) {
+  uint64_t row_bytes_max = 0;
+  for (const TableSpec& t : model.tables) row_bytes_max = std::max(row_bytes_max, t.row_bytes());
+  // The stager holds each id (8 bytes) and a staged row per id.
+  return static_cast<uint64_t>(host_lookup_ids_max(model, tokens_per_rank_max, serves_group, group_size)) *
+         (sizeof(int64_t) + row_bytes_max);
+}
+
 HostRowsOnDevice::~HostRowsOnDevice() { release().ignore(); }
 
 Status HostRowsOnDevice::build(DeviceCompute& compute, Collectives& group, const ModelSpec& model,
@@ -37,12 +52,11 @@ Status HostRowsOnDevice::build(DeviceCompute& compute, Collectives& group, const
     else status = std::move(device).take_status().with_context(me, -1, "register host");
   }
   if (status.is_ok()) {
-    int64_t ids_max = tokens_per_rank_max * model.tables[0].head_count();
-    if (lookup == Lookup::kCollectiveOverRows) ids_max *= group.size();  // every member's slot
     uint64_t row_bytes_max = 0;
     for (const TableSpec& t : model.tables) row_bytes_max = std::max(row_bytes_max, t.row_bytes());
-    status = compute.prepare_lookups(ids_max + 8 * group.size(), row_bytes_max, true).with_context(me, -1,
-                                                                                                   "lookup buffers");
+    const int64_t ids_max =
+        host_lookup_ids_max(model, tokens_per_rank_max, lookup == Lookup::kCollectiveOverRows, group.size());
+    status = compute.prepare_lookups(ids_max, row_bytes_max, true).with_context(me, -1, "lookup buffers");
   }
   if (status.is_ok() && lookup == Lookup::kCollectiveOverRows) {
     auto workspace = make_collective_workspace(compute, tokens_per_rank_max, model, group.size(), me);

@@ -23,6 +23,17 @@
 
 namespace engram {
 
+// The ids a rank's device lookup of host rows handles at most: its slot of
+// the first table's heads, every member's slot where it serves its whole
+// group (kCollectiveOverRows), plus header words for each of the
+// `group_size` members.
+int64_t host_lookup_ids_max(const ModelSpec& model, int64_t tokens_per_rank_max, bool serves_group, int group_size);
+// The pinned host memory a rank's device lookup of host rows may stage the
+// ids and rows in (the CUDA backend's row stager, backends/cuda/host_row_stager.h):
+// what a memory limit over the rank is charged with besides its tables.
+uint64_t host_lookup_pinned_bytes(const ModelSpec& model, int64_t tokens_per_rank_max, bool serves_group,
+                                  int group_size);
+
 class HostRowsOnDevice {
  public:
   enum class Lookup : uint8_t { kWholeTable, kCollectiveOverRows };

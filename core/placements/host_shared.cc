@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/base/progress.h"
+#include "core/base/size_text.h"
 #include "core/base/units.h"
 #include "core/deployment/deployment.h"
 #include "core/exchange/group_agreement.h"
@@ -272,12 +273,50 @@ class HostSharedTables final : public PlacementTables {
 
 }  // namespace
 
+const char* fallback_cause_name(FallbackCause cause) {
+  switch (cause) {
+    case FallbackCause::kGroupSizeOne: return "group_size_1";
+    case FallbackCause::kShmMissing: return "shm_missing";
+    case FallbackCause::kShmTooSmall: return "shm_too_small";
+  }
+  return "?";
+}
+
+std::vector<FallbackCause> host_shared_unmet(const HostShmFacts& host, uint64_t table_bytes_total) {
+  std::vector<FallbackCause> causes;
+  if (host.min_node_local_group_size <= 1) causes.push_back(FallbackCause::kGroupSizeOne);
+  if (!host.shm_mounted) causes.push_back(FallbackCause::kShmMissing);
+  else if (host.tmpfs_bytes_total < table_bytes_total) causes.push_back(FallbackCause::kShmTooSmall);
+  return causes;
+}
+
+std::vector<HostShmUnmet> host_shared_fitness(std::span<const HostShmFacts> hosts, uint64_t table_bytes_total) {
+  std::vector<HostShmUnmet> unfit;
+  for (const HostShmFacts& host : hosts) {
+    std::vector<FallbackCause> causes = host_shared_unmet(host, table_bytes_total);
+    if (!causes.empty()) unfit.push_back({host, std::move(causes)});
+  }
+  return unfit;
+}
+
+std::string unmet_text(FallbackCause cause, const HostShmFacts& host, uint64_t table_bytes_total) {
+  switch (cause) {
+    case FallbackCause::kGroupSizeOne: return "node-local group size 1";
+    case FallbackCause::kShmMissing: return "/dev/shm missing";
+    case FallbackCause::kShmTooSmall:
+      return fmt::format("/dev/shm tmpfs total {} < tables {}", format_size_short(host.tmpfs_bytes_total),
+                         format_size_short(table_bytes_total));
+  }
+  return "?";
+}
+
 namespace host_shared_ops {
 
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   return {.host_shared_mapped_bytes = tp_slice_host_bytes(model, in.tp_size, in.tp_rank),
           .table_copy = TableCopyScope::kHost,
-          .host_shm_bytes = model.table_bytes_total()};
+          .host_shm_bytes = model.table_bytes_total(),
+          .host_pinned_bytes = host_lookup_pinned_bytes(model, in.tokens_per_rank_max, in.tp_size > 1, in.tp_size)};
 }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
@@ -289,11 +328,24 @@ Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
 void ask_plan_for(EngramConfig& config) { config.cpu_offload = true; }
 
 std::string doctor_verdict(const DoctorFacts& facts) {
-  if (!facts.shm_mounted)
-    return fmt::format("falls back to host_head_sharded: /dev/shm is not mounted; {}", facts.shm_fix);
-  if (facts.shm_total_bytes < facts.tables_bytes)
-    return fmt::format("falls back to host_head_sharded: /dev/shm total {} < tables {}; {}",
-                       format_gib(facts.shm_total_bytes), format_gib(facts.tables_bytes), facts.shm_fix);
+  // The same check the plan and the runtime make, on this host's facts.
+  const HostShmFacts here{facts.hostname, facts.shm_mounted, facts.shm_total_bytes, facts.node_local_group_size,
+                          facts.environment};
+  const std::vector<FallbackCause> causes = host_shared_unmet(here, facts.tables_bytes);
+  if (!causes.empty()) {
+    std::string why;
+    bool shm_cause = false;
+    for (FallbackCause c : causes) {
+      why += (why.empty() ? "" : ", ") + unmet_text(c, here, facts.tables_bytes);
+      shm_cause |= c != FallbackCause::kGroupSizeOne;
+    }
+    return fmt::format("falls back to host_head_sharded here: {}{}; {}", why,
+                       causes.front() == FallbackCause::kGroupSizeOne
+                           ? fmt::format(" (at tp {} this host's GPUs hold {} DP replica)", facts.tp,
+                                         facts.node_local_group_size)
+                           : std::string(),
+                       shm_cause ? facts.shm_fix : facts.colocation_fix);
+  }
   return fmt::format(
       "one copy per node fits: /dev/shm total {} >= tables {}; each rank maps its TP slice ({} at tp {}){}",
       format_gib(facts.shm_total_bytes), format_gib(facts.tables_bytes), format_gib(facts.tp_slice_bytes_max), facts.tp,

@@ -7,11 +7,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/backend/collectives.h"
+#include "core/deployment/runtime_environment.h"
 #include "core/lookup/lookup_types.h"
 #include "core/placements/placement.h"
 
@@ -31,6 +34,41 @@ inline constexpr PlacementOps kHostSharedOps{
     .build = host_shared_ops::build, .ask_plan_for = host_shared_ops::ask_plan_for,
     .steps = kCreatesHostSegments, .report_heads = report_tp_slice_heads,
     .doctor_verdict = host_shared_ops::doctor_verdict, .doctor_position = 2, .bench_pinned_copy_share_min = 0.6};
+
+// ------------------------------------------------------------ capability
+// Whether a node's ranks can share one /dev/shm copy: host_shared's own
+// capability check, as a transport's canConnect. The plan's rules, the
+// strict dp_shared_memory: true check, the fallback warning and the doctor
+// all ask it. Every rank of a node reads the same facts (the node-local
+// group size and the tmpfs *total*, never the free space), so a node's ranks
+// judge alike with no collective.
+
+// Why a node cannot hold the shared copy (dp_shared_memory then falls back
+// to host_head_sharded, or, written true, is refused).
+enum class FallbackCause : uint8_t { kGroupSizeOne, kShmMissing, kShmTooSmall };
+const char* fallback_cause_name(FallbackCause cause);  // "group_size_1", "shm_missing", "shm_too_small"
+
+// What one host offers.
+struct HostShmFacts {
+  std::string host_name;
+  bool shm_mounted = true;
+  uint64_t tmpfs_bytes_total = 0;     // the total, never the free space
+  int min_node_local_group_size = 1;  // the smallest node-local group among its ranks
+  RuntimeEnvironment environment = RuntimeEnvironment::kUnknown;  // picks the fixes named
+};
+
+// A host that cannot, with every cause, in FallbackCause order.
+struct HostShmUnmet {
+  HostShmFacts host;
+  std::vector<FallbackCause> causes;
+};
+
+// Every cause on one host (none: it can hold a copy of `table_bytes_total`).
+std::vector<FallbackCause> host_shared_unmet(const HostShmFacts& host, uint64_t table_bytes_total);
+// Every host that cannot, in the order given, each with its facts (its size).
+std::vector<HostShmUnmet> host_shared_fitness(std::span<const HostShmFacts> hosts, uint64_t table_bytes_total);
+// One cause on one host, in a few words: "/dev/shm tmpfs total 64 MiB < tables 188.8 GiB".
+std::string unmet_text(FallbackCause cause, const HostShmFacts& host, uint64_t table_bytes_total);
 
 // The node's segment of one table: engramlab-<job_id>-layer<layer_id>.
 std::string host_table_segment_name(const std::string& job_id, int layer_id);

@@ -22,6 +22,7 @@
 
 #include "core/backend/device_memory.h"
 #include "core/backend/rank_backend.h"
+#include "core/deployment/runtime_environment.h"
 #include "core/base/status.h"
 #include "core/lookup/device_lookup.h"
 #include "core/lookup/lookup_types.h"
@@ -79,6 +80,10 @@ struct PlacementCost {
   uint64_t host_shared_mapped_bytes = 0;  // a host-wide copy this rank maps (not extra memory)
   TableCopyScope table_copy = TableCopyScope::kNone;
   uint64_t host_shm_bytes = 0;  // /dev/shm its copy takes, counted once with the copy (kHost: once per host)
+  // Pinned host memory its device lookup may stage ids and rows in (host
+  // placements: core/placements/host_rows_on_device.h); charged to the rank's
+  // memory limit with its tables.
+  uint64_t host_pinned_bytes = 0;
 };
 
 // ------------------------------------------------------------------ tables
@@ -184,7 +189,11 @@ struct DoctorFacts {
   bool shm_mounted = false;
   uint64_t shm_total_bytes = 0;
   uint64_t shm_free_bytes = 0;
+  std::string hostname;
+  RuntimeEnvironment environment = RuntimeEnvironment::kUnknown;
+  int node_local_group_size = 1;  // the DP replicas of one TP rank this host's GPUs hold
   std::string shm_fix;          // what to change where /dev/shm cannot hold the tables
+  std::string colocation_fix;   // what to change where the replicas are not co-located
   uint64_t tables_bytes = 0;    // the whole tables: one copy
   int tp = 1;
   uint64_t tp_slice_bytes_max = 0;  // the largest TP slice a rank holds or maps

@@ -46,20 +46,40 @@ Status validate_dp_shared_memory_strict(const EngramConfig& config, const Parall
     unmet.push_back("elastic EP is on: replicas come and go, so a node's shared table has no stable owners; "
                     "turn elastic_ep off or unset dp_shared_memory");
   }
+  // The hosts host_shared's own check finds unfit, each cause's hosts with
+  // their sizes; each fix is given once, after the list (repeated per host
+  // or size it would make the message grow with the deployment).
+  const std::vector<HostShmUnmet> unfit = host_shared_fitness(hosts, table_bytes_total);
   std::vector<std::string> alone, missing;
-  for (const HostShmFacts& h : hosts) {
-    if (h.min_node_local_group_size <= 1 && layout.dp > 1) alone.push_back(h.host_name);
-    if (!h.shm_mounted) missing.push_back(h.host_name);
+  EnvironmentSet alone_environments, shm_environments;
+  std::map<uint64_t, std::vector<std::string>> small_by_total;
+  for (const HostShmUnmet& u : unfit) {
+    for (FallbackCause cause : u.causes) {
+      switch (cause) {
+        case FallbackCause::kGroupSizeOne:
+          // With dp = 1 a group of one is expected, named above as dp = 1.
+          if (layout.dp <= 1) break;
+          alone.push_back(u.host.host_name);
+          alone_environments.add(u.host.environment);
+          break;
+        case FallbackCause::kShmMissing:
+          missing.push_back(u.host.host_name);
+          shm_environments.add(u.host.environment);
+          break;
+        case FallbackCause::kShmTooSmall:
+          small_by_total[u.host.tmpfs_bytes_total].push_back(u.host.host_name);
+          shm_environments.add(u.host.environment);
+          break;
+      }
+    }
   }
-  // Each fix is given once, after the list: repeated per host size it
-  // would make the message grow with the deployment.
   std::vector<std::string> fixes;
   if (!alone.empty()) {
     unmet.push_back(fmt::format(
         "replicas not co-located: the node-local Engram DP group has size 1 on host(s) {} (a replica "
         "straddles hosts, or no other replica of the same TP rank is on the host)",
         join_limited(alone)));
-    fixes.push_back(colocation_fix_text(RuntimeEnvironment::kUnknown));
+    fixes.push_back(colocation_fix_text(alone_environments));
   }
   if (!missing.empty()) {
     unmet.push_back(fmt::format("/dev/shm missing on host(s) {}: {} needed", join_limited(missing),
@@ -68,9 +88,6 @@ Status validate_dp_shared_memory_strict(const EngramConfig& config, const Parall
   // Hosts grouped by their tmpfs total, so a thousand alike hosts make one
   // line; past a few sizes, the rest are counted.
   constexpr size_t kSizesShown = 3;
-  std::map<uint64_t, std::vector<std::string>> small_by_total;
-  for (const HostShmFacts& h : hosts)
-    if (h.shm_mounted && h.tmpfs_bytes_total < table_bytes_total) small_by_total[h.tmpfs_bytes_total].push_back(h.host_name);
   size_t sizes = 0, hosts_not_shown = 0;
   for (const auto& [total, names] : small_by_total) {
     if (sizes++ >= kSizesShown) {
@@ -84,7 +101,7 @@ Status validate_dp_shared_memory_strict(const EngramConfig& config, const Parall
     unmet.push_back(fmt::format("/dev/shm too small on {} more host(s) of {} other sizes", hosts_not_shown,
                                 sizes - kSizesShown));
   }
-  if (!missing.empty() || !small_by_total.empty()) fixes.push_back(shm_fix_text(table_bytes_total, RuntimeEnvironment::kUnknown));
+  if (!missing.empty() || !small_by_total.empty()) fixes.push_back(shm_fix_text(table_bytes_total, shm_environments));
   if (unmet.empty()) return Status::ok();
   std::string message = fmt::format("dp_shared_memory: true cannot work ({} unmet requirement{}): ",
                                     unmet.size(), unmet.size() == 1 ? "" : "s");

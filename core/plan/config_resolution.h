@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/deployment/deployment.h"
+#include "core/placements/host_shared.h"
 #include "core/base/status.h"
 
 namespace engram {
@@ -21,18 +22,12 @@ struct DpSharedMemoryResolution {
 
 DpSharedMemoryResolution resolve_dp_shared_memory(const EngramConfig& config, const ParallelLayout& layout);
 
-// What strict validation needs to know about one host that holds ranks.
-struct HostShmFacts {
-  std::string host_name;
-  bool shm_mounted = true;
-  uint64_t tmpfs_bytes_total = 0;
-  int min_node_local_group_size = 1;  // smallest node-local group among its ranks
-};
-
 // For an explicit `dp_shared_memory: true`: ok, or one failed_precondition
 // error listing every unmet requirement (no cpu_offload; dp = 1; elastic EP;
-// replicas not co-located; /dev/shm missing; /dev/shm smaller than the
-// tables, sizes in GiB, with the fix). Reads tmpfs totals, never free space.
+// and, from host_shared's capability check over `hosts` (those that hold
+// ranks): replicas not co-located, /dev/shm missing, /dev/shm smaller than
+// the tables, each host's size named), with the fixes of the environments
+// those hosts run in. Reads tmpfs totals, never free space.
 Status validate_dp_shared_memory_strict(const EngramConfig& config, const ParallelLayout& layout,
                                         std::span<const HostShmFacts> hosts, uint64_t table_bytes_total);
 

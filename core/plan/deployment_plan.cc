@@ -8,7 +8,6 @@
 #include <optional>
 #include <string_view>
 #include <tuple>
-#include <unordered_set>
 
 #include "core/base/size_text.h"
 #include "core/base/text_list.h"
@@ -51,20 +50,6 @@ HandleFacts handle_facts_of(const HostSpec& host) {
           host.posix_fd_attribute};
 }
 
-// The environment the named hosts share, or unknown when they differ (the
-// warning then names every fix).
-RuntimeEnvironment common_environment(const std::vector<HostSpec>& hosts, const std::vector<std::string>& names) {
-  std::optional<RuntimeEnvironment> common;
-  // A set: a fallback can name every host (linear, not hosts x names).
-  const std::unordered_set<std::string_view> named(names.begin(), names.end());
-  for (const HostSpec& h : hosts) {
-    if (!named.contains(h.name)) continue;
-    if (common && *common != h.environment) return RuntimeEnvironment::kUnknown;
-    common = h.environment;
-  }
-  return common.value_or(RuntimeEnvironment::kUnknown);
-}
-
 // The group a rank's placement cuts its tables over, and its size.
 int group_of(const RankPlan& rp) {
   return placement_ops(rp.placement).group == PlacementGroup::kShardGroup ? rp.shard_group : rp.node_local_group;
@@ -74,12 +59,10 @@ int group_size_of(const RankPlan& rp) {
                                                                           : rp.node_local_group_size;
 }
 
-// An explicit dp_shared_memory: true (and no peer_shards) is validated
-// strictly, every unmet requirement named in one error.
-Status validate_strict_when_asked(const Deployment& d, const DpSharedMemoryResolution& shared,
-                                  const NodeLocalGroups& local, uint64_t table_total) {
-  if (!(shared.is_explicit && shared.enabled && !d.config.peer_shards)) return Status::ok();
-  // Per host that holds ranks: the smallest node-local group among its ranks.
+// What host_shared's capability check reads of each host that holds ranks:
+// its /dev/shm, its environment and the smallest node-local group among its
+// ranks. In host order.
+std::vector<HostShmFacts> host_shm_facts(const Deployment& d, const NodeLocalGroups& local) {
   std::vector<int> min_group_on_host(d.hosts.size(), -1);
   for (size_t r = 0; r < d.rank_hosts.size(); ++r) {
     int& m = min_group_on_host[static_cast<size_t>(d.rank_hosts[r])];
@@ -89,9 +72,17 @@ Status validate_strict_when_asked(const Deployment& d, const DpSharedMemoryResol
   for (size_t h = 0; h < d.hosts.size(); ++h) {
     if (min_group_on_host[h] < 0) continue;
     const HostSpec& host = d.hosts[h];
-    facts.push_back({host.name, host.shm_mounted, host.tmpfs_bytes_total, min_group_on_host[h]});
+    facts.push_back({host.name, host.shm_mounted, host.tmpfs_bytes_total, min_group_on_host[h], host.environment});
   }
-  return validate_dp_shared_memory_strict(d.config, d.layout, facts, table_total);
+  return facts;
+}
+
+// An explicit dp_shared_memory: true (and no peer_shards) is validated
+// strictly, every unmet requirement named in one error.
+Status validate_strict_when_asked(const Deployment& d, const DpSharedMemoryResolution& shared,
+                                  std::span<const HostShmFacts> hosts, uint64_t table_total) {
+  if (!(shared.is_explicit && shared.enabled && !d.config.peer_shards)) return Status::ok();
+  return validate_dp_shared_memory_strict(d.config, d.layout, hosts, table_total);
 }
 
 using HandleTypeByGroup = std::map<int, HandleType>;
@@ -100,8 +91,7 @@ using HandleTypeByGroup = std::map<int, HandleType>;
 struct Decisions {
   std::vector<PlacementDecision> by_rank;
   bool peer_precedence = false;
-  // cause -> (hosts it holds on, each one's tmpfs total): one warning per cause.
-  std::map<FallbackCause, std::pair<std::vector<std::string>, std::vector<uint64_t>>> fallback_hosts;
+  bool fell_back = false;  // some rank fell back to host_head_sharded: the fallback warnings are due
 };
 
 // The placement rules per rank (core/plan/placement_rules.h); fills each
@@ -112,23 +102,17 @@ Decisions decide_ranks(const Deployment& d, const DpSharedMemoryResolution& shar
   Decisions out;
   out.by_rank.resize(static_cast<size_t>(world));
   ranks.resize(static_cast<size_t>(world));
-  std::vector<std::map<FallbackCause, bool>> host_cause_noted(d.hosts.size());
   std::vector<int> first_rank_on_host(d.hosts.size(), -1);
   for (int r = 0; r < world; ++r) {
     const size_t i = static_cast<size_t>(r);
     const int h = d.rank_hosts[i];
     const HostSpec& host = d.hosts[static_cast<size_t>(h)];
-    const RankHostFacts facts{local.size_by_rank[i], host.shm_mounted, host.tmpfs_bytes_total};
+    const HostShmFacts facts{host.name, host.shm_mounted, host.tmpfs_bytes_total, local.size_by_rank[i],
+                             host.environment};
     PlacementDecision& dec = out.by_rank[i];
     dec = decide_rank_placement(d.config, shared, facts, table_total);
     out.peer_precedence |= dec.peer_precedence;
-    for (FallbackCause c : dec.fallback_causes) {
-      if (host_cause_noted[static_cast<size_t>(h)][c]) continue;
-      host_cause_noted[static_cast<size_t>(h)][c] = true;
-      auto& entry = out.fallback_hosts[c];
-      entry.first.push_back(host.name);
-      entry.second.push_back(host.tmpfs_bytes_total);
-    }
+    out.fell_back |= !dec.fallback_causes.empty();
     RankPlan& rp = ranks[i];
     rp.rank = r;
     rp.tp_rank = r % d.layout.tp;
@@ -279,7 +263,8 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   // 1. The rules, per rank, from per-host facts.
   const NodeLocalGroups local =
       compute_node_local_groups(d.layout, d.rank_hosts, static_cast<int>(d.hosts.size()));
-  ENGRAM_RETURN_IF_ERROR(validate_strict_when_asked(d, plan.dp_shared_memory, local, table_total));
+  const std::vector<HostShmFacts> shm_facts = host_shm_facts(d, local);
+  ENGRAM_RETURN_IF_ERROR(validate_strict_when_asked(d, plan.dp_shared_memory, shm_facts, table_total));
   const Decisions decisions = decide_ranks(d, plan.dp_shared_memory, local, table_total, plan.ranks);
   // 2. Shard groups and handle types where the placement needs them.
   ENGRAM_ASSIGN_OR_RETURN(const HandleTypeByGroup handle_by_group, assign_shard_groups(d, plan.ranks));
@@ -291,8 +276,9 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
     append_unique(plan.warnings, w);
   };
   if (decisions.peer_precedence) warn(peer_precedence_warning());
-  for (const auto& [cause, where] : decisions.fallback_hosts)
-    warn(fallback_warning(cause, where.first, table_total, where.second, common_environment(d.hosts, where.first)));
+  // One warning per cause, from host_shared's own check of every host.
+  if (decisions.fell_back)
+    for (const Warning& w : fallback_warnings(host_shared_fitness(shm_facts, table_total), table_total)) warn(w);
 
   // 4. Memory, then 5. the summaries people read.
   plan_rank_memory(spec, d, plan, warn);
@@ -307,6 +293,7 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
                                        hm.host, host.ranks_per_gpu, format_size_short(gpu_memory_share_bytes(host)),
                                        format_size_short(host.gpu_memory_bytes)));
   }
+  plan.memory_limits = memory_limit_scopes(d);
   plan.deployment = std::move(d);
   return plan;
 }

@@ -71,6 +71,7 @@ struct PlanResult {
   std::vector<Warning> warnings;   // deduped by key
   std::vector<std::string> reasons;
   std::vector<HostMemory> hosts;   // hosts that hold ranks
+  std::vector<MemoryLimitScope> memory_limits;  // the deployment's (plan) or the gathered cgroups' (runtime)
 };
 
 // invalid_argument for bad input; failed_precondition when an explicit

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -10,6 +11,7 @@
 #include "core/base/size_text.h"
 #include "core/base/text_list.h"
 #include "core/base/units.h"
+#include "core/plan/shm_fix.h"
 
 namespace engram {
 namespace {
@@ -29,6 +31,137 @@ std::string host_fix(const std::set<Placement>& placements) {
   std::string out;
   for (size_t i = 0; i < fixes.size(); ++i) out += (i ? "; " : "") + fixes[i];
   return out;
+}
+
+// Whole GiB rounded up: a size every tool reads (docker's g, Kubernetes'
+// Gi, systemd's G, our GiB) as at least `bytes`.
+uint64_t whole_gib_up(uint64_t bytes) { return (bytes + kGiB - 1) / kGiB; }
+
+std::string placement_names(const std::set<Placement>& placements) {
+  std::string out;
+  for (Placement p : placements) out += (out.empty() ? "" : ", ") + std::string(placement_name(p));
+  return out;
+}
+
+// The deployment's /dev/shm copies beyond what a tmpfs enforces below the
+// total it shows (a Kubernetes emptyDir sizeLimit): the pod is evicted at the fill.
+void check_shm_enforced(const PlanResult& plan, std::vector<std::string>& problems) {
+  using Key = std::tuple<uint64_t, uint64_t, uint64_t>;  // copy, enforced, total
+  std::map<Key, std::vector<std::string>> over;
+  for (const HostMemory& h : plan.hosts) {
+    const HostSpec& host = plan.deployment.hosts[static_cast<size_t>(h.host)];
+    if (h.shm_bytes == 0 || !host.tmpfs_bytes_enforced || h.shm_bytes <= *host.tmpfs_bytes_enforced) continue;
+    over[{h.shm_bytes, *host.tmpfs_bytes_enforced, host.tmpfs_bytes_total}].push_back(h.name);
+  }
+  for (const auto& [key, names] : over) {
+    const auto& [copy, enforced, total] = key;
+    const uint64_t gib = whole_gib_up(copy);
+    problems.push_back(fmt::format(
+        "host(s) {} (host_shared): the node's /dev/shm copy takes {}, more than the {} its tmpfs lets be written "
+        "below the {} total it shows (a Kubernetes emptyDir sizeLimit), so the pod would be evicted while the copy is "
+        "written; set the emptyDir's sizeLimit: {}Gi (shm_size_limit: {}Gi in the deployment, --shm-size-limit {}Gi) "
+        "with a pod memory limit that covers it, or dp_shared_memory: false",
+        join_limited(names), format_size_short(copy), format_size_short(enforced), format_size_short(total), gib, gib,
+        gib));
+  }
+}
+
+// How to raise a memory limit to `bytes`, for the environments that apply.
+std::string memory_limit_fix(uint64_t bytes, bool per_rank, EnvironmentSet environments) {
+  const uint64_t gib = whole_gib_up(bytes);
+  auto applies = [&environments](RuntimeEnvironment which) { return environments.applies(which); };
+  std::string out = per_rank ? fmt::format("memory_limit_per_rank: {}GiB in the deployment (--memory-limit-per-rank "
+                                           "{}GiB)", gib, gib)
+                             : fmt::format("memory_limit: {}GiB in the deployment (--memory-limit {}GiB)", gib, gib);
+  if (applies(RuntimeEnvironment::kDocker)) out += fmt::format("; Docker: docker run --memory={}g", gib);
+  if (applies(RuntimeEnvironment::kKubernetes))
+    out += fmt::format("; Kubernetes: resources.limits.memory: {}Gi{}", gib,
+                       per_rank ? "" : " over the pod's containers");
+  if (applies(RuntimeEnvironment::kBareMetal))
+    out += fmt::format("; bare metal: the cgroup's memory.max (systemd MemoryMax={}G)", gib);
+  return out;
+}
+
+// Memory limits below what their ranks will hold in their own memory: their
+// host tables, the /dev/shm pages they write (charged to the writer's
+// cgroup), their pinned lookup staging. The kernel OOM-kills such a rank
+// while it fills its tables. Limits alike (the same limit, ranks per limit
+// and placements) in one sentence, with the largest charge among them (TP
+// slices differ by a few rows).
+void check_memory_limits(const PlanResult& plan, std::vector<std::string>& problems) {
+  struct Charge {
+    uint64_t host_tables = 0, shm_written = 0, pinned = 0;
+    uint64_t total() const { return host_tables + shm_written + pinned; }
+  };
+  using Key = std::tuple<uint64_t, size_t, std::set<Placement>>;  // limit, ranks per limit, placements
+  struct Over {
+    std::vector<int> ranks;
+    std::vector<std::string> hosts;
+    size_t scopes = 0;
+    Charge largest;
+    EnvironmentSet environments;
+  };
+  std::map<Key, Over> over;
+  for (const MemoryLimitScope& scope : plan.memory_limits) {
+    Charge charge;
+    std::set<Placement> placements;
+    for (int r : scope.ranks) {
+      const RankPlan& rp = plan.ranks[static_cast<size_t>(r)];
+      charge.host_tables += rp.memory.host_private_bytes;
+      charge.shm_written += rp.memory.shm_written_bytes;
+      charge.pinned += rp.memory.host_pinned_bytes;
+      placements.insert(rp.placement);
+    }
+    ENGRAM_CHECK(charge.total() >= charge.host_tables);  // no sum wrapped (sizes are capped at 1 EiB)
+    if (charge.total() <= scope.limit_bytes) continue;
+    Over& o = over[{scope.limit_bytes, scope.ranks.size(), placements}];
+    const HostSpec& host = plan.deployment.hosts[static_cast<size_t>(scope.host)];
+    o.environments.add(host.environment);
+    ++o.scopes;
+    if (charge.total() > o.largest.total()) o.largest = charge;
+    o.ranks.insert(o.ranks.end(), scope.ranks.begin(), scope.ranks.end());
+    if (std::find(o.hosts.begin(), o.hosts.end(), host.name) == o.hosts.end()) o.hosts.push_back(host.name);
+  }
+  for (auto& [key, o] : over) {
+    const auto& [limit, ranks_per_scope, placements] = key;
+    const Charge& charge = o.largest;
+    std::sort(o.ranks.begin(), o.ranks.end());
+    std::string parts;
+    if (charge.host_tables) parts = fmt::format("host tables {}", format_size_short(charge.host_tables));
+    if (charge.shm_written)
+      parts += fmt::format("{}the node's /dev/shm copy it writes {}, its pages charged to the writer",
+                           parts.empty() ? "" : ", ", format_size_short(charge.shm_written));
+    if (charge.pinned)
+      parts += fmt::format("{}pinned lookup staging {}", parts.empty() ? "" : ", ", format_size_short(charge.pinned));
+    const bool one_rank = ranks_per_scope == 1;
+    const std::string up_to = o.scopes == 1 ? "" : "up to ";
+    std::string who;
+    if (one_rank && o.scopes == 1)
+      who = fmt::format("rank {} on host {} ({}) runs under a memory limit of {}, below the {} it will hold in its "
+                        "own memory ({})",
+                        o.ranks.front(), o.hosts.front(), placement_names(placements), format_size_short(limit),
+                        format_size_short(charge.total()), parts);
+    else if (one_rank)
+      who = fmt::format("ranks {} on host(s) {} ({}) each run under a memory limit of {}, below what each will "
+                        "hold in its own memory ({}{}: {})",
+                        compress_ranges(o.ranks), join_limited(o.hosts), placement_names(placements),
+                        format_size_short(limit), up_to, format_size_short(charge.total()), parts);
+    else if (o.scopes == 1)
+      who = fmt::format("ranks {} on host {} ({}) share a memory limit of {} (one container or pod), below the {} "
+                        "they will hold together ({})",
+                        compress_ranges(o.ranks), o.hosts.front(), placement_names(placements),
+                        format_size_short(limit), format_size_short(charge.total()), parts);
+    else
+      who = fmt::format("ranks {} on host(s) {} ({}) share a memory limit of {} per {} ranks (one container or pod "
+                        "each), below what each such group will hold together ({}{}: {})",
+                        compress_ranges(o.ranks), join_limited(o.hosts), placement_names(placements),
+                        format_size_short(limit), ranks_per_scope, up_to, format_size_short(charge.total()), parts);
+    problems.push_back(fmt::format(
+        "{}; the kernel would OOM-kill {} while the tables are filled. Raise the limit: {}; or hold "
+        "less per rank: a larger tp (host_private and host_head_sharded hold a 1/tp share), dp_shared_memory for "
+        "host_shared where /dev/shm holds the tables (one copy per node), or cpu_offload: false (tables on the GPUs)",
+        who, one_rank && o.scopes == 1 ? "it" : "them", memory_limit_fix(charge.total(), one_rank, o.environments)));
+  }
 }
 
 }  // namespace
@@ -122,10 +255,20 @@ Status check_memory_fits(const PlanResult& plan) {
                                    join_limited(names), names_of, copies, copies == 1 ? "y" : "ies",
                                    format_size_short(tables), format_size_short(memory), host_fix(placements)));
   }
+  check_shm_enforced(plan, problems);
+  check_memory_limits(plan, problems);
   if (problems.empty()) return Status::ok();
   std::string message = "the deployment cannot run: ";
   for (size_t i = 0; i < problems.size(); ++i) message += (i ? "; and " : "") + problems[i];
   return resource_exhausted(std::move(message));
+}
+
+Result<PlanResult> plan_that_fits(const Deployment& deployment, WarningSink& sink,
+                                  const std::vector<MemoryLimitScope>* limits) {
+  ENGRAM_ASSIGN_OR_RETURN(PlanResult plan, plan_deployment(deployment, sink));
+  if (limits != nullptr) plan.memory_limits = *limits;
+  ENGRAM_RETURN_IF_ERROR(check_memory_fits(plan));
+  return plan;
 }
 
 }  // namespace engram

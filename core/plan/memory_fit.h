@@ -21,9 +21,25 @@ Warning kv_cache_exhausted_warning(const HostMemory& host, const EngineMemory& e
 // Appended to plan.warnings unless its key is there.
 void add_host_memory_warnings(PlanResult& plan);
 
-// ok, or resource_exhausted: a rank group whose Engram tables and buffer
-// exceed the whole GPU, or a host whose tables exceed its RAM. Hosts alike
-// are named in one sentence.
+// The memory fit: ok, or resource_exhausted naming every way the deployment
+// cannot run: a rank group whose Engram tables and buffer exceed the whole
+// GPU; a host whose tables exceed its RAM; a /dev/shm copy beyond what its
+// tmpfs enforces (a Kubernetes sizeLimit); a memory limit
+// (plan.memory_limits) below what its ranks will hold in their own memory
+// (host tables, the /dev/shm pages they write). Each with the number to
+// set. Alike hosts and limits are named in one sentence.
+//
+// One function for every caller, before anything is allocated: `plan`, the
+// scenario runner (after plan_deployment) and the runtime on every rank
+// (after deciding from the gathered facts, with the limits the ranks found),
+// so all three refuse a deployment with the same text.
 Status check_memory_fits(const PlanResult& plan);
+
+// plan_deployment, then check_memory_fits: the plan a runner acts on, or
+// the error that refuses it (invalid_argument and failed_precondition from
+// the plan, resource_exhausted from the fit). `limits`, where given, stand
+// for the deployment's own (the runtime's, as the ranks found them).
+Result<PlanResult> plan_that_fits(const Deployment& deployment, WarningSink& sink,
+                                  const std::vector<MemoryLimitScope>* limits = nullptr);
 
 }  // namespace engram

@@ -56,6 +56,25 @@ int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engin
   return checked_signed_difference(budget, checked_add(engram_hbm_bytes, engine.gpu_reserved_bytes.value_or(0)));
 }
 
+std::vector<MemoryLimitScope> memory_limit_scopes(const Deployment& d) {
+  std::vector<MemoryLimitScope> scopes;
+  std::vector<MemoryLimitScope> containers(d.hosts.size());
+  for (size_t r = 0; r < d.rank_hosts.size(); ++r) {
+    const int host = d.rank_hosts[r];
+    const HostSpec& h = d.hosts[static_cast<size_t>(host)];
+    if (h.memory_limit_bytes_per_rank) scopes.push_back({host, {static_cast<int>(r)}, *h.memory_limit_bytes_per_rank});
+    if (h.memory_limit_bytes) {
+      MemoryLimitScope& c = containers[static_cast<size_t>(host)];
+      c.host = host;
+      c.limit_bytes = *h.memory_limit_bytes;
+      c.ranks.push_back(static_cast<int>(r));
+    }
+  }
+  for (MemoryLimitScope& c : containers)
+    if (!c.ranks.empty()) scopes.push_back(std::move(c));
+  return scopes;
+}
+
 MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
                        std::span<const RankMemoryInput> ranks, int tokens_per_rank_max, const EngineMemory& engine) {
   CostMemo memo(spec);
@@ -86,6 +105,7 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
     m.hbm_buffer_bytes = cost.hbm_buffer_bytes;
     m.host_private_bytes = cost.host_private_bytes;
     m.host_shared_mapped_bytes = cost.host_shared_mapped_bytes;
+    m.host_pinned_bytes = cost.host_pinned_bytes;
     const uint64_t hbm = checked_add(m.hbm_table_bytes, m.hbm_buffer_bytes);
     m.kv_budget_bytes = static_cast<uint64_t>(static_cast<double>(m.gpu_memory_bytes) * engine.gpu_memory_fraction);
     m.gpu_reserved_bytes = engine.gpu_reserved_bytes.value_or(0);
@@ -115,6 +135,7 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
       ++hm.table_copies;
       // A host-wide copy (/dev/shm) is in the host's memory once, whoever maps it.
       hm.shm_bytes = checked_add(hm.shm_bytes, cost.host_shm_bytes);
+      m.shm_written_bytes = cost.host_shm_bytes;  // the host's first rank writes it, as the runtime's writer
       hm.host_table_bytes = checked_add(hm.host_table_bytes, cost.host_shm_bytes);
     }
   }

@@ -42,6 +42,22 @@ struct RankMemory {
   int64_t max_concurrency = -1;
   uint64_t host_private_bytes = 0; // host memory this rank allocates itself
   uint64_t host_shared_mapped_bytes = 0;  // a node's shared copy this rank maps (not extra memory)
+  // The node's /dev/shm copy where this rank writes it (its host's first
+  // rank): tmpfs pages are charged to the memory cgroup of their writer.
+  uint64_t shm_written_bytes = 0;
+  uint64_t host_pinned_bytes = 0;  // its device lookup's staging of host rows (pinned)
+  // What a memory limit over this rank is charged with.
+  uint64_t limit_charged_bytes() const { return host_private_bytes + shm_written_bytes + host_pinned_bytes; }
+};
+
+// A memory limit over some ranks: a rank's own (memory_limit_per_rank, a
+// cgroup per rank), or a container's or pod's over every rank it holds.
+// From the deployment's fields (plan) or the ranks' gathered facts (the
+// runtime, which sees the cgroups).
+struct MemoryLimitScope {
+  int host = -1;           // where its ranks run
+  std::vector<int> ranks;  // world ranks, ascending
+  uint64_t limit_bytes = 0;
 };
 
 struct HostMemory {
@@ -65,6 +81,11 @@ struct MemoryPlan {
 // What the KV cache gets on one GPU: gpu_memory x fraction, less the Engram
 // tables and buffer, less what the engine reserves. Negative: none.
 int64_t kv_cache_left_bytes(uint64_t gpu_memory_bytes, const EngineMemory& engine, uint64_t engram_hbm_bytes);
+
+// The limits the deployment writes: each rank's memory_limit_per_rank, and
+// each host entry's memory_limit over all its ranks.
+// `completed`: validate_and_complete's output (rank_hosts resolved).
+std::vector<MemoryLimitScope> memory_limit_scopes(const Deployment& completed);
 
 // `hosts` complete (gpu_memory_bytes set) and within the deployment's caps
 // (validate_and_complete): sizes at most kMaxSizeBytes, at most kMaxRanks

@@ -12,17 +12,8 @@
 
 namespace engram {
 
-const char* fallback_cause_name(FallbackCause cause) {
-  switch (cause) {
-    case FallbackCause::kGroupSizeOne: return "group_size_1";
-    case FallbackCause::kShmMissing: return "shm_missing";
-    case FallbackCause::kShmTooSmall: return "shm_too_small";
-  }
-  return "?";
-}
-
 PlacementDecision decide_rank_placement(const EngramConfig& config, const DpSharedMemoryResolution& shared,
-                                        const RankHostFacts& facts, uint64_t table_bytes_total) {
+                                        const HostShmFacts& facts, uint64_t table_bytes_total) {
   PlacementDecision d;
   const bool host_table_asked = config.cpu_offload || (shared.is_explicit && shared.enabled);
   if (config.peer_shards) {
@@ -45,9 +36,7 @@ PlacementDecision decide_rank_placement(const EngramConfig& config, const DpShar
                            shared.is_explicit ? "false as written" : "resolved disabled");
     return d;
   }
-  if (facts.node_local_group_size <= 1) d.fallback_causes.push_back(FallbackCause::kGroupSizeOne);
-  if (!facts.shm_mounted) d.fallback_causes.push_back(FallbackCause::kShmMissing);
-  else if (facts.tmpfs_bytes_total < table_bytes_total) d.fallback_causes.push_back(FallbackCause::kShmTooSmall);
+  d.fallback_causes = host_shared_unmet(facts, table_bytes_total);
   if (shared.is_explicit) {
     // Strict validation rejected every such case before we got here.
     ENGRAM_CHECK(config.cpu_offload);
@@ -58,46 +47,39 @@ PlacementDecision decide_rank_placement(const EngramConfig& config, const DpShar
     d.reason = fmt::format(
         "dp_shared_memory enabled, node-local group of {}, /dev/shm tmpfs total {} >= tables {}: host_shared "
         "(one copy per node)",
-        facts.node_local_group_size, format_size_short(facts.tmpfs_bytes_total),
+        facts.min_node_local_group_size, format_size_short(facts.tmpfs_bytes_total),
         format_size_short(table_bytes_total));
     return d;
   }
   d.placement = Placement::kHostHeadSharded;
   std::string causes;
-  for (FallbackCause c : d.fallback_causes) {
-    if (!causes.empty()) causes += ", ";
-    switch (c) {
-      case FallbackCause::kGroupSizeOne: causes += "node-local group size 1"; break;
-      case FallbackCause::kShmMissing: causes += "/dev/shm missing"; break;
-      case FallbackCause::kShmTooSmall:
-        causes += fmt::format("/dev/shm tmpfs total {} < tables {}", format_size_short(facts.tmpfs_bytes_total),
-                              format_size_short(table_bytes_total));
-        break;
-    }
-  }
+  for (FallbackCause c : d.fallback_causes)
+    causes += (causes.empty() ? "" : ", ") + unmet_text(c, facts, table_bytes_total);
   d.reason = fmt::format("dp_shared_memory resolved enabled but cannot work ({}): fallback host_head_sharded",
                          causes);
   return d;
 }
 
-Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
-                         uint64_t tmpfs_bytes_total, RuntimeEnvironment environment) {
-  return fallback_warning(cause, hosts, table_bytes_total, std::vector<uint64_t>(hosts.size(), tmpfs_bytes_total),
-                          environment);
-}
+namespace {
 
-Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
-                         const std::vector<uint64_t>& tmpfs_bytes_by_host, RuntimeEnvironment environment) {
-  ENGRAM_CHECK(tmpfs_bytes_by_host.size() == hosts.size() && !hosts.empty());
-  const std::string where = join_limited(hosts);
+// The warning for one cause, over the hosts where it holds.
+Warning fallback_warning(FallbackCause cause, const std::vector<const HostShmUnmet*>& hosts,
+                         uint64_t table_bytes_total) {
+  ENGRAM_CHECK(!hosts.empty());
+  std::vector<std::string> names;
+  EnvironmentSet environments;
   // kShmTooSmall: "host(s) a, c is 64 MiB" for one size, else each size
   // after its hosts: "host(s) a, c (64 MiB) and b (100.0 GiB) are".
   std::vector<std::pair<uint64_t, std::vector<std::string>>> by_size;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    auto it = std::find_if(by_size.begin(), by_size.end(), [&](const auto& e) { return e.first == tmpfs_bytes_by_host[i]; });
-    if (it == by_size.end()) it = by_size.insert(by_size.end(), {tmpfs_bytes_by_host[i], {}});
-    it->second.push_back(hosts[i]);
+  for (const HostShmUnmet* u : hosts) {
+    names.push_back(u->host.host_name);
+    environments.add(u->host.environment);
+    const uint64_t size = u->host.tmpfs_bytes_total;
+    auto it = std::find_if(by_size.begin(), by_size.end(), [&](const auto& e) { return e.first == size; });
+    if (it == by_size.end()) it = by_size.insert(by_size.end(), {size, {}});
+    it->second.push_back(u->host.host_name);
   }
+  const std::string where = join_limited(names);
   std::string sized_where;
   for (size_t i = 0; i < by_size.size(); ++i)
     sized_where += fmt::format("{}{} ({})", i == 0 ? "" : i + 1 == by_size.size() ? " and " : ", ",
@@ -111,26 +93,39 @@ Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& ho
           "dp_shared_memory resolved to enabled, but the node-local Engram DP group has size 1 on host(s) {}; "
           "falling back to host_head_sharded. The DP replicas must be co-located: each node must hold whole "
           "replicas, with more than one replica per TP rank, and see one /dev/shm of at least {}. {}.",
-          where, needed, colocation_fix_text(environment));
+          where, needed, colocation_fix_text(environments));
       break;
     case FallbackCause::kShmMissing:
       w.text = fmt::format(
           "dp_shared_memory resolved to enabled, but /dev/shm is missing on host(s) {}; falling back to "
           "host_head_sharded. A /dev/shm of at least {} is needed; {}.",
-          where, needed, shm_fix_text(table_bytes_total, environment));
+          where, needed, shm_fix_text(table_bytes_total, environments));
       break;
     case FallbackCause::kShmTooSmall:
       w.text = by_size.size() == 1
                    ? fmt::format("dp_shared_memory resolved to enabled, but /dev/shm on host(s) {} is {} (tmpfs "
                                  "total), smaller than the tables' {}; falling back to host_head_sharded. {}.",
                                  where, format_size_short(by_size[0].first), needed,
-                                 shm_fix_text(table_bytes_total, environment))
+                                 shm_fix_text(table_bytes_total, environments))
                    : fmt::format("dp_shared_memory resolved to enabled, but /dev/shm on host(s) {} is smaller (tmpfs "
                                  "totals) than the tables' {}; falling back to host_head_sharded. {}.",
-                                 sized_where, needed, shm_fix_text(table_bytes_total, environment));
+                                 sized_where, needed, shm_fix_text(table_bytes_total, environments));
       break;
   }
   return w;
+}
+
+}  // namespace
+
+std::vector<Warning> fallback_warnings(std::span<const HostShmUnmet> unfit, uint64_t table_bytes_total) {
+  std::vector<Warning> out;
+  for (FallbackCause cause : {FallbackCause::kGroupSizeOne, FallbackCause::kShmMissing, FallbackCause::kShmTooSmall}) {
+    std::vector<const HostShmUnmet*> hosts;
+    for (const HostShmUnmet& u : unfit)
+      if (std::find(u.causes.begin(), u.causes.end(), cause) != u.causes.end()) hosts.push_back(&u);
+    if (!hosts.empty()) out.push_back(fallback_warning(cause, hosts, table_bytes_total));
+  }
+  return out;
 }
 
 Warning peer_precedence_warning() {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,23 +18,12 @@
 #include "core/plan/config_resolution.h"
 #include "core/deployment/deployment.h"
 #include "core/deployment/runtime_environment.h"
+#include "core/placements/host_shared.h"
 #include "core/placements/placement.h"
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 
 namespace engram {
-
-// Why a resolved-enabled dp_shared_memory cannot work (it then falls back to
-// host_head_sharded with a warning).
-enum class FallbackCause : uint8_t { kGroupSizeOne, kShmMissing, kShmTooSmall };
-const char* fallback_cause_name(FallbackCause cause);  // "group_size_1", "shm_missing", "shm_too_small"
-
-// What one rank knows locally.
-struct RankHostFacts {
-  int node_local_group_size = 1;
-  bool shm_mounted = true;
-  uint64_t tmpfs_bytes_total = 0;  // the total, never the free space: the same on every rank of a node
-};
 
 struct PlacementDecision {
   Placement placement = Placement::kDeviceCollective;
@@ -42,21 +32,18 @@ struct PlacementDecision {
   std::string reason;
 };
 
-// The rule for one rank. An explicit `dp_shared_memory: true` must have passed
-// validate_dp_shared_memory_strict first (checked: an unmet requirement here
-// is a broken contract).
+// The rule for one rank, from its host's facts (`facts.min_node_local_group_size`:
+// the rank's own group, the same on every rank of a host). An explicit
+// `dp_shared_memory: true` must have passed validate_dp_shared_memory_strict
+// first (checked: an unmet requirement here is a broken contract).
 PlacementDecision decide_rank_placement(const EngramConfig& config, const DpSharedMemoryResolution& shared,
-                                        const RankHostFacts& facts, uint64_t table_bytes_total);
+                                        const HostShmFacts& facts, uint64_t table_bytes_total);
 
-// The once-per-process warnings (fallback, peer precedence). `hosts` names
-// where the cause holds; `tmpfs_bytes_total` is the size found (kShmTooSmall
-// only); `environment` picks the fixes named (all when unknown).
-Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
-                         uint64_t tmpfs_bytes_total, RuntimeEnvironment environment = RuntimeEnvironment::kUnknown);
-// The same with each host's own tmpfs total (parallel to `hosts`): hosts of
-// one size are named together, each size once.
-Warning fallback_warning(FallbackCause cause, const std::vector<std::string>& hosts, uint64_t table_bytes_total,
-                         const std::vector<uint64_t>& tmpfs_bytes_by_host, RuntimeEnvironment environment);
+// The once-per-process fallback warnings, from host_shared's capability check
+// (host_shared_fitness): one per cause, naming every host where it holds
+// with its own /dev/shm size (hosts of one size together) and the fixes of
+// those hosts' environments (all where one is unknown).
+std::vector<Warning> fallback_warnings(std::span<const HostShmUnmet> unfit, uint64_t table_bytes_total);
 Warning peer_precedence_warning();
 
 }  // namespace engram

@@ -13,6 +13,7 @@
 
 #include "core/exchange/gather_facts.h"
 #include "core/plan/deployment_plan.h"
+#include "core/plan/memory_fit.h"
 #include "core/runtime/plan_inputs.h"
 
 namespace engram {
@@ -22,6 +23,7 @@ namespace {
 // carries hostname, boot id, NVLink domain and IMEX around it). Explicit
 // padding: the bytes key the plan cache.
 struct RuntimeWireFacts {
+  static constexpr uint64_t kNotEnforced = ~uint64_t{0};
   uint64_t tmpfs_bytes_total = 0;
   uint64_t gpu_memory_bytes = 0;
   uint8_t shm_mounted = 0;
@@ -30,8 +32,12 @@ struct RuntimeWireFacts {
   uint8_t environment = 0;  // RuntimeEnvironment: picks the fixes warnings name
   uint8_t pad[4] = {};
   uint64_t gpu_bus_key = 0;  // the GPU's PCI bus id hashed (0: no device): ranks of a host on one GPU share it
+  // What the memory fit judges (core/backend/host_probe.h MemoryFacts).
+  uint64_t host_memory_bytes = 0;
+  uint64_t tmpfs_bytes_enforced = kNotEnforced;
+  MemoryLimitFact limits[2] = {};
 };
-static_assert(sizeof(RuntimeWireFacts) == 32);
+static_assert(sizeof(RuntimeWireFacts) == 80);
 
 // What every rank reads from the plan, derived once per plan: the plan, per
 // host its writer (lowest world rank), and per rank the reason of its
@@ -90,6 +96,7 @@ std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
   deployment.config = inputs.config;
   std::map<std::pair<std::string, std::string>, int> host_index;
   std::map<std::pair<int, uint64_t>, int> ranks_on_gpu;  // (host, GPU bus key) -> ranks
+  std::map<std::pair<int, uint64_t>, MemoryLimitScope> limits;  // (host, limit key) -> the ranks under it
   for (const RankFacts& rank_facts : facts->ranks) {
     const PlacementFacts& p = rank_facts.placement;
     const RuntimeWireFacts f = rank_facts.extra_as<RuntimeWireFacts>();
@@ -108,7 +115,21 @@ std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
       host.environment = static_cast<RuntimeEnvironment>(std::min<uint8_t>(f.environment, 3));
       deployment.hosts.push_back(std::move(host));
     }
-    ++deployment.hosts[static_cast<size_t>(it->second)].gpu_count;
+    HostSpec& host = deployment.hosts[static_cast<size_t>(it->second)];
+    // A host's RAM and enforced /dev/shm limit, as its ranks read them (the least, should they differ).
+    if (f.host_memory_bytes != 0 && (host.host_memory_bytes == 0 || f.host_memory_bytes < host.host_memory_bytes))
+      host.host_memory_bytes = f.host_memory_bytes;
+    if (f.tmpfs_bytes_enforced != RuntimeWireFacts::kNotEnforced)
+      host.tmpfs_bytes_enforced = std::min(host.tmpfs_bytes_enforced.value_or(f.tmpfs_bytes_enforced), f.tmpfs_bytes_enforced);
+    const int rank = static_cast<int>(deployment.rank_hosts.size());
+    for (const MemoryLimitFact& limit : f.limits) {
+      if (limit.key == 0) continue;
+      MemoryLimitScope& scope = limits[{it->second, limit.key}];
+      scope.host = it->second;
+      scope.limit_bytes = scope.ranks.empty() ? limit.limit_bytes : std::min(scope.limit_bytes, limit.limit_bytes);
+      scope.ranks.push_back(rank);
+    }
+    ++host.gpu_count;
     deployment.rank_hosts.push_back(it->second);
     if (f.has_device != 0 && f.gpu_bus_key != 0) ++ranks_on_gpu[{it->second, f.gpu_bus_key}];
   }
@@ -123,7 +144,11 @@ std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
     host.gpu_count = (ranks + host.ranks_per_gpu - 1) / host.ranks_per_gpu;
   }
   WarningSink plan_sink;  // plan's warnings reach the caller's sink from the result, once
-  auto plan = std::make_shared<const SharedPlan>(derive(plan_deployment(deployment, plan_sink)));
+  // The limits the ranks run under, as they found them (plan takes them
+  // from the deployment's fields), judged by the fit `plan` and scenarios judge.
+  std::vector<MemoryLimitScope> found;
+  for (auto& [where, scope] : limits) found.push_back(std::move(scope));
+  auto plan = std::make_shared<const SharedPlan>(derive(plan_that_fits(deployment, plan_sink, &found)));
   std::lock_guard<std::mutex> lock(mutex);
   recent.push_front({facts, std::move(inputs), inputs_hash, plan});
   if (recent.size() > 4) recent.pop_back();
@@ -139,6 +164,10 @@ RuntimeWireFacts local_wire_facts(RankBackend& backend) {
     // The total, never the free space: every rank of a node decides alike.
     mine.tmpfs_bytes_total = shm->tmpfs_bytes_total;
   }
+  const MemoryFacts memory = backend.probe->memory();
+  mine.host_memory_bytes = memory.host_memory_bytes;
+  if (memory.tmpfs_bytes_enforced) mine.tmpfs_bytes_enforced = *memory.tmpfs_bytes_enforced;
+  for (size_t i = 0; i < memory.limits.size(); ++i) mine.limits[i] = memory.limits[i];
   if (backend.device != nullptr) {
     auto info = backend.device->info();
     if (info.is_ok()) {
