@@ -26,4 +26,15 @@ void add_host_memory_warnings(PlanResult& plan);
 // are named in one sentence.
 Status check_memory_fits(const PlanResult& plan);
 
+// What `plan` shows for a deployment (the command and the Python module):
+// its plan with the host-memory warnings added, and whether its tables fit
+// (check_memory_fits: ok, or the error shown after the figures behind it).
+// An error of planning itself (bad input, an explicit setting that cannot
+// work) is the Result's.
+struct FitCheckedPlan {
+  PlanResult plan;
+  Status fits;
+};
+Result<FitCheckedPlan> plan_with_memory_fit(const Deployment& deployment, WarningSink& sink);
+
 }  // namespace engram
