@@ -11,6 +11,7 @@
 // the tables are built, naming why.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <pybind11/stl.h>  // std::optional and std::vector arguments
 
 #include <memory>
 #include <mutex>

@@ -2,6 +2,7 @@
 // scale-byte rule, and the stored rows of the filled test tables, on numpy
 // arrays. Each is one call into core/ or kernels/.
 #include <fmt/format.h>
+#include <pybind11/stl.h>  // std::optional and std::vector arguments
 
 #include <algorithm>
 #include <cstddef>

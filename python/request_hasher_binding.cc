@@ -3,6 +3,7 @@
 // (slot, first token, token count); tokens no run covers are padding.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <pybind11/stl.h>  // std::optional and std::vector arguments
 
 #include <climits>
 #include <memory>

@@ -2,6 +2,7 @@
 // swarm seeds, on the emulator; the documents `scenario run --json` and
 // `fuzz --json` print (harness/run_json.h).
 #include <fmt/format.h>
+#include <pybind11/stl.h>  // std::optional and std::vector arguments
 
 #include <optional>
 #include <string>

@@ -80,13 +80,15 @@ python_tests() {
     return 1
   fi
   . build/python/python_env.sh
-  PYTHONPATH="$PWD/build/python" "$ENGRAM_PYTHON" -m pytest -q -rs -p no:cacheprovider tests/python
+  PYTHONPATH="$PWD/build/python" "$ENGRAM_PYTHON" -m pytest -q -rs -p no:cacheprovider tests/python &&
+    # The README's `pytest scenarios/`: every scenario file as a test, through the plugin.
+    PYTHONPATH="$PWD/build/python" "$ENGRAM_PYTHON" -m pytest -q -p no:cacheprovider scenarios/ \
+      >build-logs/python-scenarios.log 2>&1 || { cat build-logs/python-scenarios.log; return 1; }
 }
 stage python python_tests
-echo "[python] $(tail -n 1 build-logs/python.log | sed 's/^=* *//; s/ *=*$//')"
-if grep -q "^SKIPPED" build-logs/python.log; then
-  echo "[python] skipped (each says why in build-logs/python.log): $(grep -c '^SKIPPED' build-logs/python.log)"
-fi
+echo "[python] tests/python: $(tail -n 1 build-logs/python.log | sed 's/^=* *//; s/ *=*$//')" \
+  "(skipped ones say why in build-logs/python.log); pytest scenarios/:" \
+  "$(tail -n 1 build-logs/python-scenarios.log | sed 's/^=* *//; s/ *=*$//')"
 
 # 5. Installed like a library: the release build installed into a temporary
 # prefix, a small engine-side consumer (tests/install_consumer) configured

@@ -17,6 +17,9 @@ import pytest
 import engramlab
 
 
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_collect_file"]
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("engramlab")
     group.addoption(
@@ -43,6 +46,12 @@ def parse_seeds(text):
     return seeds
 
 
+def pytest_configure(config):
+    # Read once, so a bad value is one usage error rather than one per file.
+    option = config.getoption("scenario_seeds", default=None)
+    config.engramlab_scenario_seeds = None if option is None else parse_seeds(option)
+
+
 def pytest_collect_file(parent, file_path):
     if file_path.suffix in (".yaml", ".yml"):
         return ScenarioFile.from_parent(parent, path=file_path)
@@ -61,8 +70,8 @@ class ScenarioFile(pytest.File):
     def collect(self):
         # Read (and checked) at collection: a bad file is a collection error naming its line and field.
         info = engramlab.scenario_info(str(self.path))
-        option = self.config.getoption("scenario_seeds", default=None)
-        for seed in [info["seed"]] if option is None else parse_seeds(option):
+        seeds = getattr(self.config, "engramlab_scenario_seeds", None)
+        for seed in [info["seed"]] if seeds is None else seeds:
             yield ScenarioItem.from_parent(self, name=f"{info['name']}[seed={seed}]", seed=seed)
 
 
