@@ -92,14 +92,15 @@ class EngramTables {
       started = start(arguments.ranks_per_gpu);
     }
     ok_or_raise(started);
+    facts_ = runtime_->facts();
+    gpu_ordinal_ = rank_->gpu_ordinal();
+    gpu_none_reason_ = rank_->gpu_none_reason();
   }
 
-  std::string placement() const { return placement_name(runtime().placement()); }
+  std::string placement() const { return placement_name(facts_.placement); }
   int rank() const { return env_.rank; }
   int world_size() const { return env_.world_size; }
-  std::string device() const {
-    return rank_->gpu_ordinal() >= 0 ? fmt::format("cuda:{}", rank_->gpu_ordinal()) : std::string("cpu");
-  }
+  std::string device() const { return gpu_ordinal_ >= 0 ? fmt::format("cuda:{}", gpu_ordinal_) : std::string("cpu"); }
   int tokens_per_rank_max() const { return options_.config.tokens_per_rank_max; }
 
   py::list layers() const {
@@ -114,7 +115,7 @@ class EngramTables {
   }
 
   py::dict facts() const {
-    const RuntimeFacts& f = runtime().facts();
+    const RuntimeFacts& f = facts_;
     return py::dict("placement"_a = placement_name(f.placement), "reason"_a = text_object(f.reason),
                     "handle_type"_a = f.handle_type ? py::object(py::str(handle_type_name(*f.handle_type)))
                                                     : py::object(py::none()),
@@ -131,10 +132,9 @@ class EngramTables {
   }
 
   void lookup(py::handle row_ids_arg, py::handle out_arg, py::handle stream_arg, std::optional<int> layer) {
-    runtime();  // raises when closed
     const int t = table_index(layer);
     const TableSpec& table = options_.table_model.tables[static_cast<size_t>(t)];
-    const int ordinal = rank_->gpu_ordinal();
+    const int ordinal = gpu_ordinal_;
     const dlpack::Device want = ordinal >= 0 ? dlpack::Device{dlpack::kCuda, ordinal} : dlpack::Device{dlpack::kCpu, 0};
     std::optional<uintptr_t> stream;
     if (ordinal >= 0) {
@@ -142,7 +142,7 @@ class EngramTables {
     } else if (!stream_arg.is_none()) {
       throw py::value_error(fmt::format("stream: this rank has no GPU ({}), so its lookup runs on the CPU; give "
                                         "stream=None",
-                                        rank_->gpu_none_reason()));
+                                        gpu_none_reason_));
     }
     require_device(row_ids_arg, "row_ids", want);
     require_device(out_arg, "out", want);
@@ -210,11 +210,6 @@ class EngramTables {
     return Status::ok();
   }
 
-  const EngramRuntime& runtime() const {
-    if (!runtime_) raise_status(failed_precondition("EngramTables: the tables are closed"));
-    return *runtime_;
-  }
-
   int table_index(std::optional<int> layer) const {
     const ModelSpec& model = options_.table_model;
     if (layer) return value_or_raise(table_index_of_layer(model, *layer, "layer"));
@@ -258,14 +253,17 @@ class EngramTables {
     if (want.device_type == dlpack::kCpu)
       throw py::value_error(fmt::format("{}: a tensor on {}, but this rank has no GPU ({}) and looks up on the CPU; "
                                         "pass {}.cpu()",
-                                        name, device_text(got), rank_->gpu_none_reason(), name));
+                                        name, device_text(got), gpu_none_reason_, name));
     throw py::value_error(fmt::format("{}: a tensor on {}, but this rank looks up on its GPU {}; pass "
                                       "{}.to('{}')",
                                       name, device_text(got), device_text(want), name, device_text(want)));
   }
 
-  std::mutex mutex_;  // lookup and close from several threads
+  std::mutex mutex_;  // lookup and close from several threads: guards runtime_ and rank_
   ipc::LaunchEnv env_;
+  RuntimeFacts facts_;    // what start decided, kept past close()
+  int gpu_ordinal_ = -1;  // the rank's GPU (-1: none)
+  std::string gpu_none_reason_;
   RuntimeOptions options_;
   WarningSink sink_;
   std::unique_ptr<harness::LaunchedRankBackend> rank_;
