@@ -84,7 +84,7 @@ def test_wrong_tensors_name_the_argument(one_rank_job):
 ])
 def test_two_ranks_sharing_the_gpu_under_torchrun(repo, placement, flags):
     env = dict(os.environ, ENGRAMLAB_JOB_TOKEN=uuid.uuid4().hex, ENGRAMLAB_JOB_ID="pytest-" + uuid.uuid4().hex[:12])
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                str(repo / "tests/python/tables_rank.py"), "--ranks-per-gpu", "2", "--tokens", "1024",
                "--expect-placement", placement, *flags]
     run = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
