@@ -19,6 +19,7 @@
 #include "core/base/json_output.h"
 #include "core/base/progress.h"
 #include "core/base/rerun_command.h"
+#include "harness/run_json.h"
 #include "harness/run_timeline.h"
 #include "harness/scenario_emit.h"
 #include "harness/swarm_junit.h"
@@ -45,52 +46,9 @@ struct FuzzFlags {
   std::string junitxml;  // --junitxml: a testcase per seed
 };
 
-Json seed_json(const harness::SwarmSeedResult& r) {
-  return {{"seed", r.seed},
-          {"passed", r.passed},
-          {"outcome", r.outcome},
-          {"job", r.description},
-          {"trace_hash", fmt::format("{:016x}", r.trace_hash)},
-          {"violations", r.violations},
-          {"reproduce", r.reproduction}};
-}
-
-Json fuzz_json(const FuzzFlags& flags, const harness::SwarmReport& report) {
-  Json j = json_document("fuzz");
-  j["first_seed"] = flags.seed;
-  j["seeds"] = flags.seeds;
-  j["check_determinism"] = flags.check_determinism;
-  j["passed"] = report.passed();
-  j["failed_seeds"] = report.failures.size();
-  j["fault_sites"] = Json::array();
-  for (int s = 0; s < sim::kFaultSiteCount; ++s) {
-    const auto i = static_cast<size_t>(s);
-    j["fault_sites"].push_back({{"site", sim::fault_site_name(static_cast<sim::FaultSite>(s))},
-                                {"reached", report.reached[i]},
-                                {"fired", report.fired[i]},
-                                {"seeds_fired", report.seeds_fired[i]}});
-  }
-  j["coverage"] = Json::array();
-  for (const auto& [probe, hits] : report.coverage)
-    j["coverage"].push_back({{"probe", probe}, {"hits", hits.first}, {"seeds", hits.second}});
-  j["probes_never_hit"] = report.probes_never_hit();
-  j["outcomes"] = Json::array();
-  for (const auto& [outcome, seeds] : report.outcomes) j["outcomes"].push_back({{"outcome", outcome}, {"seeds", seeds}});
-  j["failures"] = Json::array();
-  for (const auto& f : report.failures) j["failures"].push_back(seed_json(f));
-  j["sites_never_fired"] = Json::array();
-  for (sim::FaultSite site : report.sites_never_fired()) j["sites_never_fired"].push_back(sim::fault_site_name(site));
-  j["seconds"] = report.elapsed_ms / 1000.0;
-  j["warnings"] = Json::array();
-  j["error"] = nullptr;
-  return j;
-}
-
-constexpr int kMaxSeeds = 10'000'000;
-
 // The whole-number flags, as every command reads them.
 Status read_numbers(FuzzFlags& flags) {
-  ENGRAM_ASSIGN_OR_RETURN(flags.seeds, whole_number_flag<int>("--seeds", flags.seeds_text, 1, kMaxSeeds));
+  ENGRAM_ASSIGN_OR_RETURN(flags.seeds, whole_number_flag<int>("--seeds", flags.seeds_text, 1, harness::kMaxSwarmSeeds));
   ENGRAM_ASSIGN_OR_RETURN(flags.seed, whole_number_flag<uint64_t>("--seed", flags.seed_text, 0, UINT64_MAX));
   return Status::ok();
 }
@@ -173,7 +131,7 @@ int run_fuzz(FuzzFlags& flags) {
       return 2;
     }
   if (flags.json) {
-    std::cout << dump_json(fuzz_json(flags, report)) << "\n";
+    std::cout << dump_json(harness::swarm_report_json(report)) << "\n";
     return report.passed() ? 0 : 1;
   }
 

@@ -6,12 +6,11 @@
 
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
-#include "backends/ipc/real_rank_backend.h"
 #include "core/base/text_excerpt.h"
 #include "core/deployment/deployment.h"
 #include "core/deployment/shard_groups.h"
 #include "core/model/table_spec.h"
-#include "harness/rank_device.h"
+#include "harness/launched_rank_backend.h"
 
 namespace engram::app {
 
@@ -41,14 +40,9 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
   ENGRAM_ASSIGN_OR_RETURN(int tp, whole_number_flag<int>("--tp", f.tp_text, 0, env.world_size));
   ENGRAM_ASSIGN_OR_RETURN(int dp, whole_number_flag<int>("--dp", f.dp_text, 0, env.world_size));
   ENGRAM_ASSIGN_OR_RETURN(o.fill_seed, whole_number_flag<uint64_t>("--fill-seed", f.fill_seed_text, 0, UINT64_MAX));
-  if (tp == 0 && dp > 0) tp = env.world_size / dp;
-  if (dp == 0 && tp > 0) dp = env.world_size / tp;
-  if (tp < 1 || dp < 1 || tp * dp != env.world_size)
-    return invalid_argument(fmt::format("--tp {} x --dp {} is not the {} ranks the launcher started; make tp x dp = {}",
-                                        tp, dp, env.world_size, env.world_size));
+  ENGRAM_ASSIGN_OR_RETURN(o.layout, harness::launched_layout(tp, dp, env.world_size, "--tp", "--dp"));
   o.placement_model = f.model;
   ENGRAM_ASSIGN_OR_RETURN(o.table_model, model_preset(f.table_model.empty() ? f.model : f.table_model));
-  o.layout = ParallelLayout{tp, dp};
   const std::optional<ShardGroup> group = shard_group_from_name(f.shard_group);
   if (!group)
     return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write {}", excerpt(f.shard_group),
@@ -60,19 +54,8 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
 
 Status run_launched_rank(const ipc::LaunchEnv& env, int ranks_per_gpu, WarningSink& sink,
                          const std::function<Status(RankBackend&)>& body) {
-  ENGRAM_ASSIGN_OR_RETURN(ipc::RealBackendOptions backend_options, ipc::real_backend_options(ipc::process_env()));
-  ENGRAM_ASSIGN_OR_RETURN(auto real, ipc::RealRankBackend::create(env, backend_options));
-  for (const Warning& w : real->stale_warnings()) sink.emit(w);
-  RankBackend backend = real->backend();
-  // Every rank looks up on its own GPU, whatever its placement.
-  ENGRAM_ASSIGN_OR_RETURN(harness::RankDevice device,
-                          harness::open_rank_device(env.local_rank, env.rank, true, *backend.probe, ranks_per_gpu));
-  if (device.memory) {
-    backend.device = device.memory.get();
-    backend.compute = device.compute.get();
-    backend.probe = device.probe.get();
-  }
-  return body(backend);
+  ENGRAM_ASSIGN_OR_RETURN(auto rank, harness::LaunchedRankBackend::create(env, ranks_per_gpu, sink));
+  return body(rank->backend());
 }
 
 }  // namespace engram::app

@@ -232,17 +232,16 @@ int run_plan(const PlanFlags& flags) {
   auto deployment = build_deployment(flags);
   if (!deployment.is_ok()) return fail(deployment.status());
   WarningSink sink;  // the report prints the warnings; no second copy on stderr
-  auto plan = plan_deployment(deployment.value(), sink);
-  if (!plan.is_ok()) return fail(plan.status());
-  add_host_memory_warnings(plan.value());
+  auto checked = plan_with_memory_fit(deployment.value(), sink);
+  if (!checked.is_ok()) return fail(checked.status());
   // The report first, so the figures behind a "cannot run" are on screen.
-  const Status fits = check_memory_fits(plan.value());
+  const Status& fits = checked->fits;
   if (flags.json) {
-    Json j = plan_json(plan.value());
+    Json j = plan_json(checked->plan);
     j["error"] = error_json_or_null(fits);
     std::cout << dump_json(j) << "\n";
   } else {
-    std::cout << format_plan_report(plan.value());
+    std::cout << format_plan_report(checked->plan);
   }
   if (!fits.is_ok()) {
     std::fputs(fmt::format("engramlab plan: error: {}\n", fits.to_string()).c_str(), stderr);

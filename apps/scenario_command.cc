@@ -30,6 +30,7 @@
 #include "harness/scenario.h"
 #include "harness/drawn_scenario.h"
 #include "harness/emulated_scenario.h"
+#include "harness/run_json.h"
 #include "harness/run_timeline.h"
 #include "harness/scenario_emit.h"
 #include "harness/swarm_target.h"
@@ -94,26 +95,6 @@ std::string scenarios_junit_xml(const std::vector<harness::ScenarioOutcome>& out
     cases.push_back(std::move(c));
   }
   return junit_xml("engramlab scenario run", cases);
-}
-
-Json outcome_json(const harness::ScenarioOutcome& o) {
-  Json j = Json::object();
-  j["name"] = o.name;
-  j["file"] = o.source;
-  j["seed"] = o.seed;
-  j["result"] = o.passed ? "pass" : "fail";
-  // One placement when every rank agrees, else null and the mix in "placements".
-  j["placement"] = o.placements.size() == 1 ? Json(placement_name(o.placements[0].first)) : Json(nullptr);
-  j["placements"] = Json::array();
-  for (const auto& [placement, ranks] : o.placements)
-    j["placements"].push_back({{"placement", placement_name(placement)}, {"ranks", ranks}});
-  j["warnings"] = warnings_json(o.warnings);
-  j["error"] = o.error ? error_json(*o.error) : Json(nullptr);
-  j["trace_hash"] = fmt::format("{:016x}", o.trace_hash);
-  j["ms"] = o.elapsed_ms;
-  j["failures"] = o.failures;
-  j["reproduce"] = o.reproduction;
-  return j;
 }
 
 int run_scenarios(const ScenarioFlags& flags) {
@@ -193,8 +174,7 @@ int run_scenarios(const ScenarioFlags& flags) {
       progress.set_item(s.name);
       const bool draw = !flags.trace.empty() || !flags.timeline.empty();
       harness::EmulatedOutcome run;
-      outcomes.push_back(s.faults_drawn ? harness::run_drawn_scenario(s, seed, draw ? &run : nullptr)
-                                        : harness::run_scenario(s, seed, draw ? &run : nullptr));
+      outcomes.push_back(harness::run_scenario_or_drawn(s, seed, draw ? &run : nullptr));
       if (draw) {
         // One scenario: the paths as given; several: the scenario's name in each.
         auto path = [&](const std::string& p) { return scenarios.size() == 1 || p.empty() ? p : harness::drawing_path_for(p, s.name); };
@@ -218,7 +198,7 @@ int run_scenarios(const ScenarioFlags& flags) {
     j["passed"] = static_cast<int64_t>(outcomes.size()) - failed;
     j["failed"] = failed;
     j["scenarios"] = Json::array();
-    for (const auto& o : outcomes) j["scenarios"].push_back(outcome_json(o));
+    for (const auto& o : outcomes) j["scenarios"].push_back(harness::scenario_outcome_json(o));
     j["warnings"] = warnings_json(skipped);
     j["error"] = nullptr;
     std::cout << dump_json(j) << "\n";

@@ -74,6 +74,7 @@ Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted,
   // The probe adds the ordinal, the visible count and the GPU's NVLink
   // domain (NVML), so the exchange can choose FABRIC within a rack.
   out.probe = std::make_unique<cuda::GpuHostProbe>(base, ordinal, gpus.count);
+  out.ordinal = ordinal;
   return out;
 #else
   ENGRAM_CHECK(false && "visible_gpus() reports none without the CUDA backend");

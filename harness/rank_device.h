@@ -32,6 +32,7 @@ struct RankDevice {
   // system); null when there is no device (use the backend's probe as it is).
   std::unique_ptr<HostProbe> probe;
   std::string none_reason;               // why memory is null
+  int ordinal = -1;                      // the CUDA device ordinal opened (-1: none)
 };
 
 // Where GPUs are visible, opens GPU `local_rank`; `base` must outlive the

@@ -95,6 +95,9 @@ struct SwarmReport {
   std::string outcome_table() const;
 };
 
+// The most seeds one sweep runs (`fuzz --seeds`, engramlab.fuzz).
+inline constexpr int kMaxSwarmSeeds = 10'000'000;
+
 // `on_seed_done(done)` after each seed (progress reporting); may be empty.
 SwarmReport run_swarm(uint64_t first_seed, int seed_count, bool check_determinism,
                       const std::function<void(int done)>& on_seed_done = {}, const SwarmTarget& target = {});

@@ -1,9 +1,12 @@
 #include "kernels/gather_reference.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/base/bf16.h"
 #include "core/model/row_format.h"
+#include "core/model/table_fill.h"
 #include "core/base/status.h"
 
 namespace engram::kernels {
@@ -27,6 +30,23 @@ void row_reference(const TableSpec& table, std::span<const std::byte> row, std::
   ENGRAM_CHECK(row.size() == table.row_bytes() && out.size() == static_cast<size_t>(table.dim));
   const auto* src = reinterpret_cast<const uint8_t*>(row.data());
   for (size_t i = 0; i < out.size(); ++i) out[i] = value_at(table, src, static_cast<int>(i));
+}
+
+void filled_lookup_reference(const TableSpec& table, uint64_t fill_seed, std::span<const int64_t> row_ids,
+                             std::span<uint16_t> out) {
+  const size_t dim = static_cast<size_t>(table.dim);
+  ENGRAM_CHECK(out.size() == row_ids.size() * dim);
+  std::vector<std::byte> row(table.row_bytes());
+  for (size_t s = 0; s < row_ids.size(); ++s) {
+    const std::span<uint16_t> slot = out.subspan(s * dim, dim);
+    const int64_t id = row_ids[s];
+    if (id < 0 || id >= table.row_count()) {  // DEAD and out-of-table ids read no row
+      std::fill(slot.begin(), slot.end(), uint16_t{0});
+      continue;
+    }
+    fill_table_rows(table, fill_seed, id, row);
+    row_reference(table, row, slot);
+  }
 }
 
 void gather_peer_reference(const TableSpec& table, const RowShardLayout& layout,

@@ -21,6 +21,14 @@ namespace engram::kernels {
 // into `out` (table.dim bf16), -0 written as +0, NaN canonical.
 void row_reference(const TableSpec& table, std::span<const std::byte> row, std::span<uint16_t> out);
 
+// The lookup of `row_ids` over a table filled with `fill_seed`
+// (core/model/table_fill.h), each row filled on its own and dequantised by
+// row_reference: what every placement must return for such a table. Holds
+// no table, so any size works (the V4.1 tables too). out: row_ids.size() x
+// table.dim.
+void filled_lookup_reference(const TableSpec& table, uint64_t fill_seed, std::span<const int64_t> row_ids,
+                             std::span<uint16_t> out);
+
 // device_peer's kernel: every shard readable; owner by binary search over the
 // shard starts (RowShardLayout::owner_of). shards_by_owner[s] holds
 // layout.shard_rows(s) rows.

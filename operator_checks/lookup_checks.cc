@@ -46,19 +46,6 @@ bool holds_nan(const TableSpec& table, const std::byte* row) {
   return false;
 }
 
-// The CPU reference of one slot: the row the fill writes, dequantised by the
-// kernels' CPU rule; zeros for DEAD and out-of-table ids.
-void reference_slot(const TableSpec& table, uint64_t fill_seed, int64_t id, std::span<uint16_t> out,
-                    std::vector<std::byte>& row) {
-  if (id < 0 || id >= table.row_count()) {
-    std::fill(out.begin(), out.end(), uint16_t{0});
-    return;
-  }
-  row.resize(table.row_bytes());
-  fill_table_rows(table, fill_seed, id, row);
-  kernels::row_reference(table, row, out);
-}
-
 }  // namespace
 
 SpecialRows find_special_rows(const TableSpec& table, uint64_t fill_seed) {
@@ -104,10 +91,9 @@ std::vector<std::string> check_against_cpu_reference(const TableSpec& table, uin
                                                      std::span<const uint16_t> got, size_t max_mismatches) {
   std::vector<std::string> mismatches;
   std::vector<uint16_t> want(static_cast<size_t>(table.dim));
-  std::vector<std::byte> row;
   for (int64_t s : slots) {
     const int64_t id = ids.ids[static_cast<size_t>(s)];
-    reference_slot(table, fill_seed, id, want, row);
+    kernels::filled_lookup_reference(table, fill_seed, std::span<const int64_t>(&id, 1), want);
     const std::span<const uint16_t> slot = got.subspan(static_cast<size_t>(s) * static_cast<size_t>(table.dim),
                                                        static_cast<size_t>(table.dim));
     for (int e = 0; e < table.dim; ++e) {

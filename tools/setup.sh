@@ -10,7 +10,9 @@ shift || true
 packages=(cmake g++ make ccache libboost-dev libboost-system-dev libboost-context-dev libfmt-dev libgtest-dev
           libgmock-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev librapidcheck-dev libbenchmark-dev iproute2
           util-linux mount hostname
-          python3-numpy)  # numpy: the hash ids' reference vectors (tests/hashing_numpy_test.cc)
+          python3-numpy   # numpy: the hash ids' reference vectors (tests/hashing_numpy_test.cc)
+          # The Python module (python/) and its tests (tests/python): torch for tensors through DLPack on the CPU.
+          pybind11-dev python3-dev python3-pytest python3-torch)
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
   for p in "${packages[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs every
 # test (unit, property, multi-process, GPU tests skipped visibly where no GPU
-# is present, scenarios, a fixed-seed swarm), then the same suite under
+# is present, scenarios, a fixed-seed swarm, the Python module's pytest
+# files), then the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer. Quiet on success: one line a
 # stage; the full log of a failing stage.
 set -euo pipefail
@@ -68,26 +69,56 @@ tail -n 1 build-logs/scenarios.log | sed "s/^/[scenarios] /"
 stage fuzz build/apps/engramlab fuzz --seeds 2000 --seed 1 --check-determinism
 tail -n 1 build-logs/fuzz.log | sed "s/^/[fuzz] /"
 
-# 4. Installed like a library: the release build installed into a temporary
+# 4. The Python module (python/, built by the release build): its pytest
+# files (tests/python) against build/python. pytest's exit 5 (no test
+# collected) is a failure like any other; GPU tests are skipped by name
+# without a GPU.
+python_tests() {
+  if [ ! -f build/python/python_env.sh ]; then
+    echo "the release build has no Python module (no build/python/python_env.sh): its configure found no pybind11" \
+      "or no Python headers (tools/setup.sh installs pybind11-dev and python3-dev)"
+    return 1
+  fi
+  . build/python/python_env.sh
+  PYTHONPATH="$PWD/build/python" "$ENGRAM_PYTHON" -m pytest -q -rs -p no:cacheprovider tests/python &&
+    # The README's `pytest scenarios/`: every scenario file as a test, through the plugin.
+    PYTHONPATH="$PWD/build/python" "$ENGRAM_PYTHON" -m pytest -q -p no:cacheprovider scenarios/ \
+      >build-logs/python-scenarios.log 2>&1 || { cat build-logs/python-scenarios.log; return 1; }
+}
+stage python python_tests
+echo "[python] tests/python: $(tail -n 1 build-logs/python.log | sed 's/^=* *//; s/ *=*$//')" \
+  "(skipped ones say why in build-logs/python.log); pytest scenarios/:" \
+  "$(tail -n 1 build-logs/python-scenarios.log | sed 's/^=* *//; s/ *=*$//')"
+
+# 5. Installed like a library: the release build installed into a temporary
 # prefix, a small engine-side consumer (tests/install_consumer) configured
 # with find_package(engramlab) against it, built and run, and the installed
 # `engramlab --version`. The prefix is removed, passing or failing.
 install_check() {
   local dir version rc=0
   dir="$(mktemp -d "${TMPDIR:-/tmp}/install-check.XXXXXX")"
+  . build/python/python_env.sh
   cmake --install build --prefix "$dir/prefix" &&
     cmake -S tests/install_consumer -B "$dir/consumer" -DCMAKE_PREFIX_PATH="$dir/prefix" &&
     cmake --build "$dir/consumer" -j"$jobs" &&
     "$dir/consumer/install_consumer" &&
-    version="$("$dir/prefix/bin/engramlab" --version)" || rc=$?
+    version="$("$dir/prefix/bin/engramlab" --version)" &&
+    (cd "$dir" && PYTHONPATH="$dir/prefix/$ENGRAM_PYTHON_INSTALL_DIR" "$ENGRAM_PYTHON" -c "
+import engramlab
+assert engramlab.__file__.startswith('$dir/prefix/'), engramlab.__file__
+assert engramlab.cli_path == '$dir/prefix/bin/engramlab', engramlab.cli_path
+print(engramlab.plan({'hosts': [{'name': 'h', 'gpus': 4, 'gpu_model': 'GB200', 'shm_size': '190GiB'}],
+                      'layout': {'tp': 1, 'dp': 4}, 'config': {'cpu_offload': True}})['ranks'][0]['placement'])
+" >"$dir/python.out") || rc=$?
   rm -rf "$dir"
   if [ "$rc" -ne 0 ]; then return "$rc"; fi
-  echo "consumer built against the installed tree with find_package(engramlab) and run; installed: $version"
+  echo "consumer built against the installed tree with find_package(engramlab) and run; the installed Python" \
+    "package imported and planned; installed: $version"
 }
 stage install install_check
 echo "[install] $(tail -n 1 build-logs/install.log)"
 
-# 5. Nothing left behind: every test, scenario and run removes its sockets,
+# 6. Nothing left behind: every test, scenario and run removes its sockets,
 # socket directories and segments, passing or failing. (Paths that were
 # there before this script started are not ours to judge.)
 left_behind() {
@@ -114,4 +145,7 @@ for log in build-logs/ctest.log build-logs/ctest-asan.log; do
   total_tests=$((total_tests + n)); total_failed=$((total_failed + f)); total_skipped=$((total_skipped + s))
 done
 scenario_count="$(tail -n 1 build-logs/scenarios.log | sed -E 's/^([0-9]+) of ([0-9]+).*/\2/')"
-echo "total: $((total_tests - total_failed - total_skipped + scenario_count + 2)) passed, $total_failed failed, $total_skipped skipped"
+python_passed="$(tail -n 1 build-logs/python.log | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)"
+python_skipped="$(tail -n 1 build-logs/python.log | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)"
+total_skipped=$((total_skipped + python_skipped))
+echo "total: $((total_tests - total_failed - total_skipped + python_skipped + scenario_count + python_passed + 2)) passed, $total_failed failed, $total_skipped skipped"

@@ -125,6 +125,12 @@ std::string_view scale_byte_rule_name(ScaleByteRule rule) {
   return "?";
 }
 
+std::optional<ScaleByteRule> scale_byte_rule_of_engine(std::string_view engine) {
+  if (engine == "engramlab" || engine == "vllm") return ScaleByteRule::kVllm;
+  if (engine == "sglang") return ScaleByteRule::kSglang;
+  return std::nullopt;
+}
+
 std::string_view dead_token_rule_name(DeadTokenRule rule) {
   switch (rule) {
     case DeadTokenRule::kBarrier: return "barrier";
@@ -284,6 +290,16 @@ std::vector<std::string> model_preset_names() {
   for (const EmbeddedModelFile& file : embedded_model_files()) names.emplace_back(file.name);
   std::sort(names.begin(), names.end());  // deepseek-v4.1-flash before deepseek-v4.1-flash-layer1
   return names;
+}
+
+Result<int> table_index_of_layer(const ModelSpec& spec, int layer_id, std::string_view field) {
+  std::string layers;
+  for (size_t t = 0; t < spec.tables.size(); ++t) {
+    if (spec.tables[t].layer_id == layer_id) return static_cast<int>(t);
+    layers += fmt::format("{}{}", t == 0 ? "" : (t + 1 == spec.tables.size() ? " and " : ", "), spec.tables[t].layer_id);
+  }
+  return invalid_argument(fmt::format("{}: {} is not an Engram layer of model {}; its layers are {}", field, layer_id,
+                                      spec.name, layers));
 }
 
 }  // namespace engram

@@ -27,6 +27,10 @@ enum class ScaleByteRule : uint8_t {
   kSglang,  // torch float8_e8m0fnu: 0 -> 2^-127, 255 -> NaN (SGLang's engram_gather)
 };
 std::string_view scale_byte_rule_name(ScaleByteRule rule);  // "vllm", "sglang"
+// The rule an engine's tables decode by: "engramlab" (today's default) and
+// "vllm" kVllm, "sglang" kSglang; nullopt for another name (kEngineNames).
+std::optional<ScaleByteRule> scale_byte_rule_of_engine(std::string_view engine);
+inline constexpr std::string_view kEngineNames = "engramlab, vllm or sglang";
 
 struct TableSpec {
   int layer_id = 0;
@@ -133,6 +137,11 @@ std::vector<std::string> model_preset_names();
 bool names_a_model_file(std::string_view name);
 
 Status validate(const ModelSpec& spec);
+
+// The index in spec.tables of Engram layer `layer_id`; invalid_argument
+// naming the model's layers when it has none such. `field` names the
+// argument in the error ("layer").
+Result<int> table_index_of_layer(const ModelSpec& spec, int layer_id, std::string_view field);
 
 bool is_prime(int64_t n);
 

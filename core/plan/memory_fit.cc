@@ -271,4 +271,11 @@ Result<PlanResult> plan_that_fits(const Deployment& deployment, WarningSink& sin
   return plan;
 }
 
+Result<FitCheckedPlan> plan_with_memory_fit(const Deployment& deployment, WarningSink& sink) {
+  ENGRAM_ASSIGN_OR_RETURN(PlanResult plan, plan_deployment(deployment, sink));
+  add_host_memory_warnings(plan);
+  Status fits = check_memory_fits(plan);
+  return FitCheckedPlan{std::move(plan), std::move(fits)};
+}
+
 }  // namespace engram

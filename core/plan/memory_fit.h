@@ -42,4 +42,15 @@ Status check_memory_fits(const PlanResult& plan);
 Result<PlanResult> plan_that_fits(const Deployment& deployment, WarningSink& sink,
                                   const std::vector<MemoryLimitScope>* limits = nullptr);
 
+// What `plan` shows for a deployment (the command and the Python module):
+// its plan with the host-memory warnings added, and whether its tables fit
+// (check_memory_fits: ok, or the error shown after the figures behind it).
+// An error of planning itself (bad input, an explicit setting that cannot
+// work) is the Result's.
+struct FitCheckedPlan {
+  PlanResult plan;
+  Status fits;
+};
+Result<FitCheckedPlan> plan_with_memory_fit(const Deployment& deployment, WarningSink& sink);
+
 }  // namespace engram

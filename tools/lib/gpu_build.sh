@@ -8,7 +8,8 @@
 #     which the GPU image lacks); GPU_BUILD_EMULATOR=ON builds it too
 #   - machine code for CUDA_ARCHS (default 90, the H200; "90;100;103" for
 #     Blackwell too, slower to build)
-# Needs: $build, $jobs, and an elapsed function, from the caller.
+# Needs: $build, $jobs, and an elapsed function, from the caller; more CMake
+# arguments in the array gpu_build_args, when the caller sets it.
 gpu_build() {
   local label="$1"; shift
   mkdir -p "$build"
@@ -18,7 +19,8 @@ gpu_build() {
   echo "$label: configure $build (emulator ${GPU_BUILD_EMULATOR:-OFF}, CUDA archs ${CUDA_ARCHS:-90}), build $* with -j$jobs"
   if ! cmake -S . -B "$build" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release \
       -DENGRAM_BUILD_EMULATOR="${GPU_BUILD_EMULATOR:-OFF}" -DENGRAM_BUILD_TESTS=ON \
-      -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" "${nccl_args[@]}" > "$build/configure.log" 2>&1; then
+      -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" "${nccl_args[@]}" ${gpu_build_args[@]+"${gpu_build_args[@]}"} \
+      > "$build/configure.log" 2>&1; then
     grep -E -A12 "CMake Error" "$build/configure.log" | head -40
     echo "$label: configure FAILED (log: $build/configure.log)"
     build_rc=1
