@@ -9,8 +9,12 @@
 // under graph replay, checks sampled slots against the CPU reference, checks
 // device_peer against the collective over the same shards on every slot,
 // and prints its latency p10/p50/p90 per table and token count
-// (operator_checks/acceptance_rank.h). Exit codes: 0 every check held; 1 a mismatch
-// or a failed step; 2 bad flags or no launcher environment.
+// (operator_checks/acceptance_rank.h); then its decode loop: requests served
+// step by step with ids hashed on the GPU and looked up in one captured
+// graph replayed across steps, checked against the CPU request hasher and
+// the CPU reference (operator_checks/acceptance_decode_loop.h). Exit codes:
+// 0 every check held; 1 a mismatch or a failed step; 2 bad flags or no
+// launcher environment.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -40,6 +44,7 @@ struct AcceptanceFlags {
   std::string tokens = "1,64,1024,8192";
   std::string samples_text = "256";
   std::string replays_text = "50";
+  std::string decode_steps_text = "16";
 };
 
 Result<operator_checks::AcceptanceOptions> options_from(const AcceptanceFlags& f, const ipc::LaunchEnv& env) {
@@ -47,6 +52,7 @@ Result<operator_checks::AcceptanceOptions> options_from(const AcceptanceFlags& f
   ENGRAM_ASSIGN_OR_RETURN(o.token_counts, whole_number_list_flag<int>("--tokens", f.tokens, 1, kMaxTokensPerRank));
   ENGRAM_ASSIGN_OR_RETURN(o.sampled_slots, whole_number_flag<int>("--samples", f.samples_text, 0, 1 << 20));
   ENGRAM_ASSIGN_OR_RETURN(o.timed_replays, whole_number_flag<int>("--replays", f.replays_text, 1, 100000));
+  ENGRAM_ASSIGN_OR_RETURN(o.decode_steps, whole_number_flag<int>("--decode-steps", f.decode_steps_text, 0, 100000));
   ENGRAM_ASSIGN_OR_RETURN(o.runtime, runtime_options_from(f.rank, env));
   o.runtime.config.cpu_offload = f.cpu_offload;
   o.runtime.config.peer_shards = f.peer_shards;
@@ -84,6 +90,8 @@ int run_acceptance(const AcceptanceFlags& flags) {
   });
   for (const Warning& w : sink.warnings()) std::fprintf(stderr, "rank %d: warning: %s\n", env->rank, w.text.c_str());
   for (const AcceptanceRow& row : report.rows) std::printf("%s\n", format_acceptance_row(report, row).c_str());
+  if (report.decode.ran)
+    std::printf("%s\n", format_decode_loop(env->rank, report.placement, report.decode).c_str());
   if (!status.is_ok()) {
     std::fprintf(stderr, "rank %d: FAILED: %s\n", env->rank, status.to_string().c_str());
     return 1;
@@ -111,6 +119,9 @@ CommandRegistration reg("57-acceptance", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--tokens", flags->tokens, "token counts per rank (default 1,64,1024,8192)");
   cmd->add_option("--samples", flags->samples_text, "slots per table and token count checked on the CPU (default 256)");
   cmd->add_option("--replays", flags->replays_text, "timed graph replays (default 50)");
+  cmd->add_option("--decode-steps", flags->decode_steps_text,
+                  "steps of the decode loop: ids hashed on the GPU and looked up in one replayed graph, checked "
+                  "against the CPU hasher and reference (default 16; 0: none)");
   cmd->callback([flags, &exit_code]() { exit_code = run_acceptance(*flags); });
 });
 
