@@ -194,8 +194,9 @@ std::string format_decode_loop(int rank, Placement placement, const DecodeLoopRe
   std::string text = fmt::format("rank {} {} decode loop: ", rank, placement_name(placement));
   if (!r.ran) return text + "not run";
   text += r.mismatches.empty() ? "PASS" : "FAIL";
-  text += fmt::format(": {} steps x {} requests, {} tables, one graph (hash + lookup) replayed per step: {} ids = the "
-                      "CPU RequestHasher, {} slots = the CPU reference; {} request tokens; replay p50 {:.1f} us",
+  text += fmt::format(": {} steps x {} requests, {} tables, one graph (hash + lookup) replayed per step: {} ids "
+                      "checked against the CPU RequestHasher, {} slots against the CPU reference; {} request tokens; "
+                      "replay p50 {:.1f} us",
                       r.steps, r.requests, r.tables, r.ids_checked, r.slots_checked, r.request_tokens,
                       r.latency_us_p50);
   for (const std::string& m : r.mismatches) text += "\n    " + m;

@@ -51,8 +51,8 @@ Status run_decode_loop(EngramRuntime& runtime, DeviceCompute& compute, const Mod
                        const DecodeLoopOptions& options, int world_rank, DecodeLoopReport& report);
 
 // "rank 0 device_peer decode loop: PASS: 16 steps x 4 requests, 2 tables, one graph (hash + lookup) replayed per
-// step: 4,096 ids = the CPU RequestHasher, 4,096 slots = the CPU reference; replay p50 41.2 us" (or FAIL and
-// the mismatches).
+// step: 4096 ids checked against the CPU RequestHasher, 4096 slots against the CPU reference; 80 request tokens;
+// replay p50 41.2 us" (FAIL: the mismatches follow, one a line).
 std::string format_decode_loop(int rank, Placement placement, const DecodeLoopReport& report);
 
 }  // namespace engram::operator_checks

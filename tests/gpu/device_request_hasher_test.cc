@@ -166,7 +166,9 @@ TEST(DeviceRequestHasherGpu, KernelsEqualTheirCpuReferenceOnGoodAndBadSteps) {
     auto upload = [&](const auto& v) {
       auto p = c.allocate(std::max<uint64_t>(v.size() * sizeof(v[0]), 8));
       EXPECT_TRUE(p.is_ok());
-      if (!v.empty()) EXPECT_TRUE(c.copy_to_device(*p, std::as_bytes(std::span(v))).is_ok());
+      if (!v.empty()) {
+        EXPECT_TRUE(c.copy_to_device(*p, std::as_bytes(std::span(v))).is_ok());
+      }
       return *p;
     };
     const std::vector<DeviceHashHead> head_words = device_hash_heads(h);
@@ -221,7 +223,9 @@ TEST(DeviceRequestHasherGpu, KernelsEqualTheirCpuReferenceOnGoodAndBadSteps) {
     const auto code = device_hash_error_code(error);
     const bool ids_specified = kind != 2 && (error == kNoDeviceHashError || error == sticky ||
                                              (code != DeviceHashErrorCode::kRun && code != DeviceHashErrorCode::kRunCount));
-    if (ids_specified) EXPECT_EQ(got_ids, ids);
+    if (ids_specified) {
+      EXPECT_EQ(got_ids, ids);
+    }
     if (error != kNoDeviceHashError) ++errors_seen[static_cast<int>(code)];
     for (DevicePtr p : {st.heads, st.histories, st.pending, st.pending_counts, st.error, st.blocks_done, tokens_d, runs_d,
                         run_count_d, commits_d, commit_count_d, ids_d})
