@@ -129,11 +129,13 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
   __syncthreads();
 
   // A thread per (token, head): coalesced ids.
-  const int64_t tile_ids = (tile_end - tile_begin) * t.head_count;
+  // 32-bit indices: a tile holds at most kThreads x heads ids (a 64-bit
+  // division would cost more than the hash).
+  const int tile_ids = static_cast<int>(tile_end - tile_begin) * t.head_count;
   int64_t* out = a.row_ids + tile_begin * t.head_count;
-  for (int64_t idx = tid; idx < tile_ids; idx += kThreads) {
-    const int i = static_cast<int>(idx / t.head_count);
-    const int head = static_cast<int>(idx - static_cast<int64_t>(i) * t.head_count);
+  for (int idx = tid; idx < tile_ids; idx += kThreads) {
+    const int i = idx / t.head_count;
+    const int head = idx - i * t.head_count;
     if (dead_s[i] != 0) {
       out[idx] = kDeadId;
       continue;
