@@ -61,7 +61,10 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
   __shared__ int64_t mixes_s[kThreads][kMaxHashOrder];  // [token][order - 1]
   __shared__ uint8_t dead_s[kThreads];
   __shared__ int64_t run_count_s;
-  __shared__ bool last_s;
+  __shared__ uint64_t sticky_error_s;
+  __shared__ int bad_token_s;   // this block hashed a token outside the vocabulary
+  __shared__ int bad_run_s;     // the last block: a run (or the run count) is bad
+  __shared__ bool last_s, any_bad_token_s;
 
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t tile_begin = static_cast<int64_t>(blockIdx.x) * tile_tokens;
@@ -71,7 +74,12 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
 
   // One round trip: the run count, the runs (as many as a step may have,
   // up to the shared capacity) and the tile's tokens with their halo.
-  if (tid == 0) run_count_s = *a.run_count;
+  if (tid == 0) {
+    run_count_s = *a.run_count;
+    sticky_error_s = *t.error;  // written before this launch (an earlier step, or the host)
+    bad_token_s = 0;
+    bad_run_s = 0;
+  }
   const int staged_runs = min(t.slot_count, kSharedRunsMax);
   for (int j = tid; j < staged_runs; j += kThreads) runs_s[j] = a.runs[j];
   for (int64_t p = staged_begin + tid; p < tile_end; p += kThreads) tokens_s[p - staged_begin] = a.tokens[p];
@@ -96,7 +104,10 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
       if (run_is_good(r, t.slot_count, a.token_count) && pos_t < r.token_begin + r.token_count) {
         const int64_t c = tokens_s[pos_t - staged_begin];
         bool bad = !in_vocabulary(c, t.compressed_vocab_size);
-        if (bad) note_error(t.error, DeviceHashErrorCode::kToken, static_cast<uint64_t>(pos_t));
+        if (bad) {
+          note_error(t.error, DeviceHashErrorCode::kToken, static_cast<uint64_t>(pos_t));
+          bad_token_s = 1;
+        }
         const int64_t* history = t.histories + r.slot * halo;
         bool blocked = false;
         int64_t mix = 0;
@@ -144,37 +155,48 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
     out[idx] = head_row(mixes_s[i][h.order - 1], h);
   }
 
-  // The last block to finish: every block has read its histories, so the
-  // step's runs may change them now.
+  // The last block to finish: every block has read its histories (each
+  // load's value was used before the barrier), so the step's runs may
+  // change them now. The ticket carries, above its 32-bit block count, how
+  // many blocks hashed a bad token: one atomic tells the last block both,
+  // with no fence and no second read of the error word.
   __syncthreads();
   if (tid == 0) {
-    __threadfence();
-    last_s = atomicAdd(t.blocks_done, 1u) == gridDim.x - 1;
+    const unsigned long long old = atomicAdd(reinterpret_cast<unsigned long long*>(t.blocks_done),
+                                             1ull + (bad_token_s != 0 ? (1ull << 32) : 0ull));
+    last_s = (old & 0xffffffffull) == gridDim.x - 1;
+    any_bad_token_s = (old >> 32) != 0 || bad_token_s != 0;
   }
   __syncthreads();
   if (!last_s) return;
-  __threadfence();
   if (tid == 0) {
     *t.blocks_done = 0;
-    if (run_count_read != run_count) note_error(t.error, DeviceHashErrorCode::kRunCount, 0);
+    if (run_count_read != run_count) {
+      note_error(t.error, DeviceHashErrorCode::kRunCount, 0);
+      bad_run_s = 1;
+    }
   }
   for (int64_t j = tid; j < run_count; j += kThreads) {
-    const DeviceRunWords r = a.runs[j];
+    const DeviceRunWords r = runs[j];
     // After the run before it (when that one is good by itself: it is flagged otherwise).
     bool good = run_is_good(r, t.slot_count, a.token_count);
     if (j > 0) {
-      const DeviceRunWords before = a.runs[j - 1];
+      const DeviceRunWords before = runs[j - 1];
       good &= !run_is_good(before, t.slot_count, a.token_count) || r.token_begin >= before.token_begin + before.token_count;
     }
-    if (!good)
+    if (!good) {
       note_error(t.error, DeviceHashErrorCode::kRun, static_cast<uint64_t>(j));
-    if (a.verify && r.token_count > t.verify_tokens_max)
+      bad_run_s = 1;
+    }
+    if (a.verify && r.token_count > t.verify_tokens_max) {
       note_error(t.error, DeviceHashErrorCode::kVerifyBlock, static_cast<uint64_t>(j));
+      bad_run_s = 1;
+    }
   }
   __syncthreads();
-  if (read_error(t.error) != kNoDeviceHashError) return;
+  if (sticky_error_s != kNoDeviceHashError || any_bad_token_s || bad_run_s != 0) return;
   for (int64_t j = tid; j < run_count; j += kThreads) {
-    const DeviceRunWords r = a.runs[j];
+    const DeviceRunWords r = runs[j];
     if (a.verify) {
       int64_t* block = t.pending + r.slot * t.verify_tokens_max;
       for (int64_t k = 0; k < r.token_count; ++k) block[k] = a.tokens[r.token_begin + k];

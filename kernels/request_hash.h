@@ -10,10 +10,11 @@
 // lookback window from the tokens and, before the run's first token, the
 // slot's history, and mixes each order; then a thread per (token, head)
 // takes the head's modulo by reciprocal and writes the ids coalesced). The
-// last block to finish (a ticket counter, zeroed again by that block) checks
-// every run and, when the error word holds no error, advances the runs'
-// histories (extend) or stores their verify blocks: every block has read
-// the histories by then, so one launch suffices.
+// last block to finish (a ticket word counting finished blocks and, above
+// them, blocks that hashed a bad token; zeroed again by that block) checks
+// every run and, when no error was found and none was pending, advances the
+// runs' histories (extend) or stores their verify blocks: every block has
+// read the histories by then, so one launch suffices.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -41,7 +42,7 @@ struct RequestHashTable {
   int64_t* pending = nullptr;             // [slot_count][verify_tokens_max]
   int64_t* pending_counts = nullptr;      // [slot_count]
   uint64_t* error = nullptr;
-  uint32_t* blocks_done = nullptr;        // 0 between launches
+  uint64_t* blocks_done = nullptr;        // the ticket, 0 between launches
 };
 
 struct RequestHashArgs {

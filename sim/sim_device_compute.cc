@@ -455,7 +455,7 @@ Status SimDeviceCompute::read_request_state(const DeviceRequestState& st, const 
   ENGRAM_RETURN_IF_ERROR(read(st.histories, bytes_of(c.histories), call));
   ENGRAM_RETURN_IF_ERROR(read(st.pending, bytes_of(c.pending), call));
   ENGRAM_RETURN_IF_ERROR(read(st.pending_counts, bytes_of(c.pending_counts), call));
-  uint32_t blocks_done = 0;
+  uint64_t blocks_done = 0;
   ENGRAM_RETURN_IF_ERROR(read(st.blocks_done, std::as_writable_bytes(std::span(&blocks_done, 1)), call));
   // The kernel finds its last block by this count: it must start at 0.
   if (blocks_done != 0)

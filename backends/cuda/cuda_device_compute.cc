@@ -45,7 +45,7 @@ kernels::RequestHashTable hash_table(const DeviceRequestState& s) {
   t.pending = static_cast<int64_t*>(ptr(s.pending));
   t.pending_counts = static_cast<int64_t*>(ptr(s.pending_counts));
   t.error = static_cast<uint64_t*>(ptr(s.error));
-  t.blocks_done = static_cast<uint32_t*>(ptr(s.blocks_done));
+  t.blocks_done = static_cast<uint64_t*>(ptr(s.blocks_done));
   return t;
 }
 

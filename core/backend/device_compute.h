@@ -122,7 +122,7 @@ struct DeviceRequestState {
   DevicePtr pending = 0;         // int64 [slot_count][verify_tokens_max]: each slot's verify block
   DevicePtr pending_counts = 0;  // int64 [slot_count]: its length, 0 when none
   DevicePtr error = 0;           // uint64: kNoDeviceHashError or the first bad input (sticky)
-  DevicePtr blocks_done = 0;     // uint32, 0 between launches: a kernel's count of finished blocks
+  DevicePtr blocks_done = 0;     // uint64, 0 between launches: a kernel's ticket (finished blocks)
 };
 
 // One extend or verify step over a ragged batch: tokens [0, token_count)

@@ -43,7 +43,7 @@ Result<std::unique_ptr<DeviceRequestHasher>> DeviceRequestHasher::create(DeviceC
   l.pending = place(slot_count * static_cast<uint64_t>(options.verify_tokens_max) * 8);
   l.pending_counts = place(slot_count * 8);
   l.error = place(8);
-  l.blocks_done = place(4);
+  l.blocks_done = place(8);
   l.run_count = place(8);
   l.runs = place(slot_count * sizeof(DeviceRunWords));
   l.commit_count = place(8);
@@ -66,8 +66,8 @@ Result<std::unique_ptr<DeviceRequestHasher>> DeviceRequestHasher::create(DeviceC
   ENGRAM_RETURN_IF_ERROR(h->write_words(l.tokens, std::span<const int64_t>(zeros).first(tokens_max)));
   const uint64_t no_error = kNoDeviceHashError;
   ENGRAM_RETURN_IF_ERROR(h->write_words(l.error, std::span<const uint64_t>(&no_error, 1)));
-  const uint32_t no_blocks = 0;
-  ENGRAM_RETURN_IF_ERROR(h->write_words(l.blocks_done, std::span<const uint32_t>(&no_blocks, 1)));
+  const uint64_t no_blocks = 0;
+  ENGRAM_RETURN_IF_ERROR(h->write_words(l.blocks_done, std::span<const uint64_t>(&no_blocks, 1)));
   ENGRAM_RETURN_IF_ERROR(h->write_words(l.run_count, std::span<const int64_t>(zeros).first(1)));
   ENGRAM_RETURN_IF_ERROR(h->write_words(l.commit_count, std::span<const int64_t>(zeros).first(1)));
   ENGRAM_RETURN_IF_ERROR(compute.fill_async(h->row_ids(), 0xff, tokens_max * heads * 8, StreamRef{}));  // -1: DEAD

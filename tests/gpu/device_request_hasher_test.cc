@@ -173,7 +173,7 @@ TEST(DeviceRequestHasherGpu, KernelsEqualTheirCpuReferenceOnGoodAndBadSteps) {
     };
     const std::vector<DeviceHashHead> head_words = device_hash_heads(h);
     const std::vector<uint64_t> error_word = {sticky};
-    const std::vector<uint32_t> zero = {0};
+    const std::vector<uint64_t> zero = {0};
     const std::vector<int64_t> counts_in = {run_count}, commits_in = {commit_count};
     DeviceRequestState st;
     st.hasher = &h;
@@ -206,7 +206,7 @@ TEST(DeviceRequestHasherGpu, KernelsEqualTheirCpuReferenceOnGoodAndBadSteps) {
     std::vector<int64_t> got_histories(histories.size()), got_pending(pending.size()), got_counts(counts.size()),
         got_ids(ids.size());
     std::vector<uint64_t> got_error(1);
-    std::vector<uint32_t> got_blocks(1);
+    std::vector<uint64_t> got_blocks(1);
     download(st.histories, got_histories);
     download(st.pending, got_pending);
     download(st.pending_counts, got_counts);
@@ -216,7 +216,7 @@ TEST(DeviceRequestHasherGpu, KernelsEqualTheirCpuReferenceOnGoodAndBadSteps) {
     SCOPED_TRACE(fmt::format("round {}: kind {}, {} slots, {} tokens, {} runs, bad token {}, bad run {}", round, kind,
                              slots, token_count, run_count, bad_token, bad_run));
     EXPECT_EQ(got_error[0], error);
-    EXPECT_EQ(got_blocks[0], 0u) << "the last block zeroes the ticket count";
+    EXPECT_EQ(got_blocks[0], 0u) << "the last block zeroes the ticket";
     EXPECT_EQ(got_histories, histories);
     EXPECT_EQ(got_pending, pending);
     EXPECT_EQ(got_counts, counts);
