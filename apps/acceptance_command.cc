@@ -9,8 +9,12 @@
 // under graph replay, checks sampled slots against the CPU reference, checks
 // device_peer against the collective over the same shards on every slot,
 // and prints its latency p10/p50/p90 per table and token count
-// (operator_checks/acceptance_rank.h). Exit codes: 0 every check held; 1 a mismatch
-// or a failed step; 2 bad flags or no launcher environment.
+// (operator_checks/acceptance_rank.h); then its decode loop: requests served
+// step by step with ids hashed on the GPU and looked up in one captured
+// graph replayed across steps, checked against the CPU request hasher and
+// the CPU reference (operator_checks/acceptance_decode_loop.h). Exit codes:
+// 0 every check held; 1 a mismatch or a failed step; 2 bad flags or no
+// launcher environment.
 //
 // With --file deployment.yaml the file gives the model, layout and config,
 // each rank compares its host with the file's entry before anything is
@@ -49,6 +53,7 @@ struct AcceptanceFlags {
   std::string tokens = "1,64,1024,8192";
   std::string samples_text = "256";
   std::string replays_text = "50";
+  std::string decode_steps_text = "16";
   // The bridge (apps/deployment_bridge.h) and one JSON document per rank.
   BridgeFlags bridge;
   bool json = false;
@@ -59,6 +64,7 @@ Result<operator_checks::AcceptanceOptions> options_from(const AcceptanceFlags& f
   ENGRAM_ASSIGN_OR_RETURN(o.token_counts, whole_number_list_flag<int>("--tokens", f.tokens, 1, kMaxTokensPerRank));
   ENGRAM_ASSIGN_OR_RETURN(o.sampled_slots, whole_number_flag<int>("--samples", f.samples_text, 0, 1 << 20));
   ENGRAM_ASSIGN_OR_RETURN(o.timed_replays, whole_number_flag<int>("--replays", f.replays_text, 1, 100000));
+  ENGRAM_ASSIGN_OR_RETURN(o.decode_steps, whole_number_flag<int>("--decode-steps", f.decode_steps_text, 0, 100000));
   ENGRAM_ASSIGN_OR_RETURN(o.runtime, runtime_options_from(f.rank, env));
   o.runtime.config.cpu_offload = f.cpu_offload;
   o.runtime.config.peer_shards = f.peer_shards;
@@ -114,6 +120,16 @@ Json acceptance_json(const AcceptanceRun& run) {
                          {"latency_us_p90", row.latency_us_p90},
                          {"mismatches", row.mismatches}});
   }
+  const operator_checks::DecodeLoopReport& d = r.decode;
+  j["decode_loop"] = d.ran ? Json{{"steps", d.steps},
+                                  {"requests", d.requests},
+                                  {"tables", d.tables},
+                                  {"request_tokens", d.request_tokens},
+                                  {"ids_checked", d.ids_checked},
+                                  {"slots_checked", d.slots_checked},
+                                  {"latency_us_p50", d.latency_us_p50},
+                                  {"mismatches", d.mismatches}}
+                           : Json(nullptr);
   j["file_check"] = file_check_json(run.bridge ? &*run.bridge : nullptr, run.check ? &*run.check : nullptr,
                                     run.choice_differences);
   j["warnings"] = warnings_json(run.sink.warnings());
@@ -179,6 +195,8 @@ void run_acceptance(const AcceptanceFlags& flags, const CLI::App& cmd, Acceptanc
   std::FILE* rows_to = flags.json ? stderr : stdout;
   for (const AcceptanceRow& row : run.report.rows)
     std::fprintf(rows_to, "%s\n", format_acceptance_row(run.report, row).c_str());
+  if (run.report.decode.ran)
+    std::fprintf(rows_to, "%s\n", format_decode_loop(env->rank, run.report.placement, run.report.decode).c_str());
   if (!status.is_ok()) {
     std::fprintf(stderr, "rank %d: FAILED: %s\n", env->rank, status.to_string().c_str());
     run.error = status;
@@ -217,6 +235,9 @@ CommandRegistration reg("57-acceptance", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--tokens", flags->tokens, "token counts per rank (default 1,64,1024,8192)");
   cmd->add_option("--samples", flags->samples_text, "slots per table and token count checked on the CPU (default 256)");
   cmd->add_option("--replays", flags->replays_text, "timed graph replays (default 50)");
+  cmd->add_option("--decode-steps", flags->decode_steps_text,
+                  "steps of the decode loop: ids hashed on the GPU and looked up in one replayed graph, checked "
+                  "against the CPU hasher and reference (default 16; 0: none)");
   add_bridge_flags(*cmd, flags->bridge, "the model, layout and config the ranks run");
   cmd->add_flag("--json", flags->json, "print one JSON document per rank (the rows go to stderr)");
   cmd->callback([flags, cmd, &exit_code]() {

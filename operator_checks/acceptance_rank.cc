@@ -15,7 +15,7 @@ namespace engram::operator_checks {
 bool AcceptanceReport::passed() const {
   for (const AcceptanceRow& r : rows)
     if (!r.mismatches.empty()) return false;
-  return !rows.empty();
+  return !rows.empty() && decode.mismatches.empty();
 }
 
 Status run_acceptance_rank(RankBackend& backend, AcceptanceOptions options, WarningSink& sink,
@@ -28,6 +28,7 @@ Status run_acceptance_rank(RankBackend& backend, AcceptanceOptions options, Warn
     if (t < 1) return invalid(fmt::format("--tokens: {} is not a positive token count", t));
   if (options.sampled_slots < 0 || options.timed_replays < 1 || options.warmup_replays < 0)
     return invalid("--samples must be >= 0, --replays >= 1");
+  if (options.decode_steps < 0) return invalid("--decode-steps must be >= 0 (0: no decode loop)");
   if (backend.compute == nullptr)
     return Status(ErrorCode::kFailedPrecondition,
                   "the acceptance test looks up on this rank's GPU, but the rank has none (start one process per GPU; "
@@ -35,6 +36,9 @@ Status run_acceptance_rank(RankBackend& backend, AcceptanceOptions options, Warn
                   {me, -1, "acceptance"});
   const int tokens_max = *std::max_element(options.token_counts.begin(), options.token_counts.end());
   options.runtime.config.tokens_per_rank_max = std::max(options.runtime.config.tokens_per_rank_max, tokens_max);
+  if (options.decode_steps > 0)
+    options.runtime.config.tokens_per_rank_max =
+        std::max(options.runtime.config.tokens_per_rank_max, options.decode_bucket_tokens);
   options.runtime.collective_cross_check = true;  // device_peer only: both paths over the same shards
   const ModelSpec& model = options.runtime.table_model;
   const uint64_t fill_seed = options.runtime.fill_seed;
@@ -148,7 +152,16 @@ Status run_acceptance_rank(RankBackend& backend, AcceptanceOptions options, Warn
         report.rows.push_back(std::move(r));
       }
     }
-    return Status::ok();
+    DecodeLoopOptions decode;
+    decode.steps = options.decode_steps;
+    decode.requests = options.decode_requests;
+    decode.bucket_tokens = options.decode_bucket_tokens;
+    decode.seed = options.ids_seed;
+    decode.fill_seed = fill_seed;
+    decode.tokens_per_rank_max = options.runtime.config.tokens_per_rank_max;
+    decode.warmup_replays = options.warmup_replays;
+    decode.timed_replays = options.timed_replays;
+    return run_decode_loop(*runtime, compute, model, decode, me, report.decode);
   }();
   if (!status.is_ok()) {
     runtime->stop().ignore();

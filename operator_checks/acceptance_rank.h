@@ -5,6 +5,9 @@
 // codes) eagerly and under graph replay, checks sampled slots against the
 // CPU reference of the table fill, checks device_peer against the
 // collective over the same shards on every slot, and times the replays.
+// Then a decode loop (operator_checks/acceptance_decode_loop.h): ids hashed
+// by the device request hasher and looked up in one graph replayed across
+// steps, checked against the CPU RequestHasher and the CPU reference.
 //
 // The same body runs on real processes (apps/acceptance_command.cc, under a
 // launcher) and on the emulator (tests), as scenario ranks do.
@@ -19,6 +22,7 @@
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 #include "core/runtime/engram_runtime.h"
+#include "operator_checks/acceptance_decode_loop.h"
 
 namespace engram::operator_checks {
 
@@ -29,6 +33,10 @@ struct AcceptanceOptions {
   int warmup_replays = 5;
   int timed_replays = 50;
   uint64_t ids_seed = 1;
+  // The decode loop (0 steps: none); its bucket raises tokens_per_rank_max too.
+  int decode_steps = 16;
+  int decode_requests = 4;
+  int decode_bucket_tokens = 32;
 };
 
 // One (table, token count) of one rank.
@@ -53,6 +61,7 @@ struct AcceptanceReport {
   uint64_t device_bytes = 0;                // this rank's VMM allocations (its shard, at real size)
   std::optional<HandleType> handle_type;    // device_peer: what its group agreed on
   std::vector<AcceptanceRow> rows;
+  DecodeLoopReport decode;
   bool passed() const;
 };
 

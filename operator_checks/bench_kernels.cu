@@ -81,6 +81,13 @@ __global__ void plain_gather_kernel(const PlainGatherArgs a) {
 
 __global__ void empty_kernel_body() {}
 
+__global__ void plain_ids_kernel(const int64_t* tokens, int64_t ids_count, int heads, int64_t* ids) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= ids_count) return;
+  const int64_t token = i / heads;
+  ids[i] = tokens[token] + (i - token * heads);
+}
+
 }  // namespace
 
 uint64_t fill_word(uint64_t seed, int64_t row, uint64_t word, uint64_t row_bytes, int dim) {
@@ -144,6 +151,18 @@ Status plain_gather(const PlainGatherArgs& a, cudaStream_t stream) {
   if (blocks > 0x7fffffff) return invalid_argument(fmt::format("plain_gather: {} rows exceed one grid", a.slots));
   plain_gather_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(a);
   return kernels::detail::launch_status("plain_gather");
+}
+
+Status plain_ids(const int64_t* tokens, int64_t token_count, int heads, int64_t* ids, cudaStream_t stream) {
+  if (token_count < 0 || heads < 1 || (token_count > 0 && (tokens == nullptr || ids == nullptr)))
+    return invalid_argument(fmt::format("plain_ids: token_count {} must be >= 0, heads {} >= 1, tokens and ids device "
+                                        "pointers", token_count, heads));
+  const int64_t ids_count = token_count * heads;
+  if (ids_count == 0) return Status::ok();
+  constexpr int kThreads = 256;
+  plain_ids_kernel<<<static_cast<unsigned>((ids_count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      tokens, ids_count, heads, ids);
+  return kernels::detail::launch_status("plain_ids");
 }
 
 Status empty_kernel(cudaStream_t stream) {

@@ -1,7 +1,7 @@
 // Device kernels the lookup benchmark, the GPU tests and the GPU probes need
 // beside the lookup itself: a deterministic on-device shard fill, the
-// streaming copy that sets the copy floor, the plain reference gather and an
-// empty kernel. Not part of the product libraries: they build into
+// streaming copy that sets the copy floor, the plain reference gather, the
+// plain id writer the device hasher is timed against and an empty kernel. Not part of the product libraries: they build into
 // engram_bench_kernels (kernels/CMakeLists.txt); the graph timer's spin and
 // L2 scrub are kernels/timing_kernels.h. Each call only enqueues on `stream`
 // (capturable); errors are kInvalidArgument naming the field or kInternal
@@ -58,6 +58,11 @@ struct PlainGatherArgs {
   void* out = nullptr;
 };
 Status plain_gather(const PlainGatherArgs& args, cudaStream_t stream);
+
+// What the device request hasher is timed against
+// (benchmarks/device_hasher_probe.cc): reads each of `token_count` tokens
+// and writes its `heads` ids (token + head), a thread per id, coalesced.
+Status plain_ids(const int64_t* tokens, int64_t token_count, int heads, int64_t* ids, cudaStream_t stream);
 
 // One warp that does nothing: a graph of this one node is the fixed cost of
 // launching and timing a one-kernel lookup.

@@ -12,7 +12,10 @@
 #include "core/base/units.h"
 #include "core/model/gpu_models.h"
 #include "core/model/table_fill.h"
+#include "core/model/hashing.h"
+#include "core/model/request_hash_words.h"
 #include "kernels/gather_reference.h"
+#include "kernels/request_hash_reference.h"
 #include "sim/sim_collectives.h"
 
 namespace engram::sim {
@@ -413,6 +416,92 @@ Status SimDeviceCompute::fill_table_rows(DevicePtr dst, const TableSpec& table, 
     ENGRAM_RETURN_IF_ERROR(write(dst + static_cast<uint64_t>(done) * row_bytes, piece, "fill_table_rows"));
   }
   return Status::ok();
+}
+
+struct SimDeviceCompute::RequestStateCopy {
+  std::vector<int64_t> histories, pending, pending_counts;
+  uint64_t error = kNoDeviceHashError;
+  kernels::RequestStateHost host() {
+    return kernels::RequestStateHost{static_cast<int>(pending_counts.size()),
+                                     pending_counts.empty() ? 0 : static_cast<int64_t>(pending.size() / pending_counts.size()),
+                                     histories, pending, pending_counts, &error};
+  }
+};
+
+namespace {
+
+template <typename T>
+std::span<std::byte> bytes_of(std::vector<T>& v) {
+  return std::as_writable_bytes(std::span(v));
+}
+
+}  // namespace
+
+Status SimDeviceCompute::read_request_state(const DeviceRequestState& st, const char* call, RequestStateCopy& c) {
+  // The heads buffer must hold this hasher's heads: a stale or partial
+  // upload would hash by other primes on a GPU.
+  const std::vector<DeviceHashHead> want = device_hash_heads(*st.hasher);
+  std::vector<DeviceHashHead> heads(want.size());
+  ENGRAM_RETURN_IF_ERROR(read(st.heads, bytes_of(heads), call));
+  if (std::memcmp(heads.data(), want.data(), want.size() * sizeof(DeviceHashHead)) != 0)
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: the heads buffer at {:#x} does not hold the hasher's {} heads; upload "
+                              "device_hash_heads(hasher) when the state is made", call, st.heads, want.size()),
+                  {rank_, -1, "hash requests"});
+  const auto slots = static_cast<size_t>(st.slot_count);
+  c.histories.resize(slots * static_cast<size_t>(st.hasher->history_length()));
+  c.pending.resize(slots * static_cast<size_t>(st.verify_tokens_max));
+  c.pending_counts.resize(slots);
+  ENGRAM_RETURN_IF_ERROR(read(st.histories, bytes_of(c.histories), call));
+  ENGRAM_RETURN_IF_ERROR(read(st.pending, bytes_of(c.pending), call));
+  ENGRAM_RETURN_IF_ERROR(read(st.pending_counts, bytes_of(c.pending_counts), call));
+  uint64_t blocks_done = 0;
+  ENGRAM_RETURN_IF_ERROR(read(st.blocks_done, std::as_writable_bytes(std::span(&blocks_done, 1)), call));
+  // The kernel finds its last block by this count: it must start at 0.
+  if (blocks_done != 0)
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: blocks_done at {:#x} holds {}; it must be 0 between launches (zero it when the "
+                              "state is made)", call, st.blocks_done, blocks_done),
+                  {rank_, -1, "hash requests"});
+  return read(st.error, std::as_writable_bytes(std::span(&c.error, 1)), call);
+}
+
+Status SimDeviceCompute::write_request_state(const DeviceRequestState& st, const char* call, RequestStateCopy& c) {
+  ENGRAM_RETURN_IF_ERROR(write(st.histories, std::as_bytes(std::span(c.histories)), call));
+  ENGRAM_RETURN_IF_ERROR(write(st.pending, std::as_bytes(std::span(c.pending)), call));
+  ENGRAM_RETURN_IF_ERROR(write(st.pending_counts, std::as_bytes(std::span(c.pending_counts)), call));
+  return write(st.error, std::as_bytes(std::span(&c.error, 1)), call);
+}
+
+Status SimDeviceCompute::hash_requests(const DeviceRequestHash& a, StreamRef) {
+  const char* call = "hash_requests";
+  if (Status bad = check_request_hash(a); !bad.is_ok()) return std::move(bad).with_rank(rank_);
+  const TableHasher& h = *a.state.hasher;
+  RequestStateCopy state;
+  ENGRAM_RETURN_IF_ERROR(read_request_state(a.state, call, state));
+  int64_t run_count = 0;
+  ENGRAM_RETURN_IF_ERROR(read(a.run_count, std::as_writable_bytes(std::span(&run_count, 1)), call));
+  std::vector<DeviceRunWords> runs(static_cast<size_t>(a.state.slot_count));
+  ENGRAM_RETURN_IF_ERROR(read(a.runs, bytes_of(runs), call));
+  std::vector<int64_t> tokens(static_cast<size_t>(a.token_count));
+  ENGRAM_RETURN_IF_ERROR(read(a.tokens, bytes_of(tokens), call));
+  std::vector<int64_t> row_ids(tokens.size() * static_cast<size_t>(h.head_count()));
+  kernels::request_hash_reference(h, a.verify, tokens, run_count, runs, state.host(), row_ids);
+  ENGRAM_RETURN_IF_ERROR(write(a.row_ids, std::as_bytes(std::span(row_ids)), call));
+  return write_request_state(a.state, call, state);
+}
+
+Status SimDeviceCompute::commit_requests(const DeviceRequestCommit& a, StreamRef) {
+  const char* call = "commit_requests";
+  if (Status bad = check_request_commit(a); !bad.is_ok()) return std::move(bad).with_rank(rank_);
+  RequestStateCopy state;
+  ENGRAM_RETURN_IF_ERROR(read_request_state(a.state, call, state));
+  int64_t commit_count = 0;
+  ENGRAM_RETURN_IF_ERROR(read(a.commit_count, std::as_writable_bytes(std::span(&commit_count, 1)), call));
+  std::vector<DeviceCommitWords> commits(static_cast<size_t>(a.state.slot_count));
+  ENGRAM_RETURN_IF_ERROR(read(a.commits, bytes_of(commits), call));
+  kernels::request_commit_reference(*a.state.hasher, commit_count, commits, state.host());
+  return write_request_state(a.state, call, state);
 }
 
 void SimDeviceCompute::release_process() {

@@ -40,6 +40,10 @@ class SimDeviceCompute final : public DeviceCompute {
   static std::string table_rows_key(const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows);
   Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows,
                          StreamRef stream) override;
+  // The request hasher's steps by the CPU reference (kernels/request_hash_reference.h)
+  // on emulated device memory.
+  Status hash_requests(const DeviceRequestHash& args, StreamRef stream) override;
+  Status commit_requests(const DeviceRequestCommit& args, StreamRef stream) override;
   Status synchronize(StreamRef stream) override;
   // Keeps `enqueue`; each replay calls it again (the emulator executes at
   // enqueue, so a replay is the calls themselves).
@@ -75,6 +79,10 @@ class SimDeviceCompute final : public DeviceCompute {
   // the owned range are found in the buffer's sorted index, so a member's
   // gather costs the rows it owns, not the group's ids. False: not such ids.
   Result<bool> gather_owned_from_index(const DeviceGather& args, const char* call);
+  // A request state's buffers read into `host` (its spans over `words`), and written back.
+  struct RequestStateCopy;
+  Status read_request_state(const DeviceRequestState& state, const char* call, RequestStateCopy& copy);
+  Status write_request_state(const DeviceRequestState& state, const char* call, RequestStateCopy& copy);
 
   SimContext& context_;
   SimDeviceMemory& memory_;

@@ -1,7 +1,8 @@
 // The acceptance test's rank body on the emulator, for all five placements:
 // every rank's device lookups (eager and replayed) equal the CPU reference on
 // the checked slots, device_peer equals the collective over the same shards,
-// and nothing is left in the ledger. The same body runs on GPUs under a
+// the decode loop's device-hashed ids and their lookups equal the CPU
+// hasher's and the CPU reference, and nothing is left in the ledger. The same body runs on GPUs under a
 // launcher (engramlab acceptance).
 #include "operator_checks/acceptance_rank.h"
 
@@ -93,6 +94,15 @@ TEST(AcceptanceRank, EveryPlacementsDeviceLookupEqualsTheCpuReferenceEagerAndRep
         EXPECT_EQ(row.cross_checked, c.placement == Placement::kDevicePeer);
         EXPECT_LE(row.latency_us_p10, row.latency_us_p90);
       }
+      // The decode loop: device-hashed ids looked up from one replayed graph.
+      EXPECT_TRUE(report.decode.ran);
+      EXPECT_TRUE(report.decode.mismatches.empty()) << format_decode_loop(report.rank, report.placement, report.decode);
+      EXPECT_EQ(report.decode.steps, options.decode_steps);
+      int64_t ids_per_step = 0;  // every table's ids of the bucket, padding included
+      for (const TableSpec& t : options.runtime.table_model.tables) ids_per_step += options.decode_bucket_tokens * t.head_count();
+      EXPECT_EQ(report.decode.ids_checked, options.decode_steps * ids_per_step);
+      EXPECT_EQ(report.decode.slots_checked, report.decode.ids_checked);
+      EXPECT_GT(report.decode.request_tokens, options.decode_steps * options.decode_requests);
       EXPECT_TRUE(report.passed());
     }
   }

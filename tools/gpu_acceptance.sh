@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # On a GPU machine: every GPU check of the device lookup in one call. Builds
-# engram_gpu_tests and engramlab (build-gpu), runs tests/gpu, then
-# `engramlab acceptance` under `engramlab launch`, one process per GPU, for
-# the placements this machine can hold, and prints one table.
+# engram_gpu_tests, engramlab and device_hasher_probe (build-gpu), runs
+# tests/gpu, the device hasher's probe (its step beside a plain kernel writing
+# as many ids: a table, not a pass/fail), then `engramlab acceptance` (with
+# its decode loop: ids hashed on the GPU and looked up in one replayed graph)
+# under `engramlab launch`, one process per GPU, for the placements this
+# machine can hold, and prints one table.
 #   - 2 GPUs or more: device_peer (with the collective over the same shards)
 #     and device_collective at V4.1-Flash size; host_shared at V4.1 size
 #     where /dev/shm holds a table; host_private with the small model
@@ -20,10 +23,10 @@
 # Logs go to $OUT (the device tool's folder) or build-gpu/out.
 # Builds from source on the GPU machine (tools/lib/gpu_build.sh): without the
 # emulator (-DENGRAM_BUILD_EMULATOR=OFF: the GPU image has no Boost.Context),
-# only engram_gpu_tests, engramlab and exchange_worker, -j16, machine code for
+# only engram_gpu_tests, engramlab, exchange_worker and device_hasher_probe, -j16, machine code for
 # CUDA_ARCHS (default 90; CUDA_ARCHS="90;100;103" for Blackwell too). A
 # configure that misses a package names it and the script stops.
-# BIN_DIR=<folder holding engramlab, engram_gpu_tests and exchange_worker>
+# BIN_DIR=<folder holding engramlab, engram_gpu_tests, exchange_worker and device_hasher_probe>
 # skips the build and runs carried binaries (set LD_LIBRARY_PATH to the
 # libraries they need). Ends with a table; exit 0 only when every row passed.
 set -uo pipefail
@@ -44,10 +47,11 @@ build_rc=0
 if [ -n "${BIN_DIR:-}" ]; then
   echo "gpu_acceptance: carried binaries from BIN_DIR=$BIN_DIR (no build)"
   tests_path="$BIN_DIR/engram_gpu_tests"; lab="$BIN_DIR/engramlab"; exchange="$BIN_DIR/exchange_worker"
+  probe="$BIN_DIR/device_hasher_probe"
   built_from="carried ($BIN_DIR)"
 else
   . tools/lib/gpu_build.sh
-  if ! gpu_build gpu_acceptance engram_gpu_tests engramlab exchange_worker; then
+  if ! gpu_build gpu_acceptance engram_gpu_tests engramlab exchange_worker device_hasher_probe; then
     echo
     echo "| check | result |"
     echo "| --- | --- |"
@@ -56,9 +60,10 @@ else
     exit 1
   fi
   tests_path="$build/tests/gpu/engram_gpu_tests"; lab="$build/apps/engramlab"; exchange="$build/tests/exchange_worker"
+  probe="$build/benchmarks/device_hasher_probe"
   built_from="built here (emulator ${GPU_BUILD_EMULATOR:-OFF}, CUDA archs ${CUDA_ARCHS:-90})"
 fi
-for bin in "$tests_path" "$lab" "$exchange"; do
+for bin in "$tests_path" "$lab" "$exchange" "$probe"; do
   [ -x "$bin" ] || { echo "gpu_acceptance: MISSING $bin"; build_rc=1; }
 done
 t1=$(date +%s)
@@ -75,6 +80,17 @@ if [ -x "$tests_path" ]; then
 fi
 t2=$(date +%s)
 
+# The device hasher's step beside a plain kernel writing as many ids.
+probe_rc=127
+probe_target="not run"
+if [ -x "$probe" ]; then
+  timeout 120 "$probe" > "$out/device_hasher_probe.log" 2>&1
+  probe_rc=$?
+  cat "$out/device_hasher_probe.log"
+  probe_target=$(grep -E "^target:" "$out/device_hasher_probe.log" | sed -E 's/^target: //')
+fi
+t3=$(date +%s)
+
 rows=()
 overall=0
 # name, ranks, flags
@@ -86,6 +102,7 @@ accept() {
   rc=$?
   e=$(date +%s)
   grep -E "MISMATCH|FAILED|PASS|FAIL|error" "$log" | head -12
+  grep -E -A3 "decode loop: FAIL" "$log" | head -12
   grep -E "tokens (1|64|1024|8192):" "$log" | sed -E 's/^/    /' | head -16
   rows+=("| acceptance $name ($n ranks: $*) | rc $rc, $((e - s)) s |")
   [ $rc -ne 0 ] && overall=1
@@ -175,13 +192,14 @@ fi
 echo
 echo "| check | result |"
 echo "| --- | --- |"
-echo "| build: engram_gpu_tests, engramlab, exchange_worker, $built_from | rc $build_rc, $((t1 - t0)) s |"
+echo "| build: engram_gpu_tests, engramlab, exchange_worker, device_hasher_probe, $built_from | rc $build_rc, $((t1 - t0)) s |"
 echo "| engram_gpu_tests | rc $tests_rc, $((t2 - t1)) s |"
+echo "| device_hasher_probe | rc $probe_rc, $((t3 - t2)) s: ${probe_target:-no target line} |"
 for r in "${rows[@]}"; do echo "$r"; done
 [ ${#rows[@]} -eq 0 ] && { echo "| acceptance | NOT RUN ($gpus GPUs, engramlab ${lab}) |"; overall=1; }
-if [ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $overall -eq 0 ]; then
+if [ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $probe_rc -eq 0 ] && [ $overall -eq 0 ]; then
   echo "gpu_acceptance: OK"
 else
-  echo "gpu_acceptance: FAILED (build rc $build_rc, engram_gpu_tests rc $tests_rc, acceptance/exchange $overall; logs in $out)"
+  echo "gpu_acceptance: FAILED (build rc $build_rc, engram_gpu_tests rc $tests_rc, device_hasher_probe rc $probe_rc, acceptance/exchange $overall; logs in $out)"
   exit 1
 fi

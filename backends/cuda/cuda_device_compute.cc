@@ -9,7 +9,9 @@
 
 #include "backends/cuda/gpu_buffer.h"
 #include "backends/cuda/nccl_collectives.h"
+#include "core/model/hashing.h"
 #include "kernels/gather_kernels.h"
+#include "kernels/request_hash.h"
 #include "kernels/table_fill_kernel.h"
 
 namespace engram::cuda {
@@ -25,6 +27,26 @@ kernels::RowLayout kernel_layout(const DeviceRowLayout& l) {
   out.row_bytes = l.row_bytes;
   out.scale_byte_rule = l.scale_byte_rule;
   return out;
+}
+
+kernels::RequestHashTable hash_table(const DeviceRequestState& s) {
+  const TableHasher& h = *s.hasher;
+  kernels::RequestHashTable t;
+  t.heads = static_cast<const DeviceHashHead*>(ptr(s.heads));
+  t.head_count = h.head_count();
+  t.max_order = h.max_order();
+  for (int k = 0; k < h.max_order() && k < kMaxHashOrder; ++k) t.multipliers[k] = h.multipliers()[static_cast<size_t>(k)];
+  t.pad_id = h.pad_id();
+  t.compressed_vocab_size = h.compressed_vocab_size();
+  t.dead_token_rule = h.dead_token_rule();
+  t.slot_count = s.slot_count;
+  t.histories = static_cast<int64_t*>(ptr(s.histories));
+  t.verify_tokens_max = s.verify_tokens_max;
+  t.pending = static_cast<int64_t*>(ptr(s.pending));
+  t.pending_counts = static_cast<int64_t*>(ptr(s.pending_counts));
+  t.error = static_cast<uint64_t*>(ptr(s.error));
+  t.blocks_done = static_cast<uint64_t*>(ptr(s.blocks_done));
+  return t;
 }
 
 class NcclDeviceCollectives final : public DeviceCollectives {
@@ -255,6 +277,28 @@ Status CudaDeviceCompute::fill_table_rows(DevicePtr dst, const TableSpec& table,
   f.first_row = first_row;
   f.row_count = rows;
   return kernels::fill_table_rows(f, stream_of(stream));
+}
+
+Status CudaDeviceCompute::hash_requests(const DeviceRequestHash& a, StreamRef stream) {
+  ENGRAM_RETURN_IF_ERROR(check_request_hash(a));
+  kernels::RequestHashArgs k;
+  k.table = hash_table(a.state);
+  k.verify = a.verify;
+  k.tokens = static_cast<const int64_t*>(ptr(a.tokens));
+  k.token_count = a.token_count;
+  k.run_count = static_cast<const int64_t*>(ptr(a.run_count));
+  k.runs = static_cast<const DeviceRunWords*>(ptr(a.runs));
+  k.row_ids = static_cast<int64_t*>(ptr(a.row_ids));
+  return kernels::request_hash(k, stream_of(stream));
+}
+
+Status CudaDeviceCompute::commit_requests(const DeviceRequestCommit& a, StreamRef stream) {
+  ENGRAM_RETURN_IF_ERROR(check_request_commit(a));
+  kernels::RequestCommitArgs k;
+  k.table = hash_table(a.state);
+  k.commit_count = static_cast<const int64_t*>(ptr(a.commit_count));
+  k.commits = static_cast<const DeviceCommitWords*>(ptr(a.commits));
+  return kernels::request_commit(k, stream_of(stream));
 }
 
 Status CudaDeviceCompute::synchronize(StreamRef stream) {

@@ -1,5 +1,6 @@
 // DeviceCompute on one real GPU: cudaMalloc workspaces, cudaHostRegister'ed
-// host tables, the gather kernels (kernels/), the device table fill, NCCL
+// host tables, the gather kernels (kernels/), the device table fill, the
+// request hasher's kernels (kernels/request_hash.h), NCCL
 // communicators bootstrapped over a group's host Collectives, and the host
 // row stager for host tables at large token counts.
 #pragma once
@@ -46,6 +47,8 @@ class CudaDeviceCompute final : public DeviceCompute {
   Status gather(const DeviceGather& args, StreamRef stream) override;
   Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row, int64_t rows,
                          StreamRef stream) override;
+  Status hash_requests(const DeviceRequestHash& args, StreamRef stream) override;
+  Status commit_requests(const DeviceRequestCommit& args, StreamRef stream) override;
   Status synchronize(StreamRef stream) override;
   Result<std::unique_ptr<DeviceGraph>> capture(const std::function<Status(StreamRef)>& enqueue) override;
   Result<std::unique_ptr<DeviceCollectives>> connect(Collectives& bootstrap) override;

@@ -1,6 +1,7 @@
 // What a lookup enqueues on a device: workspace allocation (at build time
 // only), host memory registered for the device to read, asynchronous copies
-// and fills, the gather kernels, the table fill, and device collectives for
+// and fills, the gather kernels, the table fill, the request hasher's steps
+// (the ids a lookup reads, hashed on the device), and device collectives for
 // a group. Every enqueueing call only enqueues on the caller's stream: no
 // allocation, no host synchronisation, so a lookup made of them can be
 // captured in a CUDA graph.
@@ -27,6 +28,8 @@
 #include "core/model/table_spec.h"
 
 namespace engram {
+
+class TableHasher;  // core/model/hashing.h
 
 // The caller's stream, opaque to core (a cudaStream_t on the real backend;
 // 0 there is the legacy default stream). The emulator ignores it.
@@ -103,6 +106,59 @@ class DeviceGraph {
   virtual Result<std::vector<double>> time(int warmup, int replays) = 0;
 };
 
+// A request hasher's state in device memory (core/lookup/device_request_hasher.h
+// owns it; the words are core/model/request_hash_words.h). Histories,
+// pending blocks and the error word persist across steps; a step's inputs
+// live in fixed buffers the host (or a device producer) rewrites between
+// replays, so one captured step replays across steps.
+struct DeviceRequestState {
+  // The rule, on the host (it outlives every captured step): the emulator
+  // hashes with it; the CUDA kernel takes its sizes and multipliers.
+  const TableHasher* hasher = nullptr;
+  DevicePtr heads = 0;           // DeviceHashHead [head_count] = device_hash_heads(*hasher)
+  int slot_count = 0;
+  DevicePtr histories = 0;       // int64 [slot_count][history_length], newest first
+  int64_t verify_tokens_max = 0; // the longest verify block a slot holds
+  DevicePtr pending = 0;         // int64 [slot_count][verify_tokens_max]: each slot's verify block
+  DevicePtr pending_counts = 0;  // int64 [slot_count]: its length, 0 when none
+  DevicePtr error = 0;           // uint64: kNoDeviceHashError or the first bad input (sticky)
+  DevicePtr blocks_done = 0;     // uint64, 0 between launches: a kernel's ticket (finished blocks)
+};
+
+// One extend or verify step over a ragged batch: tokens [0, token_count)
+// hashed after their slots' histories into row_ids; tokens no run covers
+// get DEAD for every head. Extend appends each run to its slot's history;
+// verify keeps the histories and stores each run as its slot's pending
+// block. Runs: real slots only, non-empty, sorted by token_begin, disjoint
+// (the host hasher sends them so; the device checks all but distinct slots
+// and reports a breach in the error word). A covered token outside the
+// vocabulary gets DEAD ids, as does every token whose lookback reads it,
+// and sets the error word; a step with the error word set changes nothing.
+struct DeviceRequestHash {
+  DeviceRequestState state;
+  bool verify = false;
+  DevicePtr tokens = 0;          // int64 [token_count]
+  int64_t token_count = 0;       // fixed for a captured step (its bucket)
+  DevicePtr run_count = 0;       // int64, read on the device: the step's runs (0..slot_count)
+  DevicePtr runs = 0;            // DeviceRunWords [slot_count]
+  DevicePtr row_ids = 0;         // int64 [token_count][head_count]
+};
+
+// The commit after a verify: each commit's slot appends its pending block's
+// anchor and first accepted_drafts drafts to its history; the block is gone.
+struct DeviceRequestCommit {
+  DeviceRequestState state;
+  DevicePtr commit_count = 0;    // int64, read on the device (0..slot_count)
+  DevicePtr commits = 0;         // DeviceCommitWords [slot_count]
+};
+
+// The shapes both backends check before enqueueing (invalid_argument naming
+// the field): a hasher, slot_count 1..kMaxRequestSlots, every buffer given,
+// token_count >= 0.
+Status check_request_state(const DeviceRequestState& state, const char* call);
+Status check_request_hash(const DeviceRequestHash& args);
+Status check_request_commit(const DeviceRequestCommit& args);
+
 // copy_to_host_strided's contract, one message for every backend:
 // invalid_argument naming the field, its value and the rule.
 Status check_strided_copy(uint64_t dst_bytes, uint64_t row_bytes, uint64_t src_pitch_bytes, int rank);
@@ -144,6 +200,9 @@ class DeviceCompute {
   // writes them (the same bytes), at dst (device or registered host memory).
   virtual Status fill_table_rows(DevicePtr dst, const TableSpec& table, uint64_t seed, int64_t first_row,
                                  int64_t rows, StreamRef stream) = 0;
+  // The request hasher's steps (DeviceRequestHash, DeviceRequestCommit above).
+  virtual Status hash_requests(const DeviceRequestHash& args, StreamRef stream) = 0;
+  virtual Status commit_requests(const DeviceRequestCommit& args, StreamRef stream) = 0;
   virtual Status synchronize(StreamRef stream) = 0;
 
   // Captures what `enqueue` enqueues on the stream it is given (a stream of

@@ -51,7 +51,7 @@ class TableHasher {
 
   int head_count() const { return static_cast<int>(primes_.size()); }
   const std::vector<int64_t>& multipliers() const { return multipliers_; }
-  // The facts a batch hasher on another device needs (kernels/hash_steps.cu,
+  // The facts a batch hasher on another device needs (kernels/request_hash.cu,
   // sim/): per head its order, prime and offset.
   int max_order() const { return max_order_; }
   int64_t pad_id() const { return pad_id_; }

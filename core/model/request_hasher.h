@@ -15,53 +15,31 @@
 //
 // Every operation checks its whole input before it changes anything: a
 // refused step (invalid_argument naming the request and the field) leaves
-// every history as it was.
+// every history as it was. The slot states and those checks are
+// core/model/request_slots.h, which the device hasher
+// (core/lookup/device_request_hasher.h) keeps too.
 #pragma once
 
 #include <cstdint>
 #include <span>
-#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/base/status.h"
 #include "core/model/hashing.h"
+#include "core/model/request_slots.h"
 
 namespace engram {
 
-inline constexpr int32_t kIdleSlot = -1;
-inline constexpr int kMaxRequestSlots = 1 << 20;
-
-// One request's tokens in a batch: tokens[token_begin, token_begin + token_count).
-struct RequestRun {
-  int32_t slot = kIdleSlot;
-  int64_t token_begin = 0;
-  int64_t token_count = 0;
-};
-
-// After a verify: the anchor (first token of the block) and the first
-// accepted_drafts drafts join the slot's history; the rest leave no trace.
-struct VerifyCommit {
-  int32_t slot = kIdleSlot;
-  int64_t accepted_drafts = 0;
-};
-
-// Checks a ragged batch against its token array and slot count (shared by
-// the CPU hasher and the device hasher, core/lookup/device_hasher.h):
-// every run inside the array, runs disjoint, each real slot below
-// slot_count and at most once. Names the run and the field.
-Status check_request_runs(std::span<const RequestRun> runs, int64_t token_count, int slot_count,
-                          std::string_view operation);
-
 class RequestHasher {
  public:
-  enum class SlotState : uint8_t { kFree, kActive, kVerifyPending };
+  using SlotState = RequestSlots::SlotState;
 
   static Result<RequestHasher> create(TableHasher table_hasher, int slot_count);
 
   const TableHasher& table_hasher() const { return hasher_; }
-  int slot_count() const { return static_cast<int>(states_.size()); }
-  SlotState state(int slot) const;
+  int slot_count() const { return slots_.slot_count(); }
+  SlotState state(int slot) const { return slots_.state(slot); }
   // The slot's history, newest first (history_length() ids).
   std::span<const int64_t> history(int slot) const;
 
@@ -82,20 +60,17 @@ class RequestHasher {
   // The slot is free again; a pending block is dropped.
   Status release(int slot);
 
-  // The ids a verified block's commit would append (anchor + accepted), for
-  // a device hasher that replays the same commit (core/lookup/device_hasher.h).
+  // The slot's verify block waiting for its commit (anchor, then drafts).
   std::span<const int64_t> pending_block(int slot) const;
 
  private:
-  explicit RequestHasher(TableHasher table_hasher) : hasher_(std::move(table_hasher)) {}
-  Status check_batch(std::span<const int64_t> tokens, std::span<const RequestRun> runs, std::span<int64_t> row_ids,
-                     std::string_view operation) const;
-  Status check_slot_argument(int slot, std::string_view operation) const;
+  RequestHasher(TableHasher table_hasher, RequestSlots slots)
+      : hasher_(std::move(table_hasher)), slots_(std::move(slots)) {}
   void hash_batch(std::span<const int64_t> tokens, std::span<const RequestRun> runs, std::span<int64_t> row_ids,
                   bool keep_history);
 
   TableHasher hasher_;
-  std::vector<SlotState> states_;
+  RequestSlots slots_;                             // states, and the checks every operation makes first
   std::vector<int64_t> histories_;                 // slot_count x history_length, newest first
   std::vector<std::vector<int64_t>> pending_;      // per slot: its verify block
 };

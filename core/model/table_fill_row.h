@@ -7,13 +7,8 @@
 
 #include <cstdint>
 
+#include "core/base/host_device.h"
 #include "core/base/splitmix64.h"
-
-#if defined(__CUDACC__)
-#define ENGRAM_HOST_DEVICE __host__ __device__
-#else
-#define ENGRAM_HOST_DEVICE
-#endif
 
 namespace engram::fill {
 
