@@ -54,9 +54,12 @@ void add_errors(py::module_& m) {
   for (auto code = static_cast<size_t>(kFirstErrorCode); code < kCodeCount; ++code) {
     const auto error_code = static_cast<ErrorCode>(code);
     // Bad input is also a ValueError, so code that catches ValueError sees it.
-    py::tuple bases = error_code == ErrorCode::kInvalidArgument
-                          ? py::make_tuple(py::handle(types[0]), py::handle(PyExc_ValueError))
-                          : py::make_tuple(py::handle(types[0]));
+    // (Assigned apart: pybind11 3's make_tuple gives a typed tuple per arity.)
+    py::tuple bases;
+    if (error_code == ErrorCode::kInvalidArgument)
+      bases = py::make_tuple(py::handle(types[0]), py::handle(PyExc_ValueError));
+    else
+      bases = py::make_tuple(py::handle(types[0]));
     types[code] = new_type(m, class_name(error_code), "An engramlab error of this code (see engramlab.Error).",
                            bases.ptr());
   }
