@@ -8,8 +8,11 @@ namespace engram::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kIdsPerBlock = 1024;    // a tile's ids: tokens per block = this / heads (1..kThreads)
-constexpr int kSharedRunsMax = 512;   // runs staged in shared memory; a step with more searches global memory
+constexpr int kIdsPerBlock = 1024;         // a tile's ids: tokens per block = this / heads (1..kTileTokensMax)
+constexpr int kTileTokensMax = 128;
+constexpr int kSharedRunsMax = 256;        // runs staged in shared memory; more are searched in global memory
+constexpr int kSharedHeadsMax = 128;       // heads staged in shared memory; more are read from global memory
+constexpr int kSharedHistoryWords = 1024;  // each history buffer staged when it holds at most this many ids
 constexpr int kHistoryMax = kMaxHashOrder - 1;
 
 __device__ bool in_vocabulary(int64_t v, int64_t vocab) { return v == kDeadId || (v >= 0 && v < vocab); }
@@ -18,17 +21,16 @@ __device__ void note_error(uint64_t* error, DeviceHashErrorCode code, uint64_t i
   atomicMin(reinterpret_cast<unsigned long long*>(error), static_cast<unsigned long long>(device_hash_error(code, index)));
 }
 
-__device__ uint64_t read_error(uint64_t* error) {
-  return atomicOr(reinterpret_cast<unsigned long long*>(error), 0ull);
-}
-
-// `history` (max_order - 1 ids, newest first) after `block` (count tokens):
-// TableHasher::advance, one thread per slot.
-__device__ void advance_history(const RequestHashTable& t, int64_t* history, const int64_t* block, int64_t count) {
+// A history (max_order - 1 ids, newest first) after `count` tokens (token(k)
+// is the k-th): TableHasher::advance, one thread per slot. `old` is read
+// whole before `out` is written, so they may be the same.
+template <typename Token>
+__device__ void advance_history(const RequestHashTable& t, const int64_t* old_history, int64_t* out, int64_t count,
+                                Token token) {
   const int length = t.max_order - 1;
   const bool barrier = t.dead_token_rule != DeadTokenRule::kLiteral;
   int64_t old[kHistoryMax > 0 ? kHistoryMax : 1];
-  for (int k = 0; k < length; ++k) old[k] = history[k];
+  for (int k = 0; k < length; ++k) old[k] = old_history[k];
   bool blocked = false;
   for (int k = 0; k < length; ++k) {
     const int64_t pos = count - 1 - k;
@@ -36,7 +38,7 @@ __device__ void advance_history(const RequestHashTable& t, int64_t* history, con
     if (blocked) {
       v = t.pad_id;
     } else if (pos >= 0) {
-      v = block[pos];
+      v = token(pos);
       if (barrier && v == kDeadId) {
         blocked = true;
         v = t.pad_id;
@@ -44,49 +46,81 @@ __device__ void advance_history(const RequestHashTable& t, int64_t* history, con
     } else {
       v = old[k - count];
     }
-    history[k] = v;
+    out[k] = v;
   }
 }
 
 // A run by itself: a real slot, at least one token, inside the tokens.
-__device__ bool run_is_good(const DeviceRunWords& r, int slot_count, int64_t token_count) {
+__device__ bool run_alone_good(const DeviceRunWords& r, int slot_count, int64_t token_count) {
   return r.slot >= 0 && r.slot < slot_count && r.token_count >= 1 && r.token_begin >= 0 &&
          r.token_begin <= token_count && r.token_count <= token_count - r.token_begin;
 }
 
+// Run j good: by itself, and after run j - 1 when that one is good by itself
+// (a bad one is flagged for itself).
+__device__ bool run_good(const DeviceRunWords* runs, int64_t j, int slot_count, int64_t token_count) {
+  const DeviceRunWords r = runs[j];
+  if (!run_alone_good(r, slot_count, token_count)) return false;
+  if (j == 0) return true;
+  const DeviceRunWords before = runs[j - 1];
+  return !run_alone_good(before, slot_count, token_count) || r.token_begin >= before.token_begin + before.token_count;
+}
+
+// No block waits for another: every block loads what it needs in one round
+// trip (the step's header and runs, its tile of tokens with their lookback
+// halo, the heads, both history buffers where they fit), hashes its tile,
+// and writes the histories (or pending blocks) of the runs that end in its
+// tile into the buffer the step does not read; slots no good run advances
+// are copied across by a block chosen by slot number. Histories are double
+// buffered by the step header's read buffer, which the host flips with
+// each extend, so no block writes what another reads.
 __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs a, int tile_tokens) {
   const RequestHashTable& t = a.table;
   __shared__ DeviceRunWords runs_s[kSharedRunsMax];
-  __shared__ int64_t tokens_s[kThreads + kHistoryMax];
-  __shared__ int64_t mixes_s[kThreads][kMaxHashOrder];  // [token][order - 1]
-  __shared__ uint8_t dead_s[kThreads];
-  __shared__ int64_t run_count_s;
-  __shared__ uint64_t sticky_error_s;
-  __shared__ int bad_token_s;   // this block hashed a token outside the vocabulary
-  __shared__ int bad_run_s;     // the last block: a run (or the run count) is bad
-  __shared__ bool last_s, any_bad_token_s;
+  __shared__ int64_t tokens_s[kTileTokensMax + kHistoryMax];  // bad tokens taken as DEAD
+  __shared__ uint8_t bad_s[kTileTokensMax + kHistoryMax];
+  __shared__ int64_t mixes_s[kTileTokensMax][kMaxHashOrder];   // [token][order - 1]
+  __shared__ uint8_t dead_s[kTileTokensMax];
+  __shared__ DeviceHashHead heads_s[kSharedHeadsMax];
+  __shared__ int64_t history_s[2][kSharedHistoryWords];
+  __shared__ uint32_t advanced_s[kMaxDeviceRequestSlots / 32];  // slots a good run advances (extend)
+  __shared__ int64_t header_s[2];
 
   const int tid = static_cast<int>(threadIdx.x);
   const int64_t tile_begin = static_cast<int64_t>(blockIdx.x) * tile_tokens;
   const int64_t tile_end = min(tile_begin + tile_tokens, a.token_count);
-  const int halo = t.max_order - 1;
-  const int64_t staged_begin = tile_begin > halo ? tile_begin - halo : 0;
-
-  // One round trip: the run count, the runs (as many as a step may have,
-  // up to the shared capacity) and the tile's tokens with their halo.
-  if (tid == 0) {
-    run_count_s = *a.run_count;
-    sticky_error_s = *t.error;  // written before this launch (an earlier step, or the host)
-    bad_token_s = 0;
-    bad_run_s = 0;
-  }
+  const int length = t.max_order - 1;
+  const int64_t staged_begin = tile_begin > length ? tile_begin - length : 0;
   const int staged_runs = min(t.slot_count, kSharedRunsMax);
+  const int history_words = t.slot_count * length;
+  const bool histories_staged = history_words <= kSharedHistoryWords;
+  const bool heads_staged = t.head_count <= kSharedHeadsMax;
+
+  // One round trip: every load below is independent of the others.
+  if (tid < 2) header_s[tid] = a.header[tid];
   for (int j = tid; j < staged_runs; j += kThreads) runs_s[j] = a.runs[j];
-  for (int64_t p = staged_begin + tid; p < tile_end; p += kThreads) tokens_s[p - staged_begin] = a.tokens[p];
+  for (int64_t p = staged_begin + tid; p < tile_end; p += kThreads) {
+    const int64_t v = a.tokens[p];
+    const bool bad = !in_vocabulary(v, t.compressed_vocab_size);
+    tokens_s[p - staged_begin] = bad ? kDeadId : v;
+    bad_s[p - staged_begin] = bad ? 1 : 0;
+  }
+  if (heads_staged)
+    for (int h = tid; h < t.head_count; h += kThreads) heads_s[h] = t.heads[h];
+  if (histories_staged)
+    for (int w = tid; w < 2 * history_words; w += kThreads)
+      history_s[w / history_words][w % history_words] = t.histories[w];
+  if (!a.verify)
+    for (int w = tid; w < (t.slot_count + 31) / 32; w += kThreads) advanced_s[w] = 0;
   __syncthreads();
-  const int64_t run_count_read = run_count_s;
+  const int64_t run_count_read = header_s[0];
   const int64_t run_count = run_count_read < 0 || run_count_read > t.slot_count ? 0 : run_count_read;
+  const int read_buffer = header_s[1] != 0 ? 1 : 0;
   const DeviceRunWords* runs = run_count <= kSharedRunsMax ? runs_s : a.runs;
+  const DeviceHashHead* heads = heads_staged ? heads_s : t.heads;
+  const int64_t* old_histories =
+      histories_staged ? history_s[read_buffer] : t.histories + static_cast<int64_t>(read_buffer) * history_words;
+  int64_t* new_histories = t.histories + static_cast<int64_t>(1 - read_buffer) * history_words;
   const bool barrier = t.dead_token_rule != DeadTokenRule::kLiteral;
 
   // A thread per token: its run, its window, the mix of every order.
@@ -99,16 +133,14 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
       else hi = mid;
     }
     bool dead = true;
-    if (lo > 0) {
+    if (lo > 0 && run_good(runs, lo - 1, t.slot_count, a.token_count)) {
       const DeviceRunWords r = runs[lo - 1];
-      if (run_is_good(r, t.slot_count, a.token_count) && pos_t < r.token_begin + r.token_count) {
-        const int64_t c = tokens_s[pos_t - staged_begin];
-        bool bad = !in_vocabulary(c, t.compressed_vocab_size);
-        if (bad) {
-          note_error(t.error, DeviceHashErrorCode::kToken, static_cast<uint64_t>(pos_t));
-          bad_token_s = 1;
-        }
-        const int64_t* history = t.histories + r.slot * halo;
+      if (pos_t < r.token_begin + r.token_count) {
+        const int64_t at = pos_t - staged_begin;
+        const bool bad = bad_s[at] != 0;
+        if (bad) note_error(t.error, DeviceHashErrorCode::kToken, static_cast<uint64_t>(pos_t));
+        const int64_t c = tokens_s[at];
+        const int64_t* history = old_histories + r.slot * length;
         bool blocked = false;
         int64_t mix = 0;
         for (int k = 0; k < t.max_order; ++k) {
@@ -121,9 +153,6 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
             if (barrier && w == kDeadId) {
               blocked = true;
               w = t.pad_id;
-            } else if (!in_vocabulary(w, t.compressed_vocab_size)) {
-              bad = true;
-              w = 0;
             }
           } else {
             w = history[r.token_begin - pos - 1];
@@ -137,11 +166,42 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
     }
     dead_s[tid] = dead ? 1 : 0;
   }
+
+  // The runs that end in this tile: their new histories (extend) or pending
+  // blocks (verify). Block 0 also reports every bad run.
+  for (int64_t j = tid; j < run_count; j += kThreads) {
+    const DeviceRunWords r = runs[j];
+    const bool good = run_good(runs, j, t.slot_count, a.token_count);
+    if (blockIdx.x == 0) {
+      if (!good) note_error(t.error, DeviceHashErrorCode::kRun, static_cast<uint64_t>(j));
+      if (a.verify && r.token_count > t.verify_tokens_max)
+        note_error(t.error, DeviceHashErrorCode::kVerifyBlock, static_cast<uint64_t>(j));
+    }
+    if (!good) continue;
+    if (!a.verify) atomicOr(&advanced_s[r.slot / 32], 1u << (r.slot % 32));
+    const int64_t last = r.token_begin + r.token_count - 1;
+    if (last < tile_begin || last >= tile_end) continue;
+    if (a.verify) {
+      if (r.token_count > t.verify_tokens_max) continue;
+      int64_t* block = t.pending + r.slot * t.verify_tokens_max;
+      for (int64_t k = 0; k < r.token_count; ++k) {
+        const int64_t v = a.tokens[r.token_begin + k];
+        block[k] = in_vocabulary(v, t.compressed_vocab_size) ? v : kDeadId;
+      }
+      t.pending_counts[r.slot] = r.token_count;
+    } else {
+      // The run's last max_order - 1 tokens are in this tile and its halo.
+      advance_history(t, old_histories + r.slot * length, new_histories + r.slot * length, r.token_count,
+                      [&](int64_t k) { return tokens_s[r.token_begin + k - staged_begin]; });
+    }
+  }
+  if (run_count_read != run_count && blockIdx.x == 0 && tid == 0)
+    note_error(t.error, DeviceHashErrorCode::kRunCount, 0);
   __syncthreads();
 
-  // A thread per (token, head): coalesced ids.
-  // 32-bit indices: a tile holds at most kThreads x heads ids (a 64-bit
-  // division would cost more than the hash).
+  // A thread per (token, head): coalesced ids. 32-bit indices: a tile holds
+  // at most kTileTokensMax x heads ids (a 64-bit division would cost more
+  // than the hash).
   const int tile_ids = static_cast<int>(tile_end - tile_begin) * t.head_count;
   int64_t* out = a.row_ids + tile_begin * t.head_count;
   for (int idx = tid; idx < tile_ids; idx += kThreads) {
@@ -151,93 +211,62 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
       out[idx] = kDeadId;
       continue;
     }
-    const DeviceHashHead h = t.heads[head];
+    const DeviceHashHead h = heads[head];
     out[idx] = head_row(mixes_s[i][h.order - 1], h);
   }
 
-  // The last block to finish: every block has read its histories (each
-  // load's value was used before the barrier), so the step's runs may
-  // change them now. The ticket carries, above its 32-bit block count, how
-  // many blocks hashed a bad token: one atomic tells the last block both,
-  // with no fence and no second read of the error word.
-  __syncthreads();
-  if (tid == 0) {
-    const unsigned long long old = atomicAdd(reinterpret_cast<unsigned long long*>(t.blocks_done),
-                                             1ull + (bad_token_s != 0 ? (1ull << 32) : 0ull));
-    last_s = (old & 0xffffffffull) == gridDim.x - 1;
-    any_bad_token_s = (old >> 32) != 0 || bad_token_s != 0;
-  }
-  __syncthreads();
-  if (!last_s) return;
-  if (tid == 0) {
-    *t.blocks_done = 0;
-    if (run_count_read != run_count) {
-      note_error(t.error, DeviceHashErrorCode::kRunCount, 0);
-      bad_run_s = 1;
+  // Slots no good run advances keep their history: copied across by the
+  // block their number picks.
+  if (!a.verify && length > 0)
+    for (int64_t w = static_cast<int64_t>(blockIdx.x) * kThreads + tid; w < history_words;
+         w += static_cast<int64_t>(gridDim.x) * kThreads) {
+      const int slot = static_cast<int>(w / length);
+      if ((advanced_s[slot / 32] >> (slot % 32) & 1u) == 0) new_histories[w] = old_histories[w];
     }
-  }
-  for (int64_t j = tid; j < run_count; j += kThreads) {
-    const DeviceRunWords r = runs[j];
-    // After the run before it (when that one is good by itself: it is flagged otherwise).
-    bool good = run_is_good(r, t.slot_count, a.token_count);
-    if (j > 0) {
-      const DeviceRunWords before = runs[j - 1];
-      good &= !run_is_good(before, t.slot_count, a.token_count) || r.token_begin >= before.token_begin + before.token_count;
-    }
-    if (!good) {
-      note_error(t.error, DeviceHashErrorCode::kRun, static_cast<uint64_t>(j));
-      bad_run_s = 1;
-    }
-    if (a.verify && r.token_count > t.verify_tokens_max) {
-      note_error(t.error, DeviceHashErrorCode::kVerifyBlock, static_cast<uint64_t>(j));
-      bad_run_s = 1;
-    }
-  }
-  __syncthreads();
-  if (sticky_error_s != kNoDeviceHashError || any_bad_token_s || bad_run_s != 0) return;
-  for (int64_t j = tid; j < run_count; j += kThreads) {
-    const DeviceRunWords r = runs[j];
-    if (a.verify) {
-      int64_t* block = t.pending + r.slot * t.verify_tokens_max;
-      for (int64_t k = 0; k < r.token_count; ++k) block[k] = a.tokens[r.token_begin + k];
-      t.pending_counts[r.slot] = r.token_count;
-    } else {
-      advance_history(t, t.histories + r.slot * halo, a.tokens + r.token_begin, r.token_count);
-    }
-  }
 }
 
+// One block: every commit checked, then (none bad) each slot's history
+// advanced in place by its pending block's anchor and accepted drafts.
 __global__ void __launch_bounds__(kThreads) request_commit_kernel(RequestCommitArgs a) {
   const RequestHashTable& t = a.table;
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t count = *a.commit_count;
+  const int64_t count = a.header[0];
+  const int length = t.max_order - 1;
+  int64_t* histories = t.histories + (a.header[1] != 0 ? static_cast<int64_t>(t.slot_count) * length : 0);
   if (count < 0 || count > t.slot_count) {
     if (tid == 0) note_error(t.error, DeviceHashErrorCode::kCommitCount, 0);
     return;
   }
+  __shared__ int bad_s;
+  if (tid == 0) bad_s = 0;
+  __syncthreads();
   for (int64_t j = tid; j < count; j += kThreads) {
     const DeviceCommitWords c = a.commits[j];
     const bool slot_ok = c.slot >= 0 && c.slot < t.slot_count;
     const int64_t held = slot_ok ? t.pending_counts[c.slot] : 0;
-    if (!slot_ok || held < 1 || held > t.verify_tokens_max || c.accepted_drafts < 0 || c.accepted_drafts > held - 1)
+    if (!slot_ok || held < 1 || held > t.verify_tokens_max || c.accepted_drafts < 0 || c.accepted_drafts > held - 1) {
       note_error(t.error, DeviceHashErrorCode::kCommit, static_cast<uint64_t>(j));
+      bad_s = 1;
+    }
   }
   __syncthreads();
-  if (read_error(t.error) != kNoDeviceHashError) return;
+  if (bad_s != 0) return;
   for (int64_t j = tid; j < count; j += kThreads) {
     const DeviceCommitWords c = a.commits[j];
-    advance_history(t, t.histories + c.slot * (t.max_order - 1), t.pending + c.slot * t.verify_tokens_max,
-                    c.accepted_drafts + 1);
+    const int64_t* block = t.pending + c.slot * t.verify_tokens_max;
+    int64_t* history = histories + c.slot * length;
+    advance_history(t, history, history, c.accepted_drafts + 1, [&](int64_t k) { return block[k]; });
     t.pending_counts[c.slot] = 0;
   }
 }
 
 Status check_table(const RequestHashTable& t, const char* kernel) {
   if (t.heads == nullptr || t.histories == nullptr || t.pending == nullptr || t.pending_counts == nullptr ||
-      t.error == nullptr || t.blocks_done == nullptr)
-    return invalid_argument(fmt::format("{}: heads, histories, pending, pending_counts, error and blocks_done must be "
-                                        "device pointers, not null", kernel));
+      t.error == nullptr)
+    return invalid_argument(fmt::format("{}: heads, histories, pending, pending_counts and error must be device "
+                                        "pointers, not null", kernel));
   if (t.head_count < 1 || t.max_order < 1 || t.max_order > kMaxHashOrder || t.slot_count < 1 ||
+      t.slot_count > kMaxDeviceRequestSlots ||
       t.verify_tokens_max < 1 || t.compressed_vocab_size < 1)
     return invalid_argument(fmt::format("{}: head_count {} and slot_count {} must be >= 1, max_order {} in 1..{}, "
                                         "verify_tokens_max {} and compressed_vocab_size {} >= 1",
@@ -250,12 +279,12 @@ Status check_table(const RequestHashTable& t, const char* kernel) {
 
 Status request_hash(const RequestHashArgs& a, cudaStream_t stream) {
   ENGRAM_RETURN_IF_ERROR(check_table(a.table, "request_hash"));
-  if (a.token_count < 0 || a.run_count == nullptr || a.runs == nullptr ||
+  if (a.token_count < 0 || a.header == nullptr || a.runs == nullptr ||
       (a.token_count > 0 && (a.tokens == nullptr || a.row_ids == nullptr)))
-    return invalid_argument(fmt::format("request_hash: token_count {} must be >= 0 and run_count, runs, tokens and "
+    return invalid_argument(fmt::format("request_hash: token_count {} must be >= 0 and header, runs, tokens and "
                                         "row_ids device pointers", a.token_count));
-  const int tile_tokens = std::max(1, std::min(kThreads, kIdsPerBlock / a.table.head_count));
-  // At least one block: its last-block step checks the runs and changes the histories.
+  const int tile_tokens = std::max(1, std::min(kTileTokensMax, kIdsPerBlock / a.table.head_count));
+  // At least one block: with no tokens, it still copies the histories across.
   const int64_t blocks = std::max<int64_t>(1, (a.token_count + tile_tokens - 1) / tile_tokens);
   if (blocks > 0x7fffffff) return invalid_argument(fmt::format("request_hash: {} tokens exceed one launch", a.token_count));
   request_hash_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, tile_tokens);
@@ -264,8 +293,8 @@ Status request_hash(const RequestHashArgs& a, cudaStream_t stream) {
 
 Status request_commit(const RequestCommitArgs& a, cudaStream_t stream) {
   ENGRAM_RETURN_IF_ERROR(check_table(a.table, "request_commit"));
-  if (a.commit_count == nullptr || a.commits == nullptr)
-    return invalid_argument("request_commit: commit_count and commits must be device pointers, not null");
+  if (a.header == nullptr || a.commits == nullptr)
+    return invalid_argument("request_commit: header and commits must be device pointers, not null");
   request_commit_kernel<<<1, kThreads, 0, stream>>>(a);
   return detail::launch_status("request_commit");
 }

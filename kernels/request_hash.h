@@ -5,16 +5,17 @@
 // reading the step's run count, runs and tokens from device memory each
 // time. Plain C++ header: callers need not be compiled by nvcc.
 //
-// extend / verify: one launch. Each block hashes a tile of tokens (a thread
-// per token finds its run by binary search over the runs, builds the
-// lookback window from the tokens and, before the run's first token, the
-// slot's history, and mixes each order; then a thread per (token, head)
-// takes the head's modulo by reciprocal and writes the ids coalesced). The
-// last block to finish (a ticket word counting finished blocks and, above
-// them, blocks that hashed a bad token; zeroed again by that block) checks
-// every run and, when no error was found and none was pending, advances the
-// runs' histories (extend) or stores their verify blocks: every block has
-// read the histories by then, so one launch suffices.
+// extend / verify: one launch, no block waiting for another. Each block
+// loads in one round trip what it needs (the step's header and runs, its
+// tile of tokens with their lookback halo, the heads, the histories), hashes
+// its tile (a thread per token finds its run by binary search, builds the
+// window from the tokens and, before the run's first token, the slot's
+// history, and mixes each order; then a thread per (token, head) takes the
+// head's modulo by reciprocal and writes the ids coalesced), and writes the
+// new history (extend) or pending block (verify) of each run that ends in
+// its tile. Histories are double buffered: an extend reads the buffer its
+// header names and writes the other (slots no run advances are copied
+// across), so no block writes what another reads.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -36,13 +37,12 @@ struct RequestHashTable {
   int64_t pad_id = 0;
   int64_t compressed_vocab_size = 0;
   DeadTokenRule dead_token_rule = DeadTokenRule::kBarrier;
-  int slot_count = 0;
-  int64_t* histories = nullptr;           // [slot_count][max_order - 1]
+  int slot_count = 0;                     // 1..kMaxDeviceRequestSlots
+  int64_t* histories = nullptr;           // [2][slot_count][max_order - 1]
   int64_t verify_tokens_max = 0;
   int64_t* pending = nullptr;             // [slot_count][verify_tokens_max]
   int64_t* pending_counts = nullptr;      // [slot_count]
   uint64_t* error = nullptr;
-  uint64_t* blocks_done = nullptr;        // the ticket, 0 between launches
 };
 
 struct RequestHashArgs {
@@ -50,7 +50,7 @@ struct RequestHashArgs {
   bool verify = false;
   const int64_t* tokens = nullptr;        // [token_count]
   int64_t token_count = 0;
-  const int64_t* run_count = nullptr;
+  const int64_t* header = nullptr;        // [2]: the run count, the history buffer read (0 or 1)
   const DeviceRunWords* runs = nullptr;   // [slot_count]
   int64_t* row_ids = nullptr;             // [token_count][head_count]
 };
@@ -58,7 +58,7 @@ Status request_hash(const RequestHashArgs& args, cudaStream_t stream);
 
 struct RequestCommitArgs {
   RequestHashTable table;
-  const int64_t* commit_count = nullptr;
+  const int64_t* header = nullptr;        // [2]: the commit count, the history buffer (updated in place)
   const DeviceCommitWords* commits = nullptr;  // [slot_count]
 };
 Status request_commit(const RequestCommitArgs& args, cudaStream_t stream);

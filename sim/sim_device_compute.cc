@@ -449,20 +449,12 @@ Status SimDeviceCompute::read_request_state(const DeviceRequestState& st, const 
                               "device_hash_heads(hasher) when the state is made", call, st.heads, want.size()),
                   {rank_, -1, "hash requests"});
   const auto slots = static_cast<size_t>(st.slot_count);
-  c.histories.resize(slots * static_cast<size_t>(st.hasher->history_length()));
+  c.histories.resize(2 * slots * static_cast<size_t>(st.hasher->history_length()));  // two buffers
   c.pending.resize(slots * static_cast<size_t>(st.verify_tokens_max));
   c.pending_counts.resize(slots);
   ENGRAM_RETURN_IF_ERROR(read(st.histories, bytes_of(c.histories), call));
   ENGRAM_RETURN_IF_ERROR(read(st.pending, bytes_of(c.pending), call));
   ENGRAM_RETURN_IF_ERROR(read(st.pending_counts, bytes_of(c.pending_counts), call));
-  uint64_t blocks_done = 0;
-  ENGRAM_RETURN_IF_ERROR(read(st.blocks_done, std::as_writable_bytes(std::span(&blocks_done, 1)), call));
-  // The kernel finds its last block by this count: it must start at 0.
-  if (blocks_done != 0)
-    return Status(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: blocks_done at {:#x} holds {}; it must be 0 between launches (zero it when the "
-                              "state is made)", call, st.blocks_done, blocks_done),
-                  {rank_, -1, "hash requests"});
   return read(st.error, std::as_writable_bytes(std::span(&c.error, 1)), call);
 }
 
@@ -479,14 +471,14 @@ Status SimDeviceCompute::hash_requests(const DeviceRequestHash& a, StreamRef) {
   const TableHasher& h = *a.state.hasher;
   RequestStateCopy state;
   ENGRAM_RETURN_IF_ERROR(read_request_state(a.state, call, state));
-  int64_t run_count = 0;
-  ENGRAM_RETURN_IF_ERROR(read(a.run_count, std::as_writable_bytes(std::span(&run_count, 1)), call));
+  int64_t header[2] = {};
+  ENGRAM_RETURN_IF_ERROR(read(a.header, std::as_writable_bytes(std::span(header)), call));
   std::vector<DeviceRunWords> runs(static_cast<size_t>(a.state.slot_count));
   ENGRAM_RETURN_IF_ERROR(read(a.runs, bytes_of(runs), call));
   std::vector<int64_t> tokens(static_cast<size_t>(a.token_count));
   ENGRAM_RETURN_IF_ERROR(read(a.tokens, bytes_of(tokens), call));
   std::vector<int64_t> row_ids(tokens.size() * static_cast<size_t>(h.head_count()));
-  kernels::request_hash_reference(h, a.verify, tokens, run_count, runs, state.host(), row_ids);
+  kernels::request_hash_reference(h, a.verify, tokens, header, runs, state.host(), row_ids);
   ENGRAM_RETURN_IF_ERROR(write(a.row_ids, std::as_bytes(std::span(row_ids)), call));
   return write_request_state(a.state, call, state);
 }
@@ -496,11 +488,11 @@ Status SimDeviceCompute::commit_requests(const DeviceRequestCommit& a, StreamRef
   if (Status bad = check_request_commit(a); !bad.is_ok()) return std::move(bad).with_rank(rank_);
   RequestStateCopy state;
   ENGRAM_RETURN_IF_ERROR(read_request_state(a.state, call, state));
-  int64_t commit_count = 0;
-  ENGRAM_RETURN_IF_ERROR(read(a.commit_count, std::as_writable_bytes(std::span(&commit_count, 1)), call));
+  int64_t header[2] = {};
+  ENGRAM_RETURN_IF_ERROR(read(a.header, std::as_writable_bytes(std::span(header)), call));
   std::vector<DeviceCommitWords> commits(static_cast<size_t>(a.state.slot_count));
   ENGRAM_RETURN_IF_ERROR(read(a.commits, bytes_of(commits), call));
-  kernels::request_commit_reference(*a.state.hasher, commit_count, commits, state.host());
+  kernels::request_commit_reference(*a.state.hasher, header, commits, state.host());
   return write_request_state(a.state, call, state);
 }
 

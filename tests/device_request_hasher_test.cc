@@ -5,8 +5,8 @@
 // step, every history after every operation); vLLM's hash-cache replay;
 // bad input refused on the host with the CPU hasher's very errors and
 // nothing written; a bad token written straight into the device's token
-// buffer caught on the device (its ids and its readers' DEAD, no history
-// changed, the error read once); and the reference's own error rules.
+// buffer caught on the device (taken as DEAD there, its own ids DEAD, the
+// error read once); and the reference's own error rules.
 // ENGRAMLAB_SCHEDULE_SEED=N runs one schedule.
 #include "core/lookup/device_request_hasher.h"
 
@@ -202,8 +202,8 @@ TEST(DeviceRequestHasherEmulator, BadInputIsRefusedOnTheHostAsTheCpuHasherRefuse
 }
 
 // The live-buffer path: a producer writes tokens() after the host staged
-// the step. A bad token is caught on the device.
-TEST(DeviceRequestHasherEmulator, ABadTokenWrittenOnTheDeviceIsCaughtThereAndChangesNothing) {
+// the step. A bad token is caught on the device and taken as DEAD there.
+TEST(DeviceRequestHasherEmulator, ABadTokenWrittenOnTheDeviceIsTakenAsDeadAndReported) {
   expect_ok_run(sim::run_world(one_gpu(), [&](RankBackend& b) -> Status {
     DeviceCompute& c = *b.compute;
     const TableHasher h = *TableHasher::create(v41(), 1);
@@ -211,55 +211,60 @@ TEST(DeviceRequestHasherEmulator, ABadTokenWrittenOnTheDeviceIsCaughtThereAndCha
     DeviceRequestHasherOptions options;
     options.slot_count = 2;
     options.tokens_max = 8;
-    ENGRAM_ASSIGN_OR_RETURN(auto d, DeviceRequestHasher::create(c, h, options));
-    ENGRAM_ASSIGN_OR_RETURN(auto graph, c.capture([&](StreamRef s) { return d->enqueue_extend(s, 8); }));
-    ENGRAM_RETURN_IF_ERROR(d->begin(0, std::vector<int64_t>{11, 12}));
-    ENGRAM_RETURN_IF_ERROR(d->begin(1, std::vector<int64_t>{13}));
-    ENGRAM_ASSIGN_OR_RETURN(const std::vector<int64_t> before, d->read_histories());
-    // Token 2 bad: with no DEAD after it, tokens 2..5 read it (max order 4);
-    // with a DEAD at 3 (a barrier), only token 2 does.
-    for (bool barrier_after : {false, true}) {
-      const std::vector<int64_t> staged = {100, 101, 102, barrier_after ? kDeadId : 103, 104, 105, 106};
+    for (bool dead_after : {false, true}) {
+      ENGRAM_ASSIGN_OR_RETURN(auto d, DeviceRequestHasher::create(c, h, options));
+      ENGRAM_ASSIGN_OR_RETURN(auto graph, c.capture([&](StreamRef s) { return d->enqueue_extend(s, 8); }));
+      auto cpu = *RequestHasher::create(h, 2);
+      for (RequestHasher* x : {&cpu}) {
+        ENGRAM_RETURN_IF_ERROR(x->begin(0, std::vector<int64_t>{11, 12}));
+        ENGRAM_RETURN_IF_ERROR(x->begin(1, std::vector<int64_t>{13}));
+      }
+      ENGRAM_RETURN_IF_ERROR(d->begin(0, std::vector<int64_t>{11, 12}));
+      ENGRAM_RETURN_IF_ERROR(d->begin(1, std::vector<int64_t>{13}));
+      std::vector<int64_t> staged = {100, 101, 102, dead_after ? kDeadId : 103, 104, 105, 106};
       const std::vector<RequestRun> runs = {{0, 0, 7}};
       ENGRAM_RETURN_IF_ERROR(d->stage_extend(staged, runs));
       const int64_t bad = 99'092 + 5;
       ENGRAM_RETURN_IF_ERROR(c.copy_to_device(d->tokens() + 2 * 8, std::as_bytes(std::span(&bad, 1))));
       ENGRAM_RETURN_IF_ERROR(graph->replay());
-      std::vector<int64_t> got(8 * heads);
-      ENGRAM_RETURN_IF_ERROR(c.copy_to_host(std::as_writable_bytes(std::span(got)), d->row_ids()));
-      // The rest is exact: the CPU's ids of the sequence with any id at 2.
-      auto cpu = *RequestHasher::create(h, 2);
-      ENGRAM_RETURN_IF_ERROR(cpu.begin(0, std::vector<int64_t>{11, 12}));
+      // As if token 2 were DEAD (an image token), its own ids DEAD under every rule.
+      staged[2] = kDeadId;
       std::vector<int64_t> want(7 * heads);
       ENGRAM_RETURN_IF_ERROR(cpu.extend(staged, runs, want));
-      const std::vector<int64_t> dead_tokens = barrier_after ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3, 4, 5};
-      for (int64_t t : dead_tokens) std::fill_n(want.begin() + t * static_cast<int64_t>(heads), heads, kDeadId);
+      std::fill_n(want.begin() + 2 * static_cast<int64_t>(heads), heads, kDeadId);
       want.resize(8 * heads, kDeadId);
-      if (got != want) return internal_error(fmt::format("ids after a bad token (DEAD at 3: {}) differ", barrier_after));
-      // Sticky: a good step replayed before the check changes nothing either.
+      std::vector<int64_t> got(8 * heads);
+      ENGRAM_RETURN_IF_ERROR(c.copy_to_host(std::as_writable_bytes(std::span(got)), d->row_ids()));
+      if (got != want) return internal_error(fmt::format("ids after a bad token (DEAD at 3: {}) differ", dead_after));
+      // Steps go on (the error is not sticky); the histories are the CPU's.
       ENGRAM_RETURN_IF_ERROR(d->stage_extend(std::vector<int64_t>{7}, std::vector<RequestRun>{{1, 0, 1}}));
+      ENGRAM_RETURN_IF_ERROR(cpu.extend(std::vector<int64_t>{7}, std::vector<RequestRun>{{1, 0, 1}},
+                                        std::span(want).first(heads)));
       ENGRAM_RETURN_IF_ERROR(graph->replay());
-      ENGRAM_ASSIGN_OR_RETURN(const std::vector<int64_t> after, d->read_histories());
-      if (after != before) return internal_error("a step refused on the device changed a history");
+      ENGRAM_ASSIGN_OR_RETURN(const std::vector<int64_t> histories, d->read_histories());
+      std::vector<int64_t> cpu_histories;
+      for (int slot : {0, 1}) cpu_histories.insert(cpu_histories.end(), cpu.history(slot).begin(), cpu.history(slot).end());
+      if (histories != cpu_histories) return internal_error("the histories differ from the CPU's with the token DEAD");
       const Status caught = d->check_device_errors();
-      for (const char* w : {"extend on the device: tokens[2]", "99097", "compressed vocabulary", "DEAD",
-                            "changed no history"})
+      for (const char* w : {"extend on the device: tokens[2]", "99097", "compressed vocabulary", "took it as DEAD"})
         if (caught.code() != ErrorCode::kInvalidArgument || caught.message().find(w) == std::string::npos)
           return internal_error(fmt::format("'{}' not in: {}", w, caught.to_string()));
       ENGRAM_RETURN_IF_ERROR(d->check_device_errors());  // read once, then clear
+      graph.reset();
+      ENGRAM_RETURN_IF_ERROR(d->free());
     }
-    graph.reset();
-    return d->free();
+    return Status::ok();
   }));
 }
 
 // The reference's own rules (what the kernel is held to): the smallest
-// error wins, a step with an error (this one's or a sticky one) changes no
-// history or pending block, a commit past the block is caught.
-TEST(RequestHashReference, ErrorsAreTheSmallestAndChangeNothing) {
+// error wins; a bad run is neither hashed nor advanced, the others are;
+// extend writes the other history buffer (the rest copied); a commit past
+// the block stops the step's commits.
+TEST(RequestHashReference, ErrorsAreTheSmallestAndBadWordsAreLeftOut) {
   const TableHasher h = *TableHasher::create(v41(), 0);
   const int slots = 3;
-  std::vector<int64_t> histories(slots * 3, 7), pending(slots * 4, 0), counts(slots, 0);
+  std::vector<int64_t> histories(2 * slots * 3, 7), pending(slots * 4, 0), counts(slots, 0);
   uint64_t error = kNoDeviceHashError;
   const kernels::RequestStateHost state{slots, 4, histories, pending, counts, &error};
   const std::vector<int64_t> tokens = {1, 2, 3, 99'092, 5, 6};
@@ -268,42 +273,56 @@ TEST(RequestHashReference, ErrorsAreTheSmallestAndChangeNothing) {
     r.resize(slots);
     return r;
   };
-  // Runs out of order (run 1 starts inside run 0) and a bad token: the run's error wins.
-  kernels::request_hash_reference(h, false, tokens, 2, runs_of({{0, 0, 4}, {1, 2, 2}}), state, ids);
+  auto buffer = [&](int b, int slot) {
+    return std::vector<int64_t>(histories.begin() + (b * slots + slot) * 3, histories.begin() + (b * slots + slot + 1) * 3);
+  };
+  // Run 1 starts inside run 0, and a bad token: the run's error wins; run 0
+  // advances (its bad token taken as DEAD: pad after it), run 1 does not,
+  // slot 2 is copied.
+  kernels::request_hash_reference(h, false, tokens, {2, 0}, runs_of({{0, 0, 4}, {1, 2, 2}}), state, ids);
   EXPECT_EQ(error, device_hash_error(DeviceHashErrorCode::kRun, 1));
+  EXPECT_EQ(buffer(1, 0), (std::vector<int64_t>(3, h.pad_id())));
+  EXPECT_EQ(buffer(1, 1), (std::vector<int64_t>{7, 7, 7}));
+  EXPECT_EQ(buffer(1, 2), (std::vector<int64_t>{7, 7, 7}));
   error = kNoDeviceHashError;
-  // A run count past the slots.
-  kernels::request_hash_reference(h, false, tokens, 4, runs_of({}), state, ids);
+  // A run count past the slots: nothing hashed, every slot copied back (buffer 1 -> 0).
+  kernels::request_hash_reference(h, false, tokens, {4, 1}, runs_of({}), state, ids);
   EXPECT_EQ(error, device_hash_error(DeviceHashErrorCode::kRunCount, 0));
+  EXPECT_EQ(ids, std::vector<int64_t>(ids.size(), kDeadId));
+  EXPECT_EQ(buffer(0, 0), buffer(1, 0));
   error = kNoDeviceHashError;
-  // Bad tokens: the first one's index.
+  // Bad tokens: the first one's index; the step still hashes the rest.
   std::vector<int64_t> two_bad = tokens;
   two_bad[1] = -7;
-  kernels::request_hash_reference(h, false, two_bad, 2, runs_of({{0, 0, 2}, {2, 3, 3}}), state, ids);
+  kernels::request_hash_reference(h, false, two_bad, {2, 0}, runs_of({{0, 0, 2}, {2, 3, 3}}), state, ids);
   EXPECT_EQ(error, device_hash_error(DeviceHashErrorCode::kToken, 1));
-  EXPECT_EQ(histories, std::vector<int64_t>(slots * 3, 7));
-  // Sticky: a good verify changes nothing while the error stands.
-  kernels::request_hash_reference(h, true, tokens, 1, runs_of({{2, 0, 3}}), state, ids);
-  EXPECT_EQ(counts, std::vector<int64_t>(slots, 0));
+  EXPECT_EQ(std::vector<int64_t>(ids.begin() + 24, ids.begin() + 48), std::vector<int64_t>(24, kDeadId));
+  EXPECT_NE(ids[0], kDeadId);
+  EXPECT_EQ(buffer(1, 2), (std::vector<int64_t>{6, 5, h.pad_id()}));  // after 99,092 (as DEAD), 5, 6
   error = kNoDeviceHashError;
-  kernels::request_hash_reference(h, true, tokens, 1, runs_of({{2, 0, 3}}), state, ids);
-  EXPECT_EQ(error, kNoDeviceHashError);
+  // Verify stores a block; one past verify_tokens_max is not stored.
+  kernels::request_hash_reference(h, true, tokens, {2, 1}, runs_of({{2, 0, 3}, {1, 3, 3}}), state, ids);
+  EXPECT_EQ(error, device_hash_error(DeviceHashErrorCode::kToken, 3));
   EXPECT_EQ(counts[2], 3);
-  // A verify block past verify_tokens_max, then commits past the block held.
-  kernels::request_hash_reference(h, true, std::vector<int64_t>{1, 2, 3, 4, 5}, 1, runs_of({{1, 0, 5}}), state,
+  EXPECT_EQ(counts[1], 3);
+  EXPECT_EQ(pending[4 * 1], kDeadId);  // the bad token stored as DEAD
+  error = kNoDeviceHashError;
+  kernels::request_hash_reference(h, true, std::vector<int64_t>{1, 2, 3, 4, 5}, {1, 1}, runs_of({{0, 0, 5}}), state,
                                   std::span(ids).first(5 * 24));
   EXPECT_EQ(error, device_hash_error(DeviceHashErrorCode::kVerifyBlock, 0));
+  EXPECT_EQ(counts[0], 0);
   error = kNoDeviceHashError;
-  std::vector<DeviceCommitWords> commits = {{2, 3}, {0, 0}, {}};
-  kernels::request_commit_reference(h, 2, commits, state);
-  EXPECT_EQ(error, device_hash_error(DeviceHashErrorCode::kCommit, 0));  // the block held 2 drafts; slot 0 none
-  EXPECT_EQ(counts[2], 3);
+  // Commits past the block held: none applied.
+  std::vector<DeviceCommitWords> commits = {{2, 3}, {1, 0}, {}};
+  kernels::request_commit_reference(h, {2, 1}, commits, state);
+  EXPECT_EQ(error, device_hash_error(DeviceHashErrorCode::kCommit, 0));  // the block held 2 drafts
+  EXPECT_EQ(counts[1], 3);
   error = kNoDeviceHashError;
   commits = {{2, 2}, {}, {}};
-  kernels::request_commit_reference(h, 1, commits, state);
+  kernels::request_commit_reference(h, {1, 1}, commits, state);
   EXPECT_EQ(error, kNoDeviceHashError);
   EXPECT_EQ(counts[2], 0);
-  EXPECT_EQ(std::vector<int64_t>(histories.begin() + 6, histories.end()), (std::vector<int64_t>{3, 2, 1}));
+  EXPECT_EQ(buffer(1, 2), (std::vector<int64_t>{3, 2, 1}));
 }
 
 }  // namespace

@@ -45,7 +45,6 @@ kernels::RequestHashTable hash_table(const DeviceRequestState& s) {
   t.pending = static_cast<int64_t*>(ptr(s.pending));
   t.pending_counts = static_cast<int64_t*>(ptr(s.pending_counts));
   t.error = static_cast<uint64_t*>(ptr(s.error));
-  t.blocks_done = static_cast<uint64_t*>(ptr(s.blocks_done));
   return t;
 }
 
@@ -286,7 +285,7 @@ Status CudaDeviceCompute::hash_requests(const DeviceRequestHash& a, StreamRef st
   k.verify = a.verify;
   k.tokens = static_cast<const int64_t*>(ptr(a.tokens));
   k.token_count = a.token_count;
-  k.run_count = static_cast<const int64_t*>(ptr(a.run_count));
+  k.header = static_cast<const int64_t*>(ptr(a.header));
   k.runs = static_cast<const DeviceRunWords*>(ptr(a.runs));
   k.row_ids = static_cast<int64_t*>(ptr(a.row_ids));
   return kernels::request_hash(k, stream_of(stream));
@@ -296,7 +295,7 @@ Status CudaDeviceCompute::commit_requests(const DeviceRequestCommit& a, StreamRe
   ENGRAM_RETURN_IF_ERROR(check_request_commit(a));
   kernels::RequestCommitArgs k;
   k.table = hash_table(a.state);
-  k.commit_count = static_cast<const int64_t*>(ptr(a.commit_count));
+  k.header = static_cast<const int64_t*>(ptr(a.header));
   k.commits = static_cast<const DeviceCommitWords*>(ptr(a.commits));
   return kernels::request_commit(k, stream_of(stream));
 }

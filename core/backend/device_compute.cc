@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/model/hashing.h"
-#include "core/model/request_slots.h"
+#include "core/model/request_hash_words.h"
 
 namespace engram {
 
@@ -33,16 +33,15 @@ Status check_strided_copy(uint64_t dst_bytes, uint64_t row_bytes, uint64_t src_p
 
 Status check_request_state(const DeviceRequestState& state, const char* call) {
   if (state.hasher == nullptr) return invalid_argument(fmt::format("{}: state.hasher is null; give the table's hasher", call));
-  if (state.slot_count < 1 || state.slot_count > kMaxRequestSlots)
+  if (state.slot_count < 1 || state.slot_count > kMaxDeviceRequestSlots)
     return invalid_argument(fmt::format("{}: state.slot_count is {}; it must be 1..{}", call, state.slot_count,
-                                        kMaxRequestSlots));
+                                        kMaxDeviceRequestSlots));
   if (state.verify_tokens_max < 1)
     return invalid_argument(fmt::format("{}: state.verify_tokens_max is {}; a slot holds a verify block of at least "
                                         "its anchor", call, state.verify_tokens_max));
-  if (state.heads == 0 || state.histories == 0 || state.pending == 0 || state.pending_counts == 0 ||
-      state.error == 0 || state.blocks_done == 0)
-    return invalid_argument(fmt::format("{}: the state's heads, histories, pending, pending_counts, error and "
-                                        "blocks_done must all be device buffers, not 0", call));
+  if (state.heads == 0 || state.histories == 0 || state.pending == 0 || state.pending_counts == 0 || state.error == 0)
+    return invalid_argument(fmt::format("{}: the state's heads, histories, pending, pending_counts and error must all "
+                                        "be device buffers, not 0", call));
   return Status::ok();
 }
 
@@ -51,15 +50,15 @@ Status check_request_hash(const DeviceRequestHash& args) {
   ENGRAM_RETURN_IF_ERROR(check_request_state(args.state, call));
   if (args.token_count < 0)
     return invalid_argument(fmt::format("{}: token_count is {}; it must be >= 0", call, args.token_count));
-  if (args.run_count == 0 || args.runs == 0 || (args.token_count > 0 && (args.tokens == 0 || args.row_ids == 0)))
-    return invalid_argument(fmt::format("{}: run_count, runs, tokens and row_ids must be device buffers, not 0", call));
+  if (args.header == 0 || args.runs == 0 || (args.token_count > 0 && (args.tokens == 0 || args.row_ids == 0)))
+    return invalid_argument(fmt::format("{}: header, runs, tokens and row_ids must be device buffers, not 0", call));
   return Status::ok();
 }
 
 Status check_request_commit(const DeviceRequestCommit& args) {
   ENGRAM_RETURN_IF_ERROR(check_request_state(args.state, "commit_requests"));
-  if (args.commit_count == 0 || args.commits == 0)
-    return invalid_argument("commit_requests: commit_count and commits must be device buffers, not 0");
+  if (args.header == 0 || args.commits == 0)
+    return invalid_argument("commit_requests: header and commits must be device buffers, not 0");
   return Status::ok();
 }
 

@@ -116,44 +116,47 @@ struct DeviceRequestState {
   // hashes with it; the CUDA kernel takes its sizes and multipliers.
   const TableHasher* hasher = nullptr;
   DevicePtr heads = 0;           // DeviceHashHead [head_count] = device_hash_heads(*hasher)
-  int slot_count = 0;
-  DevicePtr histories = 0;       // int64 [slot_count][history_length], newest first
+  int slot_count = 0;            // 1..kMaxDeviceRequestSlots (core/model/request_hash_words.h)
+  DevicePtr histories = 0;       // int64 [2][slot_count][history_length], newest first: two buffers
   int64_t verify_tokens_max = 0; // the longest verify block a slot holds
   DevicePtr pending = 0;         // int64 [slot_count][verify_tokens_max]: each slot's verify block
   DevicePtr pending_counts = 0;  // int64 [slot_count]: its length, 0 when none
-  DevicePtr error = 0;           // uint64: kNoDeviceHashError or the first bad input (sticky)
-  DevicePtr blocks_done = 0;     // uint64, 0 between launches: a kernel's ticket (finished blocks)
+  DevicePtr error = 0;           // uint64: kNoDeviceHashError or the smallest bad input found
 };
 
 // One extend or verify step over a ragged batch: tokens [0, token_count)
-// hashed after their slots' histories into row_ids; tokens no run covers
-// get DEAD for every head. Extend appends each run to its slot's history;
+// hashed after their slots' histories (buffer header[1]) into row_ids;
+// tokens no run covers get DEAD for every head. Extend writes every slot's
+// history into the other buffer (each run's slot advanced by its tokens,
+// the rest copied), so a replay of the same step gives the same result;
 // verify keeps the histories and stores each run as its slot's pending
-// block. Runs: real slots only, non-empty, sorted by token_begin, disjoint
-// (the host hasher sends them so; the device checks all but distinct slots
-// and reports a breach in the error word). A covered token outside the
-// vocabulary gets DEAD ids, as does every token whose lookback reads it,
-// and sets the error word; a step with the error word set changes nothing.
+// block. Runs: real slots only, non-empty, sorted by token_begin, disjoint,
+// distinct slots (the host hasher sends them so; the device checks all but
+// the last and reports a breach in the error word). A covered token outside
+// the vocabulary sets the error word, gets DEAD ids and is taken as DEAD
+// from there on (the lookback of the tokens after it, the history, the
+// pending block): never an id read through a value outside the vocabulary.
 struct DeviceRequestHash {
   DeviceRequestState state;
   bool verify = false;
   DevicePtr tokens = 0;          // int64 [token_count]
   int64_t token_count = 0;       // fixed for a captured step (its bucket)
-  DevicePtr run_count = 0;       // int64, read on the device: the step's runs (0..slot_count)
+  DevicePtr header = 0;          // int64 [2], read on the device: the step's runs (0..slot_count), the buffer read
   DevicePtr runs = 0;            // DeviceRunWords [slot_count]
   DevicePtr row_ids = 0;         // int64 [token_count][head_count]
 };
 
 // The commit after a verify: each commit's slot appends its pending block's
-// anchor and first accepted_drafts drafts to its history; the block is gone.
+// anchor and first accepted_drafts drafts to its history (in place, in
+// buffer header[1]); the block is gone. A bad commit: none of the step's.
 struct DeviceRequestCommit {
   DeviceRequestState state;
-  DevicePtr commit_count = 0;    // int64, read on the device (0..slot_count)
+  DevicePtr header = 0;          // int64 [2], read on the device: the commits (0..slot_count), the buffer
   DevicePtr commits = 0;         // DeviceCommitWords [slot_count]
 };
 
 // The shapes both backends check before enqueueing (invalid_argument naming
-// the field): a hasher, slot_count 1..kMaxRequestSlots, every buffer given,
+// the field): a hasher, slot_count 1..kMaxDeviceRequestSlots, every buffer given,
 // token_count >= 0.
 Status check_request_state(const DeviceRequestState& state, const char* call);
 Status check_request_hash(const DeviceRequestHash& args);

@@ -17,6 +17,10 @@ constexpr uint64_t kBufferAlignment = 256;
 Result<std::unique_ptr<DeviceRequestHasher>> DeviceRequestHasher::create(DeviceCompute& compute, TableHasher hasher,
                                                                          const DeviceRequestHasherOptions& options) {
   ENGRAM_ASSIGN_OR_RETURN(RequestSlots slots, RequestSlots::create(options.slot_count));
+  if (options.slot_count > kMaxDeviceRequestSlots)
+    return invalid_argument(fmt::format("device request hasher: slot_count is {}; a device hasher keeps at most {} "
+                                        "slots (its kernel marks a step's slots in shared memory): use more hashers",
+                                        options.slot_count, kMaxDeviceRequestSlots));
   constexpr int64_t kTokensMaxLimit = int64_t{1} << 30;
   if (options.tokens_max < 1 || options.tokens_max > kTokensMaxLimit)
     return invalid_argument(fmt::format("device request hasher: tokens_max is {}; it must be 1..{} (the largest step)",
@@ -39,14 +43,13 @@ Result<std::unique_ptr<DeviceRequestHasher>> DeviceRequestHasher::create(DeviceC
     return offset;
   };
   l.heads = place(heads * sizeof(DeviceHashHead));
-  l.histories = place(slot_count * length * 8);
+  l.histories = place(2 * slot_count * length * 8);  // two buffers: an extend reads one and writes the other
   l.pending = place(slot_count * static_cast<uint64_t>(options.verify_tokens_max) * 8);
   l.pending_counts = place(slot_count * 8);
   l.error = place(8);
-  l.blocks_done = place(8);
-  l.run_count = place(8);
+  l.run_header = place(16);
   l.runs = place(slot_count * sizeof(DeviceRunWords));
-  l.commit_count = place(8);
+  l.commit_header = place(16);
   l.commits = place(slot_count * sizeof(DeviceCommitWords));
   l.tokens = place(tokens_max * 8);
   l.row_ids = place(tokens_max * heads * 8);
@@ -54,10 +57,10 @@ Result<std::unique_ptr<DeviceRequestHasher>> DeviceRequestHasher::create(DeviceC
   ENGRAM_ASSIGN_OR_RETURN(h->base_, compute.allocate(l.bytes));
 
   // Every word set: heads, histories at a sequence start, no pending block,
-  // no error, the ticket count at 0, no runs or commits, ids all DEAD.
+  // no error, no runs or commits, ids all DEAD.
   const std::vector<DeviceHashHead> head_words = device_hash_heads(h->hasher_);
   ENGRAM_RETURN_IF_ERROR(h->write_words(l.heads, std::span<const DeviceHashHead>(head_words)));
-  const std::vector<int64_t> pads(slot_count * length, h->hasher_.pad_id());
+  const std::vector<int64_t> pads(2 * slot_count * length, h->hasher_.pad_id());
   ENGRAM_RETURN_IF_ERROR(h->write_words(l.histories, std::span<const int64_t>(pads)));
   const std::vector<int64_t> zeros(std::max(slot_count * static_cast<uint64_t>(options.verify_tokens_max), tokens_max), 0);
   ENGRAM_RETURN_IF_ERROR(h->write_words(l.pending, std::span<const int64_t>(zeros).first(
@@ -66,10 +69,8 @@ Result<std::unique_ptr<DeviceRequestHasher>> DeviceRequestHasher::create(DeviceC
   ENGRAM_RETURN_IF_ERROR(h->write_words(l.tokens, std::span<const int64_t>(zeros).first(tokens_max)));
   const uint64_t no_error = kNoDeviceHashError;
   ENGRAM_RETURN_IF_ERROR(h->write_words(l.error, std::span<const uint64_t>(&no_error, 1)));
-  const uint64_t no_blocks = 0;
-  ENGRAM_RETURN_IF_ERROR(h->write_words(l.blocks_done, std::span<const uint64_t>(&no_blocks, 1)));
-  ENGRAM_RETURN_IF_ERROR(h->write_words(l.run_count, std::span<const int64_t>(zeros).first(1)));
-  ENGRAM_RETURN_IF_ERROR(h->write_words(l.commit_count, std::span<const int64_t>(zeros).first(1)));
+  ENGRAM_RETURN_IF_ERROR(h->write_words(l.run_header, std::span<const int64_t>(zeros).first(2)));
+  ENGRAM_RETURN_IF_ERROR(h->write_words(l.commit_header, std::span<const int64_t>(zeros).first(2)));
   ENGRAM_RETURN_IF_ERROR(compute.fill_async(h->row_ids(), 0xff, tokens_max * heads * 8, StreamRef{}));  // -1: DEAD
   ENGRAM_RETURN_IF_ERROR(compute.synchronize(StreamRef{}));
   return h;
@@ -110,7 +111,6 @@ DeviceRequestState DeviceRequestHasher::device_state() const {
   s.pending = base_ + layout_.pending;
   s.pending_counts = base_ + layout_.pending_counts;
   s.error = base_ + layout_.error;
-  s.blocks_done = base_ + layout_.blocks_done;
   return s;
 }
 
@@ -120,7 +120,7 @@ Status DeviceRequestHasher::begin(int slot, std::span<const int64_t> preceding_i
   hasher_.advance(history, preceding_ids);
   const auto length = static_cast<uint64_t>(hasher_.history_length());
   ENGRAM_RETURN_IF_ERROR(
-      write_words(layout_.histories + static_cast<uint64_t>(slot) * length * 8, std::span<const int64_t>(history)));
+      write_words(history_offset(slot), std::span<const int64_t>(history)));
   const int64_t no_block = 0;
   ENGRAM_RETURN_IF_ERROR(
       write_words(layout_.pending_counts + static_cast<uint64_t>(slot) * 8, std::span<const int64_t>(&no_block, 1)));
@@ -142,6 +142,13 @@ Status DeviceRequestHasher::check_step_tokens(std::span<const int64_t> tokens, c
   return Status::ok();
 }
 
+uint64_t DeviceRequestHasher::history_offset(int slot) const {
+  const auto length = static_cast<uint64_t>(hasher_.history_length());
+  return layout_.histories +
+         (static_cast<uint64_t>(history_buffer_) * static_cast<uint64_t>(options_.slot_count) + static_cast<uint64_t>(slot)) *
+             length * 8;
+}
+
 Status DeviceRequestHasher::write_step(std::span<const int64_t> tokens, std::span<const RequestRun> runs) {
   // Real, non-empty runs by token_begin: the kernel finds a token's run by
   // binary search; idle runs and padding are DEAD either way.
@@ -152,8 +159,8 @@ Status DeviceRequestHasher::write_step(std::span<const int64_t> tokens, std::spa
             [](const DeviceRunWords& a, const DeviceRunWords& b) { return a.token_begin < b.token_begin; });
   ENGRAM_RETURN_IF_ERROR(write_words(layout_.tokens, tokens));
   ENGRAM_RETURN_IF_ERROR(write_words(layout_.runs, std::span<const DeviceRunWords>(words)));
-  const auto count = static_cast<int64_t>(words.size());
-  return write_words(layout_.run_count, std::span<const int64_t>(&count, 1));
+  const int64_t header[2] = {static_cast<int64_t>(words.size()), history_buffer_};
+  return write_words(layout_.run_header, std::span<const int64_t>(header));
 }
 
 Status DeviceRequestHasher::stage_extend(std::span<const int64_t> tokens, std::span<const RequestRun> runs) {
@@ -161,6 +168,7 @@ Status DeviceRequestHasher::stage_extend(std::span<const int64_t> tokens, std::s
   ENGRAM_RETURN_IF_ERROR(slots_.check_extend(hasher_, tokens, runs, tokens.size() * heads));
   ENGRAM_RETURN_IF_ERROR(check_step_tokens(tokens, "extend"));
   ENGRAM_RETURN_IF_ERROR(write_step(tokens, runs));
+  history_buffer_ = 1 - history_buffer_;  // the step writes the other buffer
   last_step_ = "extend";
   return Status::ok();
 }
@@ -186,8 +194,8 @@ Status DeviceRequestHasher::stage_commit(std::span<const VerifyCommit> commits) 
   std::vector<DeviceCommitWords> words;
   for (const VerifyCommit& c : commits) words.push_back(DeviceCommitWords{c.slot, c.accepted_drafts});
   ENGRAM_RETURN_IF_ERROR(write_words(layout_.commits, std::span<const DeviceCommitWords>(words)));
-  const auto count = static_cast<int64_t>(words.size());
-  ENGRAM_RETURN_IF_ERROR(write_words(layout_.commit_count, std::span<const int64_t>(&count, 1)));
+  const int64_t header[2] = {static_cast<int64_t>(words.size()), history_buffer_};
+  ENGRAM_RETURN_IF_ERROR(write_words(layout_.commit_header, std::span<const int64_t>(header)));
   slots_.committed(commits);
   last_step_ = "commit";
   return Status::ok();
@@ -208,7 +216,7 @@ Status DeviceRequestHasher::enqueue_extend(StreamRef stream, int64_t token_count
   a.verify = false;
   a.tokens = tokens();
   a.token_count = token_count;
-  a.run_count = base_ + layout_.run_count;
+  a.header = base_ + layout_.run_header;
   a.runs = base_ + layout_.runs;
   a.row_ids = row_ids();
   return compute_.hash_requests(a, stream);
@@ -221,7 +229,7 @@ Status DeviceRequestHasher::enqueue_verify(StreamRef stream, int64_t token_count
   a.verify = true;
   a.tokens = tokens();
   a.token_count = token_count;
-  a.run_count = base_ + layout_.run_count;
+  a.header = base_ + layout_.run_header;
   a.runs = base_ + layout_.runs;
   a.row_ids = row_ids();
   return compute_.hash_requests(a, stream);
@@ -231,7 +239,7 @@ Status DeviceRequestHasher::enqueue_commit(StreamRef stream) const {
   ENGRAM_RETURN_IF_ERROR(check_enqueue(0, "enqueue_commit"));
   DeviceRequestCommit a;
   a.state = device_state();
-  a.commit_count = base_ + layout_.commit_count;
+  a.header = base_ + layout_.commit_header;
   a.commits = base_ + layout_.commits;
   return compute_.commit_requests(a, stream);
 }
@@ -257,42 +265,44 @@ Status DeviceRequestHasher::check_device_errors() {
   const uint64_t cleared = kNoDeviceHashError;
   ENGRAM_RETURN_IF_ERROR(write_words(layout_.error, std::span<const uint64_t>(&cleared, 1)));
   const uint64_t index = device_hash_error_index(error);
-  const char* kept = "; the step changed no history (nor any step after it until this check)";
+
   switch (device_hash_error_code(error)) {
     case DeviceHashErrorCode::kRunCount: {
-      ENGRAM_ASSIGN_OR_RETURN(const int64_t count, read_word<int64_t>(layout_.run_count));
-      return invalid_argument(fmt::format("{} on the device: the run count was {}; it must be 0..{} (slot_count){}",
-                                          last_step_, count, options_.slot_count, kept));
+      ENGRAM_ASSIGN_OR_RETURN(const int64_t count, read_word<int64_t>(layout_.run_header));
+      return invalid_argument(fmt::format("{} on the device: the run count was {}; it must be 0..{} (slot_count); no "
+                                          "run was hashed or advanced", last_step_, count, options_.slot_count));
     }
     case DeviceHashErrorCode::kRun:
     case DeviceHashErrorCode::kVerifyBlock: {
       ENGRAM_ASSIGN_OR_RETURN(const DeviceRunWords r, read_word<DeviceRunWords>(layout_.runs + index * sizeof(DeviceRunWords)));
       return invalid_argument(fmt::format(
-          "{} on the device: run {} (slot {}, tokens [{}, {})) {}{}", last_step_, index, r.slot, r.token_begin,
+          "{} on the device: run {} (slot {}, tokens [{}, {})) {}", last_step_, index, r.slot, r.token_begin,
           r.token_begin + r.token_count,
           device_hash_error_code(error) == DeviceHashErrorCode::kRun
-              ? "is empty, names no slot, leaves the tokens or overlaps the run before it"
-              : fmt::format("is a verify block longer than verify_tokens_max ({})", options_.verify_tokens_max),
-          kept));
+              ? "is empty, names no slot, leaves the tokens or overlaps the run before it; it was not hashed and its "
+                "slot not advanced (the step's ids are not to be used)"
+              : fmt::format("is a verify block longer than verify_tokens_max ({}); it was not stored",
+                            options_.verify_tokens_max)));
     }
     case DeviceHashErrorCode::kToken: {
       ENGRAM_ASSIGN_OR_RETURN(const int64_t token, read_word<int64_t>(layout_.tokens + index * 8));
       const Status refused = hasher_.check_token(token, fmt::format("{} on the device: tokens[{}]", last_step_, index));
       return invalid_argument(refused.message() +
-                              "; its ids and those of every token whose lookback reads it are DEAD" + kept);
+                              "; the device took it as DEAD: its own ids are DEAD, and the lookback, history and "
+                              "pending block read it as DEAD");
     }
     case DeviceHashErrorCode::kCommitCount: {
-      ENGRAM_ASSIGN_OR_RETURN(const int64_t count, read_word<int64_t>(layout_.commit_count));
-      return invalid_argument(fmt::format("commit on the device: the commit count was {}; it must be 0..{} (slot_count){}",
-                                          count, options_.slot_count, kept));
+      ENGRAM_ASSIGN_OR_RETURN(const int64_t count, read_word<int64_t>(layout_.commit_header));
+      return invalid_argument(fmt::format("commit on the device: the commit count was {}; it must be 0..{} (slot_count); "
+                                          "no commit was applied", count, options_.slot_count));
     }
     case DeviceHashErrorCode::kCommit: {
       ENGRAM_ASSIGN_OR_RETURN(const DeviceCommitWords c,
                               read_word<DeviceCommitWords>(layout_.commits + index * sizeof(DeviceCommitWords)));
       return invalid_argument(fmt::format(
           "commit on the device: commits[{}] (slot {}, accepted_drafts {}) names no slot waiting for commit or "
-          "accepts more drafts than its verify block held{}",
-          index, c.slot, c.accepted_drafts, kept));
+          "accepts more drafts than its verify block held; none of the step's commits was applied",
+          index, c.slot, c.accepted_drafts));
     }
   }
   return internal_error(fmt::format("device request hasher: the error word holds {:#x}, which no step writes", error));
@@ -301,8 +311,7 @@ Status DeviceRequestHasher::check_device_errors() {
 Result<std::vector<int64_t>> DeviceRequestHasher::read_histories() const {
   std::vector<int64_t> out(static_cast<size_t>(options_.slot_count) * static_cast<size_t>(hasher_.history_length()));
   if (out.empty()) return out;
-  ENGRAM_RETURN_IF_ERROR(
-      compute_.copy_to_host(std::as_writable_bytes(std::span(out)), base_ + layout_.histories));
+  ENGRAM_RETURN_IF_ERROR(compute_.copy_to_host(std::as_writable_bytes(std::span(out)), base_ + history_offset(0)));
   return out;
 }
 

@@ -5,10 +5,13 @@
 // capturable together), bitwise equal to the CPU hasher.
 //
 // Device memory (one allocation, made at create): the table's heads
-// (DeviceHashHead), per slot its history (max order - 1 ids, newest first)
-// and its pending verify block, the error word, and fixed step buffers: the
-// tokens (tokens_max), the runs and commits with their counts, the row ids
-// (tokens_max x heads). The host side mirrors the slot states
+// (DeviceHashHead), per slot its history (max order - 1 ids, newest first;
+// two buffers: an extend reads the one its header names and writes the
+// other, so its blocks never wait for one another and a replay of the same
+// step gives the same result) and its pending verify block, the error word,
+// and fixed step buffers: the tokens (tokens_max), the runs and commits with
+// their headers (count, history buffer), the row ids (tokens_max x heads).
+// At most kMaxDeviceRequestSlots slots. The host side mirrors the slot states
 // (core/model/request_slots.h) and refuses bad input with the CPU hasher's
 // errors before anything reaches the device.
 //
@@ -22,16 +25,16 @@
 // Host calls (create, begin, stage_*, check_device_errors, read_histories)
 // copy to and from device memory synchronously: make them once the work
 // enqueued before has finished (a graph replay waits for itself; after an
-// eager step, synchronize its stream).
+// eager step, synchronize its stream). Each staged step is enqueued (or its
+// graph replayed: again, to the same effect) before the next is staged.
 //
 // Tokens outside the vocabulary: where the host sees the tokens (stage_*)
 // they are refused there (invalid_argument, nothing written). A producer
 // that writes tokens() itself (a sampler on the device) is checked on the
-// device: the bad token's ids are DEAD, so are those of every token whose
-// lookback reads it, the step changes no history, and the error word keeps
-// the first such token until check_device_errors() reads it (never a silent
-// wrong row). A verify step refused on the device leaves its slots without
-// a pending block: release them.
+// device: a bad token gets DEAD ids and is taken as DEAD from there on (the
+// lookback of the tokens after it, its slot's history, a pending block), so
+// no id is ever read through a value outside the vocabulary, and the error
+// word keeps the first one until check_device_errors() reads it.
 #pragma once
 
 #include <cstdint>
@@ -105,12 +108,14 @@ class DeviceRequestHasher {
  private:
   // Offsets of the buffers in the one allocation.
   struct Layout {
-    uint64_t heads = 0, histories = 0, pending = 0, pending_counts = 0, error = 0, blocks_done = 0, run_count = 0,
-             runs = 0, commit_count = 0, commits = 0, tokens = 0, row_ids = 0, bytes = 0;
+    uint64_t heads = 0, histories = 0, pending = 0, pending_counts = 0, error = 0, run_header = 0, runs = 0,
+             commit_header = 0, commits = 0, tokens = 0, row_ids = 0, bytes = 0;
   };
   DeviceRequestHasher(DeviceCompute& compute, TableHasher hasher, const DeviceRequestHasherOptions& options,
                       RequestSlots slots);
   DeviceRequestState device_state() const;
+  // Where slot `slot`'s history starts in the buffer the next step reads.
+  uint64_t history_offset(int slot) const;
   Status check_step_tokens(std::span<const int64_t> tokens, const char* operation) const;
   Status write_step(std::span<const int64_t> tokens, std::span<const RequestRun> runs);
   Status check_enqueue(int64_t token_count, const char* operation) const;
@@ -125,6 +130,7 @@ class DeviceRequestHasher {
   RequestSlots slots_;
   Layout layout_;
   DevicePtr base_ = 0;
+  int64_t history_buffer_ = 0;  // the history buffer the next step reads: each extend writes the other
   const char* last_step_ = "step";  // names the step in a device error
 };
 

@@ -16,6 +16,10 @@ namespace engram {
 
 class TableHasher;  // core/model/hashing.h
 
+// Slots a device hasher keeps (its kernel marks the slots a step advances
+// in a shared-memory bitmap of this many bits).
+inline constexpr int kMaxDeviceRequestSlots = 8192;
+
 // Head j of a table: row = floor_mod(mix of its order, prime) + offset.
 // reciprocal = UINT64_MAX / prime (mod_by_reciprocal below).
 struct DeviceHashHead {
@@ -42,20 +46,22 @@ struct DeviceCommitWords {
 };
 static_assert(sizeof(DeviceCommitWords) == 16);
 
-// The error word: the first bad input a device step found, as
-// (code << 56) | index, the smallest such word over the step, so every
-// implementation (kernel, emulator) reports the same one whatever order its
-// threads ran in. kNoDeviceHashError: none. Sticky: a step that finds it
-// set hashes but changes no history and no pending block, until the host
-// reads and clears it (DeviceRequestHasher::check_device_errors).
+// The error word: the smallest bad input the steps found since the host
+// last read it, as (code << 56) | index, so every implementation (kernel,
+// emulator) reports the same one whatever order its threads ran in.
+// kNoDeviceHashError: none. The host reads and clears it
+// (DeviceRequestHasher::check_device_errors).
 inline constexpr uint64_t kNoDeviceHashError = ~uint64_t{0};
 enum class DeviceHashErrorCode : uint8_t {
-  kRunCount = 1,     // index 0: the step's run count outside [0, slot_count]
-  kRun = 2,          // index: the run (empty, slot out of range, past the tokens, not after the run before)
-  kToken = 3,        // index: the token (outside the compressed vocabulary and not DEAD)
-  kVerifyBlock = 4,  // index: the run (a verify block longer than the pending buffer's verify_tokens_max)
-  kCommitCount = 5,  // index 0: the commit count outside [0, slot_count]
-  kCommit = 6,       // index: the commit (slot out of range, or more drafts accepted than the block held)
+  kRunCount = 1,     // index 0: the step's run count outside [0, slot_count]: no run hashed or advanced
+  kRun = 2,          // index: the run (empty, slot out of range, past the tokens, not after the run before):
+                     // not hashed, its slot not advanced
+  kToken = 3,        // index: the token (outside the compressed vocabulary and not DEAD): taken as DEAD
+                     // (lookback, history, pending block), its own ids DEAD
+  kVerifyBlock = 4,  // index: the run (a verify block longer than verify_tokens_max): not stored
+  kCommitCount = 5,  // index 0: the commit count outside [0, slot_count]: no commit applied
+  kCommit = 6,       // index: the commit (slot out of range, or more drafts accepted than the block held):
+                     // no commit of the step applied
 };
 inline constexpr uint64_t kDeviceHashErrorIndexMask = (uint64_t{1} << 56) - 1;
 ENGRAM_HOST_DEVICE constexpr uint64_t device_hash_error(DeviceHashErrorCode code, uint64_t index) {

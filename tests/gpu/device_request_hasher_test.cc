@@ -5,8 +5,8 @@
 // vLLM's hash-cache replay at V4.1's hashing, eager and captured; and the
 // raw kernels equal to their CPU reference (kernels/request_hash_reference.h)
 // on random steps of up to 3,000 tokens and 600 runs (past the shared-memory
-// run cache), with bad tokens, bad runs and bad commits: the same ids, error
-// word, histories and pending blocks.
+// run cache), with bad tokens, bad runs and bad commits, from either history
+// buffer: the same ids, error word, both history buffers and pending blocks.
 #include "core/lookup/device_request_hasher.h"
 
 #include <gtest/gtest.h>
@@ -121,13 +121,16 @@ TEST(DeviceRequestHasherGpu, KernelsEqualTheirCpuReferenceOnGoodAndBadSteps) {
       return d < 8 ? kDeadId : static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab));
     };
     // A state as steps leave it: histories of ids (pad behind a barrier), some pending blocks.
-    std::vector<int64_t> histories(static_cast<size_t>(slots) * length), pending(static_cast<size_t>(slots * vtm), 0),
+    // Both history buffers filled, so a word copied from the wrong one shows.
+    std::vector<int64_t> histories(2 * static_cast<size_t>(slots) * length), pending(static_cast<size_t>(slots * vtm), 0),
         counts(static_cast<size_t>(slots), 0);
-    for (int s = 0; s < slots; ++s) {
+    for (int s = 0; s < 2 * slots; ++s) {
       std::vector<int64_t> hist = h.empty_history(), seq;
       for (int k = 0; k < 4; ++k) seq.push_back(id());
       h.advance(hist, seq);
       std::copy(hist.begin(), hist.end(), histories.begin() + static_cast<std::ptrdiff_t>(s * length));
+    }
+    for (int s = 0; s < slots; ++s) {
       if (rng() % 2 == 0) {
         counts[static_cast<size_t>(s)] = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(vtm));
         for (int64_t k = 0; k < counts[static_cast<size_t>(s)]; ++k) pending[static_cast<size_t>(s * vtm + k)] = id();
@@ -160,7 +163,9 @@ TEST(DeviceRequestHasherGpu, KernelsEqualTheirCpuReferenceOnGoodAndBadSteps) {
       if (counts[static_cast<size_t>(s)] > 0 && rng() % 2 == 0)
         commits[static_cast<size_t>(commit_count++)] = {s, static_cast<int64_t>(rng() % static_cast<uint64_t>(counts[static_cast<size_t>(s)]))};
     if (bad_run && commit_count > 0) commits[0].accepted_drafts = counts[static_cast<size_t>(commits[0].slot)];
-    const uint64_t sticky = rng() % 10 == 0 ? device_hash_error(DeviceHashErrorCode::kToken, 3) : kNoDeviceHashError;
+    // An error left from an earlier step: the step goes on, the word keeps the smaller.
+    const uint64_t earlier = rng() % 10 == 0 ? device_hash_error(DeviceHashErrorCode::kToken, 3) : kNoDeviceHashError;
+    const int64_t buffer = static_cast<int64_t>(rng() % 2);
 
     // The device copy.
     auto upload = [&](const auto& v) {
@@ -172,9 +177,8 @@ TEST(DeviceRequestHasherGpu, KernelsEqualTheirCpuReferenceOnGoodAndBadSteps) {
       return *p;
     };
     const std::vector<DeviceHashHead> head_words = device_hash_heads(h);
-    const std::vector<uint64_t> error_word = {sticky};
-    const std::vector<uint64_t> zero = {0};
-    const std::vector<int64_t> counts_in = {run_count}, commits_in = {commit_count};
+    const std::vector<uint64_t> error_word = {earlier};
+    const std::vector<int64_t> run_header = {run_count, buffer}, commit_header = {commit_count, buffer};
     DeviceRequestState st;
     st.hasher = &h;
     st.heads = upload(head_words);
@@ -184,51 +188,49 @@ TEST(DeviceRequestHasherGpu, KernelsEqualTheirCpuReferenceOnGoodAndBadSteps) {
     st.pending = upload(pending);
     st.pending_counts = upload(counts);
     st.error = upload(error_word);
-    st.blocks_done = upload(zero);
-    const DevicePtr tokens_d = upload(tokens), runs_d = upload(runs), run_count_d = upload(counts_in),
-                    commits_d = upload(commits), commit_count_d = upload(commits_in);
+    const DevicePtr tokens_d = upload(tokens), runs_d = upload(runs), run_header_d = upload(run_header),
+                    commits_d = upload(commits), commit_header_d = upload(commit_header);
     const DevicePtr ids_d = c.allocate(std::max<uint64_t>(tokens.size() * heads * 8, 8)).value();
     if (kind == 2) {
-      ENGRAM_STATUS_OK(c.commit_requests(DeviceRequestCommit{st, commit_count_d, commits_d}, {}));
+      ENGRAM_STATUS_OK(c.commit_requests(DeviceRequestCommit{st, commit_header_d, commits_d}, {}));
     } else {
-      ENGRAM_STATUS_OK(c.hash_requests(DeviceRequestHash{st, kind == 1, tokens_d, token_count, run_count_d, runs_d, ids_d}, {}));
+      ENGRAM_STATUS_OK(c.hash_requests(DeviceRequestHash{st, kind == 1, tokens_d, token_count, run_header_d, runs_d, ids_d}, {}));
     }
     ENGRAM_STATUS_OK(c.synchronize({}));
 
     // The reference.
-    uint64_t error = sticky;
+    uint64_t error = earlier;
+    const int64_t header[2] = {run_count, buffer};
     std::vector<int64_t> ids(tokens.size() * heads);
     kernels::RequestStateHost host{slots, vtm, histories, pending, counts, &error};
-    if (kind == 2) kernels::request_commit_reference(h, commit_count, commits, host);
-    else kernels::request_hash_reference(h, kind == 1, tokens, run_count, runs, host, ids);
+    if (kind == 2) kernels::request_commit_reference(h, {commit_count, buffer}, commits, host);
+    else kernels::request_hash_reference(h, kind == 1, tokens, header, runs, host, ids);
 
     auto download = [&](DevicePtr p, auto& out) { ENGRAM_STATUS_OK(c.copy_to_host(std::as_writable_bytes(std::span(out)), p)); };
     std::vector<int64_t> got_histories(histories.size()), got_pending(pending.size()), got_counts(counts.size()),
         got_ids(ids.size());
     std::vector<uint64_t> got_error(1);
-    std::vector<uint64_t> got_blocks(1);
     download(st.histories, got_histories);
     download(st.pending, got_pending);
     download(st.pending_counts, got_counts);
     download(st.error, got_error);
-    download(st.blocks_done, got_blocks);
     if (!ids.empty()) download(ids_d, got_ids);
     SCOPED_TRACE(fmt::format("round {}: kind {}, {} slots, {} tokens, {} runs, bad token {}, bad run {}", round, kind,
                              slots, token_count, run_count, bad_token, bad_run));
     EXPECT_EQ(got_error[0], error);
-    EXPECT_EQ(got_blocks[0], 0u) << "the last block zeroes the ticket";
     EXPECT_EQ(got_histories, histories);
     EXPECT_EQ(got_pending, pending);
     EXPECT_EQ(got_counts, counts);
     const auto code = device_hash_error_code(error);
-    const bool ids_specified = kind != 2 && (error == kNoDeviceHashError || error == sticky ||
+    // Ids are specified unless a run (or the run count) was bad.
+    const bool ids_specified = kind != 2 && (error == kNoDeviceHashError ||
                                              (code != DeviceHashErrorCode::kRun && code != DeviceHashErrorCode::kRunCount));
     if (ids_specified) {
       EXPECT_EQ(got_ids, ids);
     }
     if (error != kNoDeviceHashError) ++errors_seen[static_cast<int>(code)];
-    for (DevicePtr p : {st.heads, st.histories, st.pending, st.pending_counts, st.error, st.blocks_done, tokens_d, runs_d,
-                        run_count_d, commits_d, commit_count_d, ids_d})
+    for (DevicePtr p : {st.heads, st.histories, st.pending, st.pending_counts, st.error, tokens_d, runs_d, run_header_d,
+                        commits_d, commit_header_d, ids_d})
       ENGRAM_STATUS_OK(c.free(p));
     if (HasFailure()) break;
   }
