@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "core/base/units.h"
 #include "apps/flag_check.h"
 #include "apps/stdout_check.h"
 #include "backends/ipc/fd_limit.h"
@@ -37,15 +38,6 @@ std::string version_text() {
                      ENGRAM_VERSION, ENGRAM_BUILD_TYPE, cuda_backend, ENGRAM_CUDA_VERSION, ENGRAM_NCCL_VERSION);
 }
 
-// How sizes are read everywhere a size is given (flags and YAML).
-constexpr const char* kUnitsHelp =
-    "Sizes take a unit (a bare number is refused):\n"
-    "  B              bytes\n"
-    "  KiB MiB GiB TiB  powers of 1024 (G and g alone mean GiB, as docker --shm-size, tmpfs and\n"
-    "                   Kubernetes' Gi read them)\n"
-    "  KB MB GB TB      powers of 1000 (190GB = 176.95 GiB)\n"
-    "  Fractions are rounded to the nearest byte: 189.9GiB, 0.5MiB.\n";
-
 }  // namespace
 
 CommandRegistration::CommandRegistration(std::string order_key, CommandInstaller installer) {
@@ -65,7 +57,7 @@ int main(int argc, char** argv) {
   CLI::App app{"engramlab: place, share and look up Engram hash-embedding tables across GPU ranks"};
   app.require_subcommand(1);
   app.set_version_flag("--version", engram::app::version_text());
-  app.footer(engram::app::kUnitsHelp);
+  app.footer(std::string(engram::kSizeUnitsHelp));  // how sizes are read everywhere one is given (flags and YAML)
   int exit_code = 0;
   engram::app::install_commands(app, exit_code);
   // Bad input on the command line (an unknown flag, a missing value) exits

@@ -4,7 +4,7 @@
 // Exit codes: 0 planned; 1 the deployment cannot work as asked (strict
 // dp_shared_memory, no handle type, the memory fit: tables beyond a GPU or a
 // host's RAM, a /dev/shm copy beyond a sizeLimit, a memory limit below what
-// its ranks hold);
+// its ranks hold, nothing left for the KV cache unless --allow-negative-kv);
 // 2 bad input.
 #include <fmt/format.h>
 
@@ -51,7 +51,7 @@ struct PlanFlags {
   std::string rank_hosts;
   std::string host_memory, gpu_memory_fraction, gpu_reserved, environment;
   std::string memory_limit, memory_limit_per_rank, shm_size_limit;  // containers
-  std::string context_length;
+  std::string context_length, allow_negative_kv;
   bool json = false;
   std::string given_empty;  // a flag given an empty value (`--file ''`): refused, not taken as absent
 };
@@ -215,6 +215,7 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
                                                                kMaxContextLength));
     d.engine.context_length_tokens = tokens;
   }
+  ENGRAM_RETURN_IF_ERROR(apply(f.allow_negative_kv, d.engine.negative_kv_allowed, bool_of("--allow-negative-kv")));
   if (!f.gpu_reserved.empty()) {
     ENGRAM_ASSIGN_OR_RETURN(uint64_t bytes, parse_bytes(f.gpu_reserved, "--gpu-reserved"));
     d.engine.gpu_reserved_bytes = bytes;
@@ -275,6 +276,9 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
                   "CUDA context, NCCL (default: the model file's weights at this TP, else not counted)");
   cmd->add_option("--context-length", f.context_length,
                   "tokens per request, for the maximum concurrency the KV cache left holds (vLLM max_model_len)");
+  cmd->add_flag("--allow-negative-kv{true}", f.allow_negative_kv,
+                "accept nothing left for the KV cache (a warning then, not an error: exit 0), e.g. where the engine's "
+                "KV budget is set elsewhere");
   cmd->add_option("--environment", f.environment,
                   "where the ranks run: bare_metal, docker, kubernetes (default unknown: warnings name every fix)");
   cmd->add_option("--shm-size", f.shm_size, "/dev/shm tmpfs total, e.g. 190GiB (default 64MiB, Docker's)");

@@ -268,7 +268,7 @@ Skip skip_other_host(const Scenario& scenario, const Result<PlanResult>& plan, c
                         (!here_mounted || shm_info->tmpfs_bytes_total == host.tmpfs_bytes_total);
   if (!facts_matter || options.here || (same_name && same_shm)) return std::nullopt;
   const std::string mount =
-      host.shm_mounted ? fmt::format("mount -t tmpfs -o size={}k tmpfs {} && ", host.tmpfs_bytes_total / 1024,
+      host.shm_mounted ? fmt::format("mount -t tmpfs -o size={}k tmpfs {} && ", (host.tmpfs_bytes_total + 1023) / 1024,
                                      shell_quote(shm_dir))
                        : fmt::format("umount {} && ", shell_quote(shm_dir));
   const std::string rerun = rerun_command({"scenario", "run", "--real", absolute_file_path(scenario.source)});

@@ -25,9 +25,9 @@ namespace {
 
 using Reader = ScenarioReader;
 
-constexpr const char* kDeploymentKeys[] = {"model", "hosts", "rank_hosts", "layout", "config", "timeouts"};
+constexpr const char* kDeploymentKeys[] = {"model", "hosts", "rank_hosts", "layout", "config", "engine", "timeouts"};
 constexpr const char* kScenarioKeys[] = {"name", "description", "seed", "faults", "lookup", "expect",
-                                         "model", "hosts", "rank_hosts", "layout", "config", "timeouts"};
+                                         "model", "hosts", "rank_hosts", "layout", "config", "engine", "timeouts"};
 constexpr const char* kFaultKeys[] = {"planned", "rates", "slow_delay_ms"};
 constexpr const char* kPlannedKeys[] = {"site", "rank", "occurrence", "at", "delay_ms"};
 constexpr const char* kLookupKeys[] = {"run", "model", "tokens", "batches", "requests", "steps"};

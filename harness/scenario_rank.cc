@@ -104,6 +104,7 @@ RuntimeOptions scenario_runtime_options(const Deployment& completed, const Model
   options.table_model = table_model;
   options.layout = completed.layout;
   options.config = completed.config;
+  options.engine = completed.engine;
   options.job_id = std::move(job_id);
   options.fill_seed = kScenarioFillSeed;
   return options;

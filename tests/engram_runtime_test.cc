@@ -117,9 +117,10 @@ HostSpec host(std::string name, int gpus, uint64_t tmpfs_bytes, std::string doma
 TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
   const PlanInputs base;
   {
-    [[maybe_unused]] const auto& [placement_model, layout, config] = base;
+    [[maybe_unused]] const auto& [placement_model, layout, config, engine] = base;
     [[maybe_unused]] const auto& [tp, dp, ep, elastic_ep, prefill_cp] = base.layout;
     [[maybe_unused]] const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens, sp] = base.config;
+    [[maybe_unused]] const auto& [fraction, reserved, from_model, fraction_given, context, negative_kv] = base.engine;
   }
   const std::vector<std::pair<std::string, std::function<void(PlanInputs&)>>> changes = {
       {"placement_model", [](PlanInputs& i) { i.placement_model = "deepseek-v4.1-pro"; }},
@@ -136,6 +137,12 @@ TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
       {"config.shard_group host", [](PlanInputs& i) { i.config.shard_group = ShardGroup::kHost; }},
       {"config.tokens_per_rank_max", [](PlanInputs& i) { i.config.tokens_per_rank_max = 2048; }},
       {"config.sequence_parallel", [](PlanInputs& i) { i.config.sequence_parallel = true; }},
+      {"engine.gpu_memory_fraction", [](PlanInputs& i) { i.engine.gpu_memory_fraction = 0.5; }},
+      {"engine.gpu_reserved_bytes", [](PlanInputs& i) { i.engine.gpu_reserved_bytes = 1; }},
+      {"engine.reserved_from_model", [](PlanInputs& i) { i.engine.reserved_from_model = true; }},
+      {"engine.fraction_given", [](PlanInputs& i) { i.engine.fraction_given = true; }},
+      {"engine.context_length_tokens", [](PlanInputs& i) { i.engine.context_length_tokens = 4096; }},
+      {"engine.negative_kv_allowed", [](PlanInputs& i) { i.engine.negative_kv_allowed = true; }},
   };
   const PlanInputsHash hash;
   std::unordered_set<PlanInputs, PlanInputsHash> entries = {base};

@@ -239,10 +239,17 @@ TEST(PlanCommand, KvCacheLeftCountsTheEngineShareAndReserve) {
   // 100 GiB x 0.5 - 23.605 GiB of shards - 10 GiB reserved.
   EXPECT_THAT(r.out, HasSubstr("\"kv_cache_left_bytes\":" +
                                std::to_string(50 * 1073741824ll - 25'346'179'072ll - 10 * 1073741824ll)));
+  // Nothing left for the KV cache: an error (exit 1) naming the figures, what to change and how to accept it ...
   CommandRun none = run_plan(peer + " --gpu-reserved 80GiB");
-  EXPECT_EQ(none.exit_code, 0) << none.err;
-  EXPECT_THAT(none.out, AllOf(HasSubstr("[memory.hbm_exceeded]"), HasSubstr("reserved 80.0 GiB"),
-                              HasSubstr("a smaller --gpu-reserved")));
+  EXPECT_EQ(none.exit_code, 1) << none.err;
+  EXPECT_THAT(none.err, AllOf(HasSubstr("resource_exhausted"), HasSubstr("nothing is left for the KV cache"),
+                              HasSubstr("reserved 80.0 GiB"), HasSubstr("a smaller --gpu-reserved"),
+                              HasSubstr("engine.allow_negative_kv: true (--allow-negative-kv)")));
+  // ... and, accepted, the warning it was (exit 0).
+  CommandRun accepted = run_plan(peer + " --gpu-reserved 80GiB --allow-negative-kv");
+  EXPECT_EQ(accepted.exit_code, 0) << accepted.err;
+  EXPECT_THAT(accepted.out, AllOf(HasSubstr("[memory.hbm_exceeded]"), HasSubstr("reserved 80.0 GiB"),
+                                  HasSubstr("a smaller --gpu-reserved")));
   CommandRun bad = run_plan(peer + " --gpu-memory-fraction 1.5");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--gpu-memory-fraction: '1.5' is not a fraction in (0, 1]"));
@@ -277,9 +284,14 @@ std::string engramlab_output(const std::string& args) { return engram::testing::
 TEST(Cli, VersionAndTheUnitsTable) {
   EXPECT_THAT(engramlab_output("--version"),
               AllOf(HasSubstr("engramlab 0.1.0 ("), HasSubstr(" build; CUDA backend "), HasSubstr("NCCL")));
-  EXPECT_THAT(engramlab_output("--help"),
-              AllOf(HasSubstr("KiB MiB GiB TiB  powers of 1024"), HasSubstr("KB MB GB TB      powers of 1000"),
-                    HasSubstr("190GB = 176.95 GiB"), HasSubstr("rounded to the nearest byte")));
+  // One units table, in the program's help and plan's: binary Ki..Pi and KiB..PiB, decimal KB..PB, and the
+  // letters alone as each tool reads them (Kubernetes' G is 10^9).
+  for (const char* help : {"--help", "plan --help"})
+    EXPECT_THAT(engramlab_output(help),
+                AllOf(HasSubstr("Ki Mi Gi Ti Pi     powers of 1024"), HasSubstr("KiB MiB GiB TiB PiB"),
+                      HasSubstr("KB MB GB TB PB     powers of 1000"), HasSubstr("190GB = 176.95 GiB"),
+                      HasSubstr("189G = 189 x 10^9 and Gi is 2^30"), HasSubstr("rounded to the nearest byte")))
+        << help;
   EXPECT_THAT(engramlab_output("scenario --help"), HasSubstr("Run one rank of a scenario on real processes"));
   EXPECT_THAT(engramlab_output("launch --help"),
               AllOf(HasSubstr("--nnodes"), HasSubstr("--node-rank"), HasSubstr("--master-addr"),

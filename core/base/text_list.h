@@ -10,6 +10,14 @@ namespace engram {
 
 std::string join_limited(std::span<const std::string> items, size_t max_shown = 4);
 
+// Natural order of names: digit runs compare as numbers ("n2" before "n10").
+bool natural_less(const std::string& a, const std::string& b);
+
+// Host names as messages list them: in natural order, whatever order a
+// deployment or the ranks' gathered facts found them in, so `plan` and the
+// runtime word one deployment alike.
+std::string join_names(std::vector<std::string> names, size_t max_shown = 4);
+
 // `ranks` need not be sorted; duplicates are ignored. "0-3, 8, 10-11".
 std::string compress_ranges(std::vector<int> ranks);
 

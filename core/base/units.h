@@ -31,11 +31,18 @@ enum class SizeUnits : uint8_t {
 Result<uint64_t> parse_bytes(std::string_view text, std::string_view field,
                              SizeUnits units = SizeUnits::kBinaryLetters);
 
-// The units above as a table, for --help.
+// The units above as a table, for --help (the program's and plan's).
 inline constexpr std::string_view kSizeUnitsHelp =
-    "Sizes: B; Ki Mi Gi Ti Pi or KiB MiB GiB TiB PiB = powers of 1024; KB MB GB TB PB = powers of 1000; "
-    "K M G T P alone = powers of 1024 (as Docker's --shm-size and a tmpfs size= read them), but powers of 1000 "
-    "in Kubernetes quantities (a pod's sizeLimit, memory limits), where Gi is 2^30; fractions round to the byte.";
+    "Sizes take a unit (a bare number is refused), in any case:\n"
+    "  B                  bytes\n"
+    "  Ki Mi Gi Ti Pi     powers of 1024 (189Gi = 189 x 2^30), also written KiB MiB GiB TiB PiB\n"
+    "  KB MB GB TB PB     powers of 1000 (190GB = 176.95 GiB)\n"
+    "  K M G T P alone    as the tool the size is for reads them: powers of 1024 for Docker\n"
+    "                     (--shm-size=189g, --memory=189g), a tmpfs mount (size=189G), systemd\n"
+    "                     (MemoryMax=189G) and our own fields and flags; powers of 1000 in\n"
+    "                     Kubernetes quantities (sizeLimit, resources.limits.memory, and\n"
+    "                     shm_size_limit / --shm-size-limit), where 189G = 189 x 10^9 and Gi is 2^30\n"
+    "  Fractions are rounded to the nearest byte: 189.9GiB, 0.5MiB.\n";
 
 // A fraction in (0, 1], e.g. "0.9"; anything else is invalid_argument naming `field`.
 Result<double> parse_fraction(std::string_view text, std::string_view field);

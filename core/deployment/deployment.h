@@ -118,6 +118,11 @@ struct EngineMemory {
   // Tokens per request for "maximum concurrency" (vLLM's max_model_len);
   // unset: the plan gives KV tokens only.
   std::optional<int64_t> context_length_tokens;
+  // Nothing left for the KV cache is refused (the engine could not start)
+  // unless the user accepts it (engine.allow_negative_kv, --allow-negative-kv):
+  // then it is a warning, e.g. where the engine's budget is set elsewhere.
+  bool negative_kv_allowed = false;
+  bool operator==(const EngineMemory&) const = default;
 };
 
 // A default the user did not write, as the output announces it.

@@ -71,7 +71,7 @@ constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gp
                                      "visible_gpus_per_rank", "count", "environment", "shm_size_limit",
                                      "memory_limit_per_rank", "cpu_sockets", "ranks_per_gpu",
                                      "posix_fd_attribute", "shm_used", "memory_limit"};
-constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved", "context_length"};
+constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved", "context_length", "allow_negative_kv"};
 constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
 constexpr const char* kConfigKeys[] = {"cpu_offload", "peer_shards", "dp_shared_memory", "shard_group",
@@ -268,6 +268,8 @@ void parse_engine(const Parser& p, const YAML::Node& node, EngineMemory& m, Fiel
     }
   }
   if (node["gpu_reserved"]) e.set(m.gpu_reserved_bytes, p.size_of(node["gpu_reserved"], "engine.gpu_reserved"));
+  if (node["allow_negative_kv"])
+    e.set(m.negative_kv_allowed, p.boolean(node["allow_negative_kv"], "engine.allow_negative_kv"));
   int context_length = 0;
   if (node["context_length"] &&
       e.set(context_length, p.int_of(node["context_length"], "engine.context_length", 1, kMaxContextLength)))

@@ -9,6 +9,7 @@
 
 #include "core/base/progress.h"
 #include "core/base/size_text.h"
+#include "core/base/text_list.h"
 #include "core/base/units.h"
 #include "core/deployment/deployment.h"
 #include "core/exchange/group_agreement.h"
@@ -296,6 +297,10 @@ std::vector<HostShmUnmet> host_shared_fitness(std::span<const HostShmFacts> host
     std::vector<FallbackCause> causes = host_shared_unmet(host, table_bytes_total);
     if (!causes.empty()) unfit.push_back({host, std::move(causes)});
   }
+  // By name, whatever order the hosts came in (a deployment's or the ranks'), so every message words them alike.
+  std::stable_sort(unfit.begin(), unfit.end(), [](const HostShmUnmet& a, const HostShmUnmet& b) {
+    return natural_less(a.host.host_name, b.host.host_name);
+  });
   return unfit;
 }
 

@@ -65,7 +65,7 @@ struct HostShmUnmet {
 
 // Every cause on one host (none: it can hold a copy of `table_bytes_total`).
 std::vector<FallbackCause> host_shared_unmet(const HostShmFacts& host, uint64_t table_bytes_total);
-// Every host that cannot, in the order given, each with its facts (its size).
+// Every host that cannot, by name (natural order), each with its facts (its size).
 std::vector<HostShmUnmet> host_shared_fitness(std::span<const HostShmFacts> hosts, uint64_t table_bytes_total);
 // One cause on one host, in a few words: "/dev/shm tmpfs total 64 MiB < tables 188.8 GiB".
 std::string unmet_text(FallbackCause cause, const HostShmFacts& host, uint64_t table_bytes_total);

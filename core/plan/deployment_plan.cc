@@ -202,9 +202,7 @@ void plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& pl
   MemoryPlan memory = plan_memory(spec, d.hosts, memory_in, d.config.tokens_per_rank_max, d.engine);
   for (size_t r = 0; r < plan.ranks.size(); ++r) plan.ranks[r].memory = memory.ranks[r];
   plan.hosts = std::move(memory.hosts);
-  for (const HostMemory& hm : plan.hosts) {
-    if (hm.kv_cache_left_bytes_min < 0) warn(kv_cache_exhausted_warning(hm, d.engine));
-  }
+  if (const std::optional<Warning> kv = kv_cache_exhausted_warning(plan.hosts, d.engine)) warn(*kv);
 }
 
 // Ranks that decided alike, with the reason once: "ranks 0-3: host_shared (...)".

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <span>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -61,7 +63,7 @@ void check_shm_enforced(const PlanResult& plan, std::vector<std::string>& proble
         "below the {} total it shows (a Kubernetes emptyDir sizeLimit), so the pod would be evicted while the copy is "
         "written; set the emptyDir's sizeLimit: {}Gi (shm_size_limit: {}Gi in the deployment, --shm-size-limit {}Gi) "
         "with a pod memory limit that covers it, or dp_shared_memory: false",
-        join_limited(names), format_size_short(copy), format_size_short(enforced), format_size_short(total), gib, gib,
+        join_names(names), format_size_short(copy), format_size_short(enforced), format_size_short(total), gib, gib,
         gib));
   }
 }
@@ -126,6 +128,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     const auto& [limit, ranks_per_scope, placements] = key;
     const Charge& charge = o.largest;
     std::sort(o.ranks.begin(), o.ranks.end());
+    std::sort(o.hosts.begin(), o.hosts.end(), natural_less);
     std::string parts;
     if (charge.host_tables) parts = fmt::format("host tables {}", format_size_short(charge.host_tables));
     if (charge.shm_written)
@@ -144,7 +147,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     else if (one_rank)
       who = fmt::format("ranks {} on host(s) {} ({}) each run under a memory limit of {}, below what each will "
                         "hold in its own memory ({}{}: {})",
-                        compress_ranges(o.ranks), join_limited(o.hosts), placement_names(placements),
+                        compress_ranges(o.ranks), join_names(o.hosts), placement_names(placements),
                         format_size_short(limit), up_to, format_size_short(charge.total()), parts);
     else if (o.scopes == 1)
       who = fmt::format("ranks {} on host {} ({}) share a memory limit of {} (one container or pod), below the {} "
@@ -154,7 +157,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     else
       who = fmt::format("ranks {} on host(s) {} ({}) share a memory limit of {} per {} ranks (one container or pod "
                         "each), below what each such group will hold together ({}{}: {})",
-                        compress_ranges(o.ranks), join_limited(o.hosts), placement_names(placements),
+                        compress_ranges(o.ranks), join_names(o.hosts), placement_names(placements),
                         format_size_short(limit), ranks_per_scope, up_to, format_size_short(charge.total()), parts);
     problems.push_back(fmt::format(
         "{}; the kernel would OOM-kill {} while the tables are filled. Raise the limit: {}; or hold "
@@ -166,20 +169,33 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
 
 }  // namespace
 
-Warning kv_cache_exhausted_warning(const HostMemory& h, const EngineMemory& engine) {
-  const uint64_t budget = static_cast<uint64_t>(static_cast<double>(h.gpu_memory_bytes) * engine.gpu_memory_fraction);
-  return Warning{
-      "memory.hbm_exceeded",
-      fmt::format("nothing is left for the KV cache on host {} ({} rank{}): GPU memory {} x fraction {:.2f} = {}, "
-                  "less Engram tables and buffer {}{}, leaves {}. Change one of: shard the rows over more GPUs "
-                  "(more ranks in the shard group: a larger tp or dp, shard_group: world), cpu_offload: true "
-                  "(tables in host memory), a higher --gpu-memory-fraction{}",
-                  h.name, h.rank_count, h.rank_count == 1 ? "" : "s", format_size_short(h.gpu_memory_bytes),
-                  engine.gpu_memory_fraction, format_size_short(budget), format_size_short(h.hbm_bytes_per_gpu_max),
-                  engine.gpu_reserved_bytes ? fmt::format(" and reserved {}", format_size_short(*engine.gpu_reserved_bytes))
-                                            : std::string(),
-                  signed_size(h.kv_cache_left_bytes_min),
-                  engine.gpu_reserved_bytes ? ", or a smaller --gpu-reserved" : "")};
+std::optional<Warning> kv_cache_exhausted_warning(std::span<const HostMemory> hosts, const EngineMemory& engine) {
+  // Hosts alike (the same GPU, tables, ranks and what is left) in one sentence.
+  using Key = std::tuple<uint64_t, uint64_t, int64_t, int>;
+  std::map<Key, std::vector<std::string>> alike;
+  for (const HostMemory& h : hosts)
+    if (h.kv_cache_left_bytes_min < 0)
+      alike[{h.gpu_memory_bytes, h.hbm_bytes_per_gpu_max, h.kv_cache_left_bytes_min, h.rank_count}].push_back(h.name);
+  if (alike.empty()) return std::nullopt;
+  std::string text;
+  for (const auto& [key, names] : alike) {
+    const auto& [gpu, engram, left, ranks] = key;
+    const uint64_t budget = static_cast<uint64_t>(static_cast<double>(gpu) * engine.gpu_memory_fraction);
+    text += fmt::format(
+        "{}nothing is left for the KV cache on host{} {} ({} rank{}{}): GPU memory {} x fraction {:.2f} = {}, less "
+        "Engram tables and buffer {}{}, leaves {}",
+        text.empty() ? "" : "; and ", names.size() == 1 ? "" : "(s)", join_names(names), ranks, ranks == 1 ? "" : "s",
+        names.size() == 1 ? "" : " each", format_size_short(gpu), engine.gpu_memory_fraction,
+        format_size_short(budget), format_size_short(engram),
+        engine.gpu_reserved_bytes ? fmt::format(" and reserved {}", format_size_short(*engine.gpu_reserved_bytes))
+                                  : std::string(),
+        signed_size(left));
+  }
+  return Warning{"memory.hbm_exceeded",
+                 fmt::format("{}. Change one of: shard the rows over more GPUs (more ranks in the shard group: a larger "
+                             "tp or dp, shard_group: world), cpu_offload: true (tables in host memory), a higher "
+                             "--gpu-memory-fraction{}",
+                             text, engine.gpu_reserved_bytes ? ", or a smaller --gpu-reserved" : "")};
 }
 
 void add_host_memory_warnings(PlanResult& plan) {
@@ -204,7 +220,7 @@ void add_host_memory_warnings(PlanResult& plan) {
                 Warning{"memory.host_tables_near_ram",
                         fmt::format("host(s) {} ({}): {} table cop{} in host memory take {} of the host's {} of RAM "
                                     "({:.0f}%), leaving little for the OS and the engine; {}",
-                                    join_limited(names), names_of, example->table_copies,
+                                    join_names(names), names_of, example->table_copies,
                                     example->table_copies == 1 ? "y" : "ies",
                                     format_size_short(example->host_table_bytes),
                                     format_size_short(example->host_memory_bytes),
@@ -215,6 +231,7 @@ void add_host_memory_warnings(PlanResult& plan) {
 
 Status check_memory_fits(const PlanResult& plan) {
   std::vector<std::string> problems;
+  bool beyond_a_gpu = false;
   // GPUs: tables and buffer beyond the whole GPU, whatever the fraction.
   for (const PlacementGroupSummary& g : plan.groups) {
     uint64_t worst = 0;
@@ -227,6 +244,7 @@ Status check_memory_fits(const PlanResult& plan) {
       }
     }
     if (worst <= gpu) continue;
+    beyond_a_gpu = true;
     const uint64_t per_rank_fit = gpu == 0 ? 0 : (plan.model.table_bytes_total + gpu - 1) / gpu;
     problems.push_back(fmt::format(
         "ranks {} ({}): the Engram tables and buffer take {} per GPU, more than the whole GPU's {}; shard the rows "
@@ -252,11 +270,18 @@ Status check_memory_fits(const PlanResult& plan) {
     for (Placement p : placements) names_of += (names_of.empty() ? "" : ", ") + std::string(placement_name(p));
     problems.push_back(fmt::format("host(s) {} ({}): {} table cop{} in host memory take {}, more than the host's {} "
                                    "of RAM; {}",
-                                   join_limited(names), names_of, copies, copies == 1 ? "y" : "ies",
+                                   join_names(names), names_of, copies, copies == 1 ? "y" : "ies",
                                    format_size_short(tables), format_size_short(memory), host_fix(placements)));
   }
   check_shm_enforced(plan, problems);
   check_memory_limits(plan, problems);
+  // Nothing left for the KV cache: the engine could not start, unless the
+  // user accepts it. (Tables beyond the whole GPU, named above, leave none
+  // anyway.)
+  if (!plan.deployment.engine.negative_kv_allowed && !beyond_a_gpu)
+    if (const std::optional<Warning> kv = kv_cache_exhausted_warning(plan.hosts, plan.deployment.engine))
+      problems.push_back(kv->text + "; or, where the engine's KV budget is set elsewhere, accept it: "
+                                    "engine.allow_negative_kv: true (--allow-negative-kv)");
   if (problems.empty()) return Status::ok();
   std::string message = "the deployment cannot run: ";
   for (size_t i = 0; i < problems.size(); ++i) message += (i ? "; and " : "") + problems[i];

@@ -5,15 +5,19 @@
 // that is an error naming the placement and the fix.
 #pragma once
 
+#include <optional>
+#include <span>
+
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 #include "core/plan/deployment_plan.h"
 
 namespace engram {
 
-// Key "memory.hbm_exceeded": the figures behind the negative KV cache and
-// what to change.
-Warning kv_cache_exhausted_warning(const HostMemory& host, const EngineMemory& engine);
+// Key "memory.hbm_exceeded": every host whose GPUs leave nothing for the KV
+// cache, alike hosts together (by name, whatever order they came in), the
+// figures behind it and what to change; none where every host has some left.
+std::optional<Warning> kv_cache_exhausted_warning(std::span<const HostMemory> hosts, const EngineMemory& engine);
 
 // Hosts whose Engram tables fit their RAM but take more than three quarters of
 // it (the OS, the engine and its pinned buffers need the rest): one warning,
@@ -26,8 +30,9 @@ void add_host_memory_warnings(PlanResult& plan);
 // GPU; a host whose tables exceed its RAM; a /dev/shm copy beyond what its
 // tmpfs enforces (a Kubernetes sizeLimit); a memory limit
 // (plan.memory_limits) below what its ranks will hold in their own memory
-// (host tables, the /dev/shm pages they write). Each with the number to
-// set. Alike hosts and limits are named in one sentence.
+// (host tables, the /dev/shm pages they write, pinned staging); nothing left
+// for the KV cache, unless engine.negative_kv_allowed. Each with the number
+// to set. Alike hosts and limits are named in one sentence.
 //
 // One function for every caller, before anything is allocated: `plan`, the
 // scenario runner (after plan_deployment) and the runtime on every rank

@@ -94,6 +94,7 @@ std::shared_ptr<const SharedPlan> plan_once(const RuntimeOptions& options,
   deployment.model = inputs.placement_model;
   deployment.layout = inputs.layout;
   deployment.config = inputs.config;
+  deployment.engine = inputs.engine;
   std::map<std::pair<std::string, std::string>, int> host_index;
   std::map<std::pair<int, uint64_t>, int> ranks_on_gpu;  // (host, GPU bus key) -> ranks
   std::map<std::pair<int, uint64_t>, MemoryLimitScope> limits;  // (host, limit key) -> the ranks under it

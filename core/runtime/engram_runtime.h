@@ -38,6 +38,9 @@ struct RuntimeOptions {
   ModelSpec table_model;
   ParallelLayout layout;
   EngramConfig config;
+  // What the engine takes from each GPU: the memory fit refuses nothing left
+  // for the KV cache as `plan` does (unless negative_kv_allowed).
+  EngineMemory engine;
   std::string job_id = "job";  // names /dev/shm segments: engramlab-<job_id>-layer<id>
   uint64_t fill_seed = 1;      // core/model/table_fill.h: identical bytes on every rank
   // The host writer fills a /dev/shm table in chunks of about this many bytes

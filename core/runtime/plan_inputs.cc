@@ -32,15 +32,22 @@ size_t hash_of(const EngramConfig& config) {
   return combine(cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank_max, sequence_parallel);
 }
 
+size_t hash_of(const EngineMemory& engine) {
+  const auto& [gpu_memory_fraction, gpu_reserved_bytes, reserved_from_model, fraction_given, context_length_tokens,
+               negative_kv_allowed] = engine;
+  return combine(gpu_memory_fraction, gpu_reserved_bytes, reserved_from_model, fraction_given, context_length_tokens,
+                 negative_kv_allowed);
+}
+
 }  // namespace
 
 PlanInputs PlanInputs::of(const RuntimeOptions& options) {
-  return {options.placement_model, options.layout, options.config};
+  return {options.placement_model, options.layout, options.config, options.engine};
 }
 
 size_t PlanInputsHash::operator()(const PlanInputs& inputs) const noexcept {
-  const auto& [placement_model, layout, config] = inputs;
-  return combine(placement_model, hash_of(layout), hash_of(config));
+  const auto& [placement_model, layout, config, engine] = inputs;
+  return combine(placement_model, hash_of(layout), hash_of(config), hash_of(engine));
 }
 
 }  // namespace engram

@@ -17,6 +17,7 @@ struct PlanInputs {
   std::string placement_model;
   ParallelLayout layout;
   EngramConfig config;
+  EngineMemory engine;
 
   static PlanInputs of(const RuntimeOptions& options);
   bool operator==(const PlanInputs&) const = default;
@@ -24,7 +25,7 @@ struct PlanInputs {
 
 // Combines every member of every part. Each part is taken apart by a
 // structured binding naming all its members, so a member added to
-// PlanInputs, ParallelLayout or EngramConfig fails to compile there until the
+// PlanInputs, ParallelLayout, EngramConfig or EngineMemory fails to compile there until the
 // hash takes it too (equality, defaulted, takes it by itself).
 struct PlanInputsHash {
   size_t operator()(const PlanInputs& inputs) const noexcept;
