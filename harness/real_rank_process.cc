@@ -77,6 +77,13 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
   }
 
   ENGRAM_ASSIGN_OR_RETURN(ipc::RealBackendOptions options, ipc::real_backend_options(ipc::process_env()));
+  // The rank stands for its scenario host: the memory fit judges that host's
+  // RAM (unless ENGRAMLAB_HOST_MEMORY says otherwise), as its /dev/shm and
+  // hostname are made the scenario's before a real run; its memory cgroup
+  // stays this process's own.
+  if (!options.host_memory_bytes)
+    options.host_memory_bytes =
+        completed->hosts[static_cast<size_t>(completed->rank_hosts[static_cast<size_t>(env.rank)])].host_memory_bytes;
   ENGRAM_ASSIGN_OR_RETURN(auto real, ipc::RealRankBackend::create(env, options));
   for (const Warning& w : real->stale_warnings()) sink.emit(w);
   RankBackend backend = real->backend();

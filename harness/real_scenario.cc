@@ -335,8 +335,6 @@ std::optional<RealRanks> run_real_ranks(const Scenario& scenario, int index, int
   const std::string job_id = fmt::format("real-{}-{}", ::getpid(), index);
   // The scenario's host, not this machine, decides which fixes warnings name.
   ::setenv("ENGRAMLAB_ENVIRONMENT", runtime_environment_name(host.environment), 1);
-  // And its RAM the memory fit (as its /dev/shm is mounted for the ranks).
-  ::setenv("ENGRAMLAB_HOST_MEMORY", fmt::format("{}B", host.host_memory_bytes).c_str(), 1);
   RealRanks out;
   out.launched = launch_ranks(scenario.source, world, job_id, dir);
   if (g_stop_signal != 0) {

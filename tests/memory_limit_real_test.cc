@@ -6,8 +6,9 @@
 // word what `engramlab plan` says of the same deployment and what the
 // emulator's ranks say (`engramlab scenario run`). The rank stands for the
 // file's host as `scenario run --real` makes it: its hostname is this
-// machine's, its RAM the file's (ENGRAMLAB_HOST_MEMORY), its environment the
-// file's (ENGRAMLAB_ENVIRONMENT). Skipped, saying why, where no memory cgroup
+// machine's, its RAM the file's (a scenario's rank takes its host's
+// host_memory), its environment the file's (ENGRAMLAB_ENVIRONMENT); its
+// memory cgroup is its own. Skipped, saying why, where no memory cgroup
 // can be made (no root, no memory controller, a read-only /sys/fs/cgroup).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -106,7 +107,7 @@ TEST(MemoryLimitReal, AOneGibCgroupRefusesHostPrivateBeforeTheFillAsPlanAndTheEm
   // 3. A real rank in the 1 GiB cgroup: refused, exiting, not killed.
   const std::string out = dir.path + "/rank.out";
   const int status = run_in_cgroup(
-      *cgroup, "ENGRAMLAB_HOST_MEMORY=2TiB ENGRAMLAB_ENVIRONMENT=bare_metal " + kEngramlab + " launch -n 1 -- " +
+      *cgroup, "ENGRAMLAB_ENVIRONMENT=bare_metal " + kEngramlab + " launch -n 1 -- " +
                    kEngramlab + " scenario rank " + dir.path + "/scenario.yaml >" + out + " 2>&1");
   const std::string said = read_file(out);
   ASSERT_TRUE(WIFEXITED(status)) << "the launcher was killed (signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)

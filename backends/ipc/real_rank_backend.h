@@ -36,8 +36,8 @@ struct RealBackendOptions {
   std::chrono::milliseconds op_timeout{60000};    // ENGRAMLAB_OP_TIMEOUT_MS: one collective / fd operation
   std::chrono::milliseconds join_timeout{30000};  // every rank at the rendezvous
   // ENGRAMLAB_HOST_MEMORY: the RAM the memory fit judges by instead of
-  // MemTotal, where a run stands for another host (`scenario run --real`
-  // sets it to the scenario host's host_memory, as it mounts its /dev/shm).
+  // MemTotal, where a run stands for another host (a scenario's rank takes
+  // its scenario host's host_memory where this is not given).
   std::optional<uint64_t> host_memory_bytes;
 };
 

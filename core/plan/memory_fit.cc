@@ -98,7 +98,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
   using Key = std::tuple<uint64_t, size_t, std::set<Placement>>;  // limit, ranks per limit, placements
   struct Over {
     std::vector<int> ranks;
-    std::vector<std::string> hosts;
+    std::set<std::string> hosts;  // a set: a limit per rank over a thousand hosts stays linear
     size_t scopes = 0;
     Charge largest;
     EnvironmentSet environments;
@@ -122,13 +122,13 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     ++o.scopes;
     if (charge.total() > o.largest.total()) o.largest = charge;
     o.ranks.insert(o.ranks.end(), scope.ranks.begin(), scope.ranks.end());
-    if (std::find(o.hosts.begin(), o.hosts.end(), host.name) == o.hosts.end()) o.hosts.push_back(host.name);
+    o.hosts.insert(host.name);
   }
   for (auto& [key, o] : over) {
     const auto& [limit, ranks_per_scope, placements] = key;
     const Charge& charge = o.largest;
     std::sort(o.ranks.begin(), o.ranks.end());
-    std::sort(o.hosts.begin(), o.hosts.end(), natural_less);
+    const std::vector<std::string> hosts(o.hosts.begin(), o.hosts.end());
     std::string parts;
     if (charge.host_tables) parts = fmt::format("host tables {}", format_size_short(charge.host_tables));
     if (charge.shm_written)
@@ -142,22 +142,22 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     if (one_rank && o.scopes == 1)
       who = fmt::format("rank {} on host {} ({}) runs under a memory limit of {}, below the {} it will hold in its "
                         "own memory ({})",
-                        o.ranks.front(), o.hosts.front(), placement_names(placements), format_size_short(limit),
+                        o.ranks.front(), join_names(hosts), placement_names(placements), format_size_short(limit),
                         format_size_short(charge.total()), parts);
     else if (one_rank)
       who = fmt::format("ranks {} on host(s) {} ({}) each run under a memory limit of {}, below what each will "
                         "hold in its own memory ({}{}: {})",
-                        compress_ranges(o.ranks), join_names(o.hosts), placement_names(placements),
+                        compress_ranges(o.ranks), join_names(hosts), placement_names(placements),
                         format_size_short(limit), up_to, format_size_short(charge.total()), parts);
     else if (o.scopes == 1)
       who = fmt::format("ranks {} on host {} ({}) share a memory limit of {} (one container or pod), below the {} "
                         "they will hold together ({})",
-                        compress_ranges(o.ranks), o.hosts.front(), placement_names(placements),
+                        compress_ranges(o.ranks), join_names(hosts), placement_names(placements),
                         format_size_short(limit), format_size_short(charge.total()), parts);
     else
       who = fmt::format("ranks {} on host(s) {} ({}) share a memory limit of {} per {} ranks (one container or pod "
                         "each), below what each such group will hold together ({}{}: {})",
-                        compress_ranges(o.ranks), join_names(o.hosts), placement_names(placements),
+                        compress_ranges(o.ranks), join_names(hosts), placement_names(placements),
                         format_size_short(limit), ranks_per_scope, up_to, format_size_short(charge.total()), parts);
     problems.push_back(fmt::format(
         "{}; the kernel would OOM-kill {} while the tables are filled. Raise the limit: {}; or hold "
@@ -214,8 +214,7 @@ void add_host_memory_warnings(PlanResult& plan) {
     if (example == nullptr) example = &h;
   }
   if (example == nullptr) return;
-  std::string names_of;
-  for (Placement p : placements) names_of += (names_of.empty() ? "" : ", ") + std::string(placement_name(p));
+  const std::string names_of = placement_names(placements);
   append_unique(plan.warnings,
                 Warning{"memory.host_tables_near_ram",
                         fmt::format("host(s) {} ({}): {} table cop{} in host memory take {} of the host's {} of RAM "
@@ -266,8 +265,7 @@ Status check_memory_fits(const PlanResult& plan) {
   }
   for (const auto& [key, names] : over) {
     const auto& [tables, memory, copies, placements] = key;
-    std::string names_of;
-    for (Placement p : placements) names_of += (names_of.empty() ? "" : ", ") + std::string(placement_name(p));
+    const std::string names_of = placement_names(placements);
     problems.push_back(fmt::format("host(s) {} ({}): {} table cop{} in host memory take {}, more than the host's {} "
                                    "of RAM; {}",
                                    join_names(names), names_of, copies, copies == 1 ? "y" : "ies",
