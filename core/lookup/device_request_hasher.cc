@@ -209,11 +209,14 @@ Status DeviceRequestHasher::check_enqueue(int64_t token_count, const char* opera
   return Status::ok();
 }
 
-Status DeviceRequestHasher::enqueue_extend(StreamRef stream, int64_t token_count) const {
-  ENGRAM_RETURN_IF_ERROR(check_enqueue(token_count, "enqueue_extend"));
+// Extend and verify enqueue the same step over the staged buffers; only the
+// flag (verify leaves the histories as they are) differs.
+Status DeviceRequestHasher::enqueue_hash(StreamRef stream, int64_t token_count, bool verify,
+                                         const char* operation) const {
+  ENGRAM_RETURN_IF_ERROR(check_enqueue(token_count, operation));
   DeviceRequestHash a;
   a.state = device_state();
-  a.verify = false;
+  a.verify = verify;
   a.tokens = tokens();
   a.token_count = token_count;
   a.header = base_ + layout_.run_header;
@@ -222,17 +225,12 @@ Status DeviceRequestHasher::enqueue_extend(StreamRef stream, int64_t token_count
   return compute_.hash_requests(a, stream);
 }
 
+Status DeviceRequestHasher::enqueue_extend(StreamRef stream, int64_t token_count) const {
+  return enqueue_hash(stream, token_count, /*verify=*/false, "enqueue_extend");
+}
+
 Status DeviceRequestHasher::enqueue_verify(StreamRef stream, int64_t token_count) const {
-  ENGRAM_RETURN_IF_ERROR(check_enqueue(token_count, "enqueue_verify"));
-  DeviceRequestHash a;
-  a.state = device_state();
-  a.verify = true;
-  a.tokens = tokens();
-  a.token_count = token_count;
-  a.header = base_ + layout_.run_header;
-  a.runs = base_ + layout_.runs;
-  a.row_ids = row_ids();
-  return compute_.hash_requests(a, stream);
+  return enqueue_hash(stream, token_count, /*verify=*/true, "enqueue_verify");
 }
 
 Status DeviceRequestHasher::enqueue_commit(StreamRef stream) const {

@@ -119,6 +119,7 @@ class DeviceRequestHasher {
   Status check_step_tokens(std::span<const int64_t> tokens, const char* operation) const;
   Status write_step(std::span<const int64_t> tokens, std::span<const RequestRun> runs);
   Status check_enqueue(int64_t token_count, const char* operation) const;
+  Status enqueue_hash(StreamRef stream, int64_t token_count, bool verify, const char* operation) const;
   template <typename T>
   Status write_words(uint64_t offset, std::span<const T> words);
   template <typename T>
