@@ -52,6 +52,10 @@ namespace engram::app {
 using namespace engram::operator_checks;
 namespace {
 
+// --reference-gib's default: the one-process reference reads a table of the
+// timed table's rows and heads.
+constexpr std::string_view kReferenceOfTable = "table";
+
 struct BenchFlags {
   LaunchedRankFlags rank{"1", "0"};
   std::string placements = "all";
@@ -61,7 +65,7 @@ struct BenchFlags {
   std::string samples_text = "64";
   std::string table_text = "0";
   std::string seed_text = "1";
-  std::string reference_gib_text = "8";
+  std::string reference_gib_text = "table";
   std::string svg = "bench_latency.svg";
   std::string csv;
   bool variants = false;
@@ -111,24 +115,33 @@ Result<operator_checks::BenchOptions> options_from(const BenchFlags& f) {
   ENGRAM_ASSIGN_OR_RETURN(o.table_index, whole_number_flag<int>("--table", f.table_text, 0, 1 << 20));
   ENGRAM_ASSIGN_OR_RETURN(o.ids_seed, whole_number_flag<uint64_t>("--seed", f.seed_text, 0, UINT64_MAX));
   ENGRAM_ASSIGN_OR_RETURN(o.placements, parse_placements(f.placements));
-  ENGRAM_RETURN_IF_ERROR(whole_number_flag<int>("--reference-gib", f.reference_gib_text, 0, 1 << 20).status());
+  if (f.reference_gib_text != kReferenceOfTable)
+    ENGRAM_RETURN_IF_ERROR(whole_number_flag<int>("--reference-gib", f.reference_gib_text, 0, 1 << 20).status());
   return o;
 }
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
 // Rank 0's one-process kernels on its own GPU; the NVLink copy reads the
 // next GPU this process sees.
+// `reference_gib` 0: a table of the timed table's rows (like with like, the
+// default); more: that many GiB of V4.1 rows, a table unlike the runtime's.
 OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& env, int reference_gib, int replays,
                                    int warmup) {
   return [&f, local_rank = env.local_rank, reference_gib, replays, warmup](
-             const std::vector<int>& token_counts, int heads) -> Result<OneProcessFigures> {
+             const std::vector<int>& token_counts, const TableSpec& table) -> Result<OneProcessFigures> {
     operator_checks::LookupBenchOptions o;
+    if (reference_gib == 0 && (table.row_format != RowFormat::kFp8E4M3Ue8m0 || table.dim != o.dim))
+      return failed_precondition(fmt::format(
+          "the one-process kernels read V4.1 rows (FP8 E4M3, dim {}), and the timed table's rows are {} dim {}: no "
+          "like-for-like reference; time a V4.1 model (e.g. --model deepseek-v4.1-flash-layer1 on one GPU), or give "
+          "--reference-gib N for N GiB of V4.1 rows (its ratios then compare unlike tables)",
+          o.dim, table.row_format == RowFormat::kBf16 ? "bf16" : "FP8", table.dim));
     o.gpu = local_rank;
     const int visible = harness::visible_gpus().count;
     o.peer_gpu = visible >= 2 ? (local_rank + 1) % visible : -1;
-    o.table_bytes = static_cast<uint64_t>(reference_gib) * kGiB;
+    o.table_bytes = reference_gib == 0 ? table.table_bytes() : static_cast<uint64_t>(reference_gib) * kGiB;
     o.tokens_per_rank.assign(token_counts.begin(), token_counts.end());
-    o.heads = heads;
+    o.heads = table.head_count();
     o.replays = replays;
     o.warmup_replays = warmup;
     o.sweep_variants = f.variants;
@@ -267,8 +280,10 @@ int run_bench(const BenchFlags& f, const CLI::App& cmd) {
   if (*bridge) ranks_per_gpu = ranks_per_gpu_from_file((*bridge)->bridge, (*bridge)->check);
   if (Status checked = operator_checks::check_bench_options(*options, env->rank); !checked.is_ok()) return fail(f, "", checked, 2);
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
-  const int reference_gib = whole_number_flag<int>("--reference-gib", f.reference_gib_text, 0, 1 << 20).value();
-  if (reference_gib > 0)
+  const bool reference_of_table = f.reference_gib_text == kReferenceOfTable;
+  const int reference_gib =
+      reference_of_table ? 0 : whole_number_flag<int>("--reference-gib", f.reference_gib_text, 0, 1 << 20).value();
+  if (reference_of_table || reference_gib > 0)
     options->reference = cuda_reference(f, *env, reference_gib, options->timed_replays, options->warmup_replays);
 #endif
 
@@ -329,7 +344,8 @@ CommandRegistration reg("55-bench", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--table", f->table_text, "index of the table timed (every table is built)")->capture_default_str();
   cmd->add_option("--seed", f->seed_text, "seed of the row ids")->capture_default_str();
   cmd->add_option("--reference-gib", f->reference_gib_text,
-                  "rank 0's one-process reference table, GiB of V4.1 rows (0: no reference)")->capture_default_str();
+                  "rank 0's one-process reference table: 'table' (the timed table's rows and heads: like with "
+                  "like), or GiB of V4.1 rows (0: no reference)")->capture_default_str();
   cmd->add_option("--svg", f->svg, "where to write the latency plot")->capture_default_str();
   cmd->add_option("--csv", f->csv, "where to write the numbers as CSV (none when empty)");
   cmd->add_flag("--json", f->json, "print a machine-readable JSON document (the table goes to stderr)");

@@ -9,7 +9,8 @@
 // graph replayed over new inputs). V4.1 layer 1's hashing (24
 // heads, max n-gram 4), every 7th token DEAD, 64 slots. A table of median
 // microseconds and the hasher / plain ratio; the target is 1.2 at 8,192
-// tokens. `device_hasher_probe [replays]`; a program, not a test.
+// tokens. `device_hasher_probe [replays] [tokens]`: with `tokens`, only the
+// shapes of that many tokens (a profiler's run); a program, not a test.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -72,6 +73,14 @@ int main(int argc, char** argv) {
   const int heads = hasher->head_count();
   cuda::CudaDeviceCompute compute(0);
   constexpr int kSlots = 64;
+  int64_t only_tokens = 0;
+  if (argc > 2) {
+    only_tokens = std::atoll(argv[2]);
+    if (only_tokens < 1) {
+      std::fprintf(stderr, "device_hasher_probe: tokens '%s' must be >= 1, e.g. %s 200 8192\n", argv[2], argv[0]);
+      return 2;
+    }
+  }
   const Shape shapes[] = {{1, 1}, {64, 64}, {1024, 64}, {8192, 64}, {8192, 1}};
 
   auto empty = compute.capture([](StreamRef s) {
@@ -86,6 +95,7 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   double ratio_at_8192 = 0;
   for (const Shape& shape : shapes) {
+    if (only_tokens != 0 && shape.tokens != only_tokens) continue;
     DeviceRequestHasherOptions options;
     options.slot_count = kSlots;
     options.tokens_max = shape.tokens;

@@ -14,6 +14,11 @@ constexpr int kSharedRunsMax = 256;        // runs staged in shared memory; more
 constexpr int kSharedHeadsMax = 128;       // heads staged in shared memory; more are read from global memory
 constexpr int kSharedHistoryWords = 1024;  // each history buffer staged when it holds at most this many ids
 constexpr int kHistoryMax = kMaxHashOrder - 1;
+constexpr int kHistoryWordsPerThread = 2 * kSharedHistoryWords / kThreads;
+// The staging loads give each thread at most one run, one token (of a tile
+// and its halo) and one head.
+static_assert(kSharedRunsMax <= kThreads && kTileTokensMax + kHistoryMax <= kThreads && kSharedHeadsMax <= kThreads);
+static_assert(2 * kSharedHistoryWords % kThreads == 0);
 
 __device__ bool in_vocabulary(int64_t v, int64_t vocab) { return v == kDeadId || (v >= 0 && v < vocab); }
 
@@ -96,20 +101,38 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
   const bool histories_staged = history_words <= kSharedHistoryWords;
   const bool heads_staged = t.head_count <= kSharedHeadsMax;
 
-  // One round trip: every load below is independent of the others.
-  if (tid < 2) header_s[tid] = a.header[tid];
-  for (int j = tid; j < staged_runs; j += kThreads) runs_s[j] = a.runs[j];
-  for (int64_t p = staged_begin + tid; p < tile_end; p += kThreads) {
-    const int64_t v = a.tokens[p];
-    const bool bad = !in_vocabulary(v, t.compressed_vocab_size);
-    tokens_s[p - staged_begin] = bad ? kDeadId : v;
-    bad_s[p - staged_begin] = bad ? 1 : 0;
+  // One round trip: every global load of the block is issued into registers
+  // before the first is stored to shared memory (a load-then-store loop per
+  // array waited for each array in turn: one dependent trip per array, which
+  // was most of a short step's cost). Each thread holds at most one header
+  // word, one run, one token, one head and kHistoryWordsPerThread history
+  // words (the static_asserts above the kernel).
+  const int64_t header_v = tid < 2 ? a.header[tid] : 0;
+  DeviceRunWords run_v{};
+  if (tid < staged_runs) run_v = a.runs[tid];
+  const int64_t staged_p = staged_begin + tid;
+  const int64_t token_v = staged_p < tile_end ? a.tokens[staged_p] : 0;
+  DeviceHashHead head_v{};
+  if (heads_staged && tid < t.head_count) head_v = t.heads[tid];
+  int64_t history_v[kHistoryWordsPerThread];
+#pragma unroll
+  for (int i = 0; i < kHistoryWordsPerThread; ++i) {
+    const int w = tid + i * kThreads;
+    history_v[i] = histories_staged && w < 2 * history_words ? t.histories[w] : 0;
   }
-  if (heads_staged)
-    for (int h = tid; h < t.head_count; h += kThreads) heads_s[h] = t.heads[h];
-  if (histories_staged)
-    for (int w = tid; w < 2 * history_words; w += kThreads)
-      history_s[w / history_words][w % history_words] = t.histories[w];
+  if (tid < 2) header_s[tid] = header_v;
+  if (tid < staged_runs) runs_s[tid] = run_v;
+  if (staged_p < tile_end) {
+    const bool bad = !in_vocabulary(token_v, t.compressed_vocab_size);
+    tokens_s[staged_p - staged_begin] = bad ? kDeadId : token_v;
+    bad_s[staged_p - staged_begin] = bad ? 1 : 0;
+  }
+  if (heads_staged && tid < t.head_count) heads_s[tid] = head_v;
+#pragma unroll
+  for (int i = 0; i < kHistoryWordsPerThread; ++i) {
+    const int w = tid + i * kThreads;
+    if (histories_staged && w < 2 * history_words) history_s[w / history_words][w % history_words] = history_v[i];
+  }
   if (!a.verify)
     for (int w = tid; w < (t.slot_count + 31) / 32; w += kThreads) advanced_s[w] = 0;
   __syncthreads();

@@ -130,7 +130,7 @@ void describe_run(const RankBackend& backend, const BenchOptions& options, const
 Status measure_one_process_reference(Collectives& world, int me, const BenchOptions& options,
                                      const TableSpec& table, BenchReport& report) {
   if (me == 0) {
-    auto figures = options.reference(options.token_counts, table.head_count());
+    auto figures = options.reference(options.token_counts, table);
     if (figures.is_ok()) report.reference = std::move(figures).value();
     else report.notes.push_back("one-process reference not measured: " + figures.status().to_string());
   }
@@ -236,7 +236,9 @@ Status measure_placement(PlacementBench& b) {
     DeviceLookupRequest request;
     request.row_ids = ids_d;
     request.tokens = tokens;
-    request.tokens_per_rank_max = b.tokens_max;
+    // Each size is its own slot (an engine captures a graph per batch size),
+    // as the one-process reference times it: like with like.
+    request.tokens_per_rank_max = tokens;
     request.output = out_d;
     if (!b.runtime.device_lookup_ready()) {
       // Not built for this layout: the lookup answers why, on every rank alike.

@@ -47,9 +47,11 @@ struct OneProcessFigures {
   std::vector<OneProcessPoint> points;   // one per token count, in order
   std::vector<std::string> notes;
 };
-// Runs the reference for these token counts and head count; called on rank
-// 0 while the other ranks wait.
-using OneProcessReference = std::function<Result<OneProcessFigures>(const std::vector<int>& token_counts, int heads)>;
+// Runs the reference for these token counts over a table of `table`'s shape
+// (its heads, and its rows unless the bench was told another size); called
+// on rank 0 while the other ranks wait.
+using OneProcessReference =
+    std::function<Result<OneProcessFigures>(const std::vector<int>& token_counts, const TableSpec& table)>;
 
 struct BenchOptions {
   // Table model, layout, job id, fill seed and shard group; the bench sets

@@ -123,7 +123,13 @@ std::string format_bench_table(const BenchReport& r) {
     ratio_head += fmt::format(" {} |", ops->name);
     ratio_rule += " ---: |";
   }
-  line(fmt::format("runtime / one-process, p50 on rank 0's GPU ({}):", versus));
+  // Like with like only where the reference read a table of the runtime's
+  // rows and row size (bench --reference-gib table, the default).
+  std::string tables = "same table";
+  if (r.reference && (r.reference->table_rows != r.table_rows || r.reference->row_bytes != r.row_bytes))
+    tables = fmt::format("UNLIKE tables: the reference's {} rows x {} B, the runtime's {} rows x {} B",
+                         r.reference->table_rows, r.reference->row_bytes, r.table_rows, r.row_bytes);
+  line(fmt::format("runtime / one-process, p50 on rank 0's GPU ({}; {}):", versus, tables));
   line(ratio_head);
   line(ratio_rule);
   for (size_t i = 0; i < r.token_counts.size(); ++i) {

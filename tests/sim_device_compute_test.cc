@@ -259,7 +259,7 @@ TEST(SimDeviceCompute, CollectiveOverRowRangesEqualsTheDirectLookupAndAnOverrunn
     r.tokens_per_rank_max = slot;
     r.output = out_d;
     OwnedRows owned{layout.shard_begin(me), layout.shard_rows(me), shard, nullptr};
-    Status looked = lookup_collective_on_device(c, *group, w, owned, 0, r, me);
+    Status looked = lookup_collective_on_device(c, *group, w, owned, 0, r, me, GroupHeaders::kNone);
     Status checked;
     if (me == 3) {
       if (looked.code() != ErrorCode::kInvalidArgument || looked.message().find("tokens_per_rank_max") == std::string::npos)

@@ -4,7 +4,9 @@
 # placement the plan gives here timed through the runtime on the same ids,
 # beside rank 0's one-process kernels and the same run's HBM, NVLink and
 # pinned host-to-device copies (the default V4.1 table on 2+ GPUs where it
-# fits; the small table model on one GPU, whose memory holds no V4.1 table),
+# fits; on one GPU, whose memory holds no V4.1 table, the small model for
+# every placement and the one-layer V4.1 model for the device placements,
+# like with like against the one-process kernels),
 # then tools/gpu_real.sh (device placements on real processes, doctor) and a
 # memcheck of the gather kernels if time allows. Results go to $OUT (the
 # device tool's folder) or build-gpu/out: bench.txt, bench.csv,
@@ -68,17 +70,32 @@ echo "gpu_bench: GPU tests rc $tests_rc at $(elapsed) s"
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 bench_rc=127
+like_rc=127
 if [ -x "$lab" ] && [ "$gpus" -ge 1 ]; then
-  # One GPU holds no V4.1 table (188.8 GiB): the small model there, the real one on 2+.
-  # (--model, not --table-model: every rank's memory fit judges the placement
-  # model's tables, and V4.1's do not fit one GPU.)
+  # One GPU holds no V4.1 table (188.8 GiB): the small model there for every
+  # placement, the real one on 2+. (--model, not --table-model: every rank's
+  # memory fit judges the placement model's tables, and V4.1's do not fit
+  # one GPU.)
   table_args=()
   [ "$gpus" -lt 2 ] && table_args=(--model tiny)
-  timeout 500 "$lab" launch -n "$gpus" -- "$lab" bench "${table_args[@]}" ${BENCH_ARGS:-} --variants \
+  timeout 300 "$lab" launch -n "$gpus" -- "$lab" bench "${table_args[@]}" ${BENCH_ARGS:-} --variants \
     --svg "$out/bench_latency.svg" --csv "$out/bench.csv" > "$out/bench.txt" 2> "$out/bench.err"
   bench_rc=$?
   cat "$out/bench.txt"; tail -5 "$out/bench.err"
   echo "gpu_bench: bench ($gpus ranks) rc $bench_rc at $(elapsed) s"
+  if [ "$gpus" -lt 2 ]; then
+    # Like with like on one GPU: the one-layer V4.1 model (94.4 GiB, one
+    # table set a GPU holds), its device placements timed through the
+    # runtime beside the one-process kernels over a table of the same rows
+    # (bench's default --reference-gib table), each built after the last is
+    # given back.
+    timeout 280 "$lab" launch -n 1 -- "$lab" bench --model deepseek-v4.1-flash-layer1 \
+      --placements device_peer,device_collective --svg "$out/bench_layer1.svg" --csv "$out/bench_layer1.csv" \
+      > "$out/bench_layer1.txt" 2> "$out/bench_layer1.err"
+    like_rc=$?
+    cat "$out/bench_layer1.txt"; tail -5 "$out/bench_layer1.err"
+    echo "gpu_bench: bench at the one-layer V4.1 size rc $like_rc at $(elapsed) s"
+  fi
 fi
 
 # Device placements on real processes vs the emulator, and doctor (under 60
@@ -114,9 +131,10 @@ echo "| --- | --- |"
 echo "| build: engram_gpu_tests, engramlab, $built_from | rc $build_rc, $build_s s |"
 echo "| engram_gpu_tests | rc $tests_rc |"
 echo "| bench ($gpus ranks) | rc $bench_rc (tables in $out/bench.txt) |"
+[ "$like_rc" -ne 127 ] && echo "| bench, one-layer V4.1, device placements (like with like) | rc $like_rc ($out/bench_layer1.txt) |"
 echo "| gpu_real (real processes vs emulator, doctor) | $real_note |"
 echo "| memcheck of the gather kernels | $memcheck_note |"
-if [ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ]; then
+if [ $build_rc -eq 0 ] && [ $tests_rc -eq 0 ] && [ $bench_rc -eq 0 ] && { [ $like_rc -eq 127 ] || [ $like_rc -eq 0 ]; }; then
   echo "gpu_bench: OK"
 else
   echo "gpu_bench: FAILED (build rc $build_rc, engram_gpu_tests rc $tests_rc, bench rc $bench_rc; logs in $out)"

@@ -98,7 +98,7 @@ Status free_collective_workspace(DeviceCompute& compute, CollectiveWorkspace& w)
 
 Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& group, CollectiveWorkspace& w,
                                    const OwnedRows& owned, int table_index, const DeviceLookupRequest& r,
-                                   int world_rank, bool* took_part) {
+                                   int world_rank, GroupHeaders headers, bool* took_part) {
   ENGRAM_RETURN_IF_ERROR(check_device_request(r, world_rank));
   const TableSpec& table = *r.table;
   const int heads = table.head_count();
@@ -116,30 +116,43 @@ Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& gr
   // part, all DEAD, and writes nothing.
   const Status slot = check_device_slot(r, world_rank);
   const bool contribute = r.contribute && slot.is_ok();
-  // This call's slot (at most the workspace's), then the header tokens.
-  const int64_t slot_tokens = r.tokens_per_rank_max + w.header_tokens;
+  const bool carried = headers == GroupHeaders::kCarried;
+  // This call's slot (at most the workspace's), then the header tokens where carried.
+  const int64_t slot_tokens = r.tokens_per_rank_max + (carried ? w.header_tokens : 0);
   const uint64_t slot_ids = static_cast<uint64_t>(slot_tokens) * static_cast<uint64_t>(heads);
   const uint64_t slot_values = slot_ids * static_cast<uint64_t>(table.dim);
   const uint64_t header_ids = static_cast<uint64_t>(w.header_tokens) * static_cast<uint64_t>(heads);
   const uint64_t tokens_ids = static_cast<uint64_t>(r.tokens_per_rank_max) * static_cast<uint64_t>(heads);
   const int members = group.size();
+  // The caller's buffers have the slot's shape: no copy on either side.
+  const bool lean = !carried && contribute && r.tokens == r.tokens_per_rank_max;
+  ENGRAM_CHECK(!lean || (r.row_ids != 0 && r.output != 0));
   auto step = [world_rank](Status s, const char* name) {
     return s.is_ok() ? s : std::move(s).with_context(world_rank, -1, name);
   };
-  // DEAD is -1: every byte 0xff.
-  ENGRAM_RETURN_IF_ERROR(step(compute.fill_async(w.slot_ids, 0xff, tokens_ids * 8, r.stream), "pad ids"));
-  if (contribute && r.tokens > 0) {
-    ENGRAM_RETURN_IF_ERROR(step(
-        compute.copy_async(w.slot_ids, r.row_ids, static_cast<uint64_t>(r.tokens) * heads * 8, r.stream), "pad ids"));
+  DevicePtr ids_in = r.row_ids;
+  if (!lean) {
+    ids_in = w.slot_ids;
+    const uint64_t copied_ids = contribute ? static_cast<uint64_t>(r.tokens) * static_cast<uint64_t>(heads) : 0;
+    ENGRAM_CHECK(copied_ids <= tokens_ids);
+    if (copied_ids > 0)
+      ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(w.slot_ids, r.row_ids, copied_ids * 8, r.stream), "copy ids"));
+    // DEAD is -1: every byte 0xff.
+    if (copied_ids < tokens_ids)
+      ENGRAM_RETURN_IF_ERROR(step(compute.fill_async(w.slot_ids + copied_ids * 8, 0xff, (tokens_ids - copied_ids) * 8,
+                                                     r.stream),
+                                  "pad ids"));
+    if (carried) {
+      // This table's header after the tokens (the unknown table's: the last block).
+      const uint64_t block =
+          r.table_unknown ? static_cast<uint64_t>(w.table_count) : static_cast<uint64_t>(table_index);
+      ENGRAM_CHECK(r.table_unknown || (table_index >= 0 && table_index < w.table_count));
+      ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(w.slot_ids + tokens_ids * 8, w.headers + block * header_ids * 8,
+                                                     header_ids * 8, r.stream),
+                                  "header"));
+    }
   }
-  // This table's header after the tokens (the unknown table's: the last block).
-  const uint64_t block = r.table_unknown ? static_cast<uint64_t>(w.table_count) : static_cast<uint64_t>(table_index);
-  ENGRAM_CHECK(r.table_unknown || (table_index >= 0 && table_index < w.table_count));
-  ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(w.slot_ids + tokens_ids * 8,
-                                                 w.headers + block * header_ids * 8,
-                                                 header_ids * 8, r.stream),
-                              "header"));
-  ENGRAM_RETURN_IF_ERROR(step(group.all_gather(w.slot_ids, w.gathered_ids, slot_ids * 8, r.stream), "all-gather ids"));
+  ENGRAM_RETURN_IF_ERROR(step(group.all_gather(ids_in, w.gathered_ids, slot_ids * 8, r.stream), "all-gather ids"));
   DeviceGather g;
   g.ids = w.gathered_ids;
   g.tokens = slot_tokens * members;
@@ -163,11 +176,12 @@ Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& gr
     g.zero_missing = true;
   }
   ENGRAM_RETURN_IF_ERROR(step(compute.gather(g, r.stream), "gather owned"));
-  ENGRAM_RETURN_IF_ERROR(step(group.reduce_scatter_sum_bf16(w.rows, w.mine, slot_values, r.stream), "reduce-scatter"));
+  const DevicePtr summed = lean ? r.output : w.mine;
+  ENGRAM_RETURN_IF_ERROR(step(group.reduce_scatter_sum_bf16(w.rows, summed, slot_values, r.stream), "reduce-scatter"));
   if (took_part != nullptr) *took_part = true;
   if (!r.contribute) return Status::ok();
   if (!slot.is_ok()) return slot;
-  if (r.tokens > 0) {
+  if (!lean && r.tokens > 0) {
     const uint64_t bytes = static_cast<uint64_t>(r.tokens) * heads * table.dim * 2;
     ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(r.output, w.mine, bytes, r.stream), "copy out"));
   }

@@ -88,17 +88,34 @@ struct OwnedRows {
   const std::byte* host_rows = nullptr;
 };
 
-// All-gather every member's slot of ids (DEAD-padded, with its header),
-// gather the rows this rank owns for all of them (the others stay zero),
-// reduce-scatter (sum) back, copy this rank's tokens to the output:
+// Whether a collective lookup's slots carry the group header. Only a host
+// lookup that downloads the gathered ids checks it (check_device_group_headers
+// after a synchronise), so only it pays for the header tokens; a device
+// lookup (graph-captured, never synchronised inside) runs without them and
+// leaves the table agreement to the host path and the build's agreement.
+enum class GroupHeaders : uint8_t {
+  kNone,     // the slot is tokens_per_rank_max tokens: nothing rides along
+  kCarried,  // the header tokens follow the slot (check_device_group_headers reads them)
+};
+
+// All-gather every member's slot of ids (DEAD-padded, with its header where
+// `headers` carries it), gather the rows this rank owns for all of them (the
+// others stay zero), reduce-scatter (sum) back to this rank's tokens:
 // docs/design.md's device_collective algorithm, every step on the request's
 // stream. `table_index` picks the header (request.table_unknown: the
 // unknown one).
+// Lean where the caller's buffers have the slot's shape (headers kNone, the
+// rank contributes a full slot: tokens == tokens_per_rank_max): the
+// all-gather reads request.row_ids and the reduce-scatter writes
+// request.output, so the lookup is the one-process NCCL path's four steps
+// (all-gather, zero fill, gather, reduce-scatter) and nothing else.
+// Otherwise the ids are copied into the workspace's slot, its tail padded
+// DEAD, and this rank's tokens copied out of the summed rows.
 // `took_part` (optional): set once this rank's part of the group's
 // collectives is enqueued, whatever is returned after (e.g. its slot error).
 Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& group, CollectiveWorkspace& workspace,
                                    const OwnedRows& owned, int table_index, const DeviceLookupRequest& request,
-                                   int world_rank, bool* took_part = nullptr);
+                                   int world_rank, GroupHeaders headers, bool* took_part = nullptr);
 
 // After a lookup_collective_on_device whose stream was synchronised: every
 // member's header, checked as check_group_headers does (failed_precondition

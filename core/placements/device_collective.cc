@@ -39,7 +39,7 @@ class DeviceCollectiveTables final : public PlacementTables {
       bool took_part = false;
       const Table& t = tables_[static_cast<size_t>(table_index)];
       const Status looked = lookup_collective_on_device(compute_, *comm_, workspace_, owned_rows(t), table_index, d, me,
-                                                        &took_part);
+                                                        GroupHeaders::kCarried, &took_part);
       if (!took_part) return looked;  // the headers gathered are not this step's
       ENGRAM_RETURN_IF_ERROR(compute_.synchronize(d.stream).with_context(me, -1, "lookup"));
       const Status headers = check_device_group_headers(compute_, workspace_, d, me);
@@ -50,7 +50,7 @@ class DeviceCollectiveTables final : public PlacementTables {
   Status lookup_device(int table_index, const DeviceLookupRequest& r) override {
     const Table& t = tables_[static_cast<size_t>(table_index)];
     return lookup_collective_on_device(compute_, *comm_, workspace_, owned_rows(t), table_index, r,
-                                       group_.world_rank());
+                                       group_.world_rank(), GroupHeaders::kNone);
   }
 
   Status release() override {

@@ -66,7 +66,7 @@ class DevicePeerTables final : public PlacementTables {
     const OwnedRows owned{layout.shard_begin(me), layout.shard_rows(me), t.shards.shard_pointers()[static_cast<size_t>(me)],
                           nullptr};
     return lookup_collective_on_device(compute_, *cross_check_->comm, cross_check_->workspace, owned, table_index, r,
-                                       group_.world_rank());
+                                       group_.world_rank(), GroupHeaders::kNone);
   }
 
   // Collective per table (SharedMapping::teardown); tables already built

@@ -81,7 +81,7 @@ Status HostRowsOnDevice::lookup_device(int table_index, const DeviceLookupReques
   const Table& t = tables_[static_cast<size_t>(table_index)];
   if (lookup_ == Lookup::kCollectiveOverRows) {
     const OwnedRows owned{t.rows.first_row, t.rows.row_count, t.device, t.host.data()};
-    return lookup_collective_on_device(*compute_, *comm_, workspace_, owned, table_index, r, me);
+    return lookup_collective_on_device(*compute_, *comm_, workspace_, owned, table_index, r, me, GroupHeaders::kNone);
   }
   ENGRAM_RETURN_IF_ERROR(check_device_request(r, me));
   if (!r.contribute) return Status::ok();  // no collective to take part in

@@ -226,7 +226,7 @@ TEST(CudaDeviceCompute, CollectiveOverRowRangesThroughNcclEqualsTheDirectLookup)
       r.tokens = me == 0 ? tokens : slot - tokens;  // uneven on purpose
       const auto ids = random_ids(t, r.tokens, 1000 + tokens * 2 + me);
       if (!ids.empty()) ok(c.copy_to_device(*ids_d, std::as_bytes(std::span(ids))), "ids");
-      if (!ok(lookup_collective_on_device(c, **group, *w, owned, 0, r, me), "lookup")) return;
+      if (!ok(lookup_collective_on_device(c, **group, *w, owned, 0, r, me, GroupHeaders::kNone), "lookup")) return;
       if (!ok(c.synchronize(r.stream), "sync")) return;
       std::vector<uint16_t> got(ids.size() * t.dim);
       if (!got.empty()) ok(c.copy_to_host(std::as_writable_bytes(std::span(got)), *out_d), "out");
