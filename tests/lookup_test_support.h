@@ -135,7 +135,7 @@ inline PlacementRun run_device_placement(Placement placement, const TableSpec& t
       device_lookup = [&, shard](const DeviceLookupRequest& r) {
         return lookup_collective_on_device(c, *comm, w,
                                            OwnedRows{layout.shard_begin(me), layout.shard_rows(me), shard, nullptr}, 0,
-                                           r, me);
+                                           r, me, GroupHeaders::kNone);
       };
     }
     const Status looked = staging.run(c, LookupRequest{&table, ids, slot_tokens, out}, me, device_lookup);
