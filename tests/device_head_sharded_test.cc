@@ -122,32 +122,40 @@ Deployment v41_on_one_host(int tp, int dp) {
 }
 
 TEST(DeviceHeadSharded, PlanHoldsEachRanksHeadSlicesInHbm) {
-  const Deployment d = v41_on_one_host(2, 4);  // 24 heads over 8: 3 heads per GPU
-  WarningSink quiet;
-  auto plan = plan_deployment(d, quiet);
-  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
   auto model = model_preset("deepseek-v4.1-flash");
   ASSERT_TRUE(model.is_ok());
-  uint64_t rows_bytes_total = 0;
-  for (const RankPlan& rp : plan->ranks) {
-    EXPECT_EQ(rp.placement, Placement::kDeviceHeadSharded);
-    EXPECT_EQ(rp.shard_group_size, 8);
-    uint64_t want = 0;
-    for (const TableSpec& t : model->tables) {
-      const RowRange rows = rows_of_heads(t, head_shard(t.head_count(), 8, rp.shard_index));
-      EXPECT_EQ(head_shard(t.head_count(), 8, rp.shard_index).size(), 3);
-      rows_bytes_total += static_cast<uint64_t>(rows.row_count) * t.row_bytes();
-      want += (static_cast<uint64_t>(rows.row_count) * t.row_bytes() + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-    }
-    EXPECT_EQ(rp.memory.hbm_table_bytes, want) << "rank " << rp.rank;
-    EXPECT_EQ(rp.memory.hbm_buffer_bytes, device_head_sharded_buffer_bytes(*model, 8, d.config.tokens_per_rank_max));
-  }
-  // The slices together are the tables, once.
   uint64_t tables = 0;
   for (const TableSpec& t : model->tables) tables += t.table_bytes();
-  EXPECT_EQ(rows_bytes_total, tables);
-  // About 1/8 of 188.8 GiB per GPU.
-  EXPECT_NEAR(static_cast<double>(plan->ranks[0].memory.hbm_table_bytes) / (1ull << 30), 188.83 / 8, 0.2);
+  // 24 heads over 8 (3 per GPU), and over 5 (5, 5, 5, 5 and a short 4).
+  for (auto [tp, dp] : {std::pair{2, 4}, std::pair{5, 1}}) {
+    const int members = tp * dp;
+    const Deployment d = v41_on_one_host(tp, dp);
+    WarningSink quiet;
+    auto plan = plan_deployment(d, quiet);
+    ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+    uint64_t rows_bytes_total = 0;
+    for (const RankPlan& rp : plan->ranks) {
+      EXPECT_EQ(rp.placement, Placement::kDeviceHeadSharded);
+      EXPECT_EQ(rp.shard_group_size, members);
+      uint64_t want = 0;
+      for (const TableSpec& t : model->tables) {
+        const HeadRange heads = head_shard(t.head_count(), members, rp.shard_index);
+        EXPECT_EQ(heads.size(), members == 8 ? 3 : rp.shard_index == 4 ? 4 : 5);
+        const RowRange rows = rows_of_heads(t, heads);
+        rows_bytes_total += static_cast<uint64_t>(rows.row_count) * t.row_bytes();
+        want += (static_cast<uint64_t>(rows.row_count) * t.row_bytes() + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+      }
+      EXPECT_EQ(rp.memory.hbm_table_bytes, want) << "rank " << rp.rank;
+      EXPECT_EQ(rp.memory.hbm_buffer_bytes,
+                device_head_sharded_buffer_bytes(*model, members, d.config.tokens_per_rank_max));
+    }
+    // The slices together are the tables, once.
+    EXPECT_EQ(rows_bytes_total, tables);
+    // About 1/members of 188.8 GiB per GPU.
+    EXPECT_NEAR(static_cast<double>(plan->ranks[0].memory.hbm_table_bytes) / (1ull << 30),
+                188.83 * (members == 8 ? 3.0 / 24 : 5.0 / 24), 0.2);
+    if (members == 5) EXPECT_LT(plan->ranks[4].memory.hbm_table_bytes, plan->ranks[0].memory.hbm_table_bytes);
+  }
 }
 
 TEST(DeviceHeadSharded, ShortAndEmptySlicesCostWhatTheyHold) {
