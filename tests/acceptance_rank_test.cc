@@ -1,4 +1,4 @@
-// The acceptance test's rank body on the emulator, for all five placements:
+// The acceptance test's rank body on the emulator, for every placement:
 // every rank's device lookups (eager and replayed) equal the CPU reference on
 // the checked slots, device_peer equals the collective over the same shards,
 // the decode loop's device-hashed ids and their lookups equal the CPU
@@ -47,12 +47,16 @@ std::vector<Case> cases() {
   offload.cpu_offload = true;
   EngramConfig private_copies = offload;
   private_copies.dp_shared_memory = false;
+  EngramConfig head_slices;
+  head_slices.placement = "device_head_sharded";  // the rules never pick it
   return {
       {"device_collective", Placement::kDeviceCollective, {4, 1}, collective, 190 * kGiB},
       {"device_peer", Placement::kDevicePeer, {4, 1}, peer, 190 * kGiB},
       {"host_shared", Placement::kHostShared, {1, 4}, offload, 190 * kGiB},
       {"host_head_sharded", Placement::kHostHeadSharded, {1, 4}, offload, 64 * kMiB},
       {"host_private", Placement::kHostPrivate, {1, 4}, private_copies, 190 * kGiB},
+      {"device_head_sharded", Placement::kDeviceHeadSharded, {4, 1}, head_slices, 190 * kGiB},
+      {"device_head_sharded tp2 dp2", Placement::kDeviceHeadSharded, {2, 2}, head_slices, 190 * kGiB},
   };
 }
 
