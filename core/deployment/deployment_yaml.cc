@@ -307,9 +307,13 @@ void parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c, Fiel
     std::string name;
     if (e.set(name, p.text(n, "config.placement"))) {
       // Checked here, where the line is known: the plan takes it as valid.
-      if (auto known = parse_placement(name); known.is_ok()) c.placement = name;
-      else e.add(p.error(n, "config.placement", fmt::format("{}; or leave config.placement out for the rules' choice",
-                                                            known.status().message())));
+      if (auto known = parse_placement(name); known.is_ok()) {
+        c.placement = name;
+      } else {
+        std::string why = known.status().message();  // "placement: unknown placement ...": the field is named below
+        if (why.rfind("placement: ", 0) == 0) why.erase(0, 11);
+        e.add(p.error(n, "config.placement", fmt::format("{}; or leave config.placement out for the rules' choice", why)));
+      }
     }
   }
   if (node["tokens_per_rank_max"]) {

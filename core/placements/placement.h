@@ -227,7 +227,8 @@ struct PlacementOps {
 
   // What the tools around the runtime need to know of it:
   // The config that asks the plan for it: edits one whose cpu_offload,
-  // peer_shards and dp_shared_memory are reset (none: the reset one asks).
+  // peer_shards, dp_shared_memory and placement are reset (none: the reset
+  // one asks).
   void (*ask_plan_for)(EngramConfig& config) = nullptr;
   // The backend steps its build runs (the swarm aims step faults there).
   uint8_t steps = kRunsNoBackendStep;  // PlacementSteps bits
