@@ -82,6 +82,7 @@ constexpr FlagTheFileGives kGivenByTheFile[] = {
     {"--dp", "layout.dp"},         {"--shard-group", "config.shard_group"},
     {"--cpu-offload", "config.cpu_offload"}, {"--peer-shards", "config.peer_shards"},
     {"--dp-shared-memory", "config.dp_shared_memory"}, {"--ranks-per-gpu", "hosts[].ranks_per_gpu"},
+    {"--placement", "config.placement"},
 };
 
 // One rank's run and everything its report and document need.

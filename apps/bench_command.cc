@@ -214,7 +214,7 @@ Json bench_json(const BenchReport& r, const BenchFlags& f, const Json& file_chec
 // The flags a deployment file gives instead (--file).
 constexpr FlagTheFileGives kGivenByTheFile[] = {
     {"--model", "model"},           {"--tp", "layout.tp"},
-    {"--dp", "layout.dp"},          {"--shard-group", "config.shard_group"},
+    {"--dp", "layout.dp"},          {"--shard-group", "config.shard_group"}, {"--placement", "config.placement"},
     {"--placements", "config: the placement plan gives"}, {"--ranks-per-gpu", "hosts[].ranks_per_gpu"},
 };
 

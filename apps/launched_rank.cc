@@ -10,6 +10,7 @@
 #include "core/deployment/deployment.h"
 #include "core/deployment/shard_groups.h"
 #include "core/model/table_spec.h"
+#include "core/placements/placement.h"
 #include "harness/launched_rank_backend.h"
 
 namespace engram::app {
@@ -24,6 +25,9 @@ void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags) {
   cmd.add_option(kDpSpelling.names, flags.dp_text,
                  spelled(fmt::format("data-parallel size (default {}; 0: WORLD_SIZE / tp)", flags.dp_text), kDpSpelling));
   cmd.add_option("--shard-group", flags.shard_group, "world (default), nvlink_domain or host");
+  cmd.add_option("--placement", flags.placement,
+                 "force a registered placement on every rank (config.placement), e.g. device_head_sharded; default: "
+                 "the rules decide");
   cmd.add_option("--fill-seed", flags.fill_seed_text, "the table fill's seed (default 1)");
   cmd.add_option("--ranks-per-gpu", flags.ranks_per_gpu_text,
                  fmt::format("ranks sharing one GPU (default 1: a GPU per rank; up to {}): LOCAL_RANK r opens GPU r / "
@@ -48,6 +52,11 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
     return invalid_argument(fmt::format("--shard-group: '{}' is not a shard group; write {}", excerpt(f.shard_group),
                                         shard_group_choices()));
   o.config.shard_group = *group;
+  if (!f.placement.empty()) {
+    auto known = parse_placement(f.placement);
+    if (!known.is_ok()) return invalid_argument(fmt::format("--{}", known.status().message()));
+    o.config.placement = f.placement;
+  }
   o.job_id = env.job_id;
   return o;
 }

@@ -26,6 +26,7 @@ struct LaunchedRankFlags {
   std::string model = "deepseek-v4.1-flash";
   std::string table_model;  // empty: the model itself
   std::string shard_group = "world";
+  std::string placement;  // "": the rules decide
   // Whole numbers are read from the text as typed (apps/flag_numbers.h); a
   // 0 for tp or dp is WORLD_SIZE divided by the other.
   std::string tp_text;

@@ -97,6 +97,7 @@ void BM_Lookup(benchmark::State& state, Placement placement) {
       case Placement::kHostPrivate: s = lookup_host_private(solo, request, whole); break;
       case Placement::kDeviceCollective:
       case Placement::kDevicePeer:
+      case Placement::kDeviceHeadSharded:
         s = failed_precondition(std::string(placement_name(placement)) +
                                 " looks up on a device, not in a CPU benchmark");
         break;

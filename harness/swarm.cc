@@ -43,7 +43,7 @@ std::string describe(const Deployment& d, const sim::FaultPlan& faults, const Sc
     for (int h : d.rank_hosts) rank_hosts += std::to_string(h);
   }
   return fmt::format(
-      "[{}]{} tp={} dp={}{}{}{} offload={} peer={} dp_shared_memory={} shard_group={} {}{} timeouts={}/{}ms "
+      "[{}]{} tp={} dp={}{}{}{} offload={} peer={} dp_shared_memory={} shard_group={}{} {}{} timeouts={}/{}ms "
       "faults: {}",
       hosts, rank_hosts, d.layout.tp, d.layout.dp,
       d.layout.prefill_cp > 1 ? fmt::format(" prefill_cp={}", d.layout.prefill_cp) : "",
@@ -52,6 +52,7 @@ std::string describe(const Deployment& d, const sim::FaultPlan& faults, const Sc
       d.config.peer_shards,
       d.config.dp_shared_memory ? (*d.config.dp_shared_memory ? "true" : "false") : "unset",
       shard_group_name(d.config.shard_group),
+      d.config.placement.empty() ? "" : " placement=" + d.config.placement,
       lookup.steps.drawn ? std::string("steps=drawn") : fmt::format("tokens={}", lookup.tokens),
       lookup.model == "tiny" ? "" : " model=" + lookup.model,
       d.timeouts.collective_ms, d.timeouts.join_ms,
@@ -335,6 +336,10 @@ void draw_engram_config(sim::Rng& rng, EngramConfig& config) {
   if (tri == 4) config.dp_shared_memory = false;
   const ShardGroup groups[] = {ShardGroup::kWorld, ShardGroup::kWorld, ShardGroup::kNvlinkDomain, ShardGroup::kHost};
   config.shard_group = pick(rng, groups);
+  // A fifth of the device-table configs whose dp_shared_memory stays unset
+  // name vLLM's layout, which the rules never pick: from the draws above,
+  // so every later draw of a seed stays what it was.
+  if (!config.cpu_offload && !config.peer_shards && tri == 0) config.placement = "device_head_sharded";
 }
 
 // Mostly a step site the drawn config's placements reach (the steps each

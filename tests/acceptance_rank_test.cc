@@ -1,4 +1,4 @@
-// The acceptance test's rank body on the emulator, for all five placements:
+// The acceptance test's rank body on the emulator, for every placement:
 // every rank's device lookups (eager and replayed) equal the CPU reference on
 // the checked slots, device_peer equals the collective over the same shards,
 // the decode loop's device-hashed ids and their lookups equal the CPU
@@ -37,6 +37,7 @@ struct Case {
   ParallelLayout layout;
   EngramConfig config;
   uint64_t tmpfs_bytes;
+  const char* table_model = "tiny";
 };
 
 std::vector<Case> cases() {
@@ -47,12 +48,17 @@ std::vector<Case> cases() {
   offload.cpu_offload = true;
   EngramConfig private_copies = offload;
   private_copies.dp_shared_memory = false;
+  EngramConfig head_slices;
+  head_slices.placement = "device_head_sharded";  // the rules never pick it
   return {
       {"device_collective", Placement::kDeviceCollective, {4, 1}, collective, 190 * kGiB},
       {"device_peer", Placement::kDevicePeer, {4, 1}, peer, 190 * kGiB},
       {"host_shared", Placement::kHostShared, {1, 4}, offload, 190 * kGiB},
       {"host_head_sharded", Placement::kHostHeadSharded, {1, 4}, offload, 64 * kMiB},
       {"host_private", Placement::kHostPrivate, {1, 4}, private_copies, 190 * kGiB},
+      {"device_head_sharded", Placement::kDeviceHeadSharded, {4, 1}, head_slices, 190 * kGiB},
+      // 7 heads over 4: slices of 2, the last short.
+      {"device_head_sharded tp2 dp2", Placement::kDeviceHeadSharded, {2, 2}, head_slices, 190 * kGiB, "tiny-7h"},
   };
 }
 
@@ -63,7 +69,7 @@ TEST(AcceptanceRank, EveryPlacementsDeviceLookupEqualsTheCpuReferenceEagerAndRep
     spec.hosts = {host(c.tmpfs_bytes)};
     spec.seed = 41;
     operator_checks::AcceptanceOptions options;
-    options.runtime.table_model = model_preset("tiny").value();
+    options.runtime.table_model = model_preset(c.table_model).value();
     options.runtime.layout = c.layout;
     options.runtime.config = c.config;
     options.token_counts = {1, 5, 40};

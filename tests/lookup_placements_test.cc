@@ -88,7 +88,7 @@ TEST(LookupPlacements, AllDeadReplicaGetsZeroRows) {
   std::vector<std::vector<int64_t>> ids = {std::vector<int64_t>(3 * 4, kDeadId), {0, 500, 1000, 1500}};
   for (const PlacementOps& ops : placement_registry()) {
     const Placement placement = ops.id;
-    auto run = testing::run_placement(placement, table, bytes, ids, 4, 5);
+    auto run = testing::run_placement(placement, table, bytes, ids, 4, 3);
     ASSERT_TRUE(run.statuses[0].is_ok() && run.statuses[1].is_ok()) << placement_name(placement);
     for (uint16_t v : run.output[0]) ASSERT_EQ(v, 0) << placement_name(placement);
     EXPECT_EQ(first_difference(run.output[1], testing::direct_lookup(table, bytes, ids[1])), -1);

@@ -65,7 +65,7 @@ TEST(LookupSlot, OverrunningRankFailsAloneOnEveryPlacement) {
                                            {2, 400, 700, 1100, kDeadId, 401, 701, 1101}};
   for (const PlacementOps& ops : placement_registry()) {
     const Placement placement = ops.id;
-    auto run = testing::run_placement(placement, table, bytes, ids, 4, 13);
+    auto run = testing::run_placement(placement, table, bytes, ids, 4, 21);
     const Status& bad = run.statuses[1];
     ASSERT_EQ(bad.code(), ErrorCode::kInvalidArgument) << placement_name(placement) << ": " << bad.to_string();
     EXPECT_NE(bad.message().find("rank 1 has 5 tokens but the DP slot holds 4"), std::string::npos) << bad.message();
@@ -87,7 +87,7 @@ TEST(LookupSlot, AMalformedRequestFailsAloneAndItsPeersFinish) {
   std::vector<std::vector<int64_t>> ids = {{0, 300, 600, 900}, {1, 2, 3, 4, 5}, {2, 400, 700, 1100}};
   for (const PlacementOps& ops : placement_registry()) {
     const Placement placement = ops.id;
-    auto run = testing::run_placement(placement, table, bytes, ids, 4, 14);
+    auto run = testing::run_placement(placement, table, bytes, ids, 4, 22);
     ASSERT_EQ(run.statuses[1].code(), ErrorCode::kInvalidArgument) << placement_name(placement) << ": "
                                                                    << run.statuses[1].to_string();
     EXPECT_EQ(run.statuses[1].context().rank, 1);
@@ -107,7 +107,7 @@ TEST(LookupSlot, IdleReplicasAndAFullSlot) {
   std::vector<std::vector<int64_t>> ids = {{}, {5, 305, 605, 905, 6, 306, 606, 906}, {}};
   for (const PlacementOps& ops : placement_registry()) {
     const Placement placement = ops.id;
-    auto run = testing::run_placement(placement, table, bytes, ids, 2, 17);
+    auto run = testing::run_placement(placement, table, bytes, ids, 2, 22);
     for (size_t r = 0; r < 3; ++r) ASSERT_TRUE(run.statuses[r].is_ok()) << placement_name(placement) << " rank " << r;
     EXPECT_TRUE(run.output[0].empty() && run.output[2].empty());
     EXPECT_EQ(testing::first_difference(run.output[1], testing::direct_lookup(table, bytes, ids[1])), -1)

@@ -4,11 +4,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/base/bf16.h"
 #include "core/placements/device_collective.h"
@@ -153,6 +156,52 @@ inline PlacementRun run_device_placement(Placement placement, const TableSpec& t
   return run;
 }
 
+// A placement that fills its own tables (device_head_sharded: slices of
+// table_fill's bytes on each device), built and looked up through its
+// registration on emulated GPUs of one host, every rank its own replica
+// (TP1) and the whole world its shard group. Its fill seed is `seed`, so
+// `table_bytes` must be filled_table(table, seed).
+inline PlacementRun run_built_placement(Placement placement, const TableSpec& table,
+                                        std::span<const std::byte> table_bytes,
+                                        const std::vector<std::vector<int64_t>>& ids_by_rank, int64_t slot_tokens,
+                                        uint64_t seed) {
+  const int group = static_cast<int>(ids_by_rank.size());
+  PlacementRun run;
+  run.output.resize(static_cast<size_t>(group));
+  for (int r = 0; r < group; ++r)
+    run.output[static_cast<size_t>(r)].assign(ids_by_rank[static_cast<size_t>(r)].size() * static_cast<size_t>(table.dim),
+                                              kUnwritten);
+  if (!std::ranges::equal(table_bytes, filled_table(table, seed))) {
+    run.statuses.assign(static_cast<size_t>(group),
+                        internal_error(fmt::format("{} fills its own tables: give it filled_table(table, {})",
+                                                   placement_name(placement), seed)));
+    return run;
+  }
+  ModelSpec model;
+  model.tables = {table};
+  sim::WorldSpec spec;
+  spec.hosts = sim::plain_hosts("gpu-host-", 1, group, "H200");
+  spec.seed = seed;
+  auto world = sim::run_world(spec, [&](RankBackend& b) -> Status {
+    const int me = b.world_rank;
+    ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<Collectives> solo, b.world->split(me, 0));
+    PlacementContext context{.backend = b, .group = *b.world, .tp_group = *solo, .host_group = *b.world,
+                             .host_writer_world_rank = 0, .model = model, .fill_seed = seed, .job_id = "test"};
+    context.tokens_per_rank_max = slot_tokens;
+    ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<PlacementTables> tables, placement_ops(placement).build(context));
+    const Status looked = tables->lookup(
+        0, LookupRequest{&table, ids_by_rank[static_cast<size_t>(me)], slot_tokens, run.output[static_cast<size_t>(me)]});
+    ENGRAM_RETURN_IF_ERROR(tables->release());
+    return looked;
+  });
+  if (!world.is_ok()) {
+    run.statuses.assign(static_cast<size_t>(group), world.status());
+    return run;
+  }
+  run.statuses = world->statuses;
+  return run;
+}
+
 // Runs `placement` on ids_by_rank.size() emulated ranks. Every rank gets its
 // own copies of what it holds (its shard, the node's table, its private copy)
 // cut from `table_bytes`, so a placement that reads the wrong bytes shows.
@@ -162,6 +211,8 @@ inline PlacementRun run_placement(Placement placement, const TableSpec& table,
                                   uint64_t seed) {
   if (placement == Placement::kDevicePeer || placement == Placement::kDeviceCollective)
     return run_device_placement(placement, table, table_bytes, ids_by_rank, slot_tokens, seed);
+  if (placement == Placement::kDeviceHeadSharded)
+    return run_built_placement(placement, table, table_bytes, ids_by_rank, slot_tokens, seed);
   const int group = static_cast<int>(ids_by_rank.size());
   const uint64_t row_bytes = table.row_bytes();
   const std::vector<std::byte> node_copy(table_bytes.begin(), table_bytes.end());
@@ -195,6 +246,7 @@ inline PlacementRun run_placement(Placement placement, const TableSpec& table,
       // A new placement adds its case: -Werror=switch names this switch.
       case Placement::kDeviceCollective:
       case Placement::kDevicePeer:
+      case Placement::kDeviceHeadSharded:
         break;
     }
     return internal_error("device placements run on emulated GPUs");

@@ -25,6 +25,8 @@ using namespace engram;
 const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
 const std::string kPeer = std::string(ENGRAM_SOURCE_DIR) + "/scenarios/real/h200x2_device_peer.yaml";
 const std::string kCollective = std::string(ENGRAM_SOURCE_DIR) + "/scenarios/real/h200x2_device_collective.yaml";
+const std::string kHeadSharded =
+    std::string(ENGRAM_SOURCE_DIR) + "/scenarios/real/h200x2_device_head_sharded.yaml";
 const std::string kNoGpus = "CUDA_VISIBLE_DEVICES= ";
 
 struct ProcessRun {
@@ -49,15 +51,17 @@ size_t count(const std::string& text, const std::string& what) {
 }
 
 TEST(RealDevice, TheH200ScenariosPassOnTheEmulator) {
-  const ProcessRun r = run(kEngramlab + " scenario run " + kPeer + " " + kCollective);
+  const ProcessRun r = run(kEngramlab + " scenario run " + kPeer + " " + kCollective + " " + kHeadSharded);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("2 of 2 scenarios passed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("3 of 3 scenarios passed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("device_head_sharded"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("device_peer"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("device_collective"), std::string::npos) << r.output;
 }
 
 TEST(RealDevice, WithoutGpusTheRealRunSkipsBothVisiblyAndPassesNone) {
-  const ProcessRun r = run(kNoGpus + kEngramlab + " scenario run --real " + kPeer + " " + kCollective);
+  const ProcessRun r =
+      run(kNoGpus + kEngramlab + " scenario run --real " + kPeer + " " + kCollective + " " + kHeadSharded);
   // Skips do not fail the run, and they are not passes.
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(count(r.output, "  skipped: needs GPUs (plan places device_peer on the device for 2 ranks; this host "
@@ -68,7 +72,11 @@ TEST(RealDevice, WithoutGpusTheRealRunSkipsBothVisiblyAndPassesNone) {
                             "host has none: "),
             1u)
       << r.output;
-  EXPECT_NE(r.output.find("0 passed, 2 skipped, 0 failed of 2 scenarios on real processes"), std::string::npos)
+  EXPECT_EQ(count(r.output, "  skipped: needs GPUs (plan places device_head_sharded on the device for 2 ranks; this "
+                            "host has none: "),
+            1u)
+      << r.output;
+  EXPECT_NE(r.output.find("0 passed, 3 skipped, 0 failed of 3 scenarios on real processes"), std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("=> pass"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("launcher exit"), std::string::npos) << "nothing may have been launched:\n" << r.output;

@@ -7,12 +7,12 @@
 # under `engramlab launch`, one process per GPU, for the placements this
 # machine can hold, and prints one table.
 #   - 2 GPUs or more: device_peer (with the collective over the same shards)
-#     and device_collective at V4.1-Flash size; host_shared at V4.1 size
+#     device_collective and device_head_sharded at V4.1-Flash size; host_shared at V4.1 size
 #     where /dev/shm holds a table; host_private with the small model
 #     (a copy per rank does not fit: every rank's memory fit refuses V4.1's). host_head_sharded is chosen only where
 #     /dev/shm is too small, so it runs in the emulated suite, not here.
 #   - 1 GPU: every placement one rank can take (device_collective,
-#     device_peer, host_private) with the small model (--model tiny: the
+#     device_peer, host_private, device_head_sharded) with the small model (--model tiny: the
 #     memory fit judges the placement model, and V4.1's tables fit no one GPU): the real kernels, NCCL,
 #     registered host tables and graph replay, not the real size; then two
 #     ranks sharing the GPU (--ranks-per-gpu 2) on device_peer, tiny and at
@@ -111,6 +111,7 @@ if [ -x "$lab" ]; then
   if [ "$gpus" -ge 2 ]; then
     accept device_peer 2 --peer-shards --tp 2
     accept device_collective 2 --tp 2
+    accept device_head_sharded 2 --placement device_head_sharded --tp 2
     if [ "${shm_gib:-0}" -ge 190 ]; then
       accept host_shared 2 --cpu-offload --dp 2 --tp 1
     fi
@@ -119,6 +120,8 @@ if [ -x "$lab" ]; then
     accept device_collective 1 --model tiny --tokens 1,64,1024,8192
     accept device_peer 1 --peer-shards --model tiny --tokens 1,64,1024,8192
     accept host_private 1 --cpu-offload --model tiny --tokens 1,64,1024,8192
+    # vLLM's device layout, forced by name (the rules never pick it).
+    accept device_head_sharded 1 --placement device_head_sharded --model tiny --tokens 1,64,1024,8192
     # Two ranks sharing the GPU (--ranks-per-gpu 2): the real exchange, mapping
     # and peer kernel across processes, every slot against the CPU reference
     # (no NCCL on a shared GPU), at the one-layer V4.1 size: two 47.2 GiB shards.

@@ -4,7 +4,7 @@
 # --real` launches one process per GPU for each scenario of scenarios/real/
 # h200x2_*; the handle exchange passes POSIX fds of cuMemCreate allocations
 # between them over the Unix socket, every lookup is compared byte for byte
-# with the emulator. Then `engramlab doctor`. Exit 0 only when both scenarios
+# with the emulator. Then `engramlab doctor`. Exit 0 only when the three scenarios
 # passed (a skip is a failure here: this machine is meant to have the GPUs)
 # and doctor ran. Takes well under 60 s once engramlab is built.
 set -uo pipefail
@@ -44,14 +44,15 @@ if grep -q "^ENGRAM_BUILD_EMULATOR:BOOL=OFF" "$build/CMakeCache.txt" 2>/dev/null
   exit 1
 fi
 
-scenarios=(scenarios/real/h200x2_device_peer.yaml scenarios/real/h200x2_device_collective.yaml)
+scenarios=(scenarios/real/h200x2_device_peer.yaml scenarios/real/h200x2_device_collective.yaml
+           scenarios/real/h200x2_device_head_sharded.yaml)
 echo "gpu_real: $lab scenario run --real ${scenarios[*]}"
 timeout -k 3 38 "$lab" scenario run --real "${scenarios[@]}" > "$build/gpu_real.txt" 2>&1
 real_rc=$?
 cat "$build/gpu_real.txt"
 echo "gpu_real: scenario run --real rc $real_rc at $(elapsed) s"
 all_passed=0
-grep -q "^2 passed, 0 skipped, 0 failed of 2 scenarios on real processes" "$build/gpu_real.txt" && all_passed=1
+grep -q "^3 passed, 0 skipped, 0 failed of 3 scenarios on real processes" "$build/gpu_real.txt" && all_passed=1
 
 echo "gpu_real: $lab doctor"
 timeout -k 3 12 "$lab" doctor 2>&1
@@ -60,7 +61,7 @@ echo "gpu_real: doctor rc $doctor_rc at $(elapsed) s"
 [ -n "${OUT:-}" ] && cp "$build/gpu_real.txt" "$OUT/gpu_real.txt" 2>/dev/null
 
 if [ $real_rc -ne 0 ] || [ $all_passed -ne 1 ] || [ $doctor_rc -ne 0 ]; then
-  echo "gpu_real: FAILED (scenario rc $real_rc, both passed: $all_passed, doctor rc $doctor_rc)"
+  echo "gpu_real: FAILED (scenario rc $real_rc, all passed: $all_passed, doctor rc $doctor_rc)"
   exit 1
 fi
-echo "gpu_real: OK: both device scenarios equal the emulator on real processes"
+echo "gpu_real: OK: the three device scenarios equal the emulator on real processes"

@@ -100,6 +100,10 @@ struct EngramConfig {
   // back its own token shard, ceil(tokens / tp) tokens zero-padded, instead
   // of every token's heads.
   bool sequence_parallel = false;
+  // A registered placement's name forcing it on every rank (as written:
+  // validated against the registry when the deployment is read); empty:
+  // the rules of docs/design.md section 3 decide.
+  std::string placement;
   bool operator==(const EngramConfig&) const = default;
 };
 

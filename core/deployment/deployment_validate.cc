@@ -8,6 +8,7 @@
 #include "core/base/units.h"
 #include "core/deployment/cp_groups.h"
 #include "core/model/gpu_models.h"
+#include "core/placements/placement.h"
 #include "core/model/table_spec.h"
 
 namespace engram {
@@ -89,6 +90,10 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
                                         d.config.tokens_per_rank_max, kMaxTokensPerRank));
   }
   ENGRAM_RETURN_IF_ERROR(check_sequence_parallel(d.config, l));
+  if (!d.config.placement.empty()) {
+    if (auto known = parse_placement(d.config.placement); !known.is_ok())
+      return invalid_argument(fmt::format("config.{}; or leave it out for the rules' choice", known.status().message()));
+  }
   if (static_cast<int64_t>(l.tp) * l.dp > kMaxRanks) {
     return invalid_argument(fmt::format("layout: tp * dp = {} * {} = {} ranks; a deployment holds at most {}", l.tp,
                                         l.dp, static_cast<int64_t>(l.tp) * l.dp, kMaxRanks));

@@ -12,6 +12,7 @@
 #include "core/base/text_list.h"
 #include "core/base/units.h"
 #include "core/deployment/shard_groups.h"
+#include "core/placements/placement.h"
 #include "core/base/yaml_fields.h"
 #include "core/deployment/model_yaml.h"
 #include "core/model/gpu_models.h"
@@ -75,7 +76,7 @@ constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved", "c
 constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
 constexpr const char* kConfigKeys[] = {"cpu_offload", "peer_shards", "dp_shared_memory", "shard_group",
-                                       "tokens_per_rank_max", "sequence_parallel"};
+                                       "tokens_per_rank_max", "sequence_parallel", "placement"};
 
 // A GPU model the plan knows, checked where the file names it, so a
 // misspelt one is reported with the file's other errors. A path (a GPU
@@ -302,6 +303,19 @@ void parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c, Fiel
     }
   }
   if (node["sequence_parallel"]) e.set(c.sequence_parallel, p.boolean(node["sequence_parallel"], "config.sequence_parallel"));
+  if (const YAML::Node n = node["placement"]) {
+    std::string name;
+    if (e.set(name, p.text(n, "config.placement"))) {
+      // Checked here, where the line is known: the plan takes it as valid.
+      if (auto known = parse_placement(name); known.is_ok()) {
+        c.placement = name;
+      } else {
+        std::string why = known.status().message();  // "placement: unknown placement ...": the field is named below
+        if (why.rfind("placement: ", 0) == 0) why.erase(0, 11);
+        e.add(p.error(n, "config.placement", fmt::format("{}; or leave config.placement out for the rules' choice", why)));
+      }
+    }
+  }
   if (node["tokens_per_rank_max"]) {
     e.set(c.tokens_per_rank_max,
           p.int_of(node["tokens_per_rank_max"], "config.tokens_per_rank_max", 1, kMaxTokensPerRank));

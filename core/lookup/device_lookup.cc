@@ -38,7 +38,7 @@ Status check_device_slot(const DeviceLookupRequest& r, int world_rank) {
 }
 
 Result<CollectiveWorkspace> make_collective_workspace(DeviceCompute& compute, int64_t slot, const ModelSpec& model,
-                                                      int group, int world_rank) {
+                                                      int group, int world_rank, bool summed_rows) {
   ENGRAM_CHECK(slot > 0 && group > 0 && !model.tables.empty());
   CollectiveWorkspace w;
   w.tokens_per_rank_max = slot;
@@ -58,10 +58,10 @@ Result<CollectiveWorkspace> make_collective_workspace(DeviceCompute& compute, in
   const uint64_t ids = static_cast<uint64_t>(w.slot_tokens()) * static_cast<uint64_t>(w.heads);
   const uint64_t values = ids * static_cast<uint64_t>(w.dim_max);
   const uint64_t header_ids = static_cast<uint64_t>(w.header_tokens) * static_cast<uint64_t>(w.heads);
-  const uint64_t sizes[] = {ids * 8, ids * 8 * static_cast<uint64_t>(group), values * 2 * static_cast<uint64_t>(group),
-                            values * 2, header_ids * 8 * (model.tables.size() + 1)};
-  DevicePtr* slots[] = {&w.slot_ids, &w.gathered_ids, &w.rows, &w.mine, &w.headers};
-  for (int i = 0; i < 5; ++i) {
+  const uint64_t sizes[] = {ids * 8, ids * 8 * static_cast<uint64_t>(group), header_ids * 8 * (model.tables.size() + 1),
+                            values * 2 * static_cast<uint64_t>(group), values * 2};
+  DevicePtr* slots[] = {&w.slot_ids, &w.gathered_ids, &w.headers, &w.rows, &w.mine};
+  for (int i = 0; i < (summed_rows ? 5 : 3); ++i) {
     auto allocated = compute.allocate(sizes[i]);
     if (!allocated.is_ok()) {
       free_collective_workspace(compute, w).ignore();  // the allocation's error is the one to report
@@ -96,63 +96,87 @@ Status free_collective_workspace(DeviceCompute& compute, CollectiveWorkspace& w)
   return first;
 }
 
+Status check_workspace_fits(const CollectiveWorkspace& w, const DeviceCollectives& group,
+                            const DeviceLookupRequest& r, int world_rank) {
+  const int heads = r.table->head_count();
+  if (r.tokens_per_rank_max <= w.tokens_per_rank_max && heads == w.heads && r.table->dim <= w.dim_max &&
+      group.size() == w.group_size)
+    return Status::ok();
+  return Status(ErrorCode::kInvalidArgument,
+                fmt::format("device lookup: slot {} x {} heads x dim {} over {} ranks does not fit the workspace "
+                            "built for slot {} x {} heads x dim {} over {} ranks; raise tokens_per_rank_max in the "
+                            "config to the largest slot a lookup uses",
+                            r.tokens_per_rank_max, heads, r.table->dim, group.size(), w.tokens_per_rank_max, w.heads,
+                            w.dim_max, w.group_size),
+                {world_rank, -1, "lookup"});
+}
+
+int64_t group_slot_tokens(const CollectiveWorkspace& w, const DeviceLookupRequest& r, GroupHeaders headers) {
+  return r.tokens_per_rank_max + (headers == GroupHeaders::kCarried ? w.header_tokens : 0);
+}
+
+bool lean_collective(const DeviceLookupRequest& r, bool contribute, GroupHeaders headers) {
+  return headers == GroupHeaders::kNone && contribute && r.tokens == r.tokens_per_rank_max;
+}
+
+Status gather_group_ids(DeviceCompute& compute, DeviceCollectives& group, CollectiveWorkspace& w, int table_index,
+                        const DeviceLookupRequest& r, bool contribute, int world_rank, GroupHeaders headers) {
+  const int heads = r.table->head_count();
+  const bool carried = headers == GroupHeaders::kCarried;
+  const int64_t slot_tokens = group_slot_tokens(w, r, headers);
+  const uint64_t slot_ids = static_cast<uint64_t>(slot_tokens) * static_cast<uint64_t>(heads);
+  const uint64_t header_ids = static_cast<uint64_t>(w.header_tokens) * static_cast<uint64_t>(heads);
+  const uint64_t tokens_ids = static_cast<uint64_t>(r.tokens_per_rank_max) * static_cast<uint64_t>(heads);
+  auto step = [world_rank](Status s, const char* name) {
+    return s.is_ok() ? s : std::move(s).with_context(world_rank, -1, name);
+  };
+  // The caller's ids have the slot's shape: the all-gather reads them.
+  if (lean_collective(r, contribute, headers)) {
+    ENGRAM_CHECK(r.row_ids != 0);
+    return step(group.all_gather(r.row_ids, w.gathered_ids, slot_ids * 8, r.stream), "all-gather ids");
+  }
+  const uint64_t copied_ids = contribute ? static_cast<uint64_t>(r.tokens) * static_cast<uint64_t>(heads) : 0;
+  ENGRAM_CHECK(copied_ids <= tokens_ids);
+  if (copied_ids > 0)
+    ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(w.slot_ids, r.row_ids, copied_ids * 8, r.stream), "copy ids"));
+  // DEAD is -1: every byte 0xff.
+  if (copied_ids < tokens_ids)
+    ENGRAM_RETURN_IF_ERROR(
+        step(compute.fill_async(w.slot_ids + copied_ids * 8, 0xff, (tokens_ids - copied_ids) * 8, r.stream), "pad ids"));
+  if (carried) {
+    // This table's header after the tokens (the unknown table's: the last block).
+    const uint64_t block = r.table_unknown ? static_cast<uint64_t>(w.table_count) : static_cast<uint64_t>(table_index);
+    ENGRAM_CHECK(r.table_unknown || (table_index >= 0 && table_index < w.table_count));
+    ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(w.slot_ids + tokens_ids * 8, w.headers + block * header_ids * 8,
+                                                   header_ids * 8, r.stream),
+                                "header"));
+  }
+  return step(group.all_gather(w.slot_ids, w.gathered_ids, slot_ids * 8, r.stream), "all-gather ids");
+}
+
 Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& group, CollectiveWorkspace& w,
                                    const OwnedRows& owned, int table_index, const DeviceLookupRequest& r,
                                    int world_rank, GroupHeaders headers, bool* took_part) {
   ENGRAM_RETURN_IF_ERROR(check_device_request(r, world_rank));
+  ENGRAM_CHECK(w.rows != 0 && w.mine != 0);  // built with summed_rows
   const TableSpec& table = *r.table;
   const int heads = table.head_count();
-  if (r.tokens_per_rank_max > w.tokens_per_rank_max || heads != w.heads || table.dim > w.dim_max ||
-      group.size() != w.group_size) {
-    return Status(ErrorCode::kInvalidArgument,
-                  fmt::format("device lookup: slot {} x {} heads x dim {} over {} ranks does not fit the workspace "
-                              "built for slot {} x {} heads x dim {} over {} ranks; raise tokens_per_rank_max in the "
-                              "config to the largest slot a lookup uses",
-                              r.tokens_per_rank_max, heads, table.dim, group.size(), w.tokens_per_rank_max, w.heads,
-                              w.dim_max, w.group_size),
-                  {world_rank, -1, "lookup"});
-  }
+  ENGRAM_RETURN_IF_ERROR(check_workspace_fits(w, group, r, world_rank));
   // A rank over the slot (or one told not to contribute) still takes its
   // part, all DEAD, and writes nothing.
   const Status slot = check_device_slot(r, world_rank);
   const bool contribute = r.contribute && slot.is_ok();
-  const bool carried = headers == GroupHeaders::kCarried;
   // This call's slot (at most the workspace's), then the header tokens where carried.
-  const int64_t slot_tokens = r.tokens_per_rank_max + (carried ? w.header_tokens : 0);
-  const uint64_t slot_ids = static_cast<uint64_t>(slot_tokens) * static_cast<uint64_t>(heads);
-  const uint64_t slot_values = slot_ids * static_cast<uint64_t>(table.dim);
-  const uint64_t header_ids = static_cast<uint64_t>(w.header_tokens) * static_cast<uint64_t>(heads);
-  const uint64_t tokens_ids = static_cast<uint64_t>(r.tokens_per_rank_max) * static_cast<uint64_t>(heads);
-  const int members = group.size();
+  const int64_t slot_tokens = group_slot_tokens(w, r, headers);
   // The caller's buffers have the slot's shape: no copy on either side.
-  const bool lean = !carried && contribute && r.tokens == r.tokens_per_rank_max;
-  ENGRAM_CHECK(!lean || (r.row_ids != 0 && r.output != 0));
+  const bool lean = lean_collective(r, contribute, headers);
+  const uint64_t slot_values =
+      static_cast<uint64_t>(slot_tokens) * static_cast<uint64_t>(heads) * static_cast<uint64_t>(table.dim);
+  const int members = group.size();
   auto step = [world_rank](Status s, const char* name) {
     return s.is_ok() ? s : std::move(s).with_context(world_rank, -1, name);
   };
-  DevicePtr ids_in = r.row_ids;
-  if (!lean) {
-    ids_in = w.slot_ids;
-    const uint64_t copied_ids = contribute ? static_cast<uint64_t>(r.tokens) * static_cast<uint64_t>(heads) : 0;
-    ENGRAM_CHECK(copied_ids <= tokens_ids);
-    if (copied_ids > 0)
-      ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(w.slot_ids, r.row_ids, copied_ids * 8, r.stream), "copy ids"));
-    // DEAD is -1: every byte 0xff.
-    if (copied_ids < tokens_ids)
-      ENGRAM_RETURN_IF_ERROR(step(compute.fill_async(w.slot_ids + copied_ids * 8, 0xff, (tokens_ids - copied_ids) * 8,
-                                                     r.stream),
-                                  "pad ids"));
-    if (carried) {
-      // This table's header after the tokens (the unknown table's: the last block).
-      const uint64_t block =
-          r.table_unknown ? static_cast<uint64_t>(w.table_count) : static_cast<uint64_t>(table_index);
-      ENGRAM_CHECK(r.table_unknown || (table_index >= 0 && table_index < w.table_count));
-      ENGRAM_RETURN_IF_ERROR(step(compute.copy_async(w.slot_ids + tokens_ids * 8, w.headers + block * header_ids * 8,
-                                                     header_ids * 8, r.stream),
-                                  "header"));
-    }
-  }
-  ENGRAM_RETURN_IF_ERROR(step(group.all_gather(ids_in, w.gathered_ids, slot_ids * 8, r.stream), "all-gather ids"));
+  ENGRAM_RETURN_IF_ERROR(gather_group_ids(compute, group, w, table_index, r, contribute, world_rank, headers));
   DeviceGather g;
   g.ids = w.gathered_ids;
   g.tokens = slot_tokens * members;
@@ -177,6 +201,7 @@ Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& gr
   }
   ENGRAM_RETURN_IF_ERROR(step(compute.gather(g, r.stream), "gather owned"));
   const DevicePtr summed = lean ? r.output : w.mine;
+  ENGRAM_CHECK(summed != 0);
   ENGRAM_RETURN_IF_ERROR(step(group.reduce_scatter_sum_bf16(w.rows, summed, slot_values, r.stream), "reduce-scatter"));
   if (took_part != nullptr) *took_part = true;
   if (!r.contribute) return Status::ok();

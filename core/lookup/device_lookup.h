@@ -73,8 +73,11 @@ struct CollectiveWorkspace {
 
   int64_t slot_tokens() const { return tokens_per_rank_max + header_tokens; }
 };
+// `summed_rows` false: only the ids and headers (rows and mine stay 0), for
+// a placement that trades its rows otherwise (device_head_sharded).
 Result<CollectiveWorkspace> make_collective_workspace(DeviceCompute& compute, int64_t tokens_per_rank_max,
-                                                      const ModelSpec& model, int group_size, int world_rank);
+                                                      const ModelSpec& model, int group_size, int world_rank,
+                                                      bool summed_rows = true);
 // Frees what make_collective_workspace allocated; the first failure, after trying all.
 Status free_collective_workspace(DeviceCompute& compute, CollectiveWorkspace& workspace);
 
@@ -88,6 +91,11 @@ struct OwnedRows {
   const std::byte* host_rows = nullptr;
 };
 
+// invalid_argument naming both shapes when `request` (its slot, heads, dim)
+// or `group` do not fit the buffers of `workspace`.
+Status check_workspace_fits(const CollectiveWorkspace& workspace, const DeviceCollectives& group,
+                            const DeviceLookupRequest& request, int world_rank);
+
 // Whether a collective lookup's slots carry the group header. Only a host
 // lookup that downloads the gathered ids checks it (check_device_group_headers
 // after a synchronise), so only it pays for the header tokens; a device
@@ -97,6 +105,15 @@ enum class GroupHeaders : uint8_t {
   kNone,     // the slot is tokens_per_rank_max tokens: nothing rides along
   kCarried,  // the header tokens follow the slot (check_device_group_headers reads them)
 };
+
+// The first step of every collective over a group: this rank's ids padded
+// to the request's slot with DEAD (all DEAD where !contribute), its header
+// after them where carried, all-gathered into workspace.gathered_ids
+// ([member][slot (+ header tokens)][heads]), on the request's stream. A full
+// slot without headers is all-gathered straight from request.row_ids (no copy).
+Status gather_group_ids(DeviceCompute& compute, DeviceCollectives& group, CollectiveWorkspace& workspace,
+                        int table_index, const DeviceLookupRequest& request, bool contribute, int world_rank,
+                        GroupHeaders headers);
 
 // All-gather every member's slot of ids (DEAD-padded, with its header where
 // `headers` carries it), gather the rows this rank owns for all of them (the

@@ -2,7 +2,7 @@
 // rank builds its tables and looks rows up (docs/design.md section 2). One
 // interface (this file), one implementation per placement in its own file
 // (device_collective.cc, device_peer.cc, host_shared.cc,
-// host_head_sharded.cc, host_private.cc) and one registration table
+// host_head_sharded.cc, host_private.cc, device_head_sharded.cc) and one registration table
 // (placement_registry.cc), as NCCL keeps a table of transport ops with a
 // capability check. The plan, the memory plan, the report, the runtime, the
 // bench, the swarm, the acceptance test and the doctor ask the table; none
@@ -40,8 +40,9 @@ enum class Placement : uint8_t {
   kHostShared,        // one copy per node in /dev/shm
   kHostHeadSharded,   // one table per node-local group, heads split over its members
   kHostPrivate,       // one host copy per replica, a TP slice per rank
+  kDeviceHeadSharded, // vLLM's device layout: head slices over the shard group; all-gather ids, all-to-all rows
 };
-inline constexpr size_t kPlacementCount = 5;  // the registry static_asserts it matches its entries
+inline constexpr size_t kPlacementCount = 6;  // the registry static_asserts it matches its entries
 
 // The group a placement's tables are cut over and its collectives run in.
 enum class PlacementGroup : uint8_t {
@@ -56,6 +57,7 @@ const char* placement_group_text(PlacementGroup group);  // "row shards", "node-
 // plan's memo key, so a new input is a new field here and nothing else.
 struct PlacementCostInput {
   int shard_group_size = 1;       // the row-shard group (device placements)
+  int shard_index = 0;            // this rank's index in it (device_head_sharded's slices differ in size)
   int node_local_group_size = 1;  // the node-local group (host placements)
   int node_local_index = 0;
   int tokens_per_rank_max = 0;    // the DP slot
@@ -225,7 +227,8 @@ struct PlacementOps {
 
   // What the tools around the runtime need to know of it:
   // The config that asks the plan for it: edits one whose cpu_offload,
-  // peer_shards and dp_shared_memory are reset (none: the reset one asks).
+  // peer_shards, dp_shared_memory and placement are reset (none: the reset
+  // one asks).
   void (*ask_plan_for)(EngramConfig& config) = nullptr;
   // The backend steps its build runs (the swarm aims step faults there).
   uint8_t steps = kRunsNoBackendStep;  // PlacementSteps bits

@@ -8,6 +8,7 @@
 
 #include "core/base/text_excerpt.h"
 #include "core/placements/device_collective.h"
+#include "core/placements/device_head_sharded.h"
 #include "core/placements/device_peer.h"
 #include "core/placements/host_head_sharded.h"
 #include "core/placements/host_private.h"
@@ -26,6 +27,7 @@ constexpr const PlacementOps* entry_of(Placement placement) {
     case Placement::kHostShared: return &kHostSharedOps;
     case Placement::kHostHeadSharded: return &kHostHeadShardedOps;
     case Placement::kHostPrivate: return &kHostPrivateOps;
+    case Placement::kDeviceHeadSharded: return &kDeviceHeadShardedOps;
   }
   return nullptr;
 }
@@ -39,7 +41,8 @@ constexpr bool has_entry(Placement placement) {
     case Placement::kDevicePeer:
     case Placement::kHostShared:
     case Placement::kHostHeadSharded:
-    case Placement::kHostPrivate: return true;
+    case Placement::kHostPrivate:
+    case Placement::kDeviceHeadSharded: return true;
   }
   return false;
 }

@@ -197,7 +197,8 @@ void plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& pl
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     const RankPlan& rp = plan.ranks[r];
     memory_in[r] = {rp.host,         rp.placement,           std::max(rp.shard_group_size, 1), rp.node_local_group,
-                    rp.node_local_group_size, rp.node_local_index, d.layout.tp,                  rp.tp_rank};
+                    rp.node_local_group_size, rp.node_local_index, d.layout.tp,                  rp.tp_rank,
+                    std::max(rp.shard_index, 0)};
   }
   MemoryPlan memory = plan_memory(spec, d.hosts, memory_in, d.config.tokens_per_rank_max, d.engine);
   for (size_t r = 0; r < plan.ranks.size(); ++r) plan.ranks[r].memory = memory.ranks[r];

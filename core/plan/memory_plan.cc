@@ -91,6 +91,7 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
     ENGRAM_CHECK(host.gpu_memory_bytes > 0);
     ENGRAM_CHECK(in.tp_size >= 1 && in.tp_rank >= 0 && in.tp_rank < in.tp_size);
     const PlacementCostInput cost_input{.shard_group_size = in.shard_group_size,
+                                        .shard_index = in.shard_index,
                                         .node_local_group_size = in.node_local_group_size,
                                         .node_local_index = in.node_local_index,
                                         .tokens_per_rank_max = tokens_per_rank_max,

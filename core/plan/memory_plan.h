@@ -26,6 +26,7 @@ struct RankMemoryInput {
   int node_local_index = 0;
   int tp_size = 1;  // host placements hold TP slices
   int tp_rank = 0;
+  int shard_index = 0;  // in the shard group (device placements)
 };
 
 struct RankMemory {
