@@ -61,6 +61,7 @@ void write_drawn_deployment(const Deployment& d, YAML::Node& root) {
   if (d.config.dp_shared_memory) config["dp_shared_memory"] = *d.config.dp_shared_memory;
   config["shard_group"] = shard_group_name(d.config.shard_group);
   if (d.config.sequence_parallel) config["sequence_parallel"] = true;
+  if (!d.config.placement.empty()) config["placement"] = d.config.placement;
   root["config"] = flow(config);
 }
 

@@ -9,6 +9,7 @@
 #include "core/deployment/cp_groups.h"
 #include "core/model/gpu_models.h"
 #include "core/model/table_spec.h"
+#include "core/placements/placement.h"
 
 namespace engram {
 
@@ -89,6 +90,12 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
                                         d.config.tokens_per_rank_max, kMaxTokensPerRank));
   }
   ENGRAM_RETURN_IF_ERROR(check_sequence_parallel(d.config, l));
+  if (!d.config.placement.empty()) {
+    const Result<Placement> forced = parse_placement(d.config.placement);
+    if (!forced.is_ok())
+      return invalid_argument("config." + forced.status().message() +
+                              "; leave config.placement out to let the rules decide");
+  }
   if (static_cast<int64_t>(l.tp) * l.dp > kMaxRanks) {
     return invalid_argument(fmt::format("layout: tp * dp = {} * {} = {} ranks; a deployment holds at most {}", l.tp,
                                         l.dp, static_cast<int64_t>(l.tp) * l.dp, kMaxRanks));

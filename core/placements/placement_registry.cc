@@ -13,6 +13,10 @@
 #include "core/placements/host_private.h"
 #include "core/placements/host_shared.h"
 #include "core/placements/placement.h"
+#include "core/placements/sglang_file.h"
+#include "core/placements/sglang_numa_shared.h"
+#include "core/placements/sglang_private.h"
+#include "core/placements/sglang_shared.h"
 
 namespace engram {
 namespace {
@@ -26,6 +30,10 @@ constexpr const PlacementOps* entry_of(Placement placement) {
     case Placement::kHostShared: return &kHostSharedOps;
     case Placement::kHostHeadSharded: return &kHostHeadShardedOps;
     case Placement::kHostPrivate: return &kHostPrivateOps;
+    case Placement::kSglangShared: return &kSglangSharedOps;
+    case Placement::kSglangPrivate: return &kSglangPrivateOps;
+    case Placement::kSglangNumaShared: return &kSglangNumaSharedOps;
+    case Placement::kSglangFile: return &kSglangFileOps;
   }
   return nullptr;
 }
@@ -39,7 +47,11 @@ constexpr bool has_entry(Placement placement) {
     case Placement::kDevicePeer:
     case Placement::kHostShared:
     case Placement::kHostHeadSharded:
-    case Placement::kHostPrivate: return true;
+    case Placement::kHostPrivate:
+    case Placement::kSglangShared:
+    case Placement::kSglangPrivate:
+    case Placement::kSglangNumaShared:
+    case Placement::kSglangFile: return true;
   }
   return false;
 }

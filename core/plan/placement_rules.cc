@@ -15,6 +15,14 @@ namespace engram {
 PlacementDecision decide_rank_placement(const EngramConfig& config, const DpSharedMemoryResolution& shared,
                                         const HostShmFacts& facts, uint64_t table_bytes_total) {
   PlacementDecision d;
+  if (!config.placement.empty()) {
+    // Read from the file, where its name was checked.
+    const Result<Placement> forced = parse_placement(config.placement);
+    ENGRAM_CHECK_MSG(forced.is_ok(), "config.placement holds a name the parser did not check");
+    d.placement = forced.value();
+    d.reason = fmt::format("config.placement: {} (forced; the rules are not asked)", config.placement);
+    return d;
+  }
   const bool host_table_asked = config.cpu_offload || (shared.is_explicit && shared.enabled);
   if (config.peer_shards) {
     d.placement = Placement::kDevicePeer;

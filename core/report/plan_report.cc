@@ -127,6 +127,7 @@ std::string format_plan_report(const PlanResult& plan) {
                      d.config.cpu_offload ? "on" : "off", d.config.peer_shards ? "on" : "off",
                      dp_shared_text(plan.dp_shared_memory, d.config), shard_group_name(d.config.shard_group),
                      d.config.tokens_per_rank_max, d.config.sequence_parallel ? "on" : "off");
+  if (!d.config.placement.empty()) out += fmt::format("config: placement {} (forced by config.placement)\n", d.config.placement);
 
   out += "\nplacement:\n";
   for (const PlacementGroupSummary& g : plan.groups) {
@@ -220,6 +221,7 @@ Json plan_json(const PlanResult& plan) {
   config["shard_group"] = shard_group_name(d.config.shard_group);
   config["tokens_per_rank_max"] = d.config.tokens_per_rank_max;
   config["sequence_parallel"] = d.config.sequence_parallel;
+  config["placement"] = d.config.placement.empty() ? Json(nullptr) : Json(d.config.placement);
   j["engine"] = {{"gpu_memory_fraction", d.engine.gpu_memory_fraction},
                  {"gpu_reserved_bytes", d.engine.gpu_reserved_bytes ? Json(*d.engine.gpu_reserved_bytes) : Json(nullptr)},
                  {"gpu_reserved_from_model", d.engine.reserved_from_model},

@@ -27,9 +27,10 @@ size_t hash_of(const ParallelLayout& layout) {
 }
 
 size_t hash_of(const EngramConfig& config) {
-  const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank_max, sequence_parallel] =
-      config;
-  return combine(cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank_max, sequence_parallel);
+  const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank_max, sequence_parallel,
+               placement] = config;
+  return combine(cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank_max, sequence_parallel,
+                 placement);
 }
 
 size_t hash_of(const EngineMemory& engine) {
