@@ -25,5 +25,6 @@ class ProcFdSharedMemory final : public ProcessSharedMemory {
  private:
   Result<std::string> path_of(const std::string& name) const;
   std::string table_file_dir_;
+};
 
 }  // namespace engram::memfd

@@ -36,7 +36,7 @@ class SharedHostCopy final : public PlacementTables {
   ~SharedHostCopy() override {
     readers_.clear();
     created_.clear();
-    remove_file_names();
+    remove_file_names().ignore();
   }
 
   Status lookup(int table_index, const LookupRequest& request) override {
@@ -64,7 +64,7 @@ class SharedHostCopy final : public PlacementTables {
     const bool writer = copy_.rank() == 0;
     const size_t tables = context_.model.tables.size();
     int gone = -1;
-    // 1. The writer creates and fills one memfd per table.
+    // 1. The writer creates and fills one memfd (or table file) per table.
     Status made;
     if (writer) {
       ProcessSharedMemory& memory = *context_.backend.memfd;
