@@ -22,6 +22,7 @@ EngramConfig config_for(Placement placement, EngramConfig base) {
   base.cpu_offload = false;
   base.peer_shards = false;
   base.dp_shared_memory.reset();
+  base.placement.clear();
   if (const auto ask = placement_ops(placement).ask_plan_for) ask(base);
   return base;
 }
@@ -66,6 +67,7 @@ std::string bench_placement_flags(Placement placement) {
   if (c.peer_shards) flags += "--peer-shards";
   if (c.cpu_offload) flags += "--cpu-offload";
   if (c.dp_shared_memory == false) flags += " --dp-shared-memory false";
+  if (!c.placement.empty()) flags += " config.placement: " + c.placement;
   return flags.empty() ? "(no flag)" : flags;
 }
 
