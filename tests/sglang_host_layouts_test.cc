@@ -237,10 +237,21 @@ TEST(SglangFile, EveryRowOfA2048RowTableOnTheEmulatorAndTheNamesGo) {
   size_t files_left = 99;
   auto run = sim::run_world(one_host(2, PidNamespaces::kPerRank), [&](RankBackend& b) -> Status {
     RankResult& r = results[static_cast<size_t>(b.world_rank)];
+    {
+      // Built, every rank has mapped it, so the writer has removed its name
+      // already (a job killed from here on leaves no file): nothing to open.
+      ModelSpec model;
+      model.tables = {sglang_test_table()};
+      PlacementContext context{.backend = b, .group = *b.world, .tp_group = *b.world, .host_group = *b.world,
+                               .host_writer_world_rank = 0, .model = model, .fill_seed = kFillSeed, .job_id = "sgl"};
+      auto built = placement_ops(Placement::kSglangFile).build(context);
+      ENGRAM_RETURN_IF_ERROR(built.status());
+      auto again = b.memfd->open_file_read_only("engramlab-sgl-layer1.table", 1);
+      if (b.world_rank == 0) files_left = again.is_ok() ? 1 : 0;
+      ENGRAM_RETURN_IF_ERROR(b.world->barrier());  // nobody builds the next copy before rank 0 has looked
+      ENGRAM_RETURN_IF_ERROR(built.value()->release());
+    }
     r = build_and_look_up(Placement::kSglangFile, b, *b.world, *b.world);
-    // Every rank mapped it, so the writer removed its name: nothing to open now.
-    auto again = b.memfd->open_file_read_only("engramlab-sgl-layer1.table", 1);
-    if (b.world_rank == 0) files_left = again.is_ok() ? 1 : 0;
     return r.status;
   });
   ASSERT_TRUE(run.is_ok()) << run.status().to_string();
