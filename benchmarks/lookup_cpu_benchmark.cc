@@ -17,6 +17,8 @@
 #include "core/placements/device_collective.h"
 #include "core/placements/device_peer.h"
 #include "core/placements/host_head_sharded.h"
+#include "core/placements/shared_host_copy.h"
+#include "core/placements/sglang_private.h"
 #include "core/placements/host_private.h"
 #include "core/placements/host_shared.h"
 #include "core/base/splitmix64.h"
@@ -95,6 +97,10 @@ void BM_Lookup(benchmark::State& state, Placement placement) {
       case Placement::kHostShared: s = lookup_host_shared(solo, request, whole); break;
       case Placement::kHostHeadSharded: s = lookup_host_head_sharded(solo, solo, request, whole); break;
       case Placement::kHostPrivate: s = lookup_host_private(solo, request, whole); break;
+      case Placement::kSglangPrivate: s = lookup_sglang_private(solo, solo, request, whole); break;
+      case Placement::kSglangShared:
+      case Placement::kSglangNumaShared:
+      case Placement::kSglangFile: s = lookup_host_copy(solo, request, whole, placement_name(placement)); break;
       case Placement::kDeviceCollective:
       case Placement::kDevicePeer:
       case Placement::kDeviceHeadSharded:

@@ -1,5 +1,7 @@
 #include "sim/sim_host_probe.h"
 
+#include <algorithm>
+
 namespace engram::sim {
 
 SimHostProbe::SimHostProbe(const SimContext& context, int rank) : context_(context), rank_(rank) {
@@ -33,6 +35,11 @@ MemoryFacts SimHostProbe::memory() {
   if (host.memory_limit_bytes)
     m.limits[1] = {(uint64_t{1} << 62) | static_cast<uint64_t>(context_.place(rank_).host + 1), *host.memory_limit_bytes};
   return m;
+}
+
+std::optional<int> SimHostProbe::gpu_numa_node() {
+  const HostSpec& host = context_.host_of(rank_);
+  return context_.place(rank_).gpu * std::max(host.cpu_sockets, 1) / std::max(host.gpu_count, 1);
 }
 
 }  // namespace engram::sim

@@ -15,6 +15,8 @@ class SimHostProbe final : public HostProbe {
   // limits, as the deployment writes them (memory_limit_per_rank: a key per
   // rank; memory_limit: a key per host entry, its container).
   MemoryFacts memory() override;
+  // Its GPU's socket: GPU g of G sits on socket g * cpu_sockets / G.
+  std::optional<int> gpu_numa_node() override;
 
  private:
   const SimContext& context_;

@@ -16,6 +16,7 @@
 #include "sim/sim_device_memory.h"
 #include "sim/sim_fd_channel.h"
 #include "sim/sim_host_probe.h"
+#include "sim/sim_process_shared_memory.h"
 #include "sim/sim_host_shared_memory.h"
 
 namespace engram::sim {
@@ -84,6 +85,7 @@ struct RankObjects {
   std::unique_ptr<SimFdChannel> fds;
   std::unique_ptr<SimHostSharedMemory> shm;
   std::unique_ptr<SimHostProbe> probe;
+  std::unique_ptr<SimProcessSharedMemory> memfd;
   RankBackend backend;
 };
 
@@ -202,6 +204,7 @@ Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
   DeviceWorld devices(context);
   FdWorld fd_world(devices, spec.timeouts.fd_receive_us);
   ShmWorld shm_world(context, spec.shm_modelled_bytes);
+  MemfdWorld memfd_world(context);
   std::vector<RankObjects> ranks(static_cast<size_t>(n));
   context.set_death_handler([&](int rank) {
     // As the OS and driver do for a dead process; its peers learn through
@@ -223,6 +226,8 @@ Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
     o.probe = std::make_unique<SimHostProbe>(context, r);
     o.backend = RankBackend{r, n, o.world.get(), o.device.get(), o.fds.get(), o.shm.get(), o.probe.get()};
     o.backend.compute = o.compute.get();
+    o.memfd = std::make_unique<SimProcessSharedMemory>(memfd_world, r);
+    o.backend.memfd = o.memfd.get();
   }
 
   WorldRun run;

@@ -119,7 +119,7 @@ TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
   {
     [[maybe_unused]] const auto& [placement_model, layout, config, engine] = base;
     [[maybe_unused]] const auto& [tp, dp, ep, elastic_ep, prefill_cp] = base.layout;
-    [[maybe_unused]] const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens, sp] = base.config;
+    [[maybe_unused]] const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens, sp, placement] = base.config;
     [[maybe_unused]] const auto& [fraction, reserved, from_model, fraction_given, context, negative_kv] = base.engine;
   }
   const std::vector<std::pair<std::string, std::function<void(PlanInputs&)>>> changes = {
@@ -137,6 +137,7 @@ TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
       {"config.shard_group host", [](PlanInputs& i) { i.config.shard_group = ShardGroup::kHost; }},
       {"config.tokens_per_rank_max", [](PlanInputs& i) { i.config.tokens_per_rank_max = 2048; }},
       {"config.sequence_parallel", [](PlanInputs& i) { i.config.sequence_parallel = true; }},
+      {"config.placement", [](PlanInputs& i) { i.config.placement = "sglang_private"; }},
       {"engine.gpu_memory_fraction", [](PlanInputs& i) { i.engine.gpu_memory_fraction = 0.5; }},
       {"engine.gpu_reserved_bytes", [](PlanInputs& i) { i.engine.gpu_reserved_bytes = 1; }},
       {"engine.reserved_from_model", [](PlanInputs& i) { i.engine.reserved_from_model = true; }},

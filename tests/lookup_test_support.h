@@ -19,6 +19,8 @@
 #include "core/placements/host_head_sharded.h"
 #include "core/placements/host_private.h"
 #include "core/placements/host_shared.h"
+#include "core/placements/shared_host_copy.h"
+#include "core/placements/sglang_private.h"
 #include "core/lookup/lookup_rows.h"
 #include "core/lookup/shard_layout.h"
 #include "core/model/table_fill.h"
@@ -243,6 +245,16 @@ inline PlacementRun run_placement(Placement placement, const TableSpec& table,
         std::vector<std::byte> private_copy(table_bytes.begin(), table_bytes.end());
         return lookup_host_private(*solo, request, private_copy);
       }
+      case Placement::kSglangPrivate: {
+        const RowShardLayout rows(table.row_count(), group);
+        std::vector<std::byte> mine(table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.shard_begin(rank)) * row_bytes),
+                                    table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.shard_end(rank)) * row_bytes));
+        return lookup_sglang_private(world, *solo, request, mine);
+      }
+      case Placement::kSglangShared:
+      case Placement::kSglangNumaShared:
+      case Placement::kSglangFile:
+        return lookup_host_copy(*solo, request, node_copy, placement_name(placement));
       // A new placement adds its case: -Werror=switch names this switch.
       case Placement::kDeviceCollective:
       case Placement::kDevicePeer:

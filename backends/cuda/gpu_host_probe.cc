@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <string>
+
 #include "backends/cuda/cuda_driver.h"
 #include "core/base/status.h"
 
@@ -28,6 +33,19 @@ PlacementFacts GpuHostProbe::facts() {
   f.visible_gpu_count = visible_gpu_count_;
   f.nvlink_domain = domain_.domain;
   return f;
+}
+
+std::optional<int> GpuHostProbe::gpu_numa_node() {
+  auto bus_id = pci_bus_id(ordinal_);
+  if (!bus_id.is_ok()) return std::nullopt;
+  std::string id = *bus_id;
+  std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // The driver may give an 8-digit domain ("00000000:3B:00.0"); sysfs names it with 4.
+  if (id.size() > 12 && id.find(':') == 8) id = id.substr(4);
+  std::ifstream in("/sys/bus/pci/devices/" + id + "/numa_node");
+  int node = -1;
+  if (!(in >> node) || node < 0) return std::nullopt;
+  return node;
 }
 
 }  // namespace engram::cuda

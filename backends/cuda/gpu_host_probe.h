@@ -22,6 +22,9 @@ class GpuHostProbe final : public HostProbe {
   GpuHostProbe(HostProbe& base, int ordinal, int visible_gpu_count);
   PlacementFacts facts() override;
   MemoryFacts memory() override { return base_.memory(); }
+  // /sys/bus/pci/devices/<its PCI bus id>/numa_node; -1 there (a single
+  // node, or firmware that does not say) is nullopt.
+  std::optional<int> gpu_numa_node() override;
   // The domain facts() reports, and why it is empty when it is.
   const NvlinkDomain& nvlink_domain() const { return domain_; }
 

@@ -102,6 +102,7 @@ Result<std::unique_ptr<RealRankBackend>> RealRankBackend::create(const LaunchEnv
   b.device = nullptr;
   b.fds = self->fds_.get();
   b.shm = &self->shm_;
+  b.memfd = &self->memfd_;
   b.probe = &self->probe_;
   return self;
 }

@@ -21,6 +21,7 @@
 #include "backends/ipc/proc_host_probe.h"
 #include "backends/ipc/tcp_collectives.h"
 #include "backends/ipc/unix_fd_channel.h"
+#include "backends/memfd/proc_fd_shared_memory.h"
 #include "backends/shm/posix_shared_memory.h"
 #include "backends/shm/stale_segments.h"
 #include "core/backend/rank_backend.h"
@@ -71,6 +72,7 @@ class RealRankBackend {
   std::unique_ptr<UnixFdChannel> fds_;
   std::unique_ptr<TcpCollectives> world_;
   shm::PosixSharedMemory shm_;
+  memfd::ProcFdSharedMemory memfd_;
   ProcHostProbe probe_;
   RankBackend backend_;
 };

@@ -54,6 +54,9 @@ class HostProbe {
   virtual PlacementFacts facts() = 0;
   // The default: nothing known (no limit is then judged).
   virtual MemoryFacts memory() { return {}; }
+  // The NUMA node of the rank's GPU (sysfs numa_node of its PCI device);
+  // nullopt where there is no GPU or the machine does not say.
+  virtual std::optional<int> gpu_numa_node() { return std::nullopt; }
 };
 
 }  // namespace engram

@@ -8,6 +8,7 @@
 #include "core/backend/fd_channel.h"
 #include "core/backend/host_probe.h"
 #include "core/backend/host_shared_memory.h"
+#include "core/backend/process_shared_memory.h"
 
 namespace engram {
 
@@ -20,6 +21,7 @@ struct RankBackend {
   HostSharedMemory* shm = nullptr;
   HostProbe* probe = nullptr;
   DeviceCompute* compute = nullptr;   // null where no device is used; with `device` where one is
+  ProcessSharedMemory* memfd = nullptr;  // memfds opened through /proc/<pid>/fd (SGLang's shared host table)
 };
 
 }  // namespace engram

@@ -25,6 +25,11 @@ inline constexpr int kMaxTokensPerRank = 1 << 20;
 // Names, boot ids, NVLink domains: a DNS name's length.
 inline constexpr size_t kMaxNameBytes = 253;
 
+// kShared: one for the entry's ranks (a machine, a container run with
+// --pid=host, a pod with shareProcessNamespace); kPerRank: a container per
+// rank without them (Docker's and Kubernetes' default).
+enum class PidNamespaces : uint8_t { kShared, kPerRank };
+
 struct HostSpec {
   std::string name;                 // hostname
   std::string boot_id;              // defaults to a value derived from name
@@ -60,6 +65,10 @@ struct HostSpec {
   // (ENOSPC, a sizeLimit, the RAM) where it writes.
   uint64_t tmpfs_bytes_used = 0;
   int cpu_sockets = 1;                       // NUMA nodes; GPU g sits on socket g * sockets / gpus
+  // The PID namespaces its ranks run in. SGLang's shared host table opens a
+  // peer's memfd through /proc/<pid>/fd, which resolves only inside the
+  // creator's PID namespace.
+  PidNamespaces pid_namespaces = PidNamespaces::kShared;
 };
 
 // The ranks a host runs: one per GPU, or ranks_per_gpu on each.

@@ -10,6 +10,7 @@
 #include "core/model/gpu_models.h"
 #include "core/placements/placement.h"
 #include "core/model/table_spec.h"
+#include "core/placements/placement.h"
 
 namespace engram {
 

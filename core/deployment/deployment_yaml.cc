@@ -1,5 +1,7 @@
 #include "core/deployment/deployment_yaml.h"
 
+#include "core/placements/placement.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include "core/base/text_list.h"
 #include "core/base/units.h"
 #include "core/deployment/shard_groups.h"
-#include "core/placements/placement.h"
 #include "core/base/yaml_fields.h"
 #include "core/deployment/model_yaml.h"
 #include "core/model/gpu_models.h"
@@ -71,7 +72,7 @@ constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gp
                                      "nvlink_domain", "imex_channel", "fabric_attribute",
                                      "visible_gpus_per_rank", "count", "environment", "shm_size_limit",
                                      "memory_limit_per_rank", "cpu_sockets", "ranks_per_gpu",
-                                     "posix_fd_attribute", "shm_used", "memory_limit"};
+                                     "posix_fd_attribute", "shm_used", "memory_limit", "pid_namespace"};
 constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved", "context_length", "allow_negative_kv"};
 constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
 constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
@@ -141,6 +142,18 @@ void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, H
   if (h["memory_limit"]) e.set(host.memory_limit_bytes, p.size_of(h["memory_limit"], path + ".memory_limit"));
   if (h["shm_used"]) e.set(host.tmpfs_bytes_used, p.size_of(h["shm_used"], path + ".shm_used"));
   if (h["cpu_sockets"]) e.set(host.cpu_sockets, p.int_of(h["cpu_sockets"], path + ".cpu_sockets", 1, 16));
+  if (const YAML::Node n = h["pid_namespace"]) {
+    std::string text;
+    if (e.set(text, p.text(n, path + ".pid_namespace"))) {
+      if (text == "shared") host.pid_namespaces = PidNamespaces::kShared;
+      else if (text == "per_rank") host.pid_namespaces = PidNamespaces::kPerRank;
+      else
+        e.add(p.error(n, path + ".pid_namespace",
+                      fmt::format("'{}' is not a PID namespace layout; write shared (one for the entry's ranks: a "
+                                  "machine, --pid=host, shareProcessNamespace) or per_rank (a container per rank)",
+                                  excerpt(text))));
+    }
+  }
   if (h["ranks_per_gpu"])
     e.set(host.ranks_per_gpu, p.int_of(h["ranks_per_gpu"], path + ".ranks_per_gpu", 1, kMaxRanksPerGpu));
 }

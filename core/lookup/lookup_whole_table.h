@@ -17,4 +17,11 @@ namespace engram {
 Status lookup_whole_table(Collectives& group, const LookupRequest& request, std::span<const std::byte> table_bytes,
                           std::string_view what);
 
+// The same where every TP rank of a replica holds the whole table (SGLang's
+// host layouts): no collective; under sequence parallelism
+// (request.sequence_parallel_shards == tp) this TP rank writes its own token
+// shard, zero-padded, as the TP assembly would.
+Status lookup_whole_table_on_tp_rank(Collectives& tp_group, const LookupRequest& request,
+                                     std::span<const std::byte> table_bytes, std::string_view what);
+
 }  // namespace engram

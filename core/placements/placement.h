@@ -2,7 +2,8 @@
 // rank builds its tables and looks rows up (docs/design.md section 2). One
 // interface (this file), one implementation per placement in its own file
 // (device_collective.cc, device_peer.cc, host_shared.cc,
-// host_head_sharded.cc, host_private.cc, device_head_sharded.cc) and one registration table
+// host_head_sharded.cc, host_private.cc, device_head_sharded.cc, and SGLang's
+// host layouts sglang_*.cc) and one registration table
 // (placement_registry.cc), as NCCL keeps a table of transport ops with a
 // capability check. The plan, the memory plan, the report, the runtime, the
 // bench, the swarm, the acceptance test and the doctor ask the table; none
@@ -41,8 +42,12 @@ enum class Placement : uint8_t {
   kHostHeadSharded,   // one table per node-local group, heads split over its members
   kHostPrivate,       // one host copy per replica, a TP slice per rank
   kDeviceHeadSharded, // vLLM's device layout: head slices over the shard group; all-gather ids, all-to-all rows
+  kSglangShared,      // SGLang's shared layout: one memfd copy per node, opened through /proc/<pid>/fd
+  kSglangPrivate,     // SGLang's private layout: row shards over the group in host memory, a collective per lookup
+  kSglangNumaShared,  // SGLang's numa_shared layout: one memfd copy per NUMA node of the GPUs
+  kSglangFile,        // SGLang's file layout: a table file mapped MAP_SHARED, unpinned
 };
-inline constexpr size_t kPlacementCount = 6;  // the registry static_asserts it matches its entries
+inline constexpr size_t kPlacementCount = 10;  // the registry static_asserts it matches its entries
 
 // The group a placement's tables are cut over and its collectives run in.
 enum class PlacementGroup : uint8_t {
@@ -73,6 +78,7 @@ enum class TableCopyScope : uint8_t {
   kReplica,         // one per DP replica (its TP ranks hold slices)
   kNodeLocalGroup,  // one per node-local set of replicas (the Engram DP groups of its TP ranks hold parts)
   kHost,            // one per host, shared by its ranks
+  kNumaNode,        // one per NUMA node of a host that holds ranks' GPUs, shared by that node's ranks
 };
 
 struct PlacementCost {
@@ -82,6 +88,10 @@ struct PlacementCost {
   uint64_t host_shared_mapped_bytes = 0;  // a host-wide copy this rank maps (not extra memory)
   TableCopyScope table_copy = TableCopyScope::kNone;
   uint64_t host_shm_bytes = 0;  // /dev/shm its copy takes, counted once with the copy (kHost: once per host)
+  // A shared copy outside /dev/shm (a memfd, a file's page cache), counted
+  // once with the copy like host_shm_bytes and charged to its writer, but
+  // not bounded by the tmpfs.
+  uint64_t host_shared_copy_bytes = 0;
   // Pinned host memory its device lookup may stage ids and rows in (host
   // placements: core/placements/host_rows_on_device.h); charged to the rank's
   // memory limit with its tables.
@@ -215,6 +225,10 @@ struct PlacementOps {
   // run it, and the plan refuses them. (The others run there: device_peer
   // without its collective cross-check, host placements with host lookups.)
   bool needs_a_gpu_per_rank = false;
+  // Its ranks open a peer's memfd through /proc/<pid>/fd: the ranks sharing
+  // a copy must sit in one PID namespace (hosts[].pid_namespace), and the
+  // plan refuses them where they do not.
+  bool needs_one_pid_namespace = false;
   // Memory one rank costs (model: the placement model's tables).
   PlacementCost (*cost)(const ModelSpec& model, const PlacementCostInput& input) = nullptr;
   // What to change when its host tables outgrow a host's RAM (host placements).

@@ -14,6 +14,10 @@
 #include "core/placements/host_private.h"
 #include "core/placements/host_shared.h"
 #include "core/placements/placement.h"
+#include "core/placements/sglang_file.h"
+#include "core/placements/sglang_numa_shared.h"
+#include "core/placements/sglang_private.h"
+#include "core/placements/sglang_shared.h"
 
 namespace engram {
 namespace {
@@ -28,6 +32,10 @@ constexpr const PlacementOps* entry_of(Placement placement) {
     case Placement::kHostHeadSharded: return &kHostHeadShardedOps;
     case Placement::kHostPrivate: return &kHostPrivateOps;
     case Placement::kDeviceHeadSharded: return &kDeviceHeadShardedOps;
+    case Placement::kSglangShared: return &kSglangSharedOps;
+    case Placement::kSglangPrivate: return &kSglangPrivateOps;
+    case Placement::kSglangNumaShared: return &kSglangNumaSharedOps;
+    case Placement::kSglangFile: return &kSglangFileOps;
   }
   return nullptr;
 }
@@ -42,7 +50,11 @@ constexpr bool has_entry(Placement placement) {
     case Placement::kHostShared:
     case Placement::kHostHeadSharded:
     case Placement::kHostPrivate:
-    case Placement::kDeviceHeadSharded: return true;
+    case Placement::kDeviceHeadSharded:
+    case Placement::kSglangShared:
+    case Placement::kSglangPrivate:
+    case Placement::kSglangNumaShared:
+    case Placement::kSglangFile: return true;
   }
   return false;
 }

@@ -31,6 +31,11 @@ class PrivateHostRows final : public PlacementTables {
       ranges.push_back(rows);
     }
     if (context.backend.compute == nullptr) return Status::ok();
+    if (device_lookup == DeviceRowsLookup::kNone) {
+      device_unavailable_ = "SGLang's host layouts look their rows up on the CPU here (nothing is registered with the "
+                            "device); use the host lookup";
+      return Status::ok();
+    }
     if (device_lookup == DeviceRowsLookup::kHeadShards && tp_group_.size() > 1) {
       // Its head shards cover the table only over the TP group and the DP
       // group together; that collective is not built: the host lookup serves.

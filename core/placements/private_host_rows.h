@@ -31,6 +31,7 @@ int fill_threads_for(uint64_t bytes);
 enum class DeviceRowsLookup : uint8_t {
   kTpSlice,        // host_private: the rank's TP slice; over the TP group when tp > 1
   kHeadShards,     // host_head_sharded: the collective over the group's head shards (tp 1)
+  kNone,           // SGLang's layouts here: the host lookup only, nothing registered with the device
 };
 
 // Fills every table's rows (from several threads when large); where the

@@ -189,16 +189,43 @@ Status check_gpu_sharing(const Deployment& d, const std::vector<RankPlan>& ranks
       placement_name(placement)));
 }
 
+// Ranks that share a memfd copy (PlacementOps::needs_one_pid_namespace) on a
+// host entry whose ranks each sit in a PID namespace of their own:
+// failed_precondition naming the host, its ranks and the fix (the first such host).
+Status check_pid_namespaces(const Deployment& d, const std::vector<RankPlan>& ranks) {
+  std::map<int, std::vector<int>> by_host;
+  for (const RankPlan& rp : ranks)
+    if (placement_ops(rp.placement).needs_one_pid_namespace &&
+        d.hosts[static_cast<size_t>(rp.host)].pid_namespaces == PidNamespaces::kPerRank)
+      by_host[rp.host].push_back(rp.rank);
+  for (const auto& [h, on_host] : by_host) {
+    if (on_host.size() < 2) continue;
+    const HostSpec& host = d.hosts[static_cast<size_t>(h)];
+    return failed_precondition(fmt::format(
+        "{}: ranks {} on host '{}' each sit in a PID namespace of their own (hosts[{}].pid_namespace: per_rank), so "
+        "they cannot open their writer's memfd through /proc/<pid>/fd/<n>; share the PID namespace (docker run "
+        "--pid=host, or one Kubernetes pod with shareProcessNamespace: true; then pid_namespace: shared), or set "
+        "config.placement: sglang_private",
+        placement_name(ranks[static_cast<size_t>(on_host.front())].placement), compress_ranges(on_host), host.name, h));
+  }
+  return Status::ok();
+}
+
 // Each rank's memory from its placement's cost; a warning per host whose
 // GPUs the tables overfill.
 void plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& plan,
                       const std::function<void(const Warning&)>& warn) {
   std::vector<RankMemoryInput> memory_in(plan.ranks.size());
+  std::vector<int> slot_of_host(d.hosts.size(), 0);
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     const RankPlan& rp = plan.ranks[r];
     memory_in[r] = {rp.host,         rp.placement,           std::max(rp.shard_group_size, 1), rp.node_local_group,
                     rp.node_local_group_size, rp.node_local_index, d.layout.tp,                  rp.tp_rank,
                     std::max(rp.shard_index, 0)};
+    // Its GPU's socket, as the emulator places it: GPU g of G on socket g * sockets / G.
+    const HostSpec& host = d.hosts[static_cast<size_t>(rp.host)];
+    const int gpu = slot_of_host[static_cast<size_t>(rp.host)]++ / std::max(host.ranks_per_gpu, 1);
+    memory_in[r].numa_node = gpu * std::max(host.cpu_sockets, 1) / std::max(host.gpu_count, 1);
   }
   MemoryPlan memory = plan_memory(spec, d.hosts, memory_in, d.config.tokens_per_rank_max, d.engine);
   for (size_t r = 0; r < plan.ranks.size(); ++r) plan.ranks[r].memory = memory.ranks[r];
@@ -268,6 +295,7 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   // 2. Shard groups and handle types where the placement needs them.
   ENGRAM_ASSIGN_OR_RETURN(const HandleTypeByGroup handle_by_group, assign_shard_groups(d, plan.ranks));
   ENGRAM_RETURN_IF_ERROR(check_gpu_sharing(d, plan.ranks));
+  ENGRAM_RETURN_IF_ERROR(check_pid_namespaces(d, plan.ranks));
 
   // 3. Warnings: once per cause, into the sink (process-wide dedup) and the result.
   auto warn = [&](const Warning& w) {

@@ -34,15 +34,16 @@ class CostMemo {
 // of its TP ranks), so a set is counted at its TP rank 0: where a replica
 // straddles hosts, on the host of its TP rank 0.
 struct CopyCounter {
-  std::set<std::tuple<TableCopyScope, int, Placement>> seen;  // (scope, group or host, placement)
+  std::set<std::tuple<TableCopyScope, int, int, Placement>> seen;  // (scope, group or host, NUMA node, placement)
   // True the first time this rank's copy is seen.
   bool first(TableCopyScope scope, const RankMemoryInput& in, int rank) {
     switch (scope) {
       case TableCopyScope::kNone: return false;
-      case TableCopyScope::kReplica: return in.tp_rank == 0 && seen.insert({scope, rank, in.placement}).second;
+      case TableCopyScope::kReplica: return in.tp_rank == 0 && seen.insert({scope, rank, 0, in.placement}).second;
       case TableCopyScope::kNodeLocalGroup:
-        return in.tp_rank == 0 && seen.insert({scope, in.node_local_group, in.placement}).second;
-      case TableCopyScope::kHost: return seen.insert({scope, in.host, in.placement}).second;
+        return in.tp_rank == 0 && seen.insert({scope, in.node_local_group, 0, in.placement}).second;
+      case TableCopyScope::kHost: return seen.insert({scope, in.host, 0, in.placement}).second;
+      case TableCopyScope::kNumaNode: return seen.insert({scope, in.host, in.numa_node, in.placement}).second;
     }
     return false;
   }
@@ -136,8 +137,11 @@ MemoryPlan plan_memory(const ModelSpec& spec, std::span<const HostSpec> hosts,
       ++hm.table_copies;
       // A host-wide copy (/dev/shm) is in the host's memory once, whoever maps it.
       hm.shm_bytes = checked_add(hm.shm_bytes, cost.host_shm_bytes);
-      m.shm_written_bytes = cost.host_shm_bytes;  // the host's first rank writes it, as the runtime's writer
-      hm.host_table_bytes = checked_add(hm.host_table_bytes, cost.host_shm_bytes);
+      hm.shared_copy_bytes = checked_add(hm.shared_copy_bytes, cost.host_shared_copy_bytes);
+      // The copy's first rank writes it, as the runtime's writer: its pages are charged there.
+      m.shm_written_bytes = checked_add(cost.host_shm_bytes, cost.host_shared_copy_bytes);
+      hm.host_table_bytes =
+          checked_add(hm.host_table_bytes, checked_add(cost.host_shm_bytes, cost.host_shared_copy_bytes));
     }
   }
   for (size_t h = 0; h < hosts.size(); ++h)

@@ -27,6 +27,7 @@ struct RankMemoryInput {
   int tp_size = 1;  // host placements hold TP slices
   int tp_rank = 0;
   int shard_index = 0;  // in the shard group (device placements)
+  int numa_node = 0;  // its GPU's socket on its host (TableCopyScope::kNumaNode)
 };
 
 struct RankMemory {
@@ -70,6 +71,7 @@ struct HostMemory {
   uint64_t hbm_bytes_per_gpu_max = 0;  // tables + buffer on its busiest GPU
   int64_t kv_cache_left_bytes_min = 0;
   uint64_t shm_bytes = 0;              // /dev/shm used by the shared copy
+  uint64_t shared_copy_bytes = 0;      // shared copies outside /dev/shm (memfds, a table file's page cache)
   uint64_t host_table_bytes = 0;       // all Engram table bytes in this host's memory
   int table_copies = 0;                // whole table sets in host memory
 };

@@ -1,4 +1,5 @@
 // The rules that decide which placement a rank gets (docs/design.md section 3):
+// config.placement, where written, forces one by name; else
 // peer_shards wins over any host table; no offload means device_collective;
 // offload with dp_shared_memory disabled means host_private; enabled means
 // host_shared, falling back to host_head_sharded (with one warning) where the

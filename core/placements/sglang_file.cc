@@ -1,0 +1,35 @@
+#include "core/placements/sglang_file.h"
+
+#include <fmt/format.h>
+
+#include "core/base/units.h"
+#include "core/deployment/deployment.h"
+#include "core/placements/shared_host_copy.h"
+
+namespace engram {
+namespace sglang_file_ops {
+
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput&) {
+  // The page cache: one copy per node, charged to the writer that touched it;
+  // nothing pinned (host_pinned_bytes stays 0).
+  return {.host_shared_mapped_bytes = model.table_bytes_total(),
+          .table_copy = TableCopyScope::kHost,
+          .host_shared_copy_bytes = model.table_bytes_total()};
+}
+
+Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
+  return build_shared_host_copy(context, context.host_group, nullptr, HostCopyBacking::kFile, "sglang_file");
+}
+
+void ask_plan_for(EngramConfig& config) {
+  config.cpu_offload = true;
+  config.placement = "sglang_file";
+}
+
+std::string doctor_verdict(const DoctorFacts& facts) {
+  return fmt::format("available: one table file per node mapped MAP_SHARED, unpinned ({} of page cache)",
+                     format_gib(facts.tables_bytes));
+}
+
+}  // namespace sglang_file_ops
+}  // namespace engram

@@ -1,0 +1,44 @@
+// sglang_private: SGLang's `private` host layout (python/sglang/srt/layers/
+// engram.py, _HostTable and EngramEmbedding): each rank holds, in its own
+// anonymous host memory, the rows [N*r/g, N*(r+1)/g) of its group (SGLang's
+// TP group, here the row-shard group: config shard_group), and the lookup
+// gathers the rows it owns for every member's ids, zeroes the others and
+// sums them back (SGLang's all-reduce; dp_gather + reduce-scatter under DP
+// attention): device_collective's rows and collective, in host memory.
+// It differs from host_private, which keeps one copy per replica with a TP
+// slice of the heads per rank and no DP collective. Looked up on the CPU
+// here (no device registration). Chosen by config.placement only.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "core/backend/collectives.h"
+#include "core/lookup/lookup_types.h"
+#include "core/placements/placement.h"
+
+namespace engram {
+
+namespace sglang_private_ops {
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
+Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
+void ask_plan_for(EngramConfig& config);
+std::string doctor_verdict(const DoctorFacts& facts);
+}  // namespace sglang_private_ops
+inline constexpr PlacementOps kSglangPrivateOps{
+    .id = Placement::kSglangPrivate, .name = "sglang_private", .group = PlacementGroup::kShardGroup,
+    .collective_lookup = true, .cost = sglang_private_ops::cost,
+    .host_memory_fix = "sglang_private already splits one table over the row-shard group: widen the group "
+                       "(config.shard_group: world) or give hosts with more RAM",
+    .build = sglang_private_ops::build, .ask_plan_for = sglang_private_ops::ask_plan_for,
+    .doctor_verdict = sglang_private_ops::doctor_verdict, .doctor_position = 7};
+
+// shard_bytes: this member's rows of the table, RowShardLayout(rows,
+// group.size()).shard_begin(group.rank()) on. Collective over `group`
+// (every member calls it, also with a malformed request, as long as it has
+// a table and a slot).
+Status lookup_sglang_private(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                             std::span<const std::byte> shard_bytes);
+
+}  // namespace engram

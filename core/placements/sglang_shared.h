@@ -1,0 +1,30 @@
+// sglang_shared: SGLang's `shared` host layout (python/sglang/srt/layers/
+// engram.py, _HostTable): one copy of every table per node in a memfd the
+// node's lowest rank creates; the others open it through /proc/<pid>/fd/<n>,
+// which needs the node's ranks in one PID namespace. Every rank holds every
+// row, so a rank looks up its own tokens with no collective (no all-reduce,
+// no TP assembly). Differs from host_shared in where the copy lives (a memfd,
+// not /dev/shm: no tmpfs size applies, nothing named survives a crash) and in
+// holding whole tables, not TP slices. Chosen by config.placement only.
+#pragma once
+
+#include <string>
+
+#include "core/placements/placement.h"
+
+namespace engram {
+
+namespace sglang_shared_ops {
+PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
+Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
+void ask_plan_for(EngramConfig& config);
+std::string doctor_verdict(const DoctorFacts& facts);
+}  // namespace sglang_shared_ops
+inline constexpr PlacementOps kSglangSharedOps{
+    .id = Placement::kSglangShared, .name = "sglang_shared", .group = PlacementGroup::kNodeLocalGroup,
+    .needs_one_pid_namespace = true, .cost = sglang_shared_ops::cost,
+    .host_memory_fix = "sglang_shared already keeps one copy per node: give hosts with more RAM",
+    .build = sglang_shared_ops::build, .ask_plan_for = sglang_shared_ops::ask_plan_for,
+    .doctor_verdict = sglang_shared_ops::doctor_verdict, .doctor_position = 6};
+
+}  // namespace engram
