@@ -1,5 +1,7 @@
 #include "harness/scenario_rank.h"
 
+#include "core/engines/engine_profile.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -102,6 +104,8 @@ RuntimeOptions scenario_runtime_options(const Deployment& completed, const Model
   RuntimeOptions options;
   options.placement_model = completed.model;
   options.table_model = table_model;
+  // The reference and the runtime decode scale bytes as the planning engine does.
+  apply_engine_scale_rule(engine_profile(completed.engine.profile), options.table_model);
   options.layout = completed.layout;
   options.config = completed.config;
   options.engine = completed.engine;
