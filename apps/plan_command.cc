@@ -99,6 +99,7 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   ENGRAM_RETURN_IF_ERROR(apply(f.dp, d.layout.dp, int_of("--dp", 1, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.ep, d.layout.ep, int_of("--ep", 1, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.prefill_cp, d.layout.prefill_cp, int_of("--prefill-cp", 1, kMaxRanks)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.extra_ranks, d.layout.extra_ranks, int_of("--extra-ranks", 0, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.elastic_ep, d.layout.elastic_ep, bool_of("--elastic-ep")));
   bool expert_parallel_everywhere = false;
   ENGRAM_RETURN_IF_ERROR(apply(f.enable_expert_parallel, expert_parallel_everywhere, bool_of("--enable-expert-parallel")));
@@ -121,10 +122,11 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
                                  "hosts)"});
     }
     if (f.gpus_per_host.empty() && !from_file) {
-      const int world = d.layout.world_size();
+      const int world = d.layout.world_size() + d.layout.extra_ranks;
       if (world % host_count != 0) {
-        return invalid_argument(fmt::format("--gpus-per-host: not given and tp * dp = {} ranks do not divide over "
-                                            "{} hosts; give --gpus-per-host", world, host_count));
+        return invalid_argument(fmt::format("--gpus-per-host: not given and tp * dp{} = {} ranks do not divide over "
+                                            "{} hosts; give --gpus-per-host",
+                                            d.layout.extra_ranks ? " + extra ranks" : "", world, host_count));
       }
       base.gpu_count = world / host_count;
     }
@@ -190,7 +192,6 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     }
   }
 
-  ENGRAM_RETURN_IF_ERROR(apply(f.extra_ranks, d.layout.extra_ranks, int_of("--extra-ranks", 0, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.cpu_offload, d.config.cpu_offload, bool_of("--cpu-offload")));
   if (!f.cpu_offload.empty()) d.config.cpu_offload_given = true;
   ENGRAM_RETURN_IF_ERROR(apply(f.thp_packing, d.config.thp_packing, bool_of("--thp-packing")));
@@ -358,9 +359,13 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
                               "comma separated, compare them in one table",
                               engine_names_text()));
   cmd->add_flag("--compare-engines", f.compare_engines, "plan under every engine, a column each");
+  std::string layouts;
+  for (const EngineProfile& e : engine_registry()) {
+    layouts += fmt::format("{}{}:", layouts.empty() ? "" : "; ", e.name);
+    for (const HostLayoutOption& l : e.host_layouts) layouts += fmt::format(" {}", l.name);
+  }
   cmd->add_option("--host-layout", f.host_layout,
-                  "the engine's host layout by its own name (sglang: auto, shared, private, numa_shared, file; "
-                  "engramlab and vllm: auto)");
+                  fmt::format("the engine's host layout by its own name ({}; default the first)", layouts));
   cmd->add_flag("--thp-packing{true}", f.thp_packing, "vLLM: pack host tables in huge pages (needs cpu_offload)");
   cmd->add_flag("--embedding-across-dp{true}", f.embedding_across_dp,
                 "vLLM: shard device tables' heads over TP x DP");

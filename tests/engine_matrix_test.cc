@@ -7,25 +7,10 @@
 // is in engine_profile_head_sharded_test.cc.
 #include <gtest/gtest.h>
 
-#include <string>
-
-#include "harness/emulated_scenario.h"
-#include "harness/scenario.h"
-#include "tests/tp_matrix_cases.h"
+#include "tests/tp_matrix_emulator.h"
 
 namespace engram {
 namespace {
-
-void run_matrix(const std::vector<testing::TpMatrixCase>& cases) {
-  for (const testing::TpMatrixCase& c : cases) {
-    auto scenario = harness::parse_scenario_text(c.scenario_text(), c.name());
-    ASSERT_TRUE(scenario.is_ok()) << c.name() << ": " << scenario.status().to_string();
-    const harness::ScenarioOutcome outcome = harness::run_scenario(scenario.value());
-    std::string failures;
-    for (const std::string& f : outcome.failures) failures += "\n  " + f;
-    EXPECT_TRUE(outcome.passed) << c.name() << ":" << failures << "\n" << c.scenario_text();
-  }
-}
 
 // Under vLLM: the shared /dev/shm copy, the fallback to DP head sharding
 // where /dev/shm is small, and DP head sharding where dp_shared_memory is
@@ -37,7 +22,7 @@ TEST(EngineMatrix, VllmHostLayoutsOnTheEmulator) {
                {"host_head_sharded", "64MiB", "cpu_offload: true"},
                {"host_head_sharded", "190GiB", "cpu_offload: true, dp_shared_memory: false"}});
   ASSERT_EQ(cases.size(), 18u);
-  run_matrix(cases);
+  testing::run_tp_matrix_on_emulator(cases);
 }
 
 // Under SGLang: row shards on the device and its private host layout, each
@@ -46,7 +31,7 @@ TEST(EngineMatrix, SglangLayoutsOnTheEmulatorDecodeBySglangsRule) {
   const auto cases = testing::tp_matrix_cases_of_engine(
       "sglang", {{"device_collective", "64MiB", "cpu_offload: false"}, {"host_private", "64MiB", "host_layout: private"}});
   ASSERT_EQ(cases.size(), 12u);
-  run_matrix(cases);
+  testing::run_tp_matrix_on_emulator(cases);
 }
 
 }  // namespace

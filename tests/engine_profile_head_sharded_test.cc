@@ -9,9 +9,7 @@
 
 #include "core/engines/engine_profile.h"
 #include "core/plan/deployment_plan.h"
-#include "harness/emulated_scenario.h"
-#include "harness/scenario.h"
-#include "tests/tp_matrix_cases.h"
+#include "tests/tp_matrix_emulator.h"
 
 namespace engram {
 namespace {
@@ -54,14 +52,7 @@ TEST(EngineProfileHeadSharded, VllmDeviceMatrixOnTheEmulator) {
   const auto cases =
       testing::tp_matrix_cases_of_engine("vllm", {{"device_head_sharded", "64MiB", "cpu_offload: false"}});
   ASSERT_EQ(cases.size(), 6u);
-  for (const testing::TpMatrixCase& c : cases) {
-    auto scenario = harness::parse_scenario_text(c.scenario_text(), c.name());
-    ASSERT_TRUE(scenario.is_ok()) << c.name() << ": " << scenario.status().to_string();
-    const harness::ScenarioOutcome outcome = harness::run_scenario(scenario.value());
-    std::string failures;
-    for (const std::string& f : outcome.failures) failures += "\n  " + f;
-    EXPECT_TRUE(outcome.passed) << c.name() << ":" << failures << "\n" << c.scenario_text();
-  }
+  testing::run_tp_matrix_on_emulator(cases);
 }
 
 }  // namespace
