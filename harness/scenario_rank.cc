@@ -114,6 +114,15 @@ RuntimeOptions scenario_runtime_options(const Deployment& completed, const Model
   return options;
 }
 
+const kernels::DirectTables& scenario_direct_tables(const ScenarioLookup& lookup, const ModelSpec& table_model,
+                                                    const Deployment& completed) {
+  const EngineProfile& engine = engine_profile(completed.engine.profile);
+  ModelSpec decoded = table_model;
+  apply_engine_scale_rule(engine, decoded);
+  return kernels::direct_tables(lookup.model + lookup.model_hash.to_text() + "@" + scale_bytes_text(engine), decoded,
+                                kScenarioFillSeed);
+}
+
 std::vector<int64_t> scenario_tokens(const ModelSpec& model, uint64_t seed, int replica, int tokens) {
   std::vector<int64_t> out(static_cast<size_t>(std::max(tokens, 0)));
   for (int t = 0; t < tokens; ++t)

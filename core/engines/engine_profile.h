@@ -118,6 +118,8 @@ Status engine_refuses(const EngineProfile& engine, std::string_view field, std::
 // each announced in defaults_used (cpu_offload: turned on where the engine's
 // default is on or a host layout is written; never turned off).
 void apply_engine_defaults(const EngineProfile& engine, Deployment& deployment);
+// "0 -> +0, 255 -> +inf": how the engine decodes scale bytes 0 and 255.
+std::string scale_bytes_text(const EngineProfile& engine);
 // Every table's scale-byte rule set to the engine's.
 void apply_engine_scale_rule(const EngineProfile& engine, ModelSpec& model);
 

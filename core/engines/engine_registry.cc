@@ -177,6 +177,11 @@ void apply_engine_defaults(const EngineProfile& engine, Deployment& d) {
                                  : fmt::format("config.host_layout '{}' asks for host tables", d.config.host_layout)});
 }
 
+std::string scale_bytes_text(const EngineProfile& engine) {
+  const bool exponent_bits = engine.scale_byte_rule == ScaleByteRule::kVllm;
+  return fmt::format("0 -> {}, 255 -> {}", exponent_bits ? "+0" : "2^-127", exponent_bits ? "+inf" : "NaN");
+}
+
 void apply_engine_scale_rule(const EngineProfile& engine, ModelSpec& model) {
   for (TableSpec& t : model.tables) t.scale_byte_rule = engine.scale_byte_rule;
 }

@@ -60,16 +60,11 @@ uint64_t total_bytes(const std::vector<StepCollective>& c) {
   return sum;
 }
 
-std::string scale_bytes_text(ScaleByteRule rule) {
-  return fmt::format("0 -> {}, 255 -> {}", rule == ScaleByteRule::kVllm ? "+0" : "2^-127",
-                     rule == ScaleByteRule::kVllm ? "+inf" : "NaN");
-}
-
 EngineColumn column_of(const Deployment& deployment, EngineId id) {
   const EngineProfile& engine = engine_profile(id);
   EngineColumn c;
   c.engine = id;
-  c.scale_bytes = scale_bytes_text(engine.scale_byte_rule);
+  c.scale_bytes = scale_bytes_text(engine);
   Deployment d = deployment;
   d.engine.profile = id;
   WarningSink sink;

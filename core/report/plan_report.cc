@@ -126,10 +126,10 @@ std::string format_plan_report(const PlanResult& plan) {
   {
     // The engine whose rules planned this (core/engines/).
     const EngineProfile& engine = engine_profile(d.engine.profile);
-    out += fmt::format("engine: {} (tables split over TP by {} on the GPU, by {} in host memory; scale bytes "
-                       "decoded as {}; rules from {})\n",
+    out += fmt::format("engine: {} (tables split over TP by {} on the GPU, by {} in host memory; scale bytes {}; "
+                       "from {})\n",
                        engine.name, tp_split_name(engine.device_tp_split), tp_split_name(engine.host_tp_split),
-                       scale_byte_rule_name(engine.scale_byte_rule), engine.source);
+                       scale_bytes_text(engine), engine.source);
   }
   out += fmt::format("config: cpu_offload {}, peer_shards {}, dp_shared_memory {}, shard_group {}, "
                      "tokens_per_rank_max {}, sequence_parallel {}\n",
