@@ -57,6 +57,20 @@ TEST(EngineCommand, OneEngineSaysWhoseRulesPlannedIt) {
                             HasSubstr("host_shared")));
 }
 
+// vLLM's 12-rank case (tests/distributed/test_engram_dp_shard.py: nodes
+// [0]*6 + [1]*6, dp 4, replica 1 -> 2): the world holds 8 ranks beyond
+// tp x dp, and vLLM sizes its group over all 12; engramlab groups the four
+// Engram ranks on node 0 together, on purpose.
+TEST(EngineCommand, ExtraRanksSizeVllmsGroupNotOurs) {
+  const std::string world = "plan --tp 1 --dp 4 --extra-ranks 8 --hosts 2 --gpu-model GB200 --cpu-offload ";
+  auto vllm = run_engramlab(world + "--engine vllm");
+  EXPECT_EQ(vllm.exit_code, 0) << vllm.text;
+  EXPECT_THAT(vllm.text, HasSubstr("ranks 0-3: host_head_sharded, 2 groups of 2 (node-local DP group)"));
+  auto ours = run_engramlab(world);
+  EXPECT_EQ(ours.exit_code, 0) << ours.text;
+  EXPECT_THAT(ours.text, HasSubstr("ranks 0-3: host_head_sharded, 1 group of 4 (node-local DP group)"));
+}
+
 TEST(EngineCommand, SeveralEnginesGiveOneTableAndOneJsonDocument) {
   auto r = run_engramlab(kTp2Dp4 + "--shm-size 200GiB --engine vllm,sglang,engramlab");
   EXPECT_EQ(r.exit_code, 0) << r.text;
