@@ -36,8 +36,8 @@ TEST(EngineCommand, ALayoutOrAConfigTheEngineRefusesIsExit2SayingWhy) {
   EXPECT_THAT(r.text, AllOf(HasSubstr("engine vllm has no host layout 'numa_shared'"), HasSubstr("--engine sglang")));
   r = run_engramlab("plan --tp 32 --dp 1 --hosts 1 --gpus-per-host 32 --engine vllm");
   EXPECT_EQ(r.exit_code, 2) << r.text;
-  EXPECT_THAT(r.text, HasSubstr("layout.tp (32): engine vllm refuses it: Engram sharding over 32 TP ranks leaves "
-                                "ranks without hash heads"));
+  EXPECT_THAT(r.text, HasSubstr("layout.tp (32): engine vllm refuses it: Engram sharding leaves ranks without hash "
+                                "heads: 24 heads over 32 shards"));
   r = run_engramlab(kTp2Dp4 + "--engine sglang --thp-packing");
   EXPECT_EQ(r.exit_code, 2) << r.text;
   EXPECT_THAT(r.text, HasSubstr("config.thp_packing (true): engine sglang refuses it"));

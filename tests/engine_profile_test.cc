@@ -4,6 +4,7 @@
 // placement (device_head_sharded) live in engine_profile_head_sharded_test.cc.
 #include "core/engines/engine_profile.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -197,9 +198,10 @@ Status refusal(const Deployment& d) {
   return p.is_ok() ? Status::ok() : p.status();
 }
 
-// vLLM engram_parallel.py: a head shard of ceil(H / P) heads leaves ranks
-// without hash heads where P > H, and vLLM refuses it; SGLang splits rows
-// (any tp) and engramlab accepts it as today.
+// vLLM (its Engram layer's embedding, engram.py): shards of ceil(H / P)
+// heads must leave the last shard a head, `(P - 1) * ceil(H / P) < H`, or
+// "Engram sharding leaves ranks without hash heads"; SGLang splits rows (any
+// tp) and engramlab accepts it as today.
 TEST(EngineProfile, VllmRefusesTpAboveTheHeadCount) {
   Deployment d = two_hosts(EngineId::kVllm, 32, 1);
   d.hosts = {host("a", 32)};
@@ -209,7 +211,17 @@ TEST(EngineProfile, VllmRefusesTpAboveTheHeadCount) {
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("layout.tp (32): engine vllm refuses it"));
   EXPECT_THAT(s.message(), HasSubstr("without hash heads"));
-  EXPECT_THAT(s.message(), HasSubstr("24 heads"));
+  EXPECT_THAT(s.message(), HasSubstr("24 heads over 32 shards"));
+  // Not only above the head count: 24 heads over 16 shards are 2 each, and
+  // the 13th shard on get none; over 7, 4 each leave the 7th none.
+  for (int tp : {16, 7}) {
+    Deployment fewer = d;
+    fewer.layout.tp = tp;
+    fewer.hosts = {host("a", tp)};
+    EXPECT_THAT(refusal(fewer).message(), HasSubstr(fmt::format("layout.tp ({}): engine vllm refuses it", tp)));
+    fewer.engine.profile = EngineId::kEngramlab;
+    EXPECT_TRUE(refusal(fewer).is_ok()) << refusal(fewer).to_string();
+  }
   for (EngineId id : {EngineId::kEngramlab, EngineId::kSglang}) {
     d.engine.profile = id;
     if (id == EngineId::kSglang) d.config.host_layout = "private";

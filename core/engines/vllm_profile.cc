@@ -13,7 +13,8 @@
 //   over the whole world, ranks beyond tp x dp included;
 // - scale bytes 0 and 255 as the exponent bits alone: +0 and +inf
 //   (tests/distributed/test_engram_dp_shard.py `_reference`);
-// - refusals: tp above the head count; under elastic EP, dp_shared_memory
+// - refusals: head shards that leave the last shard without a head
+//   (its Engram embedding asserts it, `(shards - 1) * ceil(H / shards) < H`); under elastic EP, dp_shared_memory
 //   and embedding_across_dp with dp > 1; thp_packing without cpu_offload or
 //   with dp_shared_memory.
 #include <fmt/format.h>
@@ -91,20 +92,27 @@ Status validate(const Deployment& d, const ModelSpec& model) {
         l.extra_ranks, l.world_size(), std::max(free_slots(d), 0)));
   int heads = 0;
   for (const TableSpec& t : model.tables) heads = heads == 0 ? t.head_count() : std::min(heads, t.head_count());
-  // engram_parallel.py: a rank's head shard is ceil(H / P) heads; P above H
-  // leaves ranks with none, which vLLM refuses rather than run idle ranks.
-  if (l.tp > heads)
-    return engine_refuses(v, "layout.tp", std::to_string(l.tp),
-                          fmt::format("Engram sharding over {} TP ranks leaves ranks without hash heads (the tables "
-                                      "have {} heads each)",
-                                      l.tp, heads),
-                          fmt::format("give tp at most {}", heads));
-  if (c.embedding_across_dp && !c.cpu_offload && l.tp * l.dp > heads)
-    return engine_refuses(v, "config.embedding_across_dp", "true",
-                          fmt::format("sharding the heads over TP x DP = {} ranks leaves ranks without hash heads "
-                                      "(the tables have {} heads each)",
-                                      l.tp * l.dp, heads),
-                          "leave embedding_across_dp off, or use fewer ranks");
+  // vLLM's Engram embedding: heads are cut into shards of ceil(H / shards) and vLLM
+  // asserts (shards - 1) x ceil(H / shards) < H, i.e. the last shard keeps
+  // a head. Shards: tp; tp x the Engram DP group with host tables (its DP
+  // head sharding); tp x dp with embedding_across_dp on the device.
+  const int group = c.cpu_offload ? groups(d).size_by_rank.front() : 1;
+  const int shards = c.embedding_across_dp && !c.cpu_offload ? l.tp * l.dp : l.tp * group;
+  const int per_shard = (heads + shards - 1) / shards;
+  if (static_cast<int64_t>(shards - 1) * per_shard >= heads) {
+    const bool by_tp = shards == l.tp;
+    return engine_refuses(
+        v, by_tp ? "layout.tp" : c.embedding_across_dp ? "config.embedding_across_dp" : "layout.dp",
+        by_tp ? std::to_string(l.tp) : c.embedding_across_dp ? "true" : std::to_string(l.dp),
+        fmt::format("Engram sharding leaves ranks without hash heads: {} heads over {} shards ({}) are {} per shard, "
+                    "so the last shard gets none",
+                    heads, shards,
+                    by_tp ? fmt::format("TP {}", l.tp)
+                          : fmt::format("TP {} x {} {}", l.tp, c.embedding_across_dp ? "DP" : "Engram DP group of",
+                                        shards / l.tp),
+                    per_shard),
+        "choose a shard count whose last shard keeps a head (a divisor of the head count always does)");
+  }
   if (l.elastic_ep && c.dp_shared_memory.value_or(false))
     return engine_refuses(v, "config.dp_shared_memory", "true",
                           "elastic expert parallelism adds and removes DP replicas at run time, and a node's shared "
