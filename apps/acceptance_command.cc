@@ -67,6 +67,7 @@ Result<operator_checks::AcceptanceOptions> options_from(const AcceptanceFlags& f
   ENGRAM_ASSIGN_OR_RETURN(o.decode_steps, whole_number_flag<int>("--decode-steps", f.decode_steps_text, 0, 100000));
   ENGRAM_ASSIGN_OR_RETURN(o.runtime, runtime_options_from(f.rank, env));
   o.runtime.config.cpu_offload = f.cpu_offload;
+  o.runtime.config.cpu_offload_given = true;  // off unless --cpu-offload, whatever the engine's default
   o.runtime.config.peer_shards = f.peer_shards;
   if (f.dp_shared_memory == "true") o.runtime.config.dp_shared_memory = true;
   else if (f.dp_shared_memory == "false") o.runtime.config.dp_shared_memory = false;
@@ -83,6 +84,7 @@ constexpr FlagTheFileGives kGivenByTheFile[] = {
     {"--cpu-offload", "config.cpu_offload"}, {"--peer-shards", "config.peer_shards"},
     {"--dp-shared-memory", "config.dp_shared_memory"}, {"--ranks-per-gpu", "hosts[].ranks_per_gpu"},
     {"--placement", "config.placement"},
+    {"--engine", "engine.name"},
 };
 
 // One rank's run and everything its report and document need.

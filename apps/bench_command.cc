@@ -216,6 +216,7 @@ constexpr FlagTheFileGives kGivenByTheFile[] = {
     {"--model", "model"},           {"--tp", "layout.tp"},
     {"--dp", "layout.dp"},          {"--shard-group", "config.shard_group"}, {"--placement", "config.placement"},
     {"--placements", "config: the placement plan gives"}, {"--ranks-per-gpu", "hosts[].ranks_per_gpu"},
+    {"--engine", "engine.name"},
 };
 
 // The bridge of one rank: the file, its plan and this host against it.

@@ -130,6 +130,7 @@ Result<RuntimeOptions> runtime_options_from_file(const DeploymentBridge& bridge,
   RuntimeOptions o;
   o.layout = d.layout;
   o.config = d.config;
+  o.engine.profile = d.engine.profile;  // the file's engine.name plans the ranks
   o.placement_model = d.model;
   o.job_id = env.job_id;
   ENGRAM_ASSIGN_OR_RETURN(RuntimeOptions read, runtime_options_from(from_flags, env));

@@ -9,6 +9,7 @@
 #include "core/base/text_excerpt.h"
 #include "core/deployment/deployment.h"
 #include "core/deployment/shard_groups.h"
+#include "core/engines/engine_profile.h"
 #include "core/model/table_spec.h"
 #include "core/placements/placement.h"
 #include "harness/launched_rank_backend.h"
@@ -33,6 +34,8 @@ void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags) {
                  fmt::format("ranks sharing one GPU (default 1: a GPU per rank; up to {}): LOCAL_RANK r opens GPU r / "
                              "N; device_peer and host placements run so, device_collective (NCCL) refuses it",
                              kMaxRanksPerGpu));
+  cmd.add_option("--engine", flags.engine,
+                 fmt::format("whose rules plan the ranks: {} (default engramlab)", engine_names_text()));
 }
 
 Result<int> ranks_per_gpu_from(const LaunchedRankFlags& f) {
@@ -57,6 +60,7 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
     if (!known.is_ok()) return invalid_argument(fmt::format("--{}", known.status().message()));
     o.config.placement = f.placement;
   }
+  ENGRAM_ASSIGN_OR_RETURN(o.engine.profile, parse_engine(f.engine, "--engine"));
   o.job_id = env.job_id;
   return o;
 }

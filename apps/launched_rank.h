@@ -36,10 +36,11 @@ struct LaunchedRankFlags {
   // Only where asked (a one-GPU machine running the real multi-process
   // exchange); the plan then refuses placements that need a GPU per rank.
   std::string ranks_per_gpu_text = "1";
+  std::string engine = "engramlab";  // whose rules plan the ranks (core/engines/)
 };
 
-// Adds --model, --table-model, --tp, --dp, --shard-group, --fill-seed and
-// --ranks-per-gpu.
+// Adds --model, --table-model, --tp, --dp, --shard-group, --fill-seed,
+// --ranks-per-gpu and --engine.
 void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags);
 
 // invalid_argument naming the flag, the value and the fix.

@@ -22,8 +22,10 @@
 #include "core/plan/deployment_plan.h"
 #include "core/deployment/deployment_yaml.h"
 #include "core/deployment/shard_groups.h"
+#include "core/engines/engine_profile.h"
 #include "core/base/json_output.h"
 #include "core/plan/memory_fit.h"
+#include "core/report/engine_comparison.h"
 #include "core/report/plan_report.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
@@ -52,6 +54,8 @@ struct PlanFlags {
   std::string host_memory, gpu_memory_fraction, gpu_reserved, environment;
   std::string memory_limit, memory_limit_per_rank, shm_size_limit;  // containers
   std::string context_length, allow_negative_kv;
+  std::string engine, host_layout, thp_packing, embedding_across_dp, extra_ranks;
+  bool compare_engines = false;
   bool json = false;
   std::string given_empty;  // a flag given an empty value (`--file ''`): refused, not taken as absent
 };
@@ -95,6 +99,7 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   ENGRAM_RETURN_IF_ERROR(apply(f.dp, d.layout.dp, int_of("--dp", 1, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.ep, d.layout.ep, int_of("--ep", 1, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.prefill_cp, d.layout.prefill_cp, int_of("--prefill-cp", 1, kMaxRanks)));
+  ENGRAM_RETURN_IF_ERROR(apply(f.extra_ranks, d.layout.extra_ranks, int_of("--extra-ranks", 0, kMaxRanks)));
   ENGRAM_RETURN_IF_ERROR(apply(f.elastic_ep, d.layout.elastic_ep, bool_of("--elastic-ep")));
   bool expert_parallel_everywhere = false;
   ENGRAM_RETURN_IF_ERROR(apply(f.enable_expert_parallel, expert_parallel_everywhere, bool_of("--enable-expert-parallel")));
@@ -117,10 +122,11 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
                                  "hosts)"});
     }
     if (f.gpus_per_host.empty() && !from_file) {
-      const int world = d.layout.world_size();
+      const int world = d.layout.world_size() + d.layout.extra_ranks;
       if (world % host_count != 0) {
-        return invalid_argument(fmt::format("--gpus-per-host: not given and tp * dp = {} ranks do not divide over "
-                                            "{} hosts; give --gpus-per-host", world, host_count));
+        return invalid_argument(fmt::format("--gpus-per-host: not given and tp * dp{} = {} ranks do not divide over "
+                                            "{} hosts; give --gpus-per-host",
+                                            d.layout.extra_ranks ? " + extra ranks" : "", world, host_count));
       }
       base.gpu_count = world / host_count;
     }
@@ -187,6 +193,11 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   }
 
   ENGRAM_RETURN_IF_ERROR(apply(f.cpu_offload, d.config.cpu_offload, bool_of("--cpu-offload")));
+  if (!f.cpu_offload.empty()) d.config.cpu_offload_given = true;
+  ENGRAM_RETURN_IF_ERROR(apply(f.thp_packing, d.config.thp_packing, bool_of("--thp-packing")));
+  ENGRAM_RETURN_IF_ERROR(
+      apply(f.embedding_across_dp, d.config.embedding_across_dp, bool_of("--embedding-across-dp")));
+  if (!f.host_layout.empty()) d.config.host_layout = f.host_layout;
   ENGRAM_RETURN_IF_ERROR(apply(f.peer_shards, d.config.peer_shards, bool_of("--peer-shards")));
   ENGRAM_RETURN_IF_ERROR(apply(f.sequence_parallel, d.config.sequence_parallel, bool_of("--sequence-parallel")));
   if (!f.dp_shared_memory.empty()) {
@@ -223,6 +234,28 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   return d;
 }
 
+// --engine NAME[,NAME...] and --compare-engines: the engines to plan under
+// (none: the file's, else engramlab).
+Result<std::vector<EngineId>> engines_asked(const PlanFlags& f) {
+  std::vector<EngineId> out;
+  if (f.compare_engines) {
+    if (!f.engine.empty())
+      return invalid_argument("--compare-engines: plans under every engine; give it or --engine NAME,..., not both");
+    for (const EngineProfile& e : engine_registry()) out.push_back(e.id);
+    return out;
+  }
+  size_t start = 0;
+  while (!f.engine.empty() && start <= f.engine.size()) {
+    const size_t comma = std::min(f.engine.find(',', start), f.engine.size());
+    ENGRAM_ASSIGN_OR_RETURN(const EngineId id, parse_engine(f.engine.substr(start, comma - start), "--engine"));
+    if (std::find(out.begin(), out.end(), id) != out.end())
+      return invalid_argument(fmt::format("--engine: '{}' is named twice; name each engine once", engine_name(id)));
+    out.push_back(id);
+    start = comma + 1;
+  }
+  return out;
+}
+
 int run_plan(const PlanFlags& flags) {
   auto fail = [&](const Status& s) {
     const int code = s.code() == ErrorCode::kInvalidArgument ? 2 : 1;
@@ -232,6 +265,16 @@ int run_plan(const PlanFlags& flags) {
   };
   auto deployment = build_deployment(flags);
   if (!deployment.is_ok()) return fail(deployment.status());
+  const Result<std::vector<EngineId>> engines = engines_asked(flags);
+  if (!engines.is_ok()) return fail(engines.status());
+  if (engines->size() == 1) deployment->engine.profile = engines->front();
+  if (engines->size() > 1) {
+    // A column per engine; an engine's refusal is its column, not the exit code.
+    const std::vector<EngineColumn> columns = compare_engines(deployment.value(), engines.value());
+    if (flags.json) std::cout << dump_json(engine_comparison_json(columns)) << "\n";
+    else std::cout << format_engine_comparison(columns);
+    return 0;
+  }
   WarningSink sink;  // the report prints the warnings; no second copy on stderr
   auto checked = plan_with_memory_fit(deployment.value(), sink);
   if (!checked.is_ok()) return fail(checked.status());
@@ -311,6 +354,23 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
                   fmt::format("device row-shard group: {} (default {})", shard_group_choices(),
                               shard_group_name(ShardGroup::kWorld)));
   cmd->add_option("--tokens-per-rank", f.tokens_per_rank, "DP slot size for the collective buffer (default 1024)");
+  cmd->add_option("--engine", f.engine,
+                  fmt::format("whose rules to plan by: {} (default engramlab, or the file's engine.name); several, "
+                              "comma separated, compare them in one table",
+                              engine_names_text()));
+  cmd->add_flag("--compare-engines", f.compare_engines, "plan under every engine, a column each");
+  std::string layouts;
+  for (const EngineProfile& e : engine_registry()) {
+    layouts += fmt::format("{}{}:", layouts.empty() ? "" : "; ", e.name);
+    for (const HostLayoutOption& l : e.host_layouts) layouts += fmt::format(" {}", l.name);
+  }
+  cmd->add_option("--host-layout", f.host_layout,
+                  fmt::format("the engine's host layout by its own name ({}; default the first)", layouts));
+  cmd->add_flag("--thp-packing{true}", f.thp_packing, "vLLM: pack host tables in huge pages (needs cpu_offload)");
+  cmd->add_flag("--embedding-across-dp{true}", f.embedding_across_dp,
+                "vLLM: shard device tables' heads over TP x DP");
+  cmd->add_option("--extra-ranks", f.extra_ranks,
+                  "ranks the engine's world holds beyond tp x dp (vLLM sizes its Engram DP group over them)");
   cmd->add_flag("--json", f.json, "print a machine-readable JSON object");
   cmd->callback([flags, cmd, &exit_code]() {
     for (const CLI::Option* opt : cmd->get_options()) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "core/engines/engine_profile.h"
 #include "apps/flag_numbers.h"
 #include "core/base/text_excerpt.h"
 #include "harness/real_rank_process.h"
@@ -41,6 +42,7 @@ namespace {
 struct ScenarioFlags {
   std::vector<std::string> paths;
   std::string seed;
+  std::string engine;  // --engine: over each file's engine.name
   bool json = false;
   bool real = false;
   bool details = false;
@@ -110,6 +112,15 @@ int run_scenarios(const ScenarioFlags& flags) {
     if (!value.is_ok()) return fail(value.status());
     seed = value.value();
   }
+  std::optional<EngineId> engine;
+  if (!flags.engine.empty()) {
+    auto id = parse_engine(flags.engine, "--engine");
+    if (!id.is_ok()) return fail(id.status());
+    if (flags.real)
+      return fail(invalid_argument("--engine: real processes read each scenario's file again; write engine: {name: "
+                                   "...} in the file instead"));
+    engine = id.value();
+  }
   std::vector<harness::Scenario> scenarios;
   std::vector<Warning> skipped;  // named on stderr and in the JSON's warnings
   for (const std::string& path : flags.paths) {
@@ -122,6 +133,7 @@ int run_scenarios(const ScenarioFlags& flags) {
     for (const std::string& file : files->files) {
       auto scenario = harness::load_scenario_file(file);
       if (!scenario.is_ok()) return fail(scenario.status());
+      if (engine) scenario->deployment.engine.profile = *engine;  // over the file's engine.name
       scenarios.push_back(std::move(scenario).value());
     }
   }
@@ -254,6 +266,9 @@ CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
   CLI::App* run = cmd->add_subcommand("run", "Run scenario files (or every *.yaml in a directory) on the emulator");
   run->add_option("paths", flags->paths, "scenario files or directories")->required();
   run->add_option("--seed", flags->seed, "replace each scenario's seed");
+  run->add_option("--engine", flags->engine,
+                  fmt::format("plan every scenario by this engine's rules ({}), over the files' engine.name",
+                              engine_names_text()));
   run->add_flag("--json", flags->json, "print a machine-readable JSON object");
   run->add_option("--trace", flags->trace,
                   "write each run as a Chrome/Perfetto trace (JSON trace events: a track per rank, a slice per "

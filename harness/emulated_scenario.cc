@@ -83,7 +83,7 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
       return out;
     }
   }
-  const kernels::DirectTables& direct = kernels::direct_tables(job.lookup.model + job.lookup.model_hash.to_text(), model.value(), kScenarioFillSeed);
+  const kernels::DirectTables& direct = scenario_direct_tables(job.lookup, model.value(), d);
 
   sim::WorldSpec spec;
   spec.hosts = d.hosts;

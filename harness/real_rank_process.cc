@@ -103,7 +103,7 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
     backend.shm = crashing.get();
   }
 
-  const kernels::DirectTables& direct = kernels::direct_tables(scenario.lookup.model + scenario.lookup.model_hash.to_text(), model, kScenarioFillSeed);
+  const kernels::DirectTables& direct = scenario_direct_tables(scenario.lookup, model, *completed);
   ScenarioRankInputs inputs;
   inputs.options = scenario_runtime_options(*completed, model, env.job_id);
   inputs.lookup = scenario.lookup;

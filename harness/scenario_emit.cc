@@ -1,5 +1,7 @@
 #include "harness/scenario_emit.h"
 
+#include "core/engines/engine_profile.h"
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -54,6 +56,7 @@ void write_drawn_deployment(const Deployment& d, YAML::Node& root) {
   layout["dp"] = d.layout.dp;
   if (d.layout.elastic_ep) layout["elastic_ep"] = true;
   if (d.layout.prefill_cp != 1) layout["prefill_cp"] = d.layout.prefill_cp;
+  if (d.layout.extra_ranks != 0) layout["extra_ranks"] = d.layout.extra_ranks;
   root["layout"] = flow(layout);
   YAML::Node config;
   config["cpu_offload"] = d.config.cpu_offload;
@@ -62,7 +65,16 @@ void write_drawn_deployment(const Deployment& d, YAML::Node& root) {
   config["shard_group"] = shard_group_name(d.config.shard_group);
   if (d.config.sequence_parallel) config["sequence_parallel"] = true;
   if (!d.config.placement.empty()) config["placement"] = d.config.placement;
+  if (d.config.embedding_across_dp) config["embedding_across_dp"] = true;
+  if (d.config.thp_packing) config["thp_packing"] = true;
+  if (!d.config.host_layout.empty()) config["host_layout"] = d.config.host_layout;
   root["config"] = flow(config);
+  // Another engine's rules planned it: the emitted file says whose.
+  if (d.engine.profile != EngineId::kEngramlab) {
+    YAML::Node engine;
+    engine["name"] = engine_name(d.engine.profile);
+    root["engine"] = flow(engine);
+  }
 }
 
 void write_faults(const sim::FaultPlan& plan, const sim::FaultReport& report, YAML::Node& root) {

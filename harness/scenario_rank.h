@@ -12,6 +12,8 @@
 // the sequence hashed whole.
 #pragma once
 
+#include "kernels/direct_table_reference.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -60,6 +62,12 @@ struct ScenarioRankInputs {
 
 // The deployment must be completed (plan's or validate_and_complete's output).
 RuntimeOptions scenario_runtime_options(const Deployment& completed, const ModelSpec& table_model, std::string job_id);
+
+// The direct lookup every rank is checked against: the scenario's tables
+// filled as the runtime fills them, decoded by the planning engine's
+// scale-byte rule (built once per process, model and engine).
+const kernels::DirectTables& scenario_direct_tables(const ScenarioLookup& lookup, const ModelSpec& table_model,
+                                                    const Deployment& completed);
 
 // Replica d's `tokens` tokens: every fifth is DEAD (an image token); ids
 // from the seed and the replica (every TP rank of a replica brings them).

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/engines/engine_profile.h"
 #include "core/model/hashing.h"
 #include "core/model/table_fill.h"
 #include "kernels/gather_reference.h"
@@ -58,10 +59,9 @@ py::array_t<int64_t> hash_ids(py::handle tokens_arg, py::handle model_arg, int l
 }
 
 ScaleByteRule engine_argument(const std::string& engine) {
-  const std::optional<ScaleByteRule> rule = scale_byte_rule_of_engine(engine);
-  if (!rule)
-    raise_status(invalid_argument(fmt::format("engine: '{}' is not an engine; give {}", engine, kEngineNames)));
-  return *rule;
+  Result<EngineId> id = parse_engine(engine, "engine");
+  ok_or_raise(id.status());
+  return engine_profile(id.value()).scale_byte_rule;
 }
 
 py::array_t<uint16_t> reference_lookup(py::handle model_arg, int layer, py::handle row_ids_arg,

@@ -118,9 +118,11 @@ TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
   const PlanInputs base;
   {
     [[maybe_unused]] const auto& [placement_model, layout, config, engine] = base;
-    [[maybe_unused]] const auto& [tp, dp, ep, elastic_ep, prefill_cp] = base.layout;
-    [[maybe_unused]] const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens, sp, placement] = base.config;
-    [[maybe_unused]] const auto& [fraction, reserved, from_model, fraction_given, context, negative_kv] = base.engine;
+    [[maybe_unused]] const auto& [tp, dp, ep, elastic_ep, prefill_cp, extra_ranks] = base.layout;
+    [[maybe_unused]] const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens, sp, placement,
+                                  offload_given, across_dp, thp, host_layout] = base.config;
+    [[maybe_unused]] const auto& [fraction, reserved, from_model, fraction_given, context, negative_kv, profile] =
+        base.engine;
   }
   const std::vector<std::pair<std::string, std::function<void(PlanInputs&)>>> changes = {
       {"placement_model", [](PlanInputs& i) { i.placement_model = "deepseek-v4.1-pro"; }},
@@ -129,6 +131,7 @@ TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
       {"layout.ep", [](PlanInputs& i) { i.layout.ep = 2; }},
       {"layout.elastic_ep", [](PlanInputs& i) { i.layout.elastic_ep = true; }},
       {"layout.prefill_cp", [](PlanInputs& i) { i.layout.prefill_cp = 2; }},
+      {"layout.extra_ranks", [](PlanInputs& i) { i.layout.extra_ranks = 4; }},
       {"config.cpu_offload", [](PlanInputs& i) { i.config.cpu_offload = true; }},
       {"config.peer_shards", [](PlanInputs& i) { i.config.peer_shards = true; }},
       {"config.dp_shared_memory true", [](PlanInputs& i) { i.config.dp_shared_memory = true; }},
@@ -138,12 +141,18 @@ TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
       {"config.tokens_per_rank_max", [](PlanInputs& i) { i.config.tokens_per_rank_max = 2048; }},
       {"config.sequence_parallel", [](PlanInputs& i) { i.config.sequence_parallel = true; }},
       {"config.placement", [](PlanInputs& i) { i.config.placement = "sglang_private"; }},
+      {"config.cpu_offload_given", [](PlanInputs& i) { i.config.cpu_offload_given = true; }},
+      {"config.embedding_across_dp", [](PlanInputs& i) { i.config.embedding_across_dp = true; }},
+      {"config.thp_packing", [](PlanInputs& i) { i.config.thp_packing = true; }},
+      {"config.host_layout", [](PlanInputs& i) { i.config.host_layout = "private"; }},
       {"engine.gpu_memory_fraction", [](PlanInputs& i) { i.engine.gpu_memory_fraction = 0.5; }},
       {"engine.gpu_reserved_bytes", [](PlanInputs& i) { i.engine.gpu_reserved_bytes = 1; }},
       {"engine.reserved_from_model", [](PlanInputs& i) { i.engine.reserved_from_model = true; }},
       {"engine.fraction_given", [](PlanInputs& i) { i.engine.fraction_given = true; }},
       {"engine.context_length_tokens", [](PlanInputs& i) { i.engine.context_length_tokens = 4096; }},
       {"engine.negative_kv_allowed", [](PlanInputs& i) { i.engine.negative_kv_allowed = true; }},
+      {"engine.profile vllm", [](PlanInputs& i) { i.engine.profile = EngineId::kVllm; }},
+      {"engine.profile sglang", [](PlanInputs& i) { i.engine.profile = EngineId::kSglang; }},
   };
   const PlanInputsHash hash;
   std::unordered_set<PlanInputs, PlanInputsHash> entries = {base};

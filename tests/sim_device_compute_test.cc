@@ -15,7 +15,9 @@
 #include <tuple>
 #include <vector>
 
+#include "core/engines/engine_profile.h"
 #include "core/lookup/device_lookup.h"
+#include "core/model/row_format.h"
 #include "core/lookup/shard_layout.h"
 #include "core/model/table_fill.h"
 #include "kernels/gather_reference.h"
@@ -84,6 +86,32 @@ void expect_every_rank_ok_and_nothing_left(const Result<sim::WorldRun>& run) {
   EXPECT_TRUE(run->leaks.empty()) << sim::Ledger::format(run->leaks);
 }
 
+// One table whole on one emulated GPU, `ids` gathered from it (a token per
+// id row of head_count ids); every allocation given back.
+Result<std::vector<uint16_t>> gather_whole_on_emulator(const TableSpec& t, std::span<const std::byte> whole,
+                                                       std::span<const int64_t> ids) {
+  std::vector<uint16_t> got;
+  auto run = sim::run_world(one_host(1), [&](RankBackend& b) -> Status {
+    DeviceCompute& c = *b.compute;
+    const std::vector<int64_t> shard_starts = {0, t.row_count()};
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr shard, upload(c, whole));
+    const std::vector<DevicePtr> bases = {shard};
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr starts, upload(c, std::as_bytes(std::span(shard_starts))));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr base_table, upload(c, std::as_bytes(std::span(bases))));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(ids)));
+    ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, c.allocate(ids.size() * t.dim * 2));
+    const DeviceGather g =
+        shard_gather(t, ids_d, static_cast<int64_t>(ids.size()) / t.head_count(), starts, base_table, 1, out_d);
+    ENGRAM_RETURN_IF_ERROR(c.gather(g, {}));
+    ENGRAM_ASSIGN_OR_RETURN(got, download<uint16_t>(c, out_d, ids.size() * t.dim));
+    for (DevicePtr p : {shard, starts, base_table, ids_d, out_d}) ENGRAM_RETURN_IF_ERROR(c.free(p));
+    return Status::ok();
+  });
+  expect_every_rank_ok_and_nothing_left(run);
+  if (!run.is_ok()) return run.status();
+  return got;
+}
+
 TEST(SimDeviceCompute, ShardGatherAndDeviceFillEqualTheCpuRule) {
   for (RowFormat format : {RowFormat::kFp8E4M3Ue8m0, RowFormat::kBf16}) {
     const TableSpec t = small_table(format);
@@ -144,24 +172,65 @@ TEST(SimDeviceCompute, GatherFollowsTheTablesScaleByteRule) {
   TableSpec vllm = t;
   vllm.scale_byte_rule = ScaleByteRule::kVllm;
   EXPECT_NE(want, direct(vllm, whole, ids)) << "the fill wrote no scale byte 0 or 255";
-  auto run = sim::run_world(one_host(1), [&](RankBackend& b) -> Status {
-    DeviceCompute& c = *b.compute;
-    const std::vector<int64_t> shard_starts = {0, t.row_count()};
-    ENGRAM_ASSIGN_OR_RETURN(DevicePtr shard, upload(c, whole));
-    const std::vector<DevicePtr> bases = {shard};
-    ENGRAM_ASSIGN_OR_RETURN(DevicePtr starts, upload(c, std::as_bytes(std::span(shard_starts))));
-    ENGRAM_ASSIGN_OR_RETURN(DevicePtr base_table, upload(c, std::as_bytes(std::span(bases))));
-    ENGRAM_ASSIGN_OR_RETURN(DevicePtr ids_d, upload(c, std::as_bytes(std::span(ids))));
-    ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, c.allocate(ids.size() * t.dim * 2));
-    const DeviceGather g =
-        shard_gather(t, ids_d, static_cast<int64_t>(ids.size()) / t.head_count(), starts, base_table, 1, out_d);
-    ENGRAM_RETURN_IF_ERROR(c.gather(g, {}));
-    ENGRAM_ASSIGN_OR_RETURN(auto got, download<uint16_t>(c, out_d, ids.size() * t.dim));
-    if (got != want) return internal_error("the emulator's gather ignores the table's scale_byte_rule");
-    for (DevicePtr p : {shard, starts, base_table, ids_d, out_d}) ENGRAM_RETURN_IF_ERROR(c.free(p));
-    return Status::ok();
-  });
-  expect_every_rank_ok_and_nothing_left(run);
+  const Result<std::vector<uint16_t>> got = gather_whole_on_emulator(t, whole, ids);
+  ASSERT_TRUE(got.is_ok()) << got.status().to_string();
+  EXPECT_TRUE(*got == want) << "the emulator's gather ignores the table's scale_byte_rule";
+}
+
+// Every FP8 byte under every scale byte, decoded on the emulator's device
+// path by each engine's rule (its profile's): row e holds the 256 FP8 codes
+// scaled by byte e. The emulator equals core's CPU decoding (which
+// scale_byte_rule_test.cc holds to the formats' definitions) bit for bit,
+// -0 written +0, and the two rules differ exactly at scale bytes 0 and 255.
+TEST(SimDeviceCompute, EveryFp8ByteTimesEveryScaleByteUnderEachEnginesRule) {
+  std::vector<std::vector<uint16_t>> by_engine;
+  for (const EngineProfile& engine : engine_registry()) {
+    SCOPED_TRACE(engine.name);
+    TableSpec t;
+    t.layer_id = 1;
+    t.orders = {2};
+    t.heads_per_order = 1;
+    t.primes = {256};
+    t.dim = 256;
+    ModelSpec model;
+    model.tables = {t};
+    apply_engine_scale_rule(engine, model);
+    t = model.tables[0];
+    std::vector<std::byte> whole(t.table_bytes());
+    for (int e = 0; e < 256; ++e) {
+      std::byte* row = whole.data() + static_cast<size_t>(e) * t.row_bytes();
+      for (int code = 0; code < 256; ++code) row[code] = static_cast<std::byte>(code);
+      for (int block = 0; block < t.dim / kScaleBlock; ++block) row[t.dim + block] = static_cast<std::byte>(e);
+    }
+    std::vector<int64_t> ids;
+    for (int64_t r = 0; r < 256; ++r) ids.push_back(r);
+    ids.push_back(kDeadId);
+    std::vector<uint16_t> want(ids.size() * 256, 0);
+    for (int e = 0; e < 256; ++e) {
+      const auto out = std::span(want).subspan(static_cast<size_t>(e) * 256, 256);
+      dequantize_row(t, std::span<const std::byte>(whole).subspan(static_cast<size_t>(e) * t.row_bytes(), t.row_bytes()),
+                     out);
+      for (uint16_t& v : out) v = bf16_lookup_canonical(v);
+    }
+    Result<std::vector<uint16_t>> gathered = gather_whole_on_emulator(t, whole, ids);
+    ASSERT_TRUE(gathered.is_ok()) << gathered.status().to_string();
+    std::vector<uint16_t> got = std::move(gathered).value();
+    int mismatches = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      if (bf16_lookup_canonical(got[i]) != want[i] && ++mismatches <= 4)
+        ADD_FAILURE() << "scale byte " << i / 256 << " fp8 0x" << std::hex << i % 256 << ": emulator 0x" << got[i]
+                      << ", CPU 0x" << want[i];
+    EXPECT_EQ(mismatches, 0);
+    by_engine.push_back(std::move(got));
+  }
+  // engramlab and vLLM decode alike; SGLang differs only in rows 0 and 255.
+  ASSERT_EQ(by_engine.size(), 3u);
+  EXPECT_EQ(by_engine[0], by_engine[1]);
+  for (int e = 0; e < 256; ++e) {
+    const bool same = std::equal(by_engine[1].begin() + e * 256, by_engine[1].begin() + (e + 1) * 256,
+                                 by_engine[2].begin() + e * 256);
+    EXPECT_EQ(same, e != 0 && e != 255) << "scale byte " << e;
+  }
 }
 
 TEST(SimDeviceCompute, RegisteredHostSliceGathersItsHeadWindowAndALeftRegistrationIsALeak) {

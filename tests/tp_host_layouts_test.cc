@@ -15,7 +15,7 @@
 #include "sim/sim_collectives.h"
 #include "tests/deployment_fixtures.h"
 #include "tests/lookup_test_support.h"
-#include "tests/tp_matrix_cases.h"
+#include "tests/tp_matrix_emulator.h"
 
 namespace engram {
 namespace {
@@ -184,14 +184,7 @@ TEST(TpHostLayouts, TpRanksWithDifferentIdsFailTheStepAlike) {
 TEST(TpHostLayouts, VllmMatrixOnTheEmulator) {
   const auto cases = testing::tp_matrix_cases();
   ASSERT_EQ(cases.size(), 18u);
-  for (const testing::TpMatrixCase& c : cases) {
-    auto scenario = harness::parse_scenario_text(c.scenario_text(), c.name());
-    ASSERT_TRUE(scenario.is_ok()) << c.name() << ": " << scenario.status().to_string();
-    const harness::ScenarioOutcome outcome = harness::run_scenario(scenario.value());
-    std::string failures;
-    for (const std::string& f : outcome.failures) failures += "\n  " + f;
-    EXPECT_TRUE(outcome.passed) << c.name() << ":" << failures << "\n" << c.scenario_text();
-  }
+  testing::run_tp_matrix_on_emulator(cases);
 }
 
 }  // namespace

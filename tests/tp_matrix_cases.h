@@ -3,7 +3,9 @@
 // (2, 2, yes)} x heads {8, 7} x the three host placements, cpu_offload on,
 // token counts per replica (8, 8, 8, 8), (7, 0, 5, 1) and (7, 7, 7, 7) with
 // replica 1 all DEAD in the last step. The emulator test and the real
-// processes' test run the same texts.
+// processes' test run the same texts. tp_matrix_cases_of_engine gives the
+// same matrix planned by an engine's profile (engine: {name: ...}), with the
+// placements that engine builds.
 #pragma once
 
 #include <fmt/format.h>
@@ -20,9 +22,13 @@ struct TpMatrixCase {
   int heads = 8;
   std::string placement;  // host_private, host_shared or host_head_sharded
   std::string tmpfs;      // the /dev/shm size that gives the placement ("190GiB", "64MiB")
+  std::string engine;     // "": no engine section (engramlab)
+  // The config beyond sequence_parallel, e.g. "cpu_offload: true, dp_shared_memory: false".
+  std::string config = "cpu_offload: true";
 
   std::string name() const {
-    return fmt::format("tp{}_dp{}{}_{}h_{}", tp, dp, sequence_parallel ? "_sp" : "", heads, placement);
+    return fmt::format("{}{}tp{}_dp{}{}_{}h_{}", engine, engine.empty() ? "" : "_", tp, dp,
+                       sequence_parallel ? "_sp" : "", heads, placement);
   }
   // vLLM's _token_counts(dp): even loads, then uneven ones with an idle replica.
   std::string batches() const {
@@ -41,7 +47,8 @@ struct TpMatrixCase {
         "hosts:\n"
         "  - {{name: h200-0, gpus: 4, gpu_model: H200, shm_size: {tmpfs}}}\n"
         "layout: {{tp: {tp}, dp: {dp}}}\n"
-        "config: {{cpu_offload: true, sequence_parallel: {sp}{private_}}}\n"
+        "config: {{{config}, sequence_parallel: {sp}}}\n"
+        "{engine}"
         "seed: {seed}\n"
         "lookup: {{model: tiny-{heads}h, batches: {batches}}}\n"
         "expect:\n"
@@ -49,7 +56,7 @@ struct TpMatrixCase {
         "  lookup_equal: true\n",
         fmt::arg("name", name()), fmt::arg("tmpfs", tmpfs), fmt::arg("tp", tp), fmt::arg("dp", dp),
         fmt::arg("sp", sequence_parallel ? "true" : "false"),
-        fmt::arg("private_", placement == "host_private" ? ", dp_shared_memory: false" : ""),
+        fmt::arg("config", config), fmt::arg("engine", engine.empty() ? "" : "engine: {name: " + engine + "}\n"),
         fmt::arg("seed", 100 + tp * 10 + heads), fmt::arg("heads", heads), fmt::arg("batches", batches()),
         fmt::arg("placement", placement));
   }
@@ -69,7 +76,34 @@ inline std::vector<TpMatrixCase> tp_matrix_cases() {
   std::vector<TpMatrixCase> out;
   for (const Layout& l : layouts)
     for (int heads : {8, 7})
-      for (const Where& w : wheres) out.push_back({l.tp, l.dp, l.sp, heads, w.placement, w.tmpfs});
+      for (const Where& w : wheres)
+        out.push_back({l.tp, l.dp, l.sp, heads, w.placement, w.tmpfs, "",
+                       std::string("cpu_offload: true") +
+                           (std::string(w.placement) == "host_private" ? ", dp_shared_memory: false" : "")});
+  return out;
+}
+
+// One engine's matrix: its placements, each with the config that asks for it
+// (`where`: placement, /dev/shm size, config).
+struct EngineWhere {
+  const char* placement;
+  const char* tmpfs;
+  const char* config;
+};
+inline std::vector<TpMatrixCase> tp_matrix_cases_of_engine(const std::string& engine,
+                                                           const std::vector<EngineWhere>& wheres) {
+  std::vector<TpMatrixCase> out;
+  for (const TpMatrixCase& c : tp_matrix_cases()) {
+    if (c.placement != "host_shared") continue;  // one case per layout and head count
+    for (const EngineWhere& w : wheres) {
+      TpMatrixCase e = c;
+      e.placement = w.placement;
+      e.tmpfs = w.tmpfs;
+      e.config = w.config;
+      e.engine = engine;
+      out.push_back(e);
+    }
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/deployment/runtime_environment.h"
+#include "core/engines/engine_id.h"
 #include "core/model/hash_overrides.h"
 
 namespace engram {
@@ -92,6 +93,12 @@ struct ParallelLayout {
   int ep = 1;          // expert parallel size (informational; checked to divide world)
   bool elastic_ep = false;
   int prefill_cp = 1;  // prefill context parallel size (same per-token rule)
+  // Ranks the engine's world holds beyond tp x dp (e.g. ranks of other
+  // parallel groups on the same nodes): they hold no Engram table, but an
+  // engine that sizes its node-local group from the whole world (vLLM's
+  // _engram_dp_shard_size) counts them. They fill the hosts' slots after the
+  // Engram ranks, in host order.
+  int extra_ranks = 0;
   int world_size() const { return tp * dp; }
   bool operator==(const ParallelLayout&) const = default;
 };
@@ -113,6 +120,15 @@ struct EngramConfig {
   // validated against the registry when the deployment is read); empty:
   // the rules of docs/design.md section 3 decide.
   std::string placement;
+  // cpu_offload was written (file or flag); unwritten, the engine's default
+  // applies (vLLM: on; core/engines/).
+  bool cpu_offload_given = false;
+  // Engine-specific settings; an engine without them refuses them by name.
+  bool embedding_across_dp = false;  // vLLM: device head shards over TP x DP
+  bool thp_packing = false;          // vLLM: host tables packed in huge pages (needs cpu_offload)
+  // The engine's host layout by its own name (core/engines/: each engine
+  // lists its own); empty: the engine's default.
+  std::string host_layout;
   bool operator==(const EngramConfig&) const = default;
 };
 
@@ -135,6 +151,8 @@ struct EngineMemory {
   // unless the user accepts it (engine.allow_negative_kv, --allow-negative-kv):
   // then it is a warning, e.g. where the engine's budget is set elsewhere.
   bool negative_kv_allowed = false;
+  // Whose rules plan this deployment (engine.name, --engine).
+  EngineId profile = EngineId::kEngramlab;
   bool operator==(const EngineMemory&) const = default;
 };
 

@@ -26,16 +26,20 @@ Result<std::vector<int>> resolve_rank_hosts(const Deployment& d) {
       gpus_total += rank_slots(h);
       shared |= h.ranks_per_gpu > 1;
     }
-    if (gpus_total != world) {
+    // layout.extra_ranks take the slots after the Engram ranks'.
+    const int64_t extra = d.layout.extra_ranks;
+    if (gpus_total != world + extra) {
       return invalid_argument(fmt::format(
-          "layout: tp * dp = {} * {} = {} rank{}, but the hosts give {} ({} host{}, {}); "
+          "layout: tp * dp = {} * {} = {} rank{}{}, but the hosts give {} ({} host{}, {}); "
           "change tp/dp, the host count or gpus per host, or give rank_hosts explicitly",
-          d.layout.tp, d.layout.dp, world, world == 1 ? "" : "s", gpus_total, host_count, host_count == 1 ? "" : "s",
-          shared ? "ranks_per_gpu ranks per GPU" : "one rank per GPU"));
+          d.layout.tp, d.layout.dp, world, world == 1 ? "" : "s",
+          extra == 0 ? "" : fmt::format(" and {} extra (layout.extra_ranks)", extra), gpus_total, host_count,
+          host_count == 1 ? "" : "s", shared ? "ranks_per_gpu ranks per GPU" : "one rank per GPU"));
     }
     map.reserve(static_cast<size_t>(world));
-    for (int h = 0; h < host_count; ++h)
-      for (int g = 0; g < rank_slots(d.hosts[static_cast<size_t>(h)]); ++g) map.push_back(h);
+    for (int h = 0; h < host_count && static_cast<int64_t>(map.size()) < world; ++h)
+      for (int g = 0; g < rank_slots(d.hosts[static_cast<size_t>(h)]) && static_cast<int64_t>(map.size()) < world; ++g)
+        map.push_back(h);
     return map;
   }
   if (static_cast<int64_t>(d.rank_hosts.size()) != world) {

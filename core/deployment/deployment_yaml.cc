@@ -14,6 +14,7 @@
 #include "core/base/text_list.h"
 #include "core/base/units.h"
 #include "core/deployment/shard_groups.h"
+#include "core/engines/engine_profile.h"
 #include "core/base/yaml_fields.h"
 #include "core/deployment/model_yaml.h"
 #include "core/model/gpu_models.h"
@@ -73,11 +74,13 @@ constexpr const char* kHostKeys[] = {"name", "boot_id", "gpus", "gpu_model", "gp
                                      "visible_gpus_per_rank", "count", "environment", "shm_size_limit",
                                      "memory_limit_per_rank", "cpu_sockets", "ranks_per_gpu",
                                      "posix_fd_attribute", "shm_used", "memory_limit", "pid_namespace"};
-constexpr const char* kEngineKeys[] = {"gpu_memory_fraction", "gpu_reserved", "context_length", "allow_negative_kv"};
+constexpr const char* kEngineKeys[] = {"name", "gpu_memory_fraction", "gpu_reserved", "context_length",
+                                       "allow_negative_kv"};
 constexpr const char* kTimeoutKeys[] = {"collective_ms", "join_ms"};
-constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp"};
-constexpr const char* kConfigKeys[] = {"cpu_offload", "peer_shards", "dp_shared_memory", "shard_group",
-                                       "tokens_per_rank_max", "sequence_parallel", "placement"};
+constexpr const char* kLayoutKeys[] = {"tp", "dp", "ep", "elastic_ep", "prefill_cp", "extra_ranks"};
+constexpr const char* kConfigKeys[] = {"cpu_offload",         "peer_shards", "dp_shared_memory", "shard_group",
+                                       "tokens_per_rank_max", "sequence_parallel", "placement", "embedding_across_dp",
+                                       "thp_packing",         "host_layout"};
 
 // A GPU model the plan knows, checked where the file names it, so a
 // misspelt one is reported with the file's other errors. A path (a GPU
@@ -264,10 +267,19 @@ void parse_layout(const Parser& p, const YAML::Node& node, ParallelLayout& l, Fi
   if (node["ep"]) e.set(l.ep, p.int_of(node["ep"], "layout.ep", 1, kMaxRanks));
   if (node["prefill_cp"]) e.set(l.prefill_cp, p.int_of(node["prefill_cp"], "layout.prefill_cp", 1, kMaxRanks));
   if (node["elastic_ep"]) e.set(l.elastic_ep, p.boolean(node["elastic_ep"], "layout.elastic_ep"));
+  if (node["extra_ranks"]) e.set(l.extra_ranks, p.int_of(node["extra_ranks"], "layout.extra_ranks", 0, kMaxRanks));
 }
 
 void parse_engine(const Parser& p, const YAML::Node& node, EngineMemory& m, FieldErrors& e) {
   if (!open_section(p, node, "engine", kEngineKeys, e)) return;
+  if (const YAML::Node n = node["name"]) {
+    std::string text;
+    if (e.set(text, p.text(n, "engine.name"))) {
+      Result<EngineId> id = engram::parse_engine(text, "engine.name");
+      if (id.is_ok()) m.profile = id.value();
+      else e.add(p.error(n, "engine.name", std::string(id.status().message().substr(id.status().message().find(": ") + 2))));
+    }
+  }
   if (const YAML::Node n = node["gpu_memory_fraction"]) {
     std::string text;
     if (e.set(text, p.text(n, "engine.gpu_memory_fraction"))) {
@@ -292,7 +304,12 @@ void parse_engine(const Parser& p, const YAML::Node& node, EngineMemory& m, Fiel
 
 void parse_config(const Parser& p, const YAML::Node& node, EngramConfig& c, FieldErrors& e) {
   if (!open_section(p, node, "config", kConfigKeys, e)) return;
-  if (node["cpu_offload"]) e.set(c.cpu_offload, p.boolean(node["cpu_offload"], "config.cpu_offload"));
+  if (node["cpu_offload"] && e.set(c.cpu_offload, p.boolean(node["cpu_offload"], "config.cpu_offload")))
+    c.cpu_offload_given = true;
+  if (node["embedding_across_dp"])
+    e.set(c.embedding_across_dp, p.boolean(node["embedding_across_dp"], "config.embedding_across_dp"));
+  if (node["thp_packing"]) e.set(c.thp_packing, p.boolean(node["thp_packing"], "config.thp_packing"));
+  if (node["host_layout"]) e.set(c.host_layout, p.text(node["host_layout"], "config.host_layout"));
   if (node["peer_shards"]) e.set(c.peer_shards, p.boolean(node["peer_shards"], "config.peer_shards"));
   if (const YAML::Node n = node["dp_shared_memory"]) {
     if (n.IsNull() || (n.IsScalar() && (n.Scalar() == "unset" || n.Scalar() == "~"))) {

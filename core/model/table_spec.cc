@@ -125,12 +125,6 @@ std::string_view scale_byte_rule_name(ScaleByteRule rule) {
   return "?";
 }
 
-std::optional<ScaleByteRule> scale_byte_rule_of_engine(std::string_view engine) {
-  if (engine == "engramlab" || engine == "vllm") return ScaleByteRule::kVllm;
-  if (engine == "sglang") return ScaleByteRule::kSglang;
-  return std::nullopt;
-}
-
 std::string_view dead_token_rule_name(DeadTokenRule rule) {
   switch (rule) {
     case DeadTokenRule::kBarrier: return "barrier";

@@ -27,10 +27,7 @@ enum class ScaleByteRule : uint8_t {
   kSglang,  // torch float8_e8m0fnu: 0 -> 2^-127, 255 -> NaN (SGLang's engram_gather)
 };
 std::string_view scale_byte_rule_name(ScaleByteRule rule);  // "vllm", "sglang"
-// The rule an engine's tables decode by: "engramlab" (today's default) and
-// "vllm" kVllm, "sglang" kSglang; nullopt for another name (kEngineNames).
-std::optional<ScaleByteRule> scale_byte_rule_of_engine(std::string_view engine);
-inline constexpr std::string_view kEngineNames = "engramlab, vllm or sglang";
+// Which rule an engine decodes by is its profile's (core/engines/engine_profile.h).
 
 struct TableSpec {
   int layer_id = 0;

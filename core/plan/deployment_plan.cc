@@ -14,6 +14,7 @@
 #include "core/deployment/deployment_validate.h"
 #include "core/deployment/node_local_group.h"
 #include "core/deployment/shard_groups.h"
+#include "core/engines/engine_profile.h"
 #include "core/model/hash_overrides.h"
 #include "core/model/table_spec.h"
 #include "core/plan/handle_type_plan.h"
@@ -96,8 +97,8 @@ struct Decisions {
 
 // The placement rules per rank (core/plan/placement_rules.h); fills each
 // rank's plan but its shard group and memory.
-Decisions decide_ranks(const Deployment& d, const DpSharedMemoryResolution& shared, const NodeLocalGroups& local,
-                       uint64_t table_total, std::vector<RankPlan>& ranks) {
+Result<Decisions> decide_ranks(const Deployment& d, const EngineProfile& engine, const DpSharedMemoryResolution& shared,
+                               const NodeLocalGroups& local, uint64_t table_total, std::vector<RankPlan>& ranks) {
   const int world = d.layout.world_size();
   Decisions out;
   out.by_rank.resize(static_cast<size_t>(world));
@@ -111,6 +112,12 @@ Decisions decide_ranks(const Deployment& d, const DpSharedMemoryResolution& shar
                              host.environment};
     PlacementDecision& dec = out.by_rank[i];
     dec = decide_rank_placement(d.config, shared, facts, table_total);
+    // The engine builds its own placement for what the rules decided.
+    ENGRAM_ASSIGN_OR_RETURN(const Placement built, engine.placement_of(d, dec.placement));
+    if (built != dec.placement) {
+      dec.reason += fmt::format("; engine {} builds {} here", engine.name, placement_name(built));
+      dec.placement = built;
+    }
     out.peer_precedence |= dec.peer_precedence;
     out.fell_back |= !dec.fallback_causes.empty();
     RankPlan& rp = ranks[i];
@@ -280,18 +287,25 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   ENGRAM_ASSIGN_OR_RETURN(Deployment d, validate_and_complete(input));
   ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, resolve_model(d.model, d.model_hash, "model"));
   const uint64_t table_total = spec.table_bytes_total();
+  // The engine's defaults and refusals before any rule reads the config.
+  const EngineProfile& engine = engine_profile(d.engine.profile);
+  apply_engine_defaults(engine, d);
+  ENGRAM_RETURN_IF_ERROR(validate_for_engine(engine, d, spec));
 
   PlanResult plan;
   plan.model = summarize(spec);
   plan.dp_shared_memory = resolve_dp_shared_memory(d.config, d.layout);
+  if (!engine.settings.dp_shared_memory)  // its host layout decides instead (validate refused it written)
+    plan.dp_shared_memory = {false, false, fmt::format("engine {} has no dp_shared_memory: its host layout decides "
+                                                       "which host table a rank gets", engine.name)};
   plan.reasons.push_back(plan.dp_shared_memory.reason);
 
   // 1. The rules, per rank, from per-host facts.
-  const NodeLocalGroups local =
-      compute_node_local_groups(d.layout, d.rank_hosts, static_cast<int>(d.hosts.size()));
+  const NodeLocalGroups local = engine.node_local_groups(d);
   const std::vector<HostShmFacts> shm_facts = host_shm_facts(d, local);
   ENGRAM_RETURN_IF_ERROR(validate_strict_when_asked(d, plan.dp_shared_memory, shm_facts, table_total));
-  const Decisions decisions = decide_ranks(d, plan.dp_shared_memory, local, table_total, plan.ranks);
+  ENGRAM_ASSIGN_OR_RETURN(const Decisions decisions,
+                          decide_ranks(d, engine, plan.dp_shared_memory, local, table_total, plan.ranks));
   // 2. Shard groups and handle types where the placement needs them.
   ENGRAM_ASSIGN_OR_RETURN(const HandleTypeByGroup handle_by_group, assign_shard_groups(d, plan.ranks));
   ENGRAM_RETURN_IF_ERROR(check_gpu_sharing(d, plan.ranks));

@@ -9,6 +9,7 @@
 
 #include "core/base/json_output.h"
 #include "core/deployment/shard_groups.h"
+#include "core/engines/engine_profile.h"
 #include "core/base/size_text.h"
 #include "core/base/text_list.h"
 #include "core/base/units.h"
@@ -122,6 +123,14 @@ std::string format_plan_report(const PlanResult& plan) {
                      d.layout.tp, d.layout.dp, d.layout.world_size(), d.layout.world_size() == 1 ? "" : "s",
                      hosts_used, hosts_used == 1 ? "" : "s",
                      d.layout.ep, d.layout.elastic_ep ? "on" : "off", d.layout.prefill_cp);
+  {
+    // The engine whose rules planned this (core/engines/).
+    const EngineProfile& engine = engine_profile(d.engine.profile);
+    out += fmt::format("engine: {} (tables split over TP by {} on the GPU, by {} in host memory; scale bytes {}; "
+                       "from {})\n",
+                       engine.name, tp_split_name(engine.device_tp_split), tp_split_name(engine.host_tp_split),
+                       scale_bytes_text(engine), engine.source);
+  }
   out += fmt::format("config: cpu_offload {}, peer_shards {}, dp_shared_memory {}, shard_group {}, "
                      "tokens_per_rank_max {}, sequence_parallel {}\n",
                      d.config.cpu_offload ? "on" : "off", d.config.peer_shards ? "on" : "off",
@@ -222,7 +231,10 @@ Json plan_json(const PlanResult& plan) {
   config["tokens_per_rank_max"] = d.config.tokens_per_rank_max;
   config["sequence_parallel"] = d.config.sequence_parallel;
   if (!d.config.placement.empty()) config["placement"] = d.config.placement;  // only where written: the rules decide otherwise
-  j["engine"] = {{"gpu_memory_fraction", d.engine.gpu_memory_fraction},
+  j["engine"] = {{"name", engine_name(d.engine.profile)},
+                 {"tp_split_device", tp_split_name(engine_profile(d.engine.profile).device_tp_split)},
+                 {"scale_byte_rule", scale_byte_rule_name(engine_profile(d.engine.profile).scale_byte_rule)},
+                 {"gpu_memory_fraction", d.engine.gpu_memory_fraction},
                  {"gpu_reserved_bytes", d.engine.gpu_reserved_bytes ? Json(*d.engine.gpu_reserved_bytes) : Json(nullptr)},
                  {"gpu_reserved_from_model", d.engine.reserved_from_model},
                  {"context_length", d.engine.context_length_tokens ? Json(*d.engine.context_length_tokens) : Json(nullptr)}};

@@ -1,5 +1,7 @@
 #include "core/runtime/engram_runtime.h"
 
+#include "core/engines/engine_profile.h"
+
 #include "core/placements/host_lookup_staging.h"
 
 #include <fmt/format.h>
@@ -221,7 +223,11 @@ struct EngramRuntime::State {
 };
 
 EngramRuntime::EngramRuntime(RankBackend& backend, RuntimeOptions options)
-    : backend_(backend), options_(std::move(options)), state_(std::make_unique<State>()) {}
+    : backend_(backend), options_(std::move(options)), state_(std::make_unique<State>()) {
+  // Every path this rank looks up by (CPU rows, the host stager, the device
+  // kernels) decodes scale bytes 0 and 255 as the planning engine does.
+  apply_engine_scale_rule(engine_profile(options_.engine.profile), options_.table_model);
+}
 
 EngramRuntime::~EngramRuntime() {
   if (stopped_ || !state_) return;

@@ -22,22 +22,22 @@ size_t combine(const T&... values) {
 }
 
 size_t hash_of(const ParallelLayout& layout) {
-  const auto& [tp, dp, ep, elastic_ep, prefill_cp] = layout;
-  return combine(tp, dp, ep, elastic_ep, prefill_cp);
+  const auto& [tp, dp, ep, elastic_ep, prefill_cp, extra_ranks] = layout;
+  return combine(tp, dp, ep, elastic_ep, prefill_cp, extra_ranks);
 }
 
 size_t hash_of(const EngramConfig& config) {
   const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank_max, sequence_parallel,
-               placement] = config;
+               placement, cpu_offload_given, embedding_across_dp, thp_packing, host_layout] = config;
   return combine(cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens_per_rank_max, sequence_parallel,
-                 placement);
+                 placement, cpu_offload_given, embedding_across_dp, thp_packing, host_layout);
 }
 
 size_t hash_of(const EngineMemory& engine) {
   const auto& [gpu_memory_fraction, gpu_reserved_bytes, reserved_from_model, fraction_given, context_length_tokens,
-               negative_kv_allowed] = engine;
+               negative_kv_allowed, profile] = engine;
   return combine(gpu_memory_fraction, gpu_reserved_bytes, reserved_from_model, fraction_given, context_length_tokens,
-                 negative_kv_allowed);
+                 negative_kv_allowed, profile);
 }
 
 }  // namespace

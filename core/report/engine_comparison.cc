@@ -1,0 +1,222 @@
+#include "core/report/engine_comparison.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/base/size_text.h"
+#include "core/base/units.h"
+#include "core/engines/engine_profile.h"
+#include "core/model/row_format.h"
+#include "core/plan/memory_fit.h"
+
+namespace engram {
+namespace {
+
+constexpr uint64_t kIdBytes = 8;   // int64 row ids
+constexpr uint64_t kBf16Bytes = 2;
+
+// The collectives one rank of `rp`'s placement runs per decode step, over
+// every table of the model, from its placement's traits and the engine's TP
+// split (a model of the payload each token adds, not a measurement).
+std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResult& plan, const EngineProfile& engine) {
+  const PlacementOps& ops = placement_ops(rp.placement);
+  const int tp = plan.deployment.layout.tp;
+  uint64_t heads = 0, heads_tp_slice = 0;
+  uint64_t dim = 0;
+  for (size_t t = 0; t < plan.model.heads_per_table.size(); ++t) {
+    const uint64_t h = static_cast<uint64_t>(plan.model.heads_per_table[t]);
+    heads += h;
+    heads_tp_slice += (h + static_cast<uint64_t>(tp) - 1) / static_cast<uint64_t>(tp);
+  }
+  // Every table of a model has one dim: its row bytes less the FP8 scales, or bf16 values.
+  dim = plan.model.row_format == "bf16" ? plan.model.row_bytes / kBf16Bytes
+                                        : plan.model.row_bytes * kScaleBlock / (kScaleBlock + 1);
+  std::vector<StepCollective> out;
+  if (ops.needs_device) {
+    const int g = ops.group == PlacementGroup::kShardGroup ? rp.shard_group_size : rp.node_local_group_size;
+    if (!ops.collective_lookup || g < 2) return out;
+    const std::string group = fmt::format("{} of {}", placement_group_text(ops.group), g);
+    out.push_back({"all-gather ids", group, kIdBytes * heads});
+    out.push_back({engine.device_tp_split == TpSplit::kRows ? "reduce-scatter rows (sum)" : "all-gather head rows", group,
+                   kBf16Bytes * heads * dim});
+    return out;
+  }
+  if (ops.collective_lookup && rp.node_local_group_size > 1) {
+    const std::string group = fmt::format("node-local DP group of {}", rp.node_local_group_size);
+    out.push_back({"all-gather ids", group, kIdBytes * heads_tp_slice});
+    out.push_back({"all-to-all rows back", group, kBf16Bytes * heads_tp_slice * dim});
+  }
+  if (tp > 1)
+    out.push_back({plan.deployment.config.sequence_parallel ? "all-to-all heads over TP" : "all-gather heads over TP",
+                   fmt::format("TP group of {}", tp), kBf16Bytes * heads * dim});
+  return out;
+}
+
+uint64_t total_bytes(const std::vector<StepCollective>& c) {
+  uint64_t sum = 0;
+  for (const StepCollective& s : c) sum += s.bytes_per_token;
+  return sum;
+}
+
+EngineColumn column_of(const Deployment& deployment, EngineId id) {
+  const EngineProfile& engine = engine_profile(id);
+  EngineColumn c;
+  c.engine = id;
+  c.scale_bytes = scale_bytes_text(engine);
+  Deployment d = deployment;
+  d.engine.profile = id;
+  WarningSink sink;
+  Result<FitCheckedPlan> checked = plan_with_memory_fit(d, sink);
+  if (!checked.is_ok()) {
+    c.status = checked.status();
+    return c;
+  }
+  const PlanResult& plan = checked->plan;
+  c.fits = checked->fits;
+  c.cpu_offload = plan.deployment.config.cpu_offload;
+  for (const PlacementGroupSummary& g : plan.groups) {
+    const std::string name = placement_name(g.placement);
+    if (c.placement.find(name) == std::string::npos)
+      c.placement += (c.placement.empty() ? "" : ", ") + name;
+  }
+  if (plan.groups.size() > 1) {
+    c.placement.clear();
+    for (const PlacementGroupSummary& g : plan.groups)
+      c.placement += fmt::format("{}{} (ranks {})", c.placement.empty() ? "" : ", ", placement_name(g.placement),
+                                 g.ranks_text);
+  }
+  const bool device = !plan.ranks.empty() && is_device_placement(plan.ranks.front().placement);
+  c.tp_split = tp_split_name(device ? engine.device_tp_split : engine.host_tp_split);
+  c.node_local_group_min = std::numeric_limits<int>::max();
+  for (const RankPlan& rp : plan.ranks) {
+    c.node_local_group_min = std::min(c.node_local_group_min, rp.node_local_group_size);
+    c.node_local_group_max = std::max(c.node_local_group_max, rp.node_local_group_size);
+    std::vector<StepCollective> steps = step_collectives(rp, plan, engine);
+    if (c.collectives.empty() || total_bytes(steps) > c.collective_bytes_per_token) {
+      c.collective_bytes_per_token = total_bytes(steps);
+      c.collectives = std::move(steps);
+    }
+  }
+  if (plan.ranks.empty()) c.node_local_group_min = 0;
+  c.kv_cache_left_bytes_min = std::numeric_limits<int64_t>::max();
+  for (const HostMemory& h : plan.hosts) {
+    c.hbm_bytes_per_gpu_max = std::max(c.hbm_bytes_per_gpu_max, h.hbm_bytes_per_gpu_max);
+    c.host_table_bytes_per_node_max = std::max(c.host_table_bytes_per_node_max, h.host_table_bytes);
+    c.table_copies_per_node_max = std::max(c.table_copies_per_node_max, h.table_copies);
+    c.kv_cache_left_bytes_min = std::min(c.kv_cache_left_bytes_min, h.kv_cache_left_bytes_min);
+  }
+  if (plan.hosts.empty()) c.kv_cache_left_bytes_min = 0;
+  for (const Warning& w : plan.warnings) c.warnings.push_back(w.key);
+  return c;
+}
+
+std::string signed_gib(int64_t bytes) {
+  return bytes < 0 ? "-" + format_gib(static_cast<uint64_t>(-(bytes + 1)) + 1) : format_gib(static_cast<uint64_t>(bytes));
+}
+
+std::string collectives_text(const EngineColumn& c) {
+  if (c.collectives.empty()) return "none";
+  std::string out;
+  for (const StepCollective& s : c.collectives) out += (out.empty() ? "" : "; ") + s.name + " (" + s.group + ")";
+  return out;
+}
+
+}  // namespace
+
+std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineId> engines) {
+  std::vector<EngineColumn> out;
+  for (EngineId id : engines) out.push_back(column_of(deployment, id));
+  return out;
+}
+
+std::string format_engine_comparison(std::span<const EngineColumn> columns) {
+  std::vector<std::string> labels = {"placement",        "TP split",          "cpu_offload",
+                                     "node-local group", "HBM per GPU",       "host tables per node",
+                                     "copies per node",  "collectives/step",  "bytes/token/step",
+                                     "KV cache left",    "scale bytes 0/255", "warnings",
+                                     "verdict"};
+  std::vector<std::vector<std::string>> cells;
+  for (const EngineColumn& c : columns) {
+    std::vector<std::string> v;
+    if (!c.status.is_ok()) {
+      v.assign(labels.size(), "-");
+      v[10] = c.scale_bytes;
+      v[12] = "refused: " + std::string(c.status.message());
+      cells.push_back(std::move(v));
+      continue;
+    }
+    v.push_back(c.placement);
+    v.push_back(c.tp_split);
+    v.push_back(c.cpu_offload ? "on" : "off");
+    v.push_back(c.node_local_group_min == c.node_local_group_max
+                    ? std::to_string(c.node_local_group_min)
+                    : fmt::format("{}-{}", c.node_local_group_min, c.node_local_group_max));
+    v.push_back(format_gib(c.hbm_bytes_per_gpu_max));
+    v.push_back(format_gib(c.host_table_bytes_per_node_max));
+    v.push_back(std::to_string(c.table_copies_per_node_max));
+    v.push_back(collectives_text(c));
+    v.push_back(format_size_short(c.collective_bytes_per_token));
+    v.push_back(signed_gib(c.kv_cache_left_bytes_min));
+    v.push_back(c.scale_bytes);
+    std::string w;
+    for (const std::string& k : c.warnings) w += (w.empty() ? "" : ", ") + k;
+    v.push_back(w.empty() ? "none" : w);
+    v.push_back(c.fits.is_ok() ? "fits" : "cannot run: " + std::string(c.fits.message()));
+    cells.push_back(std::move(v));
+  }
+  // One row per fact, a column per engine; long cells stay whole.
+  size_t label_width = 0;
+  for (const std::string& l : labels) label_width = std::max(label_width, l.size());
+  std::string out = fmt::format("{:<{}}", "engine", label_width);
+  for (const EngineColumn& c : columns) out += fmt::format(" | {}", engine_name(c.engine));
+  out += "\n";
+  for (size_t row = 0; row < labels.size(); ++row) {
+    out += fmt::format("{:<{}}", labels[row], label_width);
+    for (const std::vector<std::string>& col : cells) out += " | " + col[row];
+    out += "\n";
+  }
+  out += "(bytes/token/step: what one token adds to the step's collectives over every table, ids as int64 and "
+         "rows as bf16; HBM and KV per GPU at the busiest GPU; see `plan --engine NAME` for one engine's reasons)\n";
+  return out;
+}
+
+Json engine_comparison_json(std::span<const EngineColumn> columns) {
+  Json engines = Json::array();
+  for (const EngineColumn& c : columns) {
+    Json j;
+    j["engine"] = engine_name(c.engine);
+    j["scale_bytes"] = c.scale_bytes;
+    if (!c.status.is_ok()) {
+      j["error"] = error_json_or_null(c.status);
+      engines.push_back(std::move(j));
+      continue;
+    }
+    j["error"] = nullptr;
+    j["placement"] = c.placement;
+    j["tp_split"] = c.tp_split;
+    j["cpu_offload"] = c.cpu_offload;
+    j["node_local_group_min"] = c.node_local_group_min;
+    j["node_local_group_max"] = c.node_local_group_max;
+    j["hbm_bytes_per_gpu_max"] = c.hbm_bytes_per_gpu_max;
+    j["host_table_bytes_per_node_max"] = c.host_table_bytes_per_node_max;
+    j["table_copies_per_node_max"] = c.table_copies_per_node_max;
+    Json steps = Json::array();
+    for (const StepCollective& s : c.collectives)
+      steps.push_back({{"name", s.name}, {"group", s.group}, {"bytes_per_token", s.bytes_per_token}});
+    j["collectives_per_step"] = std::move(steps);
+    j["collective_bytes_per_token"] = c.collective_bytes_per_token;
+    j["kv_cache_left_bytes_min"] = c.kv_cache_left_bytes_min;
+    j["warnings"] = c.warnings;
+    j["fits"] = error_json_or_null(c.fits);
+    engines.push_back(std::move(j));
+  }
+  Json doc = json_document("plan");
+  doc["engines"] = std::move(engines);
+  doc["warnings"] = Json::array();  // each engine's are in its column
+  doc["error"] = nullptr;
+  return doc;
+}
+
+}  // namespace engram

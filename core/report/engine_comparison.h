@@ -1,0 +1,56 @@
+// `plan --engine vllm,sglang,engramlab` (--compare-engines): one deployment
+// planned under several engines' rules (core/engines/), side by side: the
+// placement each builds, its memory, its collectives per decode step and
+// what it leaves the KV cache, in a table (a column per engine) and in JSON.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/base/json_output.h"
+#include "core/base/status.h"
+#include "core/deployment/deployment.h"
+#include "core/engines/engine_id.h"
+
+namespace engram {
+
+// One collective a rank runs per decode step, over every table, with the
+// bytes one token puts on it (ids as int64, rows as bf16).
+struct StepCollective {
+  std::string name;   // "all-gather ids", "reduce-scatter rows", ...
+  std::string group;  // "row-shard group of 8", "TP group of 2", ...
+  uint64_t bytes_per_token = 0;
+};
+
+struct EngineColumn {
+  EngineId engine = EngineId::kEngramlab;
+  Status status;                 // why the engine refuses or cannot build it (plan not run)
+  Status fits;                   // the memory fit's verdict where planned
+  std::string placement;         // "host_shared", or "host_shared (ranks 0-3), host_head_sharded (ranks 4-7)"
+  std::string tp_split;          // "rows" / "heads"
+  bool cpu_offload = false;      // as planned (the engine's default where not written)
+  int node_local_group_min = 0, node_local_group_max = 0;
+  uint64_t hbm_bytes_per_gpu_max = 0;
+  uint64_t host_table_bytes_per_node_max = 0;
+  int table_copies_per_node_max = 0;
+  std::vector<StepCollective> collectives;  // the busiest rank group's, per decode step
+  uint64_t collective_bytes_per_token = 0;
+  int64_t kv_cache_left_bytes_min = 0;
+  std::string scale_bytes;                  // "0 -> +0, 255 -> +inf"
+  std::vector<std::string> warnings;        // warning keys
+};
+
+// Plans `deployment` (flags and file as given, engine.profile ignored)
+// under each engine in `engines`. A refusal is the column's status, not an
+// error: the comparison shows it.
+std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineId> engines);
+
+std::string format_engine_comparison(std::span<const EngineColumn> columns);
+// The --json document: json_document("plan") with "engines" (a column each,
+// in the order asked), "warnings" [] (each engine's are in its column) and
+// "error" null.
+Json engine_comparison_json(std::span<const EngineColumn> columns);
+
+}  // namespace engram

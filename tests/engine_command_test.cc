@@ -1,0 +1,94 @@
+// `plan --engine`: one engine's rules, several engines side by side
+// (--engine a,b / --compare-engines), and bad input naming the engine, the
+// value and what is known.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/engramlab_command.h"
+
+namespace engram {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing::run_engramlab;
+
+const std::string kTp2Dp4 = "plan --tp 2 --dp 4 --hosts 2 --gpus-per-host 4 --gpu-model GB200 ";
+
+TEST(EngineCommand, AnUnknownEngineIsExit2NamingTheValueAndTheEngines) {
+  auto r = run_engramlab(kTp2Dp4 + "--engine trtllm");
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("--engine: 'trtllm' is not an engine; give engramlab, vllm or sglang"));
+  r = run_engramlab(kTp2Dp4 + "--engine sglan");
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("did you mean 'sglang'?"));
+  r = run_engramlab(kTp2Dp4 + "--engine vllm,vllm");
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("'vllm' is named twice"));
+}
+
+TEST(EngineCommand, ALayoutOrAConfigTheEngineRefusesIsExit2SayingWhy) {
+  auto r = run_engramlab(kTp2Dp4 + "--engine vllm --host-layout numa_shared");
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, AllOf(HasSubstr("engine vllm has no host layout 'numa_shared'"), HasSubstr("--engine sglang")));
+  r = run_engramlab("plan --tp 32 --dp 1 --hosts 1 --gpus-per-host 32 --engine vllm");
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("layout.tp (32): engine vllm refuses it: Engram sharding leaves ranks without hash "
+                                "heads: 24 heads over 32 shards"));
+  r = run_engramlab(kTp2Dp4 + "--engine sglang --thp-packing");
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("config.thp_packing (true): engine sglang refuses it"));
+}
+
+// The example under each engine's rules: engramlab answers row
+// shards on the GPUs as today; vLLM, whose cpu_offload defaults on, host tables.
+TEST(EngineCommand, OneEngineSaysWhoseRulesPlannedIt) {
+  auto r = run_engramlab(kTp2Dp4);
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, AllOf(HasSubstr("engine: engramlab (tables split over TP by rows on the GPU"),
+                            HasSubstr("ranks 0-7: device_collective")));
+  r = run_engramlab(kTp2Dp4 + "--engine vllm --shm-size 200GiB");
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, AllOf(HasSubstr("engine: vllm (tables split over TP by heads on the GPU"),
+                            HasSubstr("config.cpu_offload: true (engine vllm's default"), HasSubstr("VLLM_PLE_CPU_OFFLOAD"),
+                            HasSubstr("host_shared")));
+}
+
+// vLLM's 12-rank case (tests/distributed/test_engram_dp_shard.py: nodes
+// [0]*6 + [1]*6, dp 4, replica 1 -> 2): the world holds 8 ranks beyond
+// tp x dp, and vLLM sizes its group over all 12; engramlab groups the four
+// Engram ranks on node 0 together, on purpose.
+TEST(EngineCommand, ExtraRanksSizeVllmsGroupNotOurs) {
+  const std::string world = "plan --tp 1 --dp 4 --extra-ranks 8 --hosts 2 --gpu-model GB200 --cpu-offload ";
+  auto vllm = run_engramlab(world + "--engine vllm");
+  EXPECT_EQ(vllm.exit_code, 0) << vllm.text;
+  EXPECT_THAT(vllm.text, HasSubstr("ranks 0-3: host_head_sharded, 2 groups of 2 (node-local DP group)"));
+  auto ours = run_engramlab(world);
+  EXPECT_EQ(ours.exit_code, 0) << ours.text;
+  EXPECT_THAT(ours.text, HasSubstr("ranks 0-3: host_head_sharded, 1 group of 4 (node-local DP group)"));
+}
+
+TEST(EngineCommand, SeveralEnginesGiveOneTableAndOneJsonDocument) {
+  auto r = run_engramlab(kTp2Dp4 + "--shm-size 200GiB --engine vllm,sglang,engramlab");
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, AllOf(HasSubstr("| vllm | sglang | engramlab"),
+                            HasSubstr("| host_shared | device_collective | device_collective"),
+                            HasSubstr("0 -> 2^-127, 255 -> NaN"), HasSubstr("KV cache left")));
+  auto all = run_engramlab(kTp2Dp4 + "--shm-size 200GiB --compare-engines");
+  EXPECT_EQ(all.exit_code, 0) << all.text;
+  EXPECT_THAT(all.text, HasSubstr("| engramlab | vllm | sglang"));
+  auto j = run_engramlab(kTp2Dp4 + "--shm-size 200GiB --engine vllm,sglang --json", "", "2>/dev/null");
+  ASSERT_EQ(j.exit_code, 0) << j.text;
+  const nlohmann::json doc = nlohmann::json::parse(j.text);
+  ASSERT_EQ(doc["engines"].size(), 2u);
+  EXPECT_EQ(doc["engines"][0]["engine"], "vllm");
+  EXPECT_EQ(doc["engines"][0]["placement"], "host_shared");
+  EXPECT_EQ(doc["engines"][1]["placement"], "device_collective");
+  EXPECT_EQ(doc["engines"][1]["tp_split"], "rows");
+}
+
+}  // namespace
+}  // namespace engram
