@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# On a GPU machine, every GPU check of one change in one call (the device
+# budget allows a few calls a session): one build of engram_gpu_tests,
+# engramlab, exchange_worker and device_hasher_probe (tools/lib/gpu_build.sh),
+# then with those binaries
+#   1. tools/gpu_acceptance.sh (GPU tests, the hasher probe, acceptance of
+#      every placement one GPU holds, the decode loop, the bridge),
+#   2. the device hasher's kernel and the plain kernel under Nsight Compute
+#      (tools/gpu_hasher_profile.sh's reports, when ncu is there),
+#   3. `bench` at the one-layer V4.1 size, device placements against the
+#      one-process kernels over a table of the same rows (like with like).
+# Each step's log goes to $OUT (or build-gpu/out); ends with one table.
+# Steps are time-boxed so the whole stays under the tool's 600 s.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+build=build-gpu
+out="${OUT:-$build/out}"
+mkdir -p "$out" "$build"
+jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
+start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - start )); }
+. tools/lib/gpu_build.sh
+gpu_build gpu_all engram_gpu_tests engramlab exchange_worker device_hasher_probe || exit 1
+bin="$PWD/$build/bin-all"
+mkdir -p "$bin"
+ln -sf "$PWD/$build/tests/gpu/engram_gpu_tests" "$PWD/$build/apps/engramlab" "$PWD/$build/tests/exchange_worker" \
+  "$PWD/$build/benchmarks/device_hasher_probe" "$bin/"
+build_s=$(elapsed)
+
+BIN_DIR="$bin" timeout 330 tools/gpu_acceptance.sh > "$out/acceptance.txt" 2>&1
+acceptance_rc=$?
+sed -n '/^| check | result |/,$p' "$out/acceptance.txt"
+acceptance_s=$(elapsed)
+
+ncu_note="no ncu"
+if command -v ncu > /dev/null; then
+  timeout 90 ncu --clock-control none --kernel-name regex:request_hash_kernel --launch-skip 25 --launch-count 1 \
+    --set full --print-details all "$bin/device_hasher_probe" 30 8192 > "$out/ncu_request_hash_kernel.txt" 2>&1
+  ncu_note="rc $?"
+  timeout 40 ncu --clock-control none --kernel-name regex:plain_ids_kernel --launch-skip 25 --launch-count 1 \
+    --section SpeedOfLight --section LaunchStats --section Occupancy \
+    "$bin/device_hasher_probe" 30 8192 > "$out/ncu_plain_ids_kernel.txt" 2>&1
+  grep -hE "Duration|Registers Per Thread|Achieved Occupancy|Warp Cycles Per Issued Instruction|Static Shared" \
+    "$out"/ncu_*.txt | head -12
+fi
+ncu_s=$(elapsed)
+
+like_rc=127
+left=$(( 585 - $(elapsed) ))
+if [ "$left" -gt 60 ]; then
+  timeout "$left" "$bin/engramlab" launch -n 1 -- "$bin/engramlab" bench --model deepseek-v4.1-flash-layer1 \
+    --placements device_peer,device_collective --svg "$out/bench_layer1.svg" --csv "$out/bench_layer1.csv" \
+    > "$out/bench_layer1.txt" 2> "$out/bench_layer1.err"
+  like_rc=$?
+  grep -A8 "runtime / one-process" "$out/bench_layer1.txt"; tail -3 "$out/bench_layer1.err"
+fi
+echo
+echo "| step | result |"
+echo "| --- | --- |"
+echo "| build | rc $build_rc, $build_s s |"
+echo "| gpu_acceptance.sh | rc $acceptance_rc, at $acceptance_s s |"
+echo "| ncu of the hasher | $ncu_note, at $ncu_s s |"
+echo "| bench, one-layer V4.1, device placements | rc $like_rc, at $(elapsed) s |"
