@@ -160,7 +160,7 @@ TEST(SglangShared, PlanHoldsOneMemfdCopyPerNodeOutsideDevShm) {
     EXPECT_EQ(h.shm_bytes, 0u);
   }
   EXPECT_TRUE(plan->warnings.empty());
-  EXPECT_THAT(plan->reasons.back(), HasSubstr("config.placement: sglang_shared (forced"));
+  EXPECT_THAT(plan->reasons.back(), HasSubstr("config.placement: sglang_shared as written"));
 }
 
 TEST(SglangShared, EveryRowOfA2048RowTableOnTheEmulatorStaysOnTheCpu) {

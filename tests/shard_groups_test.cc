@@ -60,12 +60,25 @@ TEST(ShardGroups, HostGroupsByIdentity) {
   EXPECT_STREQ(shard_group_name(ShardGroup::kNvlinkDomain), "nvlink_domain");
 }
 
+// A replica's TP ranks, contiguous by rank, across hosts (tp 4 over hosts of 2).
+TEST(ShardGroups, ReplicaGroupsAreTpRanksWhereverTheySit) {
+  auto hosts = hosts_with_domains({"d", "d", "d", "d"});
+  std::vector<int> map = {0, 0, 1, 1, 2, 2, 3, 3};
+  ShardGroups g = compute_shard_groups(ShardGroup::kReplica, map, hosts, /*tp=*/4);
+  EXPECT_EQ(g.group_count, 2);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(g.group_by_rank[r], r / 4);
+    EXPECT_EQ(g.index_by_rank[r], r % 4);
+    EXPECT_EQ(g.size_by_rank[r], 4);
+  }
+}
+
 TEST(ShardGroups, NamesAreOneTableBothWays) {
-  for (ShardGroup kind : {ShardGroup::kWorld, ShardGroup::kNvlinkDomain, ShardGroup::kHost})
+  for (ShardGroup kind : {ShardGroup::kWorld, ShardGroup::kNvlinkDomain, ShardGroup::kHost, ShardGroup::kReplica})
     EXPECT_EQ(shard_group_from_name(shard_group_name(kind)), kind) << shard_group_name(kind);
   EXPECT_FALSE(shard_group_from_name("rack").has_value());
   EXPECT_FALSE(shard_group_from_name("").has_value());
-  EXPECT_EQ(shard_group_choices(), "world, nvlink_domain or host");
+  EXPECT_EQ(shard_group_choices(), "world, nvlink_domain, host or replica");
 }
 
 TEST(TextList, RangesAndLimitedLists) {

@@ -25,6 +25,9 @@ struct TpMatrixCase {
   std::string engine;     // "": no engine section (engramlab)
   // The config beyond sequence_parallel, e.g. "cpu_offload: true, dp_shared_memory: false".
   std::string config = "cpu_offload: true";
+  // Plan with the lookup's own tiny model instead of V4.1 (a copy per GPU
+  // of device tables fits only so).
+  bool plan_with_lookup_model = false;
 
   std::string name() const {
     return fmt::format("{}{}tp{}_dp{}{}_{}h_{}", engine, engine.empty() ? "" : "_", tp, dp,
@@ -49,6 +52,7 @@ struct TpMatrixCase {
         "layout: {{tp: {tp}, dp: {dp}}}\n"
         "config: {{{config}, sequence_parallel: {sp}}}\n"
         "{engine}"
+        "{model}"
         "seed: {seed}\n"
         "lookup: {{model: tiny-{heads}h, batches: {batches}}}\n"
         "expect:\n"
@@ -58,7 +62,8 @@ struct TpMatrixCase {
         fmt::arg("sp", sequence_parallel ? "true" : "false"),
         fmt::arg("config", config), fmt::arg("engine", engine.empty() ? "" : "engine: {name: " + engine + "}\n"),
         fmt::arg("seed", 100 + tp * 10 + heads), fmt::arg("heads", heads), fmt::arg("batches", batches()),
-        fmt::arg("placement", placement));
+        fmt::arg("placement", placement),
+        fmt::arg("model", plan_with_lookup_model ? fmt::format("model: tiny-{}h\n", heads) : std::string()));
   }
 };
 

@@ -104,7 +104,9 @@ struct ParallelLayout {
 };
 
 // Which ranks share one row-sharded device table.
-enum class ShardGroup : uint8_t { kWorld, kNvlinkDomain, kHost };
+// kReplica: the TP ranks of one DP replica (vLLM's device tables are cut
+// over it unless embedding_across_dp; core/engines/vllm_profile.cc).
+enum class ShardGroup : uint8_t { kWorld, kNvlinkDomain, kHost, kReplica };
 
 struct EngramConfig {
   bool cpu_offload = false;

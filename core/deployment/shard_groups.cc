@@ -18,6 +18,7 @@ constexpr ShardGroupName kShardGroupNames[] = {
     {ShardGroup::kWorld, "world"},
     {ShardGroup::kNvlinkDomain, "nvlink_domain"},
     {ShardGroup::kHost, "host"},
+    {ShardGroup::kReplica, "replica"},
 };
 
 }  // namespace
@@ -44,8 +45,8 @@ std::string shard_group_choices() {
 }
 
 ShardGroups compute_shard_groups(ShardGroup kind, std::span<const int> rank_hosts,
-                                 std::span<const HostSpec> hosts) {
-  ENGRAM_CHECK(!hosts.empty());
+                                 std::span<const HostSpec> hosts, int tp) {
+  ENGRAM_CHECK(!hosts.empty() && tp >= 1);
   // Key per host: the group its ranks join. '\n' cannot occur in names from
   // YAML scalars we accept as keys here, so it separates the parts safely.
   std::vector<std::string> host_key(hosts.size());
@@ -58,6 +59,7 @@ ShardGroups compute_shard_groups(ShardGroup kind, std::span<const int> rank_host
                                                  : "domain\n" + host.nvlink_domain;
         break;
       case ShardGroup::kHost: host_key[h] = "host\n" + host.name + "\n" + host.boot_id; break;
+      case ShardGroup::kReplica: break;  // by rank, below
     }
   }
   std::map<std::string, int> group_of_key;
@@ -70,9 +72,13 @@ ShardGroups compute_shard_groups(ShardGroup kind, std::span<const int> rank_host
   for (size_t r = 0; r < rank_hosts.size(); ++r) {
     const int h = rank_hosts[r];
     ENGRAM_CHECK(h >= 0 && static_cast<size_t>(h) < hosts.size());
-    int& g = host_group[static_cast<size_t>(h)];
+    // A replica's ranks are contiguous (rank = dp_rank x tp + tp_rank), wherever they sit.
+    int replica_group = -1;
+    int& g = kind == ShardGroup::kReplica ? replica_group : host_group[static_cast<size_t>(h)];
     if (g < 0) {
-      auto [it, inserted] = group_of_key.emplace(host_key[static_cast<size_t>(h)], static_cast<int>(sizes.size()));
+      const std::string key = kind == ShardGroup::kReplica ? "replica\n" + std::to_string(static_cast<int>(r) / tp)
+                                                            : host_key[static_cast<size_t>(h)];
+      auto [it, inserted] = group_of_key.emplace(key, static_cast<int>(sizes.size()));
       if (inserted) sizes.push_back(0);
       g = it->second;
     }

@@ -22,13 +22,14 @@ struct ShardGroups {
 };
 
 // The names users write (YAML `shard_group`, --shard-group), spelled only in
-// shard_groups.cc: "world", "nvlink_domain", "host".
+// shard_groups.cc: "world", "nvlink_domain", "host", "replica".
 const char* shard_group_name(ShardGroup kind);
 std::optional<ShardGroup> shard_group_from_name(std::string_view name);
-std::string shard_group_choices();  // "world, nvlink_domain or host", for errors
+std::string shard_group_choices();  // "world, nvlink_domain, host or replica", for errors
 
-// `hosts` must be complete (boot ids filled). O(ranks log hosts).
+// `hosts` must be complete (boot ids filled); `tp` cuts kReplica's groups
+// (rank = dp_rank x tp + tp_rank). O(ranks log hosts).
 ShardGroups compute_shard_groups(ShardGroup kind, std::span<const int> rank_hosts,
-                                 std::span<const HostSpec> hosts);
+                                 std::span<const HostSpec> hosts, int tp = 1);
 
 }  // namespace engram

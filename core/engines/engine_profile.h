@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -83,6 +84,11 @@ struct EngineProfile {
   // decided `decided` for a rank of the (validated) deployment;
   // failed_precondition naming the placement where this build lacks it.
   Result<Placement> (*placement_of)(const Deployment& deployment, Placement decided) = nullptr;
+
+  // The group this engine cuts its device tables over, where the engine
+  // fixes it (vLLM: a replica's TP ranks, or TP x DP with
+  // embedding_across_dp); null: config.shard_group as written.
+  std::optional<ShardGroup> (*device_shard_group)(const EngramConfig& config) = nullptr;
 };
 
 // The registration table, in EngineId order.

@@ -12,6 +12,7 @@
 #include "core/base/text_excerpt.h"
 #include "core/engines/engine_profile.h"
 #include "core/engines/engine_profiles.h"
+#include "core/deployment/shard_groups.h"
 
 namespace engram {
 namespace {
@@ -162,7 +163,22 @@ Status validate_for_engine(const EngineProfile& engine, const Deployment& d, con
   return engine.validate(d, model);
 }
 
+static void apply_cpu_offload_default(const EngineProfile& engine, Deployment& d);
+
 void apply_engine_defaults(const EngineProfile& engine, Deployment& d) {
+  apply_cpu_offload_default(engine, d);
+  if (engine.device_shard_group == nullptr || d.config.cpu_offload) return;
+  const std::optional<ShardGroup> group = engine.device_shard_group(d.config);
+  if (!group || *group == d.config.shard_group) return;
+  d.config.shard_group = *group;
+  d.defaults_used.push_back({"config.shard_group", shard_group_name(*group),
+                             fmt::format("engine {} cuts its device tables over {}", engine.name,
+                                         *group == ShardGroup::kReplica
+                                             ? "each DP replica's TP ranks (embedding_across_dp off)"
+                                             : "every rank (embedding_across_dp)")});
+}
+
+static void apply_cpu_offload_default(const EngineProfile& engine, Deployment& d) {
   // Only ever turns offload on: a deployment built in code that sets
   // cpu_offload without marking it written keeps it under an engine whose
   // default is off. A host layout written asks for host tables.

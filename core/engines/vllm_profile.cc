@@ -136,6 +136,12 @@ Status validate(const Deployment& d, const ModelSpec& model) {
   return Status::ok();
 }
 
+// vLLM's device tables: one head-sharded copy per DP replica over its TP
+// ranks, or over TP x DP with embedding_across_dp (engram_parallel.py).
+std::optional<ShardGroup> device_shard_group(const EngramConfig& c) {
+  return c.embedding_across_dp ? ShardGroup::kWorld : ShardGroup::kReplica;
+}
+
 Result<Placement> placement_of(const Deployment& d, Placement decided) {
   ENGRAM_ASSIGN_OR_RETURN(Placement p, host_layout_placement(kVllmProfile, d.config, decided));
   if (p == Placement::kDeviceCollective)
@@ -160,6 +166,7 @@ const EngineProfile kVllmProfile = {
     .node_local_groups = groups,
     .validate = validate,
     .placement_of = placement_of,
+    .device_shard_group = device_shard_group,
 };
 
 }  // namespace engram

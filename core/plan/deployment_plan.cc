@@ -148,7 +148,7 @@ Result<HandleTypeByGroup> assign_shard_groups(const Deployment& d, std::vector<R
   HandleTypeByGroup handle_by_group;
   const PlacementOps& ops = placement_ops(ranks.front().placement);
   if (ops.group != PlacementGroup::kShardGroup) return handle_by_group;
-  const ShardGroups shards = compute_shard_groups(d.config.shard_group, d.rank_hosts, d.hosts);
+  const ShardGroups shards = compute_shard_groups(d.config.shard_group, d.rank_hosts, d.hosts, d.layout.tp);
   std::vector<std::vector<HandleFacts>> facts_by_group(static_cast<size_t>(shards.group_count));
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankPlan& rp = ranks[r];
