@@ -312,17 +312,21 @@ TEST(EngineProfile, SglangHostLayoutsByName) {
   EXPECT_EQ(file->ranks[0].placement, Placement::kSglangFile);
 }
 
-// Without device_head_sharded registered, vLLM's device layout is a clear
-// failed_precondition naming it (engine_profile_head_sharded_test.cc holds
-// what it builds once registered).
-TEST(EngineProfile, VllmDeviceLayoutNamesItsPlacement) {
-  Deployment d = two_hosts(EngineId::kVllm, 2, 4);
-  d.config.cpu_offload_given = true;  // written off
-  const Status s = refusal(d);
-  if (parse_placement("device_head_sharded").is_ok()) GTEST_SKIP() << "device_head_sharded is registered";
-  EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("engine vllm: a device layout (cpu_offload off) builds the placement "
-                                     "'device_head_sharded', which this build of engramlab does not have"));
+// A placement a profile names that this build lacks is a clear
+// failed_precondition naming the engine, what asked and the placement
+// (vLLM's device layout answered so before device_head_sharded landed).
+TEST(EngineProfile, APlacementThisBuildLacksIsNamed) {
+  const Result<Placement> missing =
+      placement_named(engine_profile(EngineId::kVllm), "no_such_placement", "a device layout (cpu_offload off)");
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_EQ(missing.status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("engine vllm: a device layout (cpu_offload off) builds the placement 'no_such_placement', "
+                        "which this build of engramlab does not have"));
+  const Result<Placement> present =
+      placement_named(engine_profile(EngineId::kVllm), "device_head_sharded", "a device layout (cpu_offload off)");
+  ASSERT_TRUE(present.is_ok()) << present.status().to_string();
+  EXPECT_EQ(*present, Placement::kDeviceHeadSharded);
 }
 
 // The scale-byte rule is the profile's: vLLM's reference decodes byte 0 to
