@@ -20,6 +20,7 @@
 #include "harness/emulated_scenario.h"
 #include "harness/scenario.h"
 #include "tests/lookup_test_support.h"
+#include "tests/tp_matrix_emulator.h"
 
 namespace engram {
 namespace {
@@ -32,18 +33,6 @@ struct Case {
   bool sequence_parallel = false;
   int heads = 8;
   std::string name() const { return fmt::format("tp{}_dp{}{}_{}h", tp, dp, sequence_parallel ? "_sp" : "", heads); }
-  // Even loads; uneven with an idle replica; replica 1 all DEAD.
-  std::string batches() const {
-    const int uneven[] = {7, 0, 5, 1};
-    std::string even, second, last;
-    for (int d = 0; d < dp; ++d) {
-      even += fmt::format("{}8", d ? ", " : "");
-      second += fmt::format("{}{}", d ? ", " : "", uneven[d]);
-      last += fmt::format("{}7", d ? ", " : "");
-    }
-    const std::string dead = dp > 1 ? ", dead: [1]" : "";
-    return fmt::format("[{{tokens: [{}]}}, {{tokens: [{}]}}, {{tokens: [{}]{}}}]", even, second, last, dead);
-  }
   std::string scenario_text() const {
     return fmt::format(
         "description: device_head_sharded {name}\n"
@@ -58,7 +47,7 @@ struct Case {
         "  lookup_equal: true\n",
         fmt::arg("name", name()), fmt::arg("gpus", tp * dp), fmt::arg("tp", tp), fmt::arg("dp", dp),
         fmt::arg("sp", sequence_parallel ? "true" : "false"), fmt::arg("seed", 300 + tp * 10 + dp + heads),
-        fmt::arg("heads", heads), fmt::arg("batches", batches()));
+        fmt::arg("heads", heads), fmt::arg("batches", testing::dp_matrix_batches(dp)));
   }
 };
 
@@ -70,12 +59,7 @@ TEST(DeviceHeadSharded, EqualsTheCpuRuleThroughTheRuntimeForTp124) {
         for (int heads : {8, 7}) {
           if (sp && tp == 1) continue;  // sequence parallelism needs tp > 1
           const Case c{tp, dp, sp, heads};
-          auto scenario = harness::parse_scenario_text(c.scenario_text(), c.name());
-          ASSERT_TRUE(scenario.is_ok()) << c.name() << ": " << scenario.status().to_string();
-          const harness::ScenarioOutcome outcome = harness::run_scenario(scenario.value());
-          std::string failures;
-          for (const std::string& f : outcome.failures) failures += "\n  " + f;
-          EXPECT_TRUE(outcome.passed) << c.name() << ":" << failures << "\n" << c.scenario_text();
+          testing::expect_scenario_text_passes(c.name(), c.scenario_text());
           ++ran;
         }
   EXPECT_EQ(ran, 20);

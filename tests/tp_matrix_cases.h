@@ -15,6 +15,21 @@
 
 namespace engram::testing {
 
+// vLLM's _token_counts(dp) as a scenario's batches: even loads, then uneven
+// ones with an idle replica, then 7 each with replica 1 all DEAD (where
+// there is a replica 1).
+inline std::string dp_matrix_batches(int dp) {
+  const int uneven[] = {7, 0, 5, 1};
+  std::string even, second, last;
+  for (int d = 0; d < dp; ++d) {
+    even += fmt::format("{}8", d ? ", " : "");
+    second += fmt::format("{}{}", d ? ", " : "", uneven[d]);
+    last += fmt::format("{}7", d ? ", " : "");
+  }
+  const std::string dead = dp > 1 ? ", dead: [1]" : "";
+  return fmt::format("[{{tokens: [{}]}}, {{tokens: [{}]}}, {{tokens: [{}]{}}}]", even, second, last, dead);
+}
+
 struct TpMatrixCase {
   int tp = 1;
   int dp = 4;
@@ -33,17 +48,7 @@ struct TpMatrixCase {
     return fmt::format("{}{}tp{}_dp{}{}_{}h_{}", engine, engine.empty() ? "" : "_", tp, dp,
                        sequence_parallel ? "_sp" : "", heads, placement);
   }
-  // vLLM's _token_counts(dp): even loads, then uneven ones with an idle replica.
-  std::string batches() const {
-    const int uneven[] = {7, 0, 5, 1};
-    std::string even, second, last;
-    for (int d = 0; d < dp; ++d) {
-      even += fmt::format("{}8", d ? ", " : "");
-      second += fmt::format("{}{}", d ? ", " : "", uneven[d]);
-      last += fmt::format("{}7", d ? ", " : "");
-    }
-    return fmt::format("[{{tokens: [{}]}}, {{tokens: [{}]}}, {{tokens: [{}], dead: [1]}}]", even, second, last);
-  }
+  std::string batches() const { return dp_matrix_batches(dp); }
   std::string scenario_text() const {
     return fmt::format(
         "description: vLLM's Engram DP-shard matrix, {name}\n"
