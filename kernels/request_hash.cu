@@ -8,20 +8,25 @@ namespace engram::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-// A tile's ids: tokens per block = this / heads (1..kTileTokensMax). Two
-// ids a thread: the block's phases are short chains, so more, smaller
-// blocks finish sooner (Nsight Compute on an H200: 1,024 left 196 blocks of
-// 862 instructions a warp at 12 cycles each, 0.3 waves).
-constexpr int kIdsPerBlock = 512;
-constexpr int kTileTokensMax = 128;
+// Eight lanes a token, each taking every eighth head: a warp holds four
+// tokens, and its store writes whole 64-byte runs of ids (eight adjacent
+// heads of each token). Every lane finds its token's run and window itself,
+// so after the one staging barrier no warp waits for another (the block-wide
+// phases behind three barriers it replaces cost 862 instructions a warp at
+// 12 cycles each, Nsight Compute on an H200). Measured on
+// an H200 (docs/perf_notes.md, "The device hasher"): 8 lanes a token beat
+// 2, 4 and 16, and three heads a lane unrolled beat one.
+constexpr int kLanesPerToken = 8;
+constexpr int kHeadsUnroll = 3;
+constexpr int kTileTokens = kThreads / kLanesPerToken;
 constexpr int kSharedRunsMax = 256;        // runs staged in shared memory; more are searched in global memory
 constexpr int kSharedHeadsMax = 128;       // heads staged in shared memory; more are read from global memory
 constexpr int kSharedHistoryWords = 1024;  // each history buffer staged when it holds at most this many ids
 constexpr int kHistoryMax = kMaxHashOrder - 1;
 constexpr int kHistoryWordsPerThread = 2 * kSharedHistoryWords / kThreads;
-// The staging loads give each thread at most one run, one token (of a tile
-// and its halo) and one head.
-static_assert(kSharedRunsMax <= kThreads && kTileTokensMax + kHistoryMax <= kThreads && kSharedHeadsMax <= kThreads);
+// The staging loads give each thread at most one run (and the one before),
+// one token (of a tile and its halo) and one head.
+static_assert(kSharedRunsMax <= kThreads && kTileTokens + kHistoryMax <= kThreads && kSharedHeadsMax <= kThreads);
 static_assert(2 * kSharedHistoryWords % kThreads == 0);
 
 __device__ bool in_vocabulary(int64_t v, int64_t vocab) { return v == kDeadId || (v >= 0 && v < vocab); }
@@ -75,49 +80,90 @@ __device__ bool run_good(const DeviceRunWords* runs, int64_t j, int slot_count, 
   return !run_alone_good(before, slot_count, token_count) || r.token_begin >= before.token_begin + before.token_count;
 }
 
-// No block waits for another: every block loads what it needs in one round
-// trip (the step's header and runs, its tile of tokens with their lookback
-// halo, the heads, both history buffers where they fit), hashes its tile,
-// and writes the histories (or pending blocks) of the runs that end in its
-// tile into the buffer the step does not read; slots no good run advances
-// are copied across by a block chosen by slot number. Histories are double
-// buffered by the step header's read buffer, which the host flips with
-// each extend, so no block writes what another reads.
-__global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs a, int tile_tokens) {
+// A run as the tile blocks stage it, in 32-bit words (a step holds fewer
+// than 2^31 tokens): its first token clamped to [-1, token_count] (which
+// keeps its order against every token of the step, for the binary search),
+// its end and slot when it is good (by itself and after the run before),
+// and whether it is. Deciding goodness while staging keeps it off every
+// token's path.
+struct StagedRun {
+  int begin;
+  int end;
+  int slot;
+  int good;
+};
+
+// The ids of a token's heads `g`, `g + kLanesPerToken`, ... (DEAD when
+// `dead`), kHeadsUnroll at a time so their modulo chains interleave.
+__device__ void write_ids(const DeviceHashHead* heads, int head_count, const int64_t* mixes, bool dead, int g,
+                          int64_t* out) {
+  for (int head0 = g; head0 < head_count; head0 += kLanesPerToken * kHeadsUnroll) {
+#pragma unroll
+    for (int u = 0; u < kHeadsUnroll; ++u) {
+      const int head = head0 + u * kLanesPerToken;
+      if (head >= head_count) break;
+      int64_t id = kDeadId;
+      if (!dead) {
+        const DeviceHashHead h = heads[head];
+        id = head_row(mixes[h.order - 1], h);
+      }
+      out[head] = id;
+    }
+  }
+}
+
+// Block 0 is the slot block: it checks every run (reporting the bad ones),
+// writes each good run's new history (extend) or pending block (verify),
+// and on an extend copies across the histories of the slots no good run
+// advances. Every other block hashes a tile of tokens, kLanesPerToken lanes
+// a token. No block waits for another: every block loads what it needs in
+// one round trip (the step's header and runs, its tile of tokens with their
+// lookback halo, the heads, both history buffers where they fit), then
+// works from shared memory. Histories are double buffered by the step
+// header's read buffer, which the host flips with each extend, so no block
+// writes what another reads.
+__global__ void __launch_bounds__(kThreads, 1) request_hash_kernel(RequestHashArgs a) {
   const RequestHashTable& t = a.table;
-  __shared__ DeviceRunWords runs_s[kSharedRunsMax];
-  __shared__ int64_t tokens_s[kTileTokensMax + kHistoryMax];  // bad tokens taken as DEAD
-  __shared__ uint8_t bad_s[kTileTokensMax + kHistoryMax];
-  __shared__ int64_t mixes_s[kTileTokensMax][kMaxHashOrder];   // [token][order - 1]
-  __shared__ uint8_t dead_s[kTileTokensMax];
+  __shared__ DeviceRunWords runs_s[kSharedRunsMax];     // the slot block's
+  __shared__ StagedRun staged_runs_s[kSharedRunsMax];   // a tile block's
+  __shared__ int64_t tokens_s[kTileTokens + kHistoryMax];  // bad tokens taken as DEAD
+  __shared__ uint8_t bad_s[kTileTokens + kHistoryMax];
+  __shared__ int64_t mixes_s[kTileTokens][kMaxHashOrder];   // [token][order - 1]
   __shared__ DeviceHashHead heads_s[kSharedHeadsMax];
   __shared__ int64_t history_s[2][kSharedHistoryWords];
-  __shared__ uint32_t advanced_s[kMaxDeviceRequestSlots / 32];  // slots a good run advances (extend)
+  __shared__ uint32_t advanced_s[kMaxDeviceRequestSlots / 32];  // slots a good run advances
   __shared__ int64_t header_s[2];
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int64_t tile_begin = static_cast<int64_t>(blockIdx.x) * tile_tokens;
-  const int64_t tile_end = min(tile_begin + tile_tokens, a.token_count);
+  const bool slot_block = blockIdx.x == 0;
+  const int token_count = static_cast<int>(a.token_count);  // < 2^31 (request_hash)
+  const int tile_begin = slot_block ? token_count : static_cast<int>(blockIdx.x - 1) * kTileTokens;
+  const int tile_end = min(tile_begin + kTileTokens, token_count);
   const int length = t.max_order - 1;
-  const int64_t staged_begin = tile_begin > length ? tile_begin - length : 0;
+  const int staged_begin = slot_block ? tile_end : max(tile_begin - length, 0);
   const int staged_runs = min(t.slot_count, kSharedRunsMax);
   const int history_words = t.slot_count * length;
   const bool histories_staged = history_words <= kSharedHistoryWords;
-  const bool heads_staged = t.head_count <= kSharedHeadsMax;
+  const bool heads_staged = !slot_block && t.head_count <= kSharedHeadsMax;
 
   // One round trip: every global load of the block is issued into registers
   // before the first is stored to shared memory (a load-then-store loop per
-  // array waited for each array in turn: one dependent trip per array, which
-  // was most of a short step's cost). Each thread holds at most one header
-  // word, one run, one token, one head and kHistoryWordsPerThread history
-  // words (the static_asserts above the kernel).
+  // array waits for each array in turn), and the stores are predicated, not
+  // branched around, so the compiler keeps them after the loads. Each thread
+  // holds at most one header word, a run and the run before it, one token,
+  // one head and kHistoryWordsPerThread history words (the static_asserts
+  // above the kernel).
   const int64_t header_v = tid < 2 ? a.header[tid] : 0;
-  DeviceRunWords run_v{};
-  if (tid < staged_runs) run_v = a.runs[tid];
-  const int64_t staged_p = staged_begin + tid;
-  const int64_t token_v = staged_p < tile_end ? a.tokens[staged_p] : 0;
+  const bool run_staged = tid < staged_runs;
+  DeviceRunWords run_v{}, before_v{};
+  if (run_staged) run_v = a.runs[tid];
+  if (run_staged && !slot_block && tid > 0) before_v = a.runs[tid - 1];
+  const int staged_p = staged_begin + tid;
+  const bool token_staged = staged_p < tile_end;
+  const int64_t token_v = token_staged ? a.tokens[staged_p] : 0;
+  const bool head_staged = heads_staged && tid < t.head_count;
   DeviceHashHead head_v{};
-  if (heads_staged && tid < t.head_count) head_v = t.heads[tid];
+  if (head_staged) head_v = t.heads[tid];
   int64_t history_v[kHistoryWordsPerThread];
 #pragma unroll
   for (int i = 0; i < kHistoryWordsPerThread; ++i) {
@@ -125,139 +171,156 @@ __global__ void __launch_bounds__(kThreads) request_hash_kernel(RequestHashArgs 
     history_v[i] = histories_staged && w < 2 * history_words ? t.histories[w] : 0;
   }
   if (tid < 2) header_s[tid] = header_v;
-  if (tid < staged_runs) runs_s[tid] = run_v;
-  if (staged_p < tile_end) {
-    const bool bad = !in_vocabulary(token_v, t.compressed_vocab_size);
-    tokens_s[staged_p - staged_begin] = bad ? kDeadId : token_v;
-    bad_s[staged_p - staged_begin] = bad ? 1 : 0;
+  if (run_staged && slot_block) runs_s[tid] = run_v;
+  if (run_staged && !slot_block) {
+    const bool good = run_alone_good(run_v, t.slot_count, a.token_count) &&
+                      (tid == 0 || !run_alone_good(before_v, t.slot_count, a.token_count) ||
+                       run_v.token_begin >= before_v.token_begin + before_v.token_count);
+    const int64_t begin = run_v.token_begin < 0 ? -1 : min(run_v.token_begin, a.token_count);
+    staged_runs_s[tid] = StagedRun{static_cast<int>(begin), good ? static_cast<int>(begin + run_v.token_count) : 0,
+                                   good ? static_cast<int>(run_v.slot) : 0, good ? 1 : 0};
   }
-  if (heads_staged && tid < t.head_count) heads_s[tid] = head_v;
+  const bool bad_token = !in_vocabulary(token_v, t.compressed_vocab_size);
+  if (token_staged) tokens_s[staged_p - staged_begin] = bad_token ? kDeadId : token_v;
+  if (token_staged) bad_s[staged_p - staged_begin] = bad_token ? 1 : 0;
+  if (head_staged) heads_s[tid] = head_v;
 #pragma unroll
   for (int i = 0; i < kHistoryWordsPerThread; ++i) {
     const int w = tid + i * kThreads;
     // No division by history_words (one per word cost more than the hash).
-    if (histories_staged && w < 2 * history_words) {
-      if (w < history_words) history_s[0][w] = history_v[i];
-      else history_s[1][w - history_words] = history_v[i];
-    }
+    const bool staged = histories_staged && w < 2 * history_words;
+    int64_t* to = w < history_words ? &history_s[0][w] : &history_s[1][w - history_words];
+    if (staged) *to = history_v[i];
   }
-  if (!a.verify)
+  if (slot_block && !a.verify)
     for (int w = tid; w < (t.slot_count + 31) / 32; w += kThreads) advanced_s[w] = 0;
   __syncthreads();
   const int64_t run_count_read = header_s[0];
-  const int64_t run_count = run_count_read < 0 || run_count_read > t.slot_count ? 0 : run_count_read;
+  const int run_count = run_count_read < 0 || run_count_read > t.slot_count ? 0 : static_cast<int>(run_count_read);
   const int read_buffer = header_s[1] != 0 ? 1 : 0;
-  const DeviceRunWords* runs = run_count <= kSharedRunsMax ? runs_s : a.runs;
-  const DeviceHashHead* heads = heads_staged ? heads_s : t.heads;
   const int64_t* old_histories =
       histories_staged ? history_s[read_buffer] : t.histories + static_cast<int64_t>(read_buffer) * history_words;
   int64_t* new_histories = t.histories + static_cast<int64_t>(1 - read_buffer) * history_words;
-  const bool barrier = t.dead_token_rule != DeadTokenRule::kLiteral;
 
-  // A thread per token: its run, its window, the mix of every order.
-  if (tid < tile_end - tile_begin) {
-    const int64_t pos_t = tile_begin + tid;
-    int64_t lo = 0, hi = run_count;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if (runs[mid].token_begin <= pos_t) lo = mid + 1;
-      else hi = mid;
-    }
-    bool dead = true;
-    if (lo > 0 && run_good(runs, lo - 1, t.slot_count, a.token_count)) {
-      const DeviceRunWords r = runs[lo - 1];
-      if (pos_t < r.token_begin + r.token_count) {
-        const int64_t at = pos_t - staged_begin;
-        const bool bad = bad_s[at] != 0;
-        if (bad) note_error(t.error, DeviceHashErrorCode::kToken, static_cast<uint64_t>(pos_t));
-        const int64_t c = tokens_s[at];
-        const int64_t* history = old_histories + r.slot * length;
-        bool blocked = false;
-        int64_t mix = 0;
-        for (int k = 0; k < t.max_order; ++k) {
-          const int64_t pos = pos_t - k;
-          int64_t w;
-          if (blocked) {
-            w = t.pad_id;
-          } else if (pos >= r.token_begin) {
-            w = tokens_s[pos - staged_begin];
-            if (barrier && w == kDeadId) {
-              blocked = true;
-              w = t.pad_id;
-            }
-          } else {
-            w = history[r.token_begin - pos - 1];
-          }
-          // Wrapping int64 products: the CPU's (no overflow for ids in the vocabulary).
-          mix ^= static_cast<int64_t>(static_cast<uint64_t>(w) * static_cast<uint64_t>(t.multipliers[k]));
-          mixes_s[tid][k] = mix;
-        }
-        dead = bad || (c == kDeadId && t.dead_token_rule == DeadTokenRule::kBarrierNoRow);
-      }
-    }
-    dead_s[tid] = dead ? 1 : 0;
-  }
-
-  // The runs that end in this tile: their new histories (extend) or pending
-  // blocks (verify). Block 0 also reports every bad run.
-  for (int64_t j = tid; j < run_count; j += kThreads) {
-    const DeviceRunWords r = runs[j];
-    const bool good = run_good(runs, j, t.slot_count, a.token_count);
-    if (blockIdx.x == 0) {
+  if (slot_block) {
+    // A thread a run: check it, and for a good one write its pending block
+    // (verify) or its new history (extend), reading the run's last tokens
+    // from global memory (no tile holds them all).
+    const DeviceRunWords* runs = run_count <= kSharedRunsMax ? runs_s : a.runs;
+    for (int j = tid; j < run_count; j += kThreads) {
+      const DeviceRunWords r = runs[j];
+      const bool good = run_good(runs, j, t.slot_count, a.token_count);
       if (!good) note_error(t.error, DeviceHashErrorCode::kRun, static_cast<uint64_t>(j));
       if (a.verify && r.token_count > t.verify_tokens_max)
         note_error(t.error, DeviceHashErrorCode::kVerifyBlock, static_cast<uint64_t>(j));
-    }
-    if (!good) continue;
-    if (!a.verify) atomicOr(&advanced_s[r.slot / 32], 1u << (r.slot % 32));
-    const int64_t last = r.token_begin + r.token_count - 1;
-    if (last < tile_begin || last >= tile_end) continue;
-    if (a.verify) {
-      if (r.token_count > t.verify_tokens_max) continue;
-      int64_t* block = t.pending + r.slot * t.verify_tokens_max;
-      for (int64_t k = 0; k < r.token_count; ++k) {
+      if (!good) continue;
+      const auto token = [&](int64_t k) {
         const int64_t v = a.tokens[r.token_begin + k];
-        block[k] = in_vocabulary(v, t.compressed_vocab_size) ? v : kDeadId;
+        return in_vocabulary(v, t.compressed_vocab_size) ? v : kDeadId;
+      };
+      if (a.verify) {
+        if (r.token_count > t.verify_tokens_max) continue;
+        int64_t* block = t.pending + r.slot * t.verify_tokens_max;
+        for (int64_t k = 0; k < r.token_count; ++k) block[k] = token(k);
+        t.pending_counts[r.slot] = r.token_count;
+      } else {
+        atomicOr(&advanced_s[r.slot / 32], 1u << (r.slot % 32));
+        advance_history(t, old_histories + r.slot * length, new_histories + r.slot * length, r.token_count, token);
       }
-      t.pending_counts[r.slot] = r.token_count;
+    }
+    if (run_count_read != run_count && tid == 0) note_error(t.error, DeviceHashErrorCode::kRunCount, 0);
+    if (a.verify || length == 0) return;  // the whole block: a verify changes no history
+    __syncthreads();
+    for (int s = tid; s < t.slot_count; s += kThreads) {
+      if ((advanced_s[s / 32] >> (s % 32) & 1u) != 0) continue;
+      const int64_t* from = old_histories + static_cast<int64_t>(s) * length;
+      int64_t* to = new_histories + static_cast<int64_t>(s) * length;
+      for (int k = 0; k < length; ++k) to[k] = from[k];
+    }
+    return;
+  }
+
+  // kLanesPerToken lanes a token: each finds the token's run by binary
+  // search and mixes its window (the tokens, and before the run's first
+  // token the slot's history) for every order; the first lane keeps the
+  // mixes for the others.
+  const int lane = tid % 32;
+  const int i = (tid / 32) * (32 / kLanesPerToken) + lane / kLanesPerToken;  // the token in the tile
+  const int g = lane % kLanesPerToken;
+  const int pos_t = tile_begin + i;
+  const bool mine = pos_t < tile_end;
+  const bool barrier = t.dead_token_rule != DeadTokenRule::kLiteral;
+  bool dead = true;
+  if (mine) {
+    // The token's run: its begin, end and slot when it is good and holds the token.
+    bool in_run = false;
+    int begin = 0, slot = 0;
+    if (run_count <= kSharedRunsMax) {
+      int lo = 0, hi = run_count;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (staged_runs_s[mid].begin <= pos_t) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo > 0) {
+        const StagedRun r = staged_runs_s[lo - 1];
+        in_run = r.good != 0 && pos_t < r.end;
+        begin = r.begin;
+        slot = r.slot;
+      }
     } else {
-      // The run's last max_order - 1 tokens are in this tile and its halo.
-      advance_history(t, old_histories + r.slot * length, new_histories + r.slot * length, r.token_count,
-                      [&](int64_t k) { return tokens_s[r.token_begin + k - staged_begin]; });
+      int lo = 0, hi = run_count;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (a.runs[mid].token_begin <= pos_t) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo > 0 && run_good(a.runs, lo - 1, t.slot_count, a.token_count)) {
+        const DeviceRunWords r = a.runs[lo - 1];
+        in_run = pos_t < r.token_begin + r.token_count;
+        begin = static_cast<int>(r.token_begin);
+        slot = static_cast<int>(r.slot);
+      }
+    }
+    if (in_run) {
+      const int at = pos_t - staged_begin;
+      const bool bad = bad_s[at] != 0;
+      if (bad && g == 0) note_error(t.error, DeviceHashErrorCode::kToken, static_cast<uint64_t>(pos_t));
+      const int64_t* history = old_histories + static_cast<int64_t>(slot) * length;
+      bool blocked = false;
+      int64_t mix = 0;
+      // Unrolled to kMaxHashOrder: the multipliers stay kernel parameters
+      // read at fixed offsets (a runtime index would copy them to local memory).
+#pragma unroll
+      for (int k = 0; k < kMaxHashOrder; ++k) {
+        if (k >= t.max_order) break;
+        const int pos = pos_t - k;
+        int64_t w;
+        if (blocked) {
+          w = t.pad_id;
+        } else if (pos >= begin) {
+          w = tokens_s[pos - staged_begin];
+          if (barrier && w == kDeadId) {
+            blocked = true;
+            w = t.pad_id;
+          }
+        } else {
+          w = history[begin - pos - 1];
+        }
+        // Wrapping int64 products: the CPU's (no overflow for ids in the vocabulary).
+        mix ^= static_cast<int64_t>(static_cast<uint64_t>(w) * static_cast<uint64_t>(t.multipliers[k]));
+        if (g == 0) mixes_s[i][k] = mix;
+      }
+      dead = bad || (tokens_s[at] == kDeadId && t.dead_token_rule == DeadTokenRule::kBarrierNoRow);
     }
   }
-  if (run_count_read != run_count && blockIdx.x == 0 && tid == 0)
-    note_error(t.error, DeviceHashErrorCode::kRunCount, 0);
-  __syncthreads();
-
-  // A thread per (token, head): coalesced ids. 32-bit indices: a tile holds
-  // at most kTileTokensMax x heads ids. The (token, head) of each id steps
-  // by a stride found once, not a division per id.
-  const int tile_ids = static_cast<int>(tile_end - tile_begin) * t.head_count;
-  int64_t* out = a.row_ids + tile_begin * t.head_count;
-  const int step_tokens = kThreads / t.head_count;
-  const int step_heads = kThreads - step_tokens * t.head_count;
-  int i = tid / t.head_count;
-  int head = tid - i * t.head_count;
-  for (int idx = tid; idx < tile_ids;
-       idx += kThreads, i += step_tokens, head += step_heads, i += head >= t.head_count ? 1 : 0,
-           head -= head >= t.head_count ? t.head_count : 0) {
-    if (dead_s[i] != 0) {
-      out[idx] = kDeadId;
-      continue;
-    }
-    const DeviceHashHead h = heads[head];
-    out[idx] = head_row(mixes_s[i][h.order - 1], h);
-  }
-
-  // Slots no good run advances keep their history: copied across by the
-  // block their number picks.
-  if (!a.verify && length > 0)
-    for (int64_t w = static_cast<int64_t>(blockIdx.x) * kThreads + tid; w < history_words;
-         w += static_cast<int64_t>(gridDim.x) * kThreads) {
-      const int slot = static_cast<int>(w / length);
-      if ((advanced_s[slot / 32] >> (slot % 32) & 1u) == 0) new_histories[w] = old_histories[w];
-    }
+  __syncwarp();
+  if (!mine) return;
+  // Two calls, not one through a pointer that may be either: the staged
+  // heads are then read as shared memory, not through generic addresses.
+  int64_t* out = a.row_ids + static_cast<int64_t>(pos_t) * t.head_count;
+  if (heads_staged) write_ids(heads_s, t.head_count, mixes_s[i], dead, g, out);
+  else write_ids(t.heads, t.head_count, mixes_s[i], dead, g, out);
 }
 
 // One block: every commit checked, then (none bad) each slot's history
@@ -318,11 +381,12 @@ Status request_hash(const RequestHashArgs& a, cudaStream_t stream) {
       (a.token_count > 0 && (a.tokens == nullptr || a.row_ids == nullptr)))
     return invalid_argument(fmt::format("request_hash: token_count {} must be >= 0 and header, runs, tokens and "
                                         "row_ids device pointers", a.token_count));
-  const int tile_tokens = std::max(1, std::min(kTileTokensMax, kIdsPerBlock / a.table.head_count));
-  // At least one block: with no tokens, it still copies the histories across.
-  const int64_t blocks = std::max<int64_t>(1, (a.token_count + tile_tokens - 1) / tile_tokens);
-  if (blocks > 0x7fffffff) return invalid_argument(fmt::format("request_hash: {} tokens exceed one launch", a.token_count));
-  request_hash_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a, tile_tokens);
+  if (a.token_count > 0x7fffffff - kTileTokens)
+    return invalid_argument(fmt::format("request_hash: {} tokens exceed one launch (at most {})", a.token_count,
+                                        0x7fffffff - kTileTokens));
+  // The slot block, then a block a tile of tokens.
+  const int64_t blocks = 1 + (a.token_count + kTileTokens - 1) / kTileTokens;
+  request_hash_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
   return detail::launch_status("request_hash");
 }
 

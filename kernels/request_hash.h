@@ -5,17 +5,18 @@
 // reading the step's run count, runs and tokens from device memory each
 // time. Plain C++ header: callers need not be compiled by nvcc.
 //
-// extend / verify: one launch, no block waiting for another. Each block
+// extend / verify: one launch, no block waiting for another. Every block
 // loads in one round trip what it needs (the step's header and runs, its
-// tile of tokens with their lookback halo, the heads, the histories), hashes
-// its tile (a thread per token finds its run by binary search, builds the
-// window from the tokens and, before the run's first token, the slot's
-// history, and mixes each order; then a thread per (token, head) takes the
-// head's modulo by reciprocal and writes the ids coalesced), and writes the
-// new history (extend) or pending block (verify) of each run that ends in
-// its tile. Histories are double buffered: an extend reads the buffer its
-// header names and writes the other (slots no run advances are copied
-// across), so no block writes what another reads.
+// tile of tokens with their lookback halo, the heads, the histories). Block
+// 0 checks every run, writes each good run's new history (extend) or
+// pending block (verify), and on an extend copies across the histories of
+// the slots no run advances; each other block hashes a tile of tokens with
+// eight lanes a token (each lane finds the token's run by binary search,
+// builds the window from the tokens and, before the run's first token, the
+// slot's history, and takes the modulo by reciprocal of every eighth head,
+// so a warp writes whole runs of ids). Histories are double buffered: an
+// extend reads the buffer its header names and writes the other, so no
+// block writes what another reads.
 #pragma once
 
 #include <cuda_runtime_api.h>
