@@ -88,6 +88,16 @@ __global__ void plain_ids_kernel(const int64_t* tokens, int64_t ids_count, int h
   ids[i] = tokens[token] + (i - token * heads);
 }
 
+// A thread per id; the token and head by one division (as plain_ids).
+__global__ void plain_modulo_ids_kernel(const int64_t* tokens, int64_t ids_count, const DeviceHashHead* heads,
+                                        int head_count, int64_t multiplier, int64_t* ids) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= ids_count) return;
+  const int64_t token = i / head_count;
+  const DeviceHashHead h = heads[i - token * head_count];
+  ids[i] = head_row(static_cast<int64_t>(static_cast<uint64_t>(tokens[token]) * static_cast<uint64_t>(multiplier)), h);
+}
+
 }  // namespace
 
 uint64_t fill_word(uint64_t seed, int64_t row, uint64_t word, uint64_t row_bytes, int dim) {
@@ -163,6 +173,19 @@ Status plain_ids(const int64_t* tokens, int64_t token_count, int heads, int64_t*
   plain_ids_kernel<<<static_cast<unsigned>((ids_count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       tokens, ids_count, heads, ids);
   return kernels::detail::launch_status("plain_ids");
+}
+
+Status plain_modulo_ids(const int64_t* tokens, int64_t token_count, const DeviceHashHead* heads, int head_count,
+                        int64_t multiplier, int64_t* ids, cudaStream_t stream) {
+  if (token_count < 0 || head_count < 1 || heads == nullptr || (token_count > 0 && (tokens == nullptr || ids == nullptr)))
+    return invalid_argument(fmt::format("plain_modulo_ids: token_count {} must be >= 0, head_count {} >= 1, tokens, "
+                                        "heads and ids device pointers", token_count, head_count));
+  const int64_t ids_count = token_count * head_count;
+  if (ids_count == 0) return Status::ok();
+  constexpr int kThreads = 256;
+  plain_modulo_ids_kernel<<<static_cast<unsigned>((ids_count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      tokens, ids_count, heads, head_count, multiplier, ids);
+  return kernels::detail::launch_status("plain_modulo_ids");
 }
 
 Status empty_kernel(cudaStream_t stream) {

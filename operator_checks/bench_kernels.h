@@ -1,7 +1,9 @@
 // Device kernels the lookup benchmark, the GPU tests and the GPU probes need
 // beside the lookup itself: a deterministic on-device shard fill, the
 // streaming copy that sets the copy floor, the plain reference gather, the
-// plain id writer the device hasher is timed against and an empty kernel. Not part of the product libraries: they build into
+// plain id writer the device hasher is timed against (and that writer plus
+// each id's modulo, its floor) and an empty kernel. Not part of the product
+// libraries: they build into
 // engram_bench_kernels (kernels/CMakeLists.txt); the graph timer's spin and
 // L2 scrub are kernels/timing_kernels.h. Each call only enqueues on `stream`
 // (capturable); errors are kInvalidArgument naming the field or kInternal
@@ -13,6 +15,7 @@
 #include <cstdint>
 
 #include "core/base/status.h"
+#include "core/model/request_hash_words.h"
 
 namespace engram::operator_checks {
 
@@ -63,6 +66,14 @@ Status plain_gather(const PlainGatherArgs& args, cudaStream_t stream);
 // (benchmarks/device_hasher_probe.cc): reads each of `token_count` tokens
 // and writes its `heads` ids (token + head), a thread per id, coalesced.
 Status plain_ids(const int64_t* tokens, int64_t token_count, int heads, int64_t* ids, cudaStream_t stream);
+
+// The plain kernel plus each id's own modulo: writes head_row(token x
+// multiplier, heads[head]) (core/model/request_hash_words.h), a thread per id.
+// The arithmetic every hasher must do per id on top of the plain kernel, and
+// nothing else (no window, no run, no history): what the device hasher's
+// target is held against as a floor.
+Status plain_modulo_ids(const int64_t* tokens, int64_t token_count, const DeviceHashHead* heads, int head_count,
+                        int64_t multiplier, int64_t* ids, cudaStream_t stream);
 
 // One warp that does nothing: a graph of this one node is the fixed cost of
 // launching and timing a one-kernel lookup.
