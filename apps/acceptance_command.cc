@@ -108,6 +108,8 @@ Json acceptance_json(const AcceptanceRun& run) {
   j["placement"] = run.started ? Json(placement_name(r.placement)) : Json(nullptr);
   j["handle_type"] = run.started && r.handle_type ? Json(handle_type_name(*r.handle_type)) : Json(nullptr);
   j["build_seconds"] = run.started ? Json(r.build_seconds) : Json(nullptr);
+  j["host_fill_seconds"] = run.started ? Json(r.host_fill_seconds) : Json(nullptr);
+  j["device_register_seconds"] = run.started ? Json(r.device_register_seconds) : Json(nullptr);
   j["device_bytes"] = run.started ? Json(r.device_bytes) : Json(nullptr);
   j["passed"] = run.exit_code == 0;
   j["rows"] = Json::array();
@@ -214,9 +216,16 @@ void run_acceptance(const AcceptanceFlags& flags, const CLI::App& cmd, Acceptanc
       std::fprintf(stderr, "rank %d: differs from %s: %s\n", env->rank, run.bridge->file.source.c_str(), line.c_str());
   }
   const bool passed = run.report.passed() && run.choice_differences.empty();
-  std::fprintf(rows_to, "rank %d: %s: %s, tables built in %.1f s, %s of device memory%s%s\n", env->rank,
+  // Host tables: the fill and the registration within the build.
+  const std::string host_phases =
+      run.report.host_fill_seconds > 0 || run.report.device_register_seconds > 0
+          ? fmt::format(" (host rows filled in {:.1f} s, registered with the device in {:.1f} s)",
+                        run.report.host_fill_seconds, run.report.device_register_seconds)
+          : std::string();
+  std::fprintf(rows_to, "rank %d: %s: %s, tables built in %.1f s%s, %s of device memory%s%s\n", env->rank,
                passed ? "PASS" : "FAIL", placement_name(run.report.placement), run.report.build_seconds,
-               format_size_short(run.report.device_bytes).c_str(), run.report.handle_type ? ", handle type " : "",
+               host_phases.c_str(), format_size_short(run.report.device_bytes).c_str(),
+               run.report.handle_type ? ", handle type " : "",
                run.report.handle_type ? handle_type_name(*run.report.handle_type) : "");
   if (!run.choice_differences.empty())
     run.error = failed_precondition(fmt::format("the runtime's choice differs from the plan of {}",

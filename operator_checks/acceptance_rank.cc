@@ -48,6 +48,8 @@ Status run_acceptance_rank(RankBackend& backend, AcceptanceOptions options, Warn
   report.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.placement = runtime->placement();
   report.device_bytes = runtime->facts().device_bytes;
+  report.host_fill_seconds = runtime->facts().host_fill_seconds;
+  report.device_register_seconds = runtime->facts().device_register_seconds;
   report.handle_type = runtime->facts().handle_type;
   // device_peer's collective cross-check, unless ranks share a GPU (no NCCL
   // there): then every slot is checked against the CPU reference instead.

@@ -55,6 +55,8 @@ struct AcceptanceReport {
   int rank = 0;
   Placement placement = Placement::kDeviceCollective;
   double build_seconds = 0;          // EngramRuntime::start: groups, exchange, table fill
+  double host_fill_seconds = 0;      // within it, host tables: rows filled (RuntimeFacts)
+  double device_register_seconds = 0;  // and registered with the device
   // device_peer without its collective cross-check (ranks share a GPU, and
   // NCCL cannot run there): every slot is checked against the CPU reference.
   bool every_slot_vs_cpu = false;

@@ -27,6 +27,7 @@ ModelSpec tiny() { return model_preset("tiny").value(); }
 struct Outcome {
   sim::WorldRun run;
   std::vector<Placement> placements;
+  std::vector<RuntimeFacts> facts;             // per rank, as started
   std::vector<std::vector<uint16_t>> outputs;  // per rank, table 0
   std::vector<std::vector<int64_t>> ids;       // per rank
   std::vector<Warning> warnings;
@@ -43,6 +44,7 @@ Outcome run_runtime(std::vector<HostSpec> hosts, ParallelLayout layout, EngramCo
   Outcome out;
   const int world = layout.world_size();
   out.placements.resize(static_cast<size_t>(world));
+  out.facts.resize(static_cast<size_t>(world));
   out.outputs.resize(static_cast<size_t>(world));
   out.ids.resize(static_cast<size_t>(world));
   WarningSink sink;
@@ -56,6 +58,7 @@ Outcome run_runtime(std::vector<HostSpec> hosts, ParallelLayout layout, EngramCo
     const int r = backend.world_rank;
     ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(backend, options, sink));
     out.placements[static_cast<size_t>(r)] = runtime->placement();
+    out.facts[static_cast<size_t>(r)] = runtime->facts();
     const TableSpec& table = options.table_model.tables[0];
     // Rank r brings r % 3 tokens (0 is an idle replica), some DEAD, one past the table.
     const int tokens = r % 3;
@@ -242,6 +245,18 @@ TEST(EngramRuntime, EveryPlacementReturnsTheDirectLookupBytes) {
     for (Placement p : out.placements) EXPECT_EQ(p, c.want);
     EXPECT_TRUE(out.run.leaks.empty());
     expect_direct_lookup_equal(out);
+    // The host phases' times: a rank that filled host rows says how long it
+    // took, and how long registering them with its device took; device
+    // placements fill no host rows. host_shared: only the node's writer fills.
+    int fillers = 0;
+    for (const RuntimeFacts& f : out.facts) {
+      EXPECT_GE(f.host_fill_seconds, 0.0);
+      if (f.host_fill_seconds > 0) ++fillers;
+      if (c.offload) EXPECT_GT(f.device_register_seconds, 0.0) << "every rank registers its host rows";
+      else EXPECT_EQ(f.device_register_seconds, 0.0);
+    }
+    const int want_fillers = !c.offload ? 0 : c.want == Placement::kHostShared ? 1 : 6;
+    EXPECT_EQ(fillers, want_fillers);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "core/exchange/group_agreement.h"
 #include "core/lookup/lookup_tp_slice.h"
 #include "core/lookup/tp_heads.h"
+#include "core/base/elapsed.h"
 #include "core/model/table_fill.h"
 #include "core/placements/host_rows_on_device.h"
 #include "core/placements/private_host_rows.h"
@@ -103,7 +104,10 @@ class HostSharedTables final : public PlacementTables {
     created_.resize(files_.size());
     int gone = -1;
     Status agreed = agree_on_status(host_, create_segments(), "shm table create", &gone);
+    const auto fill_start = std::chrono::steady_clock::now();
     if (agreed.is_ok()) agreed = fill_segments(gone);
+    // The writer filled; the others only walked the chunks' agreements.
+    if (context_.is_host_writer()) footprint_.host_fill_seconds = seconds_since(fill_start);
     if (agreed.is_ok()) agreed = agree_on_status(host_, open_segments(), "shm table open", &gone);
     if (!agreed.is_ok()) return undo_failed_build(std::move(agreed), gone);
     // Every rank of the node has mapped its slice: the names can go (as vLLM
@@ -112,7 +116,10 @@ class HostSharedTables final : public PlacementTables {
     // Then the writer lets go of the slices no rank of this node maps.
     unlink_mapped_files();
     created_.clear();
-    return register_with_device();
+    const auto register_start = std::chrono::steady_clock::now();
+    Status registered = register_with_device();
+    footprint_.device_register_seconds = seconds_since(register_start);
+    return registered;
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/elapsed.h"
 #include "core/model/table_fill.h"
 #include "core/placements/host_rows_on_device.h"
 
@@ -21,6 +22,7 @@ class PrivateHostRows final : public PlacementTables {
   Status build(PlacementContext& context, RowsHeld rows_held, DeviceRowsLookup device_lookup) {
     std::vector<std::span<const std::byte>> spans;
     std::vector<RowRange> ranges;
+    const auto fill_start = std::chrono::steady_clock::now();
     for (const TableSpec& spec : context.model.tables) {
       const RowRange rows = rows_held(spec, group_, tp_group_);
       ENGRAM_CHECK(rows.first_row >= 0 && rows.row_count >= 0 && rows.first_row + rows.row_count <= spec.row_count());
@@ -30,6 +32,7 @@ class PrivateHostRows final : public PlacementTables {
       spans.emplace_back(bytes);
       ranges.push_back(rows);
     }
+    footprint_.host_fill_seconds = seconds_since(fill_start);
     if (context.backend.compute == nullptr) return Status::ok();
     if (device_lookup == DeviceRowsLookup::kNone) {
       device_unavailable_ = "SGLang's host layouts look their rows up on the CPU here (nothing is registered with the "
@@ -49,10 +52,14 @@ class PrivateHostRows final : public PlacementTables {
     // the TP group's collective over its slices' rows.
     Collectives& readers = device_lookup == DeviceRowsLookup::kTpSlice ? tp_group_ : group_;
     const bool collective = device_lookup == DeviceRowsLookup::kHeadShards || tp_group_.size() > 1;
-    return device_.build(*context.backend.compute, readers, context.model, std::move(spans), std::move(ranges),
-                         collective ? HostRowsOnDevice::Lookup::kCollectiveOverRows
-                                    : HostRowsOnDevice::Lookup::kWholeTable,
-                         context.tokens_per_rank_max, context.ranks_share_gpus);
+    const auto register_start = std::chrono::steady_clock::now();
+    Status registered = device_.build(*context.backend.compute, readers, context.model, std::move(spans),
+                                      std::move(ranges),
+                                      collective ? HostRowsOnDevice::Lookup::kCollectiveOverRows
+                                                 : HostRowsOnDevice::Lookup::kWholeTable,
+                                      context.tokens_per_rank_max, context.ranks_share_gpus);
+    footprint_.device_register_seconds = seconds_since(register_start);
+    return registered;
   }
 
   Status lookup(int table_index, const LookupRequest& request) override {

@@ -311,6 +311,8 @@ Status EngramRuntime::build_tables() {
   facts_.device_bytes = built.device_bytes;
   facts_.host_bytes = built.host_bytes;
   facts_.shared_host_bytes = built.shared_host_bytes;
+  facts_.host_fill_seconds = built.host_fill_seconds;
+  facts_.device_register_seconds = built.device_register_seconds;
   return Status::ok();
 }
 

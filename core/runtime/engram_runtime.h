@@ -62,6 +62,8 @@ struct RuntimeFacts {
   uint64_t device_bytes = 0;         // this rank's VMM allocations
   uint64_t host_bytes = 0;           // this rank's private host memory (shared segments not counted)
   uint64_t shared_host_bytes = 0;    // /dev/shm segments this rank created (its node's copy)
+  double host_fill_seconds = 0;      // PlacementFootprint's: host rows filled, and registered with the device
+  double device_register_seconds = 0;
   // Some ranks share a GPU (the gathered facts: several ranks of one host on
   // one GPU bus id, which they open only when told to): no NCCL is set up.
   bool ranks_share_gpus = false;
