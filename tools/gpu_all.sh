@@ -5,10 +5,14 @@
 # then with those binaries
 #   1. tools/gpu_acceptance.sh (GPU tests, the hasher probe, acceptance of
 #      every placement one GPU holds, the decode loop, the bridge),
-#   2. the device hasher's kernel and the plain kernel under Nsight Compute
-#      (tools/gpu_hasher_profile.sh's reports, when ncu is there),
+#   2. with GPU_ALL_NCU=1, the device hasher's kernel and the plain kernel
+#      under Nsight Compute (tools/gpu_hasher_profile.sh's reports),
 #   3. `bench` at the one-layer V4.1 size, device placements against the
-#      one-process kernels over a table of the same rows (like with like).
+#      one-process kernels over a table of the same rows (like with like),
+#   4. both layers' lookups beside a cuBLAS product
+#      (benchmarks/lookup_beside_compute_probe),
+#   5. `acceptance` of host_shared at the one-layer V4.1 size (94.4 GiB in
+#      /dev/shm, where it fits): the fill and registration times.
 # Each step's log goes to $OUT (or build-gpu/out); ends with one table.
 # Steps are time-boxed so the whole stays under the tool's 600 s.
 set -uo pipefail
@@ -21,7 +25,7 @@ jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 . tools/lib/gpu_build.sh
-gpu_build gpu_all engram_gpu_tests engramlab exchange_worker device_hasher_probe || exit 1
+gpu_build gpu_all engram_gpu_tests engramlab exchange_worker device_hasher_probe lookup_beside_compute_probe || exit 1
 bin="$PWD/$build/bin-all"
 mkdir -p "$bin"
 ln -sf "$PWD/$build/tests/gpu/engram_gpu_tests" "$PWD/$build/apps/engramlab" "$PWD/$build/tests/exchange_worker" \
@@ -34,7 +38,7 @@ sed -n '/^| check | result |/,$p' "$out/acceptance.txt"
 acceptance_s=$(elapsed)
 
 ncu_note="no ncu"
-if command -v ncu > /dev/null; then
+if [ "${GPU_ALL_NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
   timeout 90 ncu --clock-control none --kernel-name regex:request_hash_kernel --launch-skip 25 --launch-count 1 \
     --set full --print-details all "$bin/device_hasher_probe" 30 8192 > "$out/ncu_request_hash_kernel.txt" 2>&1
   ncu_note="rc $?"
@@ -55,10 +59,29 @@ if [ "$left" -gt 60 ]; then
   like_rc=$?
   grep -A8 "runtime / one-process" "$out/bench_layer1.txt"; tail -3 "$out/bench_layer1.err"
 fi
+beside_rc=127
+if [ $(( 585 - $(elapsed) )) -gt 60 ]; then
+  timeout 60 "$PWD/$build/benchmarks/lookup_beside_compute_probe" 8 8192 4 > "$out/beside_compute.txt" 2>&1
+  beside_rc=$?
+  tail -22 "$out/beside_compute.txt"
+fi
+beside_s=$(elapsed)
+
+host_rc=127
+shm_free_gib=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
+left=$(( 585 - $(elapsed) ))
+if [ "${shm_free_gib:-0}" -ge 100 ] && [ "$left" -gt 90 ]; then
+  timeout "$left" "$bin/engramlab" launch -n 1 -- "$bin/engramlab" acceptance --placement host_shared --cpu-offload \
+    --model deepseek-v4.1-flash-layer1 --tokens 1,64,1024,8192 > "$out/host_shared_layer1.txt" 2>&1
+  host_rc=$?
+  grep -E "PASS|FAIL|filled|error" "$out/host_shared_layer1.txt" | head -6
+fi
 echo
 echo "| step | result |"
 echo "| --- | --- |"
 echo "| build | rc $build_rc, $build_s s |"
 echo "| gpu_acceptance.sh | rc $acceptance_rc, at $acceptance_s s |"
 echo "| ncu of the hasher | $ncu_note, at $ncu_s s |"
-echo "| bench, one-layer V4.1, device placements | rc $like_rc, at $(elapsed) s |"
+echo "| bench, one-layer V4.1, device placements | rc $like_rc |"
+echo "| lookups beside a cuBLAS product | rc $beside_rc, at $beside_s s |"
+echo "| acceptance host_shared, one-layer V4.1 (/dev/shm ${shm_free_gib:-?} GiB free) | rc $host_rc, at $(elapsed) s |"
