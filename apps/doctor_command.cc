@@ -28,6 +28,7 @@
 #include "apps/flag_spellings.h"
 #include "core/base/text_excerpt.h"
 #include "backends/ipc/imex_channels.h"
+#include "backends/ipc/iommu_probe.h"
 #include "core/base/json_output.h"
 #include "core/deployment/deployment.h"
 #include "core/lookup/tp_heads.h"
@@ -55,6 +56,7 @@ struct Facts : ObservedHost {
   std::string cgroup_error;                     // why it could not be read
   std::string thp_enabled, thp_shmem_enabled;   // the selected [value] of each; "" when absent
   std::string shm_huge;                         // /dev/shm's huge= mount option; "" when none
+  ipc::IommuFacts iommu;                        // whether device reads of host memory are translated
   uint64_t gpu_memory_bytes = 0;                // the first readable GPU's total; 0: none
 };
 
@@ -117,6 +119,7 @@ Facts with_memory_facts(ObservedHost observed) {
   f.thp_enabled = selected_choice("/sys/kernel/mm/transparent_hugepage/enabled");
   f.thp_shmem_enabled = selected_choice("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
   f.shm_huge = tmpfs_huge_option(f.shm_dir);
+  f.iommu = ipc::read_iommu_facts();
   if (const ObservedGpu* gpu = first_readable_gpu(f)) f.gpu_memory_bytes = gpu->memory_bytes_total;
   return f;
 }
@@ -291,6 +294,7 @@ void report(const Facts& f, const std::string& model_name, const HostTableSizes&
   }
   fmt::print("memory: {}\n", memory_line(f));
   fmt::print("{}\n", hugepage_line(f));
+  fmt::print("IOMMU: {}\n", ipc::iommu_text(f.iommu));
   if (f.imex_channels.empty()) {
     fmt::print("IMEX channels: none ({} absent or without channel* entries)\n", kImexChannelDir);
   } else {
@@ -333,6 +337,10 @@ Json doctor_json(const Facts& f, const std::string& model_name, const HostTableS
   j["transparent_hugepages"] = {{"enabled", f.thp_enabled.empty() ? Json(nullptr) : Json(f.thp_enabled)},
                                 {"shmem_enabled", f.thp_shmem_enabled.empty() ? Json(nullptr) : Json(f.thp_shmem_enabled)},
                                 {"shm_huge", f.shm_huge.empty() ? Json(nullptr) : Json(f.shm_huge)}};
+  j["iommu"] = {{"groups", f.iommu.group_count},
+                {"types", f.iommu.types},
+                {"translated", f.iommu.translated},
+                {"summary", ipc::iommu_text(f.iommu)}};
   j["imex_channels"] = f.imex_channels;
   j["cuda_built"] = f.cuda_built;
   j["no_gpu_reason"] = f.gpus.empty() ? Json(f.no_gpu_reason) : Json(nullptr);

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/ipc/iommu_probe.h"
 #include "engramlab_command.h"
 #include "tests/cgroup_support.h"
 
@@ -96,6 +97,17 @@ TEST(DoctorHostFacts, HostPrivateIsJudgedAgainstTheRam) {
   EXPECT_THAT(text, ::testing::HasSubstr("take 188.8 GiB, more than the host's"));
   EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("available")));
   EXPECT_TRUE(doc["transparent_hugepages"].is_object()) << doc.dump();
+}
+
+// What the host allows for host reads: the IOMMU as sysfs has it, the same
+// facts the probe reads (backends/ipc/iommu_probe.h), in --json and in the text.
+TEST(DoctorHostFacts, TheIommuIsReported) {
+  const nlohmann::json doc = doctor_json();
+  ASSERT_TRUE(doc["iommu"].is_object()) << doc.dump();
+  const engram::ipc::IommuFacts here = engram::ipc::read_iommu_facts();
+  EXPECT_EQ(doc["iommu"]["groups"].get<int>(), here.group_count);
+  EXPECT_EQ(doc["iommu"]["translated"].get<bool>(), here.translated);
+  EXPECT_EQ(doc["iommu"]["summary"].get<std::string>(), engram::ipc::iommu_text(here));
 }
 
 // In a memory cgroup of 1 GiB the doctor reads its limit (v2 memory.max or
