@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <fmt/format.h>
 
+#include "apps/engine_choice.h"
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
 #include "core/base/text_excerpt.h"
@@ -35,7 +36,9 @@ void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags) {
                              "N; device_peer and host placements run so, device_collective (NCCL) refuses it",
                              kMaxRanksPerGpu));
   cmd.add_option("--engine", flags.engine,
-                 fmt::format("whose rules plan the ranks: {} (default engramlab)", engine_names_text()));
+                 fmt::format("whose rules plan the ranks: {} (default: ENGRAMLAB_ENGINE, which `engramlab launch "
+                             "--engine` sets, else engramlab)",
+                             engine_names_text()));
 }
 
 Result<int> ranks_per_gpu_from(const LaunchedRankFlags& f) {
@@ -60,7 +63,7 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
     if (!known.is_ok()) return invalid_argument(fmt::format("--{}", known.status().message()));
     o.config.placement = f.placement;
   }
-  ENGRAM_ASSIGN_OR_RETURN(o.engine.profile, parse_engine(f.engine, "--engine"));
+  ENGRAM_ASSIGN_OR_RETURN(o.engine.profile, chosen_engine(f.engine, ipc::process_env(), std::nullopt));
   o.job_id = env.job_id;
   return o;
 }
