@@ -43,7 +43,8 @@ std::string doctor_verdict(const DoctorFacts& facts);
 }  // namespace device_head_sharded_ops
 inline constexpr PlacementOps kDeviceHeadShardedOps{
     .id = Placement::kDeviceHeadSharded, .name = "device_head_sharded", .needs_device = true,
-    .group = PlacementGroup::kShardGroup, .collective_lookup = true, .needs_a_gpu_per_rank = true,
+    .group = PlacementGroup::kShardGroup, .group_text = "head slices",
+    .rows_back_collective = "all-to-all head slices", .collective_lookup = true, .needs_a_gpu_per_rank = true,
     .cost = device_head_sharded_ops::cost, .capable = device_head_sharded_ops::capable,
     .build = device_head_sharded_ops::build, .ask_plan_for = device_head_sharded_ops::ask_plan_for,
     .steps = kMapsDeviceMemory, .report_heads = device_head_sharded_ops::report_heads,

@@ -54,7 +54,6 @@ enum class PlacementGroup : uint8_t {
   kShardGroup,      // the row-shard group (config shard_group: world, nvlink_domain, host or replica)
   kNodeLocalGroup,  // the node-local Engram DP group (docs/design.md section 3)
 };
-const char* placement_group_text(PlacementGroup group);  // "row shards", "node-local DP group"
 
 // ------------------------------------------------------------------ cost
 
@@ -218,6 +217,12 @@ struct PlacementOps {
   const char* name;           // "device_collective", ...: what users read and write
   bool needs_device = false;  // its rows live in GPU memory
   PlacementGroup group = PlacementGroup::kShardGroup;
+  // How reports name what its group holds where the group kind does not say
+  // it ("head slices"); null: placement_group_text's word for the kind.
+  const char* group_text = nullptr;
+  // The collective that brings a device lookup's rows back, as reports name
+  // it ("reduce-scatter rows (sum)"); null where there is none.
+  const char* rows_back_collective = nullptr;
   bool shares_device_memory = false;  // peers map its shards: the group agrees a handle type (plan predicts it)
   bool collective_lookup = false;     // its lookup is a collective over the group
   // Its lookup always runs NCCL over its group, and NCCL puts one rank of a
@@ -265,6 +270,9 @@ std::span<const PlacementOps> placement_registry();
 const PlacementOps& placement_ops(Placement placement);
 
 const char* placement_name(Placement placement);  // "device_collective", ...
+// What its group holds, for reports: ops.group_text, else "row shards" (shard
+// group) or "node-local DP group".
+const char* placement_group_text(const PlacementOps& ops);
 Result<Placement> parse_placement(std::string_view name);
 bool is_device_placement(Placement placement);
 
