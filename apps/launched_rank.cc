@@ -26,7 +26,7 @@ void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags) {
                  spelled(fmt::format("tensor-parallel size (default {}; 0: WORLD_SIZE / dp)", flags.tp_text), kTpSpelling));
   cmd.add_option(kDpSpelling.names, flags.dp_text,
                  spelled(fmt::format("data-parallel size (default {}; 0: WORLD_SIZE / tp)", flags.dp_text), kDpSpelling));
-  cmd.add_option("--shard-group", flags.shard_group, "world (default), nvlink_domain, host or replica (a DP replica's TP ranks)");
+  cmd.add_option("--shard-group", flags.shard_group, fmt::format("{} (default world)", shard_group_choices()));
   cmd.add_option("--placement", flags.placement,
                  "force a registered placement on every rank (config.placement), e.g. device_head_sharded; default: "
                  "the rules decide");

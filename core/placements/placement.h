@@ -51,7 +51,7 @@ inline constexpr size_t kPlacementCount = 10;  // the registry static_asserts it
 
 // The group a placement's tables are cut over and its collectives run in.
 enum class PlacementGroup : uint8_t {
-  kShardGroup,      // the row-shard group (config shard_group: world, nvlink_domain, host or replica)
+  kShardGroup,      // the shard group (config shard_group: world, nvlink_domain, host, replica or engram_dp)
   kNodeLocalGroup,  // the node-local Engram DP group (docs/design.md section 3)
 };
 
