@@ -119,5 +119,20 @@ TEST(EngineCommand, TheComparisonNamesEachDeviceGroupByWhatItsPlacementCuts) {
   EXPECT_EQ(doc["engines"][1]["collectives_per_step"][1]["group"], "row shards of 8");
 }
 
+// Under sequence parallelism vLLM's head slices come back to each TP rank
+// for its own token shard alone (device_head_sharded trades token shards):
+// half the bytes per token at TP 2; SGLang's row shards are unchanged.
+TEST(EngineCommand, SequenceParallelHalvesVllmsDeviceTrafficAtTp2) {
+  auto r = run_engramlab(kTp2Dp4 + "--cpu-offload=false --sequence-parallel --engine vllm,sglang --json", "",
+                         "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const nlohmann::json doc = nlohmann::json::parse(r.text);
+  const nlohmann::json& vllm = doc["engines"][0]["collectives_per_step"];
+  ASSERT_EQ(vllm.size(), 2u) << vllm.dump();
+  EXPECT_EQ(vllm[1]["name"], "all-to-all head slices of each TP rank's token shard");
+  EXPECT_EQ(doc["engines"][0]["collective_bytes_per_token"].get<uint64_t>() * 2,
+            doc["engines"][1]["collective_bytes_per_token"].get<uint64_t>());
+}
+
 }  // namespace
 }  // namespace engram

@@ -225,6 +225,12 @@ struct PlacementOps {
   const char* rows_back_collective = nullptr;
   bool shares_device_memory = false;  // peers map its shards: the group agrees a handle type (plan predicts it)
   bool collective_lookup = false;     // its lookup is a collective over the group
+  // A device placement whose lookups (host and device) take
+  // sequence_parallel_shards themselves and trade each TP rank only its own
+  // token shard; the runtime cuts the shard out of every token's rows for the
+  // other device placements (and refuses their device lookup under
+  // sequence parallelism). Host placements take it in their TP step.
+  bool trades_token_shards = false;
   // Its lookup always runs NCCL over its group, and NCCL puts one rank of a
   // communicator on a GPU: ranks sharing a GPU (hosts[].ranks_per_gpu) cannot
   // run it, and the plan refuses them. (The others run there: device_peer

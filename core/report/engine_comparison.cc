@@ -39,8 +39,13 @@ std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResul
     if (!ops.collective_lookup || g < 2) return out;
     ENGRAM_CHECK_MSG(ops.rows_back_collective != nullptr, "a collective device lookup names how its rows come back");
     const std::string group = fmt::format("{} of {}", placement_group_text(ops), g);
-    out.push_back({"all-gather ids", group, kIdBytes * heads});
-    out.push_back({ops.rows_back_collective, group, kBf16Bytes * heads * dim});
+    // A placement that trades token shards moves each TP rank's shard alone under sequence parallelism.
+    const bool shards = ops.trades_token_shards && plan.deployment.config.sequence_parallel && tp > 1;
+    const uint64_t per = shards ? static_cast<uint64_t>(tp) : 1;
+    out.push_back({"all-gather ids", group, kIdBytes * heads / per});
+    out.push_back({shards ? std::string(ops.rows_back_collective) + " of each TP rank's token shard"
+                          : std::string(ops.rows_back_collective),
+                   group, kBf16Bytes * heads * dim / per});
     return out;
   }
   if (ops.collective_lookup && rp.node_local_group_size > 1) {
