@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/engine_choice.h"
 #include "backends/ipc/real_rank_backend.h"
 #include "core/base/text_list.h"
 #include "core/deployment/deployment_validate.h"
@@ -32,6 +33,9 @@ Result<std::optional<DeploymentBridge>> load_bridge(const BridgeFlags& flags) {
   if (!rank_hosts.is_ok())
     return invalid_argument(fmt::format("{}: {}", flags.file, rank_hosts.status().message()));
   bridge.rank_hosts = std::move(rank_hosts).value();
+  // The engine `engramlab launch --engine` handed the ranks plans over the file's.
+  Deployment& d = bridge.file.deployment;
+  ENGRAM_ASSIGN_OR_RETURN(d.engine.profile, chosen_engine("", ipc::process_env(), d.engine.profile));
   return std::optional<DeploymentBridge>(std::move(bridge));
 }
 
@@ -130,7 +134,7 @@ Result<RuntimeOptions> runtime_options_from_file(const DeploymentBridge& bridge,
   RuntimeOptions o;
   o.layout = d.layout;
   o.config = d.config;
-  o.engine.profile = d.engine.profile;  // the file's engine.name plans the ranks
+  o.engine.profile = d.engine.profile;  // ENGRAMLAB_ENGINE, else the file's engine.name (load_bridge)
   o.placement_model = d.model;
   o.job_id = env.job_id;
   ENGRAM_ASSIGN_OR_RETURN(RuntimeOptions read, runtime_options_from(from_flags, env));

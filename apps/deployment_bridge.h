@@ -47,7 +47,9 @@ struct DeploymentBridge {
 };
 
 // nullopt without --file. invalid_argument for a file the parser refuses,
-// one whose layout its hosts cannot hold, or a bad --host-map.
+// one whose layout its hosts cannot hold, a bad --host-map or a bad
+// ENGRAMLAB_ENGINE. The engine `engramlab launch --engine` handed the job
+// (ENGRAMLAB_ENGINE) replaces the file's engine.name (apps/engine_choice.h).
 Result<std::optional<DeploymentBridge>> load_bridge(const BridgeFlags& flags);
 
 // A flag that says what the file already says, so it is refused beside --file.

@@ -4,8 +4,12 @@
 // every GPU pair, /dev/shm, the host identity, its RAM (MemTotal), the memory
 // cgroup it runs in and the transparent-hugepage settings, and what each
 // placement would do here and why: the memory fit (core/plan/memory_fit.h)
-// judges each on this host, as a rank started here would. Runs without GPUs
-// or CUDA support too, and says so.
+// judges each on this host, as a rank started here would. Everything is
+// judged by one engine's rules (--engine, else the launcher's
+// ENGRAMLAB_ENGINE, else --file's engine.name, else engramlab:
+// apps/engine_choice.h): what that engine builds here by its defaults, with
+// device tables and with each of its host layouts, and its refusals in its
+// own words. Runs without GPUs or CUDA support too, and says so.
 // Exit code 0: it is a report; a missing capability is a finding, not a failure.
 // The bridge: --file compares this host with a deployment file's entry (exit
 // 1 on any difference), --emit-host prints that entry, and under a launcher
@@ -23,6 +27,7 @@
 #include "apps/command_registry.h"
 #include "apps/deployment_bridge.h"
 #include "apps/doctor_cluster.h"
+#include "apps/engine_choice.h"
 #include "apps/observed_host_here.h"
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
@@ -31,6 +36,7 @@
 #include "backends/ipc/iommu_probe.h"
 #include "core/base/json_output.h"
 #include "core/deployment/deployment.h"
+#include "core/engines/engine_profile.h"
 #include "core/lookup/tp_heads.h"
 #include "core/model/table_spec.h"
 #include "core/placements/placement.h"
@@ -199,7 +205,7 @@ DoctorFacts doctor_facts(const Facts& f, const HostTableSizes& sizes) {
 // RAM, /dev/shm and environment, and the memory cgroup this process runs in
 // as a limit over every rank it would hold (the ranks a launcher starts here
 // inherit it).
-Deployment this_host(const Facts& f, const std::string& model, int tp) {
+Deployment this_host(const Facts& f, const std::string& model, int tp, EngineId engine) {
   const int gpus = static_cast<int>(f.gpus.size());
   const int world = gpus >= tp && gpus % tp == 0 ? gpus : tp;
   HostSpec host;
@@ -216,37 +222,113 @@ Deployment this_host(const Facts& f, const std::string& model, int tp) {
   d.hosts = {host};
   d.layout.tp = tp;
   d.layout.dp = world / tp;
+  d.engine.profile = engine;
   return d;
+}
+
+// One config planned on this host: the placements it gives, or why not, and
+// what the memory fit says of them.
+struct HostJudgement {
+  Status planned;                // the plan's error: an engine's refusal is invalid_argument
+  std::vector<Placement> gives;  // in rank order, each once
+  std::string defaults;          // the engine's defaults it applied ("config.cpu_offload: true (...)")
+  std::string fit;               // "" fits; else why not
+};
+
+HostJudgement judge_on_host(const Deployment& d) {
+  HostJudgement j;
+  WarningSink quiet;
+  const Result<PlanResult> plan = plan_deployment(d, quiet);
+  if (!plan.is_ok()) {
+    j.planned = plan.status();
+    return j;
+  }
+  for (const RankPlan& rp : plan->ranks)
+    if (std::find(j.gives.begin(), j.gives.end(), rp.placement) == j.gives.end()) j.gives.push_back(rp.placement);
+  for (const DefaultUsed& u : plan->deployment.defaults_used)
+    if (u.field.rfind("config.", 0) == 0)
+      j.defaults += fmt::format("{}{}: {} ({})", j.defaults.empty() ? "" : "; ", u.field, u.value, u.source);
+  const Status fits = check_memory_fits(plan.value());
+  if (fits.is_ok()) return j;
+  j.fit = fits.message();
+  const std::string lead = "the deployment cannot run: ";
+  if (j.fit.rfind(lead, 0) == 0) j.fit = j.fit.substr(lead.size());
+  return j;
 }
 
 // What the memory fit says of `ops` on this host: "" where it fits (or the
 // fit cannot judge it: a device placement without a GPU), else why not.
-// Where the plan gives another placement here, it says which.
+// Where the plan gives another placement here, it says which; where the
+// engine refuses the config, its words.
 std::string fit_verdict(const PlacementOps& ops, const Deployment& here, bool have_gpus) {
-  if (ops.needs_device && !have_gpus) return "";
   Deployment d = here;
   d.config = EngramConfig{};
+  d.config.cpu_offload_given = true;  // as asked: off unless the placement asks for host tables
   if (ops.ask_plan_for != nullptr) ops.ask_plan_for(d.config);
-  WarningSink quiet;
-  const Result<PlanResult> plan = plan_deployment(d, quiet);
-  if (!plan.is_ok()) return "cannot here: " + plan.status().message();
-  for (const RankPlan& rp : plan->ranks)
-    if (rp.placement != ops.id)
+  const HostJudgement j = judge_on_host(d);
+  // Without a GPU a device placement is judged by its own verdict, unless the engine refuses it.
+  if (ops.needs_device && !have_gpus && j.planned.code() != ErrorCode::kInvalidArgument) return "";
+  if (!j.planned.is_ok()) return "cannot here: " + j.planned.message();
+  for (Placement p : j.gives)
+    if (p != ops.id)
       return fmt::format(" (at tp {} x dp {} on this host the plan gives {})", d.layout.tp, d.layout.dp,
-                         placement_name(rp.placement));
-  const Status fits = check_memory_fits(plan.value());
-  if (fits.is_ok()) return "";
-  std::string why = fits.message();
-  const std::string lead = "the deployment cannot run: ";
-  if (why.rfind(lead, 0) == 0) why = why.substr(lead.size());
-  return "does not fit here: " + why;
+                         placement_name(p));
+  return j.fit.empty() ? "" : "does not fit here: " + j.fit;
+}
+
+// What the engine builds on this host: by its defaults (nothing written),
+// with device tables (cpu_offload: false) and with each of its host layouts.
+struct EngineVerdict {
+  std::string asked;      // "its defaults", "cpu_offload: false", "host layout auto"
+  std::string placement;  // "" where it refuses or cannot plan
+  std::string verdict;
+  bool fits = false;
+};
+
+std::vector<EngineVerdict> judge_engine(const EngineProfile& engine, const Deployment& here, bool have_gpus) {
+  std::vector<std::pair<std::string, EngramConfig>> asks;
+  asks.push_back({"its defaults", EngramConfig{}});
+  EngramConfig device;
+  device.cpu_offload_given = true;
+  asks.push_back({"cpu_offload: false", device});
+  for (const HostLayoutOption& layout : engine.host_layouts) {
+    EngramConfig host;
+    host.cpu_offload = host.cpu_offload_given = true;
+    host.host_layout = layout.name;
+    asks.push_back({fmt::format("host layout {}", layout.name), host});
+  }
+  std::vector<EngineVerdict> out;
+  for (auto& [asked, config] : asks) {
+    Deployment d = here;
+    d.config = config;
+    const HostJudgement j = judge_on_host(d);
+    EngineVerdict v{asked, "", "", false};
+    if (!j.planned.is_ok()) {
+      v.verdict = (j.planned.code() == ErrorCode::kInvalidArgument ? "refused: " : "cannot here: ") + j.planned.message();
+      out.push_back(std::move(v));
+      continue;
+    }
+    bool on_device = false;
+    for (Placement p : j.gives) {
+      v.placement += (v.placement.empty() ? "" : ", ") + std::string(placement_name(p));
+      on_device = on_device || is_device_placement(p);
+    }
+    v.fits = j.fit.empty() && (have_gpus || !on_device);
+    v.verdict = on_device && !have_gpus ? "no GPU here to hold it"
+                : j.fit.empty()         ? "fits here"
+                                        : "does not fit here: " + j.fit;
+    if (!j.defaults.empty()) v.verdict = j.defaults + "; " + v.verdict;
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 // Every registered placement's verdict, in its doctor position: the memory
 // fit's refusal where it refuses, else the placement's own.
-std::vector<PlacementVerdict> judge_placements(const Facts& f, const std::string& model, const HostTableSizes& sizes) {
+std::vector<PlacementVerdict> judge_placements(const Facts& f, const std::string& model, const HostTableSizes& sizes,
+                                               EngineId engine) {
   const DoctorFacts facts = doctor_facts(f, sizes);
-  const Deployment here = this_host(f, model, sizes.tp);
+  const Deployment here = this_host(f, model, sizes.tp, engine);
   std::vector<const PlacementOps*> listed;
   for (const PlacementOps& ops : placement_registry()) listed.push_back(&ops);
   std::sort(listed.begin(), listed.end(),
@@ -282,7 +364,7 @@ std::string hugepage_line(const Facts& f) {
                      f.shm_huge.empty() ? "(none: 4 KiB pages unless shmem says otherwise)" : f.shm_huge);
 }
 
-void report(const Facts& f, const std::string& model_name, const HostTableSizes& sizes) {
+void report(const Facts& f, const std::string& model_name, const HostTableSizes& sizes, EngineId engine_id) {
   fmt::print("engramlab doctor\n\n");
   fmt::print("host: {} (boot id {}; {})\n", f.hostname, f.boot_id, runtime_environment_name(f.environment));
   if (f.shm_mounted) {
@@ -315,12 +397,17 @@ void report(const Facts& f, const std::string& model_name, const HostTableSizes&
       for (const auto& line : f.p2p_lines) fmt::print("  {}\n", line);
     }
   }
-  fmt::print("\nplacements here (model {}, tables {}, tp {}):\n", model_name, format_gib(sizes.tables_bytes), sizes.tp);
-  for (const PlacementVerdict& v : judge_placements(f, model_name, sizes))
+  const EngineProfile& engine = engine_profile(engine_id);
+  fmt::print("\nengine {} here (model {}, tp {}; its rules from {}):\n", engine.name, model_name, sizes.tp, engine.source);
+  for (const EngineVerdict& v : judge_engine(engine, this_host(f, model_name, sizes.tp, engine_id), !f.gpus.empty()))
+    fmt::print("  {}: {}{}\n", v.asked, v.placement.empty() ? "" : v.placement + ": ", v.verdict);
+  fmt::print("\nplacements here (model {}, tables {}, tp {}, engine {}):\n", model_name, format_gib(sizes.tables_bytes),
+             sizes.tp, engine.name);
+  for (const PlacementVerdict& v : judge_placements(f, model_name, sizes, engine_id))
     fmt::print("  {}: {}\n", v.placement, v.verdict);
 }
 
-Json doctor_json(const Facts& f, const std::string& model_name, const HostTableSizes& sizes) {
+Json doctor_json(const Facts& f, const std::string& model_name, const HostTableSizes& sizes, EngineId engine_id) {
   Json j = json_document("doctor");
   j["host"] = {{"hostname", f.hostname}, {"boot_id", f.boot_id},
                {"environment", runtime_environment_name(f.environment)}};
@@ -362,8 +449,16 @@ Json doctor_json(const Facts& f, const std::string& model_name, const HostTableS
                 {"table_bytes_total", sizes.tables_bytes},
                 {"tp", sizes.tp},
                 {"tp_slice_bytes_max", sizes.tp_slice_bytes_max}};
+  const EngineProfile& engine = engine_profile(engine_id);
+  Json builds = Json::array();
+  for (const EngineVerdict& v : judge_engine(engine, this_host(f, model_name, sizes.tp, engine_id), !f.gpus.empty()))
+    builds.push_back({{"asked", v.asked},
+                      {"placement", v.placement.empty() ? Json(nullptr) : Json(v.placement)},
+                      {"verdict", v.verdict},
+                      {"fits", v.fits}});
+  j["engine"] = {{"name", engine.name}, {"source", engine.source}, {"builds", std::move(builds)}};
   j["placements"] = Json::array();
-  for (const PlacementVerdict& v : judge_placements(f, model_name, sizes))
+  for (const PlacementVerdict& v : judge_placements(f, model_name, sizes, engine_id))
     j["placements"].push_back({{"placement", v.placement}, {"verdict", v.verdict}, {"fits", v.fits}});
   j["warnings"] = Json::array();
   j["error"] = nullptr;
@@ -374,6 +469,7 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
   struct Flags {
     std::string model = "deepseek-v4.1-flash";
     std::string tp_text = "1";
+    std::string engine;  // "": apps/engine_choice.h's order
     bool json = false;
     // The bridge (apps/deployment_bridge.h, apps/doctor_cluster.h).
     BridgeFlags bridge;
@@ -387,8 +483,12 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
   cmd->add_option(kTpSpelling.names, flags->tp_text,
                   spelled("attention TP ranks per replica: host placements hold TP slices", kTpSpelling))
       ->capture_default_str();
+  cmd->add_option("--engine", flags->engine,
+                  fmt::format("whose rules judge this host: {} (default: ENGRAMLAB_ENGINE, which `engramlab launch "
+                              "--engine` sets, else --file's engine.name, else engramlab)",
+                              engine_names_text()));
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");
-  add_bridge_flags(*cmd, flags->bridge, "");
+  add_bridge_flags(*cmd, flags->bridge, "the engine whose rules judge it (engine.name)");
   cmd->add_flag("--emit-host", flags->emit_host,
                 "print this host's entry of a deployment file's hosts: (YAML); under a launcher rank 0 prints "
                 "every host's");
@@ -425,6 +525,15 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
       return;
     }
     const DeploymentBridge* file = *bridge ? &**bridge : nullptr;
+    const Result<EngineId> engine = chosen_engine(
+        flags->engine, ipc::process_env(),
+        file != nullptr ? std::optional<EngineId>(file->file.deployment.engine.profile) : std::nullopt);
+    if (!engine.is_ok()) {
+      fmt::print(stderr, "engramlab doctor: {}\n", engine.status().to_string());
+      if (flags->json) fmt::print("{}\n", dump_json(error_document("doctor", engine.status())));
+      exit_code = 2;
+      return;
+    }
     const Facts facts = with_memory_facts(observe_this_host(*observe));
     if (*env) {
       exit_code = run_doctor_cluster(**env, facts, {flags->json, flags->emit_host, file});
@@ -438,7 +547,7 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
     std::optional<FileCheck> check;
     if (file != nullptr) check = check_against_file(*file, -1, 0, false, facts);
     if (flags->json) {
-      Json doc = doctor_json(facts, flags->model, host_table_sizes(*spec, *tp));
+      Json doc = doctor_json(facts, flags->model, host_table_sizes(*spec, *tp), *engine);
       doc["file_check"] = file_check_json(file, check ? &*check : nullptr);
       if (check && !check->passed())
         doc["error"] = error_json(check->error.is_ok() ? failed_precondition(fmt::format(
@@ -446,7 +555,7 @@ CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
                                                        : check->error);
       fmt::print("{}\n", dump_json(doc));
     } else {
-      report(facts, flags->model, host_table_sizes(*spec, *tp));
+      report(facts, flags->model, host_table_sizes(*spec, *tp), *engine);
       if (check) {
         fmt::print("\n");
         print_file_check(stdout, "", *file, *check);

@@ -24,6 +24,10 @@
 // kills what is left of the group within a second (apps/launch_guard.h).
 // Exit status: the first failing rank's (128 + signal when it was killed), or
 // 128 + the signal the launcher got.
+//
+// --engine NAME and --file deployment.yaml (apps/launch_plan.h): the job's
+// engine, handed to every rank as ENGRAMLAB_ENGINE, and the file planned
+// under it before any rank starts (exit 2 where the engine refuses it).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -54,10 +58,13 @@
 #include "apps/flag_spellings.h"
 #include "apps/local_world_size.h"
 #include "apps/launch_guard.h"
+#include "apps/launch_plan.h"
 #include "backends/ipc/fd_limit.h"
 #include "backends/ipc/job_token.h"
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/socket_dir.h"
+#include "apps/engine_choice.h"
+#include "core/engines/engine_profile.h"
 
 namespace engram::app {
 namespace {
@@ -83,6 +90,8 @@ struct LaunchOptions {
   // `scenario run --real` passes its result directory, which it cannot remove
   // once it is killed itself.
   std::string remove_with_parent;
+  std::string engine;  // --engine: "" not given
+  std::string file;    // --file: a deployment planned before any rank starts
   std::vector<std::string> command;
 };
 
@@ -394,6 +403,7 @@ Stop prepare_signals_and_relay(const LaunchOptions& o) {
 
 // What every rank of this node shares.
 struct NodeJob {
+  std::string engine;  // every rank's ENGRAMLAB_ENGINE; "": left as the launcher's environment has it
   int world = 1;
   int first_rank = 0;
   int port = 0;
@@ -423,16 +433,18 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, const NodeJob&
       {"ENGRAMLAB_JOB_TOKEN", job.token},
       {"ENGRAMLAB_JOB_ID", o.job_id},
       {"ENGRAMLAB_SOCKET_DIR_KEEP", job.socket_dir_was_there ? "1" : "0"}};
+  std::vector<std::pair<std::string, std::string>> handed = ours;
+  if (!job.engine.empty()) handed.push_back({kEngineEnv, job.engine});
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
     const std::string name = entry.substr(0, entry.find('='));
     bool replaced = false;
     for (const std::string& prefix : kDroppedEnvPrefixes) replaced |= name.rfind(prefix, 0) == 0;
-    for (const auto& [key, value] : ours) replaced |= key == name;
+    for (const auto& [key, value] : handed) replaced |= key == name;
     if (!replaced) env_strings.push_back(entry);
   }
-  for (const auto& [key, value] : ours) env_strings.push_back(key + "=" + value);
+  for (const auto& [key, value] : handed) env_strings.push_back(key + "=" + value);
   return env_strings;
 }
 
@@ -627,6 +639,14 @@ int launch(LaunchOptions o) {
   NodeJob job;
   job.world = o.nnodes * o.nproc_per_node;
   job.first_rank = o.node_rank * o.nproc_per_node;
+  // The engine and the file's plan, before anything is started.
+  const Result<LaunchPlan> planned = plan_before_launch(o.engine, o.file, job.world);
+  if (!planned.is_ok()) {
+    std::fprintf(stderr, "engramlab launch: %s\n", planned.status().to_string().c_str());
+    return planned.status().code() == ErrorCode::kInvalidArgument ? 2 : 1;
+  }
+  for (const std::string& line : planned->lines) std::fprintf(stderr, "engramlab launch: %s\n", line.c_str());
+  job.engine = planned->engine;
   if (o.master_addr.empty()) o.master_addr = "127.0.0.1";
   if (Stop stop = choose_token(o, job.token)) return *stop;
   if (Stop stop = choose_port(o, job.port)) return *stop;
@@ -700,6 +720,15 @@ const CommandRegistration registration("60-launch", [](CLI::App& app, int& exit_
                   "a directory (absolute, named engramlab-*) to remove when the job ends if the process that started "
                   "the launcher has died by then (scenario run --real's result directory)")
       ->group("");  // internal
+  cmd->add_option("--engine", o->engine,
+                  fmt::format("whose rules the job plans by: {}; handed to every rank as ENGRAMLAB_ENGINE, which "
+                              "acceptance, bench and doctor plan by (default: --file's engine.name, else the ranks' "
+                              "own default)",
+                              engine_names_text()));
+  cmd->add_option("--file", o->file,
+                  "a deployment file planned under the engine before any rank starts, as `plan --file` plans it: "
+                  "a config the engine refuses (exit 2) or that cannot run (exit 1) starts nothing; its world "
+                  "must be the launch's");
   cmd->add_option("command", o->command, "the command each rank runs, after `--`")->required();
   cmd->footer(std::string("Across nodes, set the job token once, before starting every node's launcher:\n  ") +
               ipc::kJobTokenLine + "\n");

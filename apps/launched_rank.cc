@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <fmt/format.h>
 
+#include "apps/engine_choice.h"
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
 #include "core/base/text_excerpt.h"
@@ -25,7 +26,7 @@ void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags) {
                  spelled(fmt::format("tensor-parallel size (default {}; 0: WORLD_SIZE / dp)", flags.tp_text), kTpSpelling));
   cmd.add_option(kDpSpelling.names, flags.dp_text,
                  spelled(fmt::format("data-parallel size (default {}; 0: WORLD_SIZE / tp)", flags.dp_text), kDpSpelling));
-  cmd.add_option("--shard-group", flags.shard_group, "world (default), nvlink_domain, host or replica (a DP replica's TP ranks)");
+  cmd.add_option("--shard-group", flags.shard_group, fmt::format("{} (default world)", shard_group_choices()));
   cmd.add_option("--placement", flags.placement,
                  "force a registered placement on every rank (config.placement), e.g. device_head_sharded; default: "
                  "the rules decide");
@@ -35,7 +36,9 @@ void add_launched_rank_flags(CLI::App& cmd, LaunchedRankFlags& flags) {
                              "N; device_peer and host placements run so, device_collective (NCCL) refuses it",
                              kMaxRanksPerGpu));
   cmd.add_option("--engine", flags.engine,
-                 fmt::format("whose rules plan the ranks: {} (default engramlab)", engine_names_text()));
+                 fmt::format("whose rules plan the ranks: {} (default: ENGRAMLAB_ENGINE, which `engramlab launch "
+                             "--engine` sets, else engramlab)",
+                             engine_names_text()));
 }
 
 Result<int> ranks_per_gpu_from(const LaunchedRankFlags& f) {
@@ -60,7 +63,7 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
     if (!known.is_ok()) return invalid_argument(fmt::format("--{}", known.status().message()));
     o.config.placement = f.placement;
   }
-  ENGRAM_ASSIGN_OR_RETURN(o.engine.profile, parse_engine(f.engine, "--engine"));
+  ENGRAM_ASSIGN_OR_RETURN(o.engine.profile, chosen_engine(f.engine, ipc::process_env(), std::nullopt));
   o.job_id = env.job_id;
   return o;
 }

@@ -36,7 +36,7 @@ struct LaunchedRankFlags {
   // Only where asked (a one-GPU machine running the real multi-process
   // exchange); the plan then refuses placements that need a GPU per rank.
   std::string ranks_per_gpu_text = "1";
-  std::string engine = "engramlab";  // whose rules plan the ranks (core/engines/)
+  std::string engine;  // whose rules plan the ranks (core/engines/); "": apps/engine_choice.h's order
 };
 
 // Adds --model, --table-model, --tp, --dp, --shard-group, --fill-seed,

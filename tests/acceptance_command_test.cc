@@ -30,7 +30,7 @@ TEST(AcceptanceCommand, BadFlagsExit2NamingTheFlagValueAndFix) {
       {"--replays -1", "--replays: '-1' is not a whole number in [1, 100000]"},
       {"--tp 3", "--tp: '3' is not a whole number in [0, 1]"},
       {"--dp-shared-memory maybe", "--dp-shared-memory: 'maybe' is not true or false"},
-      {"--shard-group rack", "--shard-group: 'rack' is not a shard group; write world, nvlink_domain, host or replica"},
+      {"--shard-group rack", "--shard-group: 'rack' is not a shard group; write world, nvlink_domain, host, replica or engram_dp"},
       {"--ranks-per-gpu 0", "--ranks-per-gpu: '0' is not a whole number in [1, 8]"},
       {"--ranks-per-gpu 9", "--ranks-per-gpu: '9' is not a whole number in [1, 8]"},
   };

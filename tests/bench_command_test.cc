@@ -34,7 +34,7 @@ TEST(BenchCommand, BadFlagsExit2NamingTheFlagValueAndFix) {
       {"--placements device_peer,gpu_magic",
        "--placements: 'gpu_magic' is not a placement; write all, or some of device_collective, device_peer"},
       {"--tp 3", "--tp: '3' is not a whole number in [0, 1]"},
-      {"--shard-group rack", "--shard-group: 'rack' is not a shard group; write world, nvlink_domain, host or replica"},
+      {"--shard-group rack", "--shard-group: 'rack' is not a shard group; write world, nvlink_domain, host, replica or engram_dp"},
       {"--table 999", "--table: 999 is not a table of"},
   };
   for (const Case& c : cases) {

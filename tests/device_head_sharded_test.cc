@@ -18,6 +18,7 @@
 #include "core/plan/deployment_plan.h"
 #include "core/base/splitmix64.h"
 #include "harness/emulated_scenario.h"
+#include "sim/world.h"
 #include "harness/scenario.h"
 #include "tests/lookup_test_support.h"
 #include "tests/tp_matrix_emulator.h"
@@ -95,6 +96,111 @@ TEST(DeviceHeadSharded, AnyIdOverUnevenGroupsEqualsTheCpuRule) {
   }
 }
 
+// Sequence parallelism (tp > 1): each TP rank of a replica gets back its own
+// token shard, ceil(tokens / tp) tokens zero-padded, through the
+// placement's own exchange (each rank posts its shard's ids alone, the
+// all-to-all brings it its shard's heads). Built on tp x dp emulated GPUs of
+// one host, the whole world its shard group, each replica's TP ranks a TP
+// group; every rank asks for its shard (sequence_parallel_shards = tp, an
+// output of the shard's size), ids of any row (other slices' buckets too,
+// DEAD, out of the table), and ragged steps: no tokens, fewer than tp,
+// counts tp does not divide, replicas idle while others are not.
+TEST(DeviceHeadSharded, SequenceParallelTradesEachTpRankItsOwnTokenShard) {
+  const int steps[][2] = {{5, 0}, {0, 3}, {1, 7}, {0, 0}, {9, 2}, {4, 4}};  // tokens of replicas 0 and 1
+  const int64_t slot = 9;
+  int cases = 0;
+  for (int tp : {2, 4})
+    for (int dp : {1, 2})
+      for (int heads : {8, 7}) {
+        const std::string name = fmt::format("tp{}_dp{}_{}h", tp, dp, heads);
+        auto spec = make_model_spec("sp", 300, {1}, {2}, heads, RowFormat::kFp8E4M3Ue8m0, 64, 3);
+        ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+        const TableSpec& table = spec->tables[0];
+        const uint64_t seed = 70 + static_cast<uint64_t>(tp * 10 + dp + heads);
+        const auto bytes = testing::filled_table(table, seed);
+        // ids[step][replica], the same on every TP rank of the replica.
+        std::vector<std::vector<std::vector<int64_t>>> ids(std::size(steps));
+        uint64_t state = seed;
+        for (size_t k = 0; k < std::size(steps); ++k)
+          for (int d = 0; d < dp; ++d) {
+            std::vector<int64_t>& mine = ids[k].emplace_back();
+            for (int i = 0; i < steps[k][d] * heads; ++i) {
+              const uint64_t draw = splitmix64_next(state);
+              mine.push_back(draw % 9 == 0   ? kDeadId
+                             : draw % 9 == 1 ? table.row_count() + 1
+                                             : static_cast<int64_t>(draw % static_cast<uint64_t>(table.row_count())));
+            }
+          }
+        const size_t token_values = static_cast<size_t>(heads) * static_cast<size_t>(table.dim);
+        std::vector<std::string> mismatches;
+        ModelSpec model;
+        model.tables = {table};
+        sim::WorldSpec world_spec;
+        world_spec.hosts = sim::plain_hosts("gpu-host-", 1, tp * dp, "H200");
+        world_spec.seed = seed;
+        auto world = sim::run_world(world_spec, [&](RankBackend& b) -> Status {
+          const int me = b.world_rank, tp_rank = me % tp, replica = me / tp;
+          ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<Collectives> tp_group, b.world->split(replica, tp_rank));
+          PlacementContext context{.backend = b, .group = *b.world, .tp_group = *tp_group, .host_group = *b.world,
+                                   .host_writer_world_rank = 0, .model = model, .fill_seed = seed, .job_id = "test"};
+          context.tokens_per_rank_max = slot;
+          ENGRAM_ASSIGN_OR_RETURN(std::unique_ptr<PlacementTables> tables,
+                                  placement_ops(Placement::kDeviceHeadSharded).build(context));
+          Status first;
+          for (size_t k = 0; k < std::size(steps); ++k) {
+            const std::vector<int64_t>& replica_ids = ids[k][static_cast<size_t>(replica)];
+            const size_t tokens = replica_ids.size() / static_cast<size_t>(heads);
+            const size_t shard = (tokens + static_cast<size_t>(tp) - 1) / static_cast<size_t>(tp);
+            std::vector<uint16_t> got(shard * token_values, testing::kUnwritten);
+            LookupRequest request{&table, replica_ids, slot, got};
+            request.sequence_parallel_shards = tp;
+            const Status looked = tables->lookup(0, request);
+            if (!looked.is_ok()) {
+              if (first.is_ok()) first = looked;
+              continue;
+            }
+            const std::vector<uint16_t> every_token = testing::direct_lookup(table, bytes, replica_ids);
+            std::vector<uint16_t> want(got.size(), 0);
+            const size_t begin = static_cast<size_t>(tp_rank) * shard;
+            for (size_t t = 0; t < shard && begin + t < tokens; ++t)
+              std::copy_n(every_token.begin() + static_cast<std::ptrdiff_t>((begin + t) * token_values), token_values,
+                          want.begin() + static_cast<std::ptrdiff_t>(t * token_values));
+            const int64_t at = testing::first_difference(want, got);
+            if (at >= 0)
+              mismatches.push_back(fmt::format("{} step {} rank {} (tp rank {}, {} tokens): value {}", name, k, me,
+                                               tp_rank, tokens, at));
+          }
+          Status released = tables->release();
+          return first.is_ok() ? released : first;
+        });
+        ASSERT_TRUE(world.is_ok()) << name << ": " << world.status().to_string();
+        for (size_t r = 0; r < world->statuses.size(); ++r)
+          EXPECT_TRUE(world->statuses[r].is_ok()) << name << " rank " << r << ": " << world->statuses[r].to_string();
+        EXPECT_TRUE(mismatches.empty()) << mismatches.front();
+        ++cases;
+      }
+  EXPECT_EQ(cases, 8);
+}
+
+// The runtime's device lookup takes sequence parallelism for it (and only
+// for it): other device placements' device lookups write every token.
+TEST(DeviceHeadSharded, ATokenShardIsRefusedByALookupThatWritesEveryToken) {
+  auto spec = make_model_spec("sp", 300, {1}, {2}, 4, RowFormat::kFp8E4M3Ue8m0, 64, 3);
+  ASSERT_TRUE(spec.is_ok());
+  DeviceLookupRequest r;
+  r.table = &spec->tables[0];
+  r.tokens_per_rank_max = 4;
+  r.sequence_parallel_shards = 2;
+  const Status every = check_device_request(r, 3);
+  EXPECT_EQ(every.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(every.message(), HasSubstr("sequence_parallel_shards 2 asks for a TP rank's token shard"));
+  EXPECT_TRUE(check_token_shard_request(r, 3, 2).is_ok());
+  EXPECT_THAT(check_token_shard_request(r, 3, 4).message(), HasSubstr("use 1 (off) or the TP size 4"));
+  EXPECT_TRUE(placement_ops(Placement::kDeviceHeadSharded).trades_token_shards);
+  for (Placement p : {Placement::kDeviceCollective, Placement::kDevicePeer})
+    EXPECT_FALSE(placement_ops(p).trades_token_shards) << placement_name(p);
+}
+
 Deployment v41_on_one_host(int tp, int dp) {
   auto d = parse_deployment_text(fmt::format("hosts: [{{name: h, gpus: {}, gpu_model: H200}}]\n"
                                              "layout: {{tp: {}, dp: {}}}\n"
@@ -131,7 +237,7 @@ TEST(DeviceHeadSharded, PlanHoldsEachRanksHeadSlicesInHbm) {
       }
       EXPECT_EQ(rp.memory.hbm_table_bytes, want) << "rank " << rp.rank;
       EXPECT_EQ(rp.memory.hbm_buffer_bytes,
-                device_head_sharded_buffer_bytes(*model, members, d.config.tokens_per_rank_max));
+                device_head_sharded_buffer_bytes(*model, members, d.config.tokens_per_rank_max, tp));
     }
     // The slices together are the tables, once.
     EXPECT_EQ(rows_bytes_total, tables);

@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::run_engramlab;
 
 const std::string kTp2Dp4 = "plan --tp 2 --dp 4 --hosts 2 --gpus-per-host 4 --gpu-model GB200 ";
@@ -88,6 +89,49 @@ TEST(EngineCommand, SeveralEnginesGiveOneTableAndOneJsonDocument) {
   EXPECT_EQ(doc["engines"][0]["placement"], "host_shared");
   EXPECT_EQ(doc["engines"][1]["placement"], "device_collective");
   EXPECT_EQ(doc["engines"][1]["tp_split"], "rows");
+}
+
+// The collectives line names each engine's device group by what its
+// placement cuts (core/placements: PlacementOps::group_text,
+// rows_back_collective): vLLM's device_head_sharded splits heads and trades
+// head slices back all-to-all; SGLang's and engramlab's device_collective
+// splits rows and reduce-scatters them.
+TEST(EngineCommand, TheComparisonNamesEachDeviceGroupByWhatItsPlacementCuts) {
+  const std::string device = kTp2Dp4 + "--cpu-offload=false --engine vllm,sglang ";
+  auto r = run_engramlab(device);
+  EXPECT_EQ(r.exit_code, 0) << r.text;
+  const size_t line = r.text.find("collectives/step");
+  ASSERT_NE(line, std::string::npos) << r.text;
+  const std::string collectives = r.text.substr(line, r.text.find('\n', line) - line);
+  const std::string vllm = collectives.substr(0, collectives.find(" | ", collectives.find(" | ") + 3));
+  EXPECT_THAT(vllm, AllOf(HasSubstr("all-gather ids (head slices of "), HasSubstr("all-to-all head slices (head slices"),
+                          Not(HasSubstr("row shards")), Not(HasSubstr("reduce-scatter"))));
+  EXPECT_THAT(collectives.substr(vllm.size()), AllOf(HasSubstr("all-gather ids (row shards of 8)"),
+                                                     HasSubstr("reduce-scatter rows (sum) (row shards of 8)")));
+  auto j = run_engramlab(device + "--json", "", "2>/dev/null");
+  ASSERT_EQ(j.exit_code, 0) << j.text;
+  const nlohmann::json doc = nlohmann::json::parse(j.text);
+  const nlohmann::json& steps = doc["engines"][0]["collectives_per_step"];
+  ASSERT_EQ(steps.size(), 2u) << steps.dump();
+  EXPECT_EQ(steps[1]["name"], "all-to-all head slices");
+  EXPECT_THAT(steps[0]["group"].get<std::string>(), HasSubstr("head slices of "));
+  EXPECT_EQ(doc["engines"][1]["collectives_per_step"][1]["name"], "reduce-scatter rows (sum)");
+  EXPECT_EQ(doc["engines"][1]["collectives_per_step"][1]["group"], "row shards of 8");
+}
+
+// Under sequence parallelism vLLM's head slices come back to each TP rank
+// for its own token shard alone (device_head_sharded trades token shards):
+// half the bytes per token at TP 2; SGLang's row shards are unchanged.
+TEST(EngineCommand, SequenceParallelHalvesVllmsDeviceTrafficAtTp2) {
+  auto r = run_engramlab(kTp2Dp4 + "--cpu-offload=false --sequence-parallel --engine vllm,sglang --json", "",
+                         "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const nlohmann::json doc = nlohmann::json::parse(r.text);
+  const nlohmann::json& vllm = doc["engines"][0]["collectives_per_step"];
+  ASSERT_EQ(vllm.size(), 2u) << vllm.dump();
+  EXPECT_EQ(vllm[1]["name"], "all-to-all head slices of each TP rank's token shard");
+  EXPECT_EQ(doc["engines"][0]["collective_bytes_per_token"].get<uint64_t>() * 2,
+            doc["engines"][1]["collective_bytes_per_token"].get<uint64_t>());
 }
 
 }  // namespace

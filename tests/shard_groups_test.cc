@@ -73,12 +73,48 @@ TEST(ShardGroups, ReplicaGroupsAreTpRanksWhereverTheySit) {
   }
 }
 
+// Every TP rank of the replicas of one node-local Engram DP group, numbered
+// TP-major as vLLM numbers its head shards (engram_head_shard_rank =
+// tp_rank x replicas + the replica's place): tp 2 x dp 4, replicas {0, 1}
+// and {2, 3} grouped (each TP rank's node-local group), then every group of
+// one (vLLM's fallback): each replica's TP ranks alone.
+TEST(ShardGroups, EngramDpGroupsAreTpMajorOverTheNodeLocalReplicas) {
+  auto hosts = hosts_with_domains({"", ""});
+  const std::vector<int> map = {0, 0, 0, 0, 1, 1, 1, 1};
+  NodeLocalGroups local;
+  for (int r = 0; r < 8; ++r) {
+    const int dp_rank = r / 2, tp_rank = r % 2;
+    local.group_by_rank.push_back(dp_rank / 2 * 2 + tp_rank);
+    local.size_by_rank.push_back(2);
+    local.index_by_rank.push_back(dp_rank % 2);
+  }
+  local.group_count = 4;
+  ShardGroups g = compute_shard_groups(ShardGroup::kEngramDp, map, hosts, /*tp=*/2, &local);
+  EXPECT_EQ(g.group_count, 2);
+  EXPECT_EQ(g.group_by_rank, (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(g.size_by_rank, (std::vector<int>(8, 4)));
+  EXPECT_EQ(g.index_by_rank, (std::vector<int>{0, 2, 1, 3, 0, 2, 1, 3}));
+
+  for (int r = 0; r < 8; ++r) {
+    local.group_by_rank[static_cast<size_t>(r)] = r;
+    local.size_by_rank[static_cast<size_t>(r)] = 1;
+    local.index_by_rank[static_cast<size_t>(r)] = 0;
+  }
+  g = compute_shard_groups(ShardGroup::kEngramDp, map, hosts, /*tp=*/2, &local);
+  EXPECT_EQ(g.group_count, 4);
+  EXPECT_EQ(g.group_by_rank, (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(g.size_by_rank, (std::vector<int>(8, 2)));
+  EXPECT_EQ(g.index_by_rank, (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1}));
+}
+
 TEST(ShardGroups, NamesAreOneTableBothWays) {
-  for (ShardGroup kind : {ShardGroup::kWorld, ShardGroup::kNvlinkDomain, ShardGroup::kHost, ShardGroup::kReplica})
+  for (ShardGroup kind : {ShardGroup::kWorld, ShardGroup::kNvlinkDomain, ShardGroup::kHost, ShardGroup::kReplica,
+                          ShardGroup::kEngramDp})
     EXPECT_EQ(shard_group_from_name(shard_group_name(kind)), kind) << shard_group_name(kind);
   EXPECT_FALSE(shard_group_from_name("rack").has_value());
   EXPECT_FALSE(shard_group_from_name("").has_value());
-  EXPECT_EQ(shard_group_choices(), "world, nvlink_domain, host or replica");
+  EXPECT_EQ(shard_group_choices(), "world, nvlink_domain, host, replica or engram_dp");
+  EXPECT_STREQ(shard_group_meaning(ShardGroup::kReplica), "each DP replica's TP ranks");
 }
 
 TEST(TextList, RangesAndLimitedLists) {

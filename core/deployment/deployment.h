@@ -104,9 +104,11 @@ struct ParallelLayout {
 };
 
 // Which ranks share one row-sharded device table.
-// kReplica: the TP ranks of one DP replica (vLLM's device tables are cut
-// over it unless embedding_across_dp; core/engines/vllm_profile.cc).
-enum class ShardGroup : uint8_t { kWorld, kNvlinkDomain, kHost, kReplica };
+// kReplica: the TP ranks of one DP replica.
+// kEngramDp: every TP rank of the replicas of one node-local Engram DP
+// group, TP-major (vLLM's device tables are cut over it unless
+// embedding_across_dp; core/engines/vllm_profile.cc).
+enum class ShardGroup : uint8_t { kWorld, kNvlinkDomain, kHost, kReplica, kEngramDp };
 
 struct EngramConfig {
   bool cpu_offload = false;

@@ -3,6 +3,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/base/status.h"
 
@@ -13,19 +14,56 @@ namespace {
 struct ShardGroupName {
   ShardGroup kind;
   const char* name;
+  const char* meaning;
 };
 constexpr ShardGroupName kShardGroupNames[] = {
-    {ShardGroup::kWorld, "world"},
-    {ShardGroup::kNvlinkDomain, "nvlink_domain"},
-    {ShardGroup::kHost, "host"},
-    {ShardGroup::kReplica, "replica"},
+    {ShardGroup::kWorld, "world", "every rank"},
+    {ShardGroup::kNvlinkDomain, "nvlink_domain", "each NVLink domain's ranks"},
+    {ShardGroup::kHost, "host", "each host's ranks"},
+    {ShardGroup::kReplica, "replica", "each DP replica's TP ranks"},
+    {ShardGroup::kEngramDp, "engram_dp", "every TP rank of each node-local Engram DP group's replicas (TP x Engram DP)"},
 };
+
+// kEngramDp's groups (see the header).
+ShardGroups engram_dp_groups(const NodeLocalGroups& local, size_t world, int tp) {
+  ENGRAM_CHECK(local.group_by_rank.size() == world && world % static_cast<size_t>(tp) == 0);
+  const size_t replicas = world / static_cast<size_t>(tp);
+  std::map<int, int> group_of_local;  // TP rank 0's node-local group -> dense id
+  std::vector<int> replicas_in_group, group_of_replica(replicas), place_of_replica(replicas);
+  for (size_t d = 0; d < replicas; ++d) {
+    const auto [it, inserted] = group_of_local.emplace(local.group_by_rank[d * static_cast<size_t>(tp)],
+                                                       static_cast<int>(replicas_in_group.size()));
+    if (inserted) replicas_in_group.push_back(0);
+    group_of_replica[d] = it->second;
+    place_of_replica[d] = replicas_in_group[static_cast<size_t>(it->second)]++;
+  }
+  ShardGroups out;
+  out.group_by_rank.resize(world);
+  out.size_by_rank.resize(world);
+  out.index_by_rank.resize(world);
+  for (size_t r = 0; r < world; ++r) {
+    const size_t d = r / static_cast<size_t>(tp);
+    const int g = group_of_replica[d], in_group = replicas_in_group[static_cast<size_t>(g)];
+    out.group_by_rank[r] = g;
+    out.size_by_rank[r] = in_group * tp;
+    out.index_by_rank[r] = static_cast<int>(r % static_cast<size_t>(tp)) * in_group + place_of_replica[d];
+  }
+  out.group_count = static_cast<int>(replicas_in_group.size());
+  return out;
+}
 
 }  // namespace
 
 const char* shard_group_name(ShardGroup kind) {
   for (const ShardGroupName& n : kShardGroupNames)
     if (n.kind == kind) return n.name;
+  ENGRAM_CHECK_MSG(false, "a ShardGroup without a name in kShardGroupNames");
+  return "?";
+}
+
+const char* shard_group_meaning(ShardGroup kind) {
+  for (const ShardGroupName& n : kShardGroupNames)
+    if (n.kind == kind) return n.meaning;
   ENGRAM_CHECK_MSG(false, "a ShardGroup without a name in kShardGroupNames");
   return "?";
 }
@@ -45,8 +83,12 @@ std::string shard_group_choices() {
 }
 
 ShardGroups compute_shard_groups(ShardGroup kind, std::span<const int> rank_hosts,
-                                 std::span<const HostSpec> hosts, int tp) {
+                                 std::span<const HostSpec> hosts, int tp, const NodeLocalGroups* local) {
   ENGRAM_CHECK(!hosts.empty() && tp >= 1);
+  if (kind == ShardGroup::kEngramDp) {
+    ENGRAM_CHECK_MSG(local != nullptr, "shard_group engram_dp is cut from the node-local groups");
+    return engram_dp_groups(*local, rank_hosts.size(), tp);
+  }
   // Key per host: the group its ranks join. '\n' cannot occur in names from
   // YAML scalars we accept as keys here, so it separates the parts safely.
   std::vector<std::string> host_key(hosts.size());
@@ -60,6 +102,7 @@ ShardGroups compute_shard_groups(ShardGroup kind, std::span<const int> rank_host
         break;
       case ShardGroup::kHost: host_key[h] = "host\n" + host.name + "\n" + host.boot_id; break;
       case ShardGroup::kReplica: break;  // by rank, below
+      case ShardGroup::kEngramDp: break;  // above
     }
   }
   std::map<std::string, int> group_of_key;

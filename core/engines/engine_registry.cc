@@ -173,9 +173,7 @@ void apply_engine_defaults(const EngineProfile& engine, Deployment& d) {
   d.config.shard_group = *group;
   d.defaults_used.push_back({"config.shard_group", shard_group_name(*group),
                              fmt::format("engine {} cuts its device tables over {}", engine.name,
-                                         *group == ShardGroup::kReplica
-                                             ? "each DP replica's TP ranks (embedding_across_dp off)"
-                                             : "every rank (embedding_across_dp)")});
+                                         shard_group_meaning(*group))});
 }
 
 static void apply_cpu_offload_default(const EngineProfile& engine, Deployment& d) {

@@ -1,9 +1,27 @@
 // vLLM's rules (docs/design.md section 9), read from its tree:
 // - tables split over TP by heads, in HBM and in host memory, a rank holding
 //   every token's rows of its padded head shard [T, ceil(H/P), D]
-//   (vllm/model_executor/layers/engram/common/engram_parallel.py); so with no
-//   cpu_offload each replica keeps its own head-sharded copy: the placement
-//   device_head_sharded;
+//   (vllm/model_executor/layers/engram/common/engram_parallel.py); with no
+//   cpu_offload the placement device_head_sharded;
+// - which ranks a device table's heads are cut over, read from
+//   vllm-project/vllm (stored commit b380507): vllm/models/deepseek_v4_1/
+//   nvidia/engram.py's ParallelEngramEmbedding takes dp_size =
+//   get_engram_dp_size() and shards over tp_size x dp_size at
+//   engram_head_shard_rank() = tp_rank x dp_size + dp_rank, whatever
+//   cpu_offload (only dp_shared_memory, host tables alone, sets dp_size 1:
+//   each rank maps its TP slice); its forward all-gathers the ids over that
+//   node-local Engram DP group, looks its heads up for every token there,
+//   gathers the rows back keeping this replica's, then all-gathers heads
+//   over TP. vllm/config/engram.py: enable_engram_dp_sharding (default true,
+//   "Shard DeepSeek V4.1 hash heads across node-local DP replicas. Set to
+//   false to keep a separate TP-sharded table per replica"), and
+//   tests/distributed/test_engram_dp_shard.py checks the gather with
+//   (cpu_offload, dp_shared_memory) = (False, False). So vLLM's device
+//   tables are cut over TP x the node-local Engram DP group (shard_group
+//   engram_dp); TP alone where _engram_dp_shard_size falls back to 1 (or
+//   enable_engram_dp_sharding is false, which this profile does not model);
+//   TP x every DP rank with embedding_across_dp (that config names Qwen4Exp
+//   for it; the profile keeps it, as earlier trees had it for DeepSeek);
 // - cpu_offload on by default (VLLM_PLE_CPU_OFFLOAD, default true);
 // - host tables by dp_shared_memory (seed 001), otherwise DP head sharding
 //   over the node-local Engram DP group: host_head_sharded, never a private
@@ -94,9 +112,11 @@ Status validate(const Deployment& d, const ModelSpec& model) {
   for (const TableSpec& t : model.tables) heads = heads == 0 ? t.head_count() : std::min(heads, t.head_count());
   // vLLM's Engram embedding: heads are cut into shards of ceil(H / shards) and vLLM
   // asserts (shards - 1) x ceil(H / shards) < H, i.e. the last shard keeps
-  // a head. Shards: tp; tp x the Engram DP group with host tables (its DP
-  // head sharding); tp x dp with embedding_across_dp on the device.
-  const int group = c.cpu_offload ? groups(d).size_by_rank.front() : 1;
+  // a head. Shards: tp x the Engram DP group, on the device as in host
+  // memory (1 with dp_shared_memory, whose ranks map TP slices); tp x dp
+  // with embedding_across_dp on the device.
+  const bool shared = c.cpu_offload && resolve_dp_shared_memory(c, l).enabled;
+  const int group = shared ? 1 : groups(d).size_by_rank.front();
   const int shards = c.embedding_across_dp && !c.cpu_offload ? l.tp * l.dp : l.tp * group;
   const int per_shard = (heads + shards - 1) / shards;
   if (static_cast<int64_t>(shards - 1) * per_shard >= heads) {
@@ -136,10 +156,10 @@ Status validate(const Deployment& d, const ModelSpec& model) {
   return Status::ok();
 }
 
-// vLLM's device tables: one head-sharded copy per DP replica over its TP
-// ranks, or over TP x DP with embedding_across_dp (engram_parallel.py).
+// vLLM's device tables: heads over TP x the node-local Engram DP group
+// (nvidia/engram.py, above), or over TP x DP with embedding_across_dp.
 std::optional<ShardGroup> device_shard_group(const EngramConfig& c) {
-  return c.embedding_across_dp ? ShardGroup::kWorld : ShardGroup::kReplica;
+  return c.embedding_across_dp ? ShardGroup::kWorld : ShardGroup::kEngramDp;
 }
 
 Result<Placement> placement_of(const Deployment& d, Placement decided) {
@@ -155,7 +175,8 @@ Result<Placement> placement_of(const Deployment& d, Placement decided) {
 const EngineProfile kVllmProfile = {
     .id = EngineId::kVllm,
     .name = "vllm",
-    .source = "vllm/model_executor/layers/engram/common/engram_parallel.py, vllm/distributed/parallel_state.py",
+    .source = "vllm/model_executor/layers/engram/common/engram_parallel.py, vllm/models/deepseek_v4_1/nvidia/engram.py, "
+              "vllm/config/engram.py, vllm/distributed/parallel_state.py",
     .cpu_offload_default = true,
     .cpu_offload_default_source = "VLLM_PLE_CPU_OFFLOAD defaults to true",
     .device_tp_split = TpSplit::kHeads,

@@ -29,7 +29,24 @@ Status check_device_request(const DeviceLookupRequest& r, int world_rank) {
     return bad(fmt::format("device lookup: {} tokens but row_ids {:#x} / output {:#x}; pass device buffers of "
                            "tokens x heads ids and tokens x heads x dim bf16", r.tokens, r.row_ids, r.output));
   }
+  if (r.sequence_parallel_shards != 1) {
+    return bad(fmt::format("device lookup: sequence_parallel_shards {} asks for a TP rank's token shard, and this "
+                           "placement's device lookup writes every token; pass 1 and cut the shard after it",
+                           r.sequence_parallel_shards));
+  }
   return Status::ok();
+}
+
+Status check_token_shard_request(const DeviceLookupRequest& r, int world_rank, int tp) {
+  ENGRAM_CHECK(tp >= 1);
+  if (r.sequence_parallel_shards != 1 && r.sequence_parallel_shards != tp)
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("device lookup: sequence_parallel_shards {}; use 1 (off) or the TP size {}",
+                              r.sequence_parallel_shards, tp),
+                  {world_rank, -1, "lookup"});
+  DeviceLookupRequest every_token = r;
+  every_token.sequence_parallel_shards = 1;
+  return check_device_request(every_token, world_rank);
 }
 
 Status check_device_slot(const DeviceLookupRequest& r, int world_rank) {

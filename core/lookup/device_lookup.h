@@ -34,13 +34,23 @@ struct DeviceLookupRequest {
   // have: table_unknown, `table` then only sizes the step).
   bool contribute = true;
   bool table_unknown = false;
+  // Sequence parallelism: the TP size, and `output` holds only this TP
+  // rank's token shard of the replica's `tokens`, ceil(tokens / shards)
+  // tokens zero-padded (as LookupRequest::sequence_parallel_shards). Only a
+  // placement that trades token shards takes it (PlacementOps::
+  // trades_token_shards); 1: every token.
+  int sequence_parallel_shards = 1;
 };
 
 // Shapes: a table, tokens >= 0, ids and output given when tokens > 0, a
-// positive slot. Errors are invalid_argument with `world_rank` and step
-// "lookup". The slot rule is checked apart (check_device_slot) because an
-// overrunning rank still joins its group's collectives.
+// positive slot, every token asked for (sequence_parallel_shards 1).
+// Errors are invalid_argument with `world_rank` and step "lookup". The slot
+// rule is checked apart (check_device_slot) because an overrunning rank still
+// joins its group's collectives.
 Status check_device_request(const DeviceLookupRequest& request, int world_rank);
+// The same shapes for a lookup that trades token shards over `tp` TP ranks:
+// sequence_parallel_shards 1 or tp.
+Status check_token_shard_request(const DeviceLookupRequest& request, int world_rank, int tp);
 Status check_device_slot(const DeviceLookupRequest& request, int world_rank);
 
 // ---- one group's collective over row ranges (device_collective, and

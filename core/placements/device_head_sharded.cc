@@ -53,8 +53,10 @@ std::vector<int64_t> reassembly_rows(int64_t slot, int heads, int width) {
 
 class DeviceHeadShardedTables final : public PlacementTables {
  public:
-  DeviceHeadShardedTables(RankBackend& backend, Collectives& group, const ModelSpec& model)
-      : backend_(backend), compute_(*backend.compute), group_(group), model_(model) {}
+  DeviceHeadShardedTables(RankBackend& backend, Collectives& group, const ModelSpec& model, int tp_rank, int tp)
+      : backend_(backend), compute_(*backend.compute), group_(group), model_(model), tp_rank_(tp_rank), tp_(tp) {
+    ENGRAM_CHECK(tp >= 1 && tp_rank >= 0 && tp_rank < tp);
+  }
 
   ~DeviceHeadShardedTables() override {
     // Local clean-up: users of the buffers first; each MappedAllocation gives back its slice itself.
@@ -78,7 +80,7 @@ class DeviceHeadShardedTables final : public PlacementTables {
       const Status exchanged = exchange_on_device(table_index, d, &took_part);
       if (!took_part) return exchanged;  // the headers gathered are not this step's
       ENGRAM_RETURN_IF_ERROR(compute_.synchronize(d.stream).with_context(me, -1, "lookup"));
-      const Status headers = check_device_group_headers(compute_, workspace_, d, me);
+      const Status headers = check_device_group_headers(compute_, workspace_, posted(d), me);
       headers_agree = headers.is_ok();
       return exchanged.is_ok() ? headers : exchanged;
     });
@@ -163,8 +165,13 @@ class DeviceHeadShardedTables final : public PlacementTables {
     const uint64_t chunk_bytes = chunk_values(tokens_per_rank_max, width_, workspace_.dim_max) * 2;
     const uint64_t members = static_cast<uint64_t>(group_.size());
     const std::vector<int64_t> rows = reassembly_rows(tokens_per_rank_max, workspace_.heads, width_);
+    // Under sequence parallelism the chunks hold a token shard's slot.
+    const std::vector<int64_t> shard_rows =
+        tp_ > 1 ? reassembly_rows(shard_slot(tokens_per_rank_max), workspace_.heads, width_) : std::vector<int64_t>{};
     for (auto [buffer, bytes] : {std::pair{&send_, chunk_bytes * members}, std::pair{&received_, chunk_bytes * members},
-                                 std::pair{&reassembly_, rows.size() * sizeof(int64_t)}}) {
+                                 std::pair{&reassembly_, rows.size() * sizeof(int64_t)},
+                                 std::pair{&shard_reassembly_, shard_rows.size() * sizeof(int64_t)}}) {
+      if (bytes == 0) continue;
       auto allocated = compute_.allocate(bytes);
       if (!allocated.is_ok()) return std::move(allocated).take_status().with_context(me, -1, "lookup buffers");
       *buffer = *allocated;
@@ -174,6 +181,9 @@ class DeviceHeadShardedTables final : public PlacementTables {
     ENGRAM_RETURN_IF_ERROR(compute_.fill_async(send_, 0, chunk_bytes * members, {}).with_context(me, -1, "lookup buffers"));
     ENGRAM_RETURN_IF_ERROR(
         compute_.copy_to_device(reassembly_, std::as_bytes(std::span(rows))).with_context(me, -1, "lookup buffers"));
+    if (!shard_rows.empty())
+      ENGRAM_RETURN_IF_ERROR(compute_.copy_to_device(shard_reassembly_, std::as_bytes(std::span(shard_rows)))
+                                 .with_context(me, -1, "lookup buffers"));
     auto staging = HostLookupStaging::make(compute_, model_, tokens_per_rank_max);
     if (!staging.is_ok()) return std::move(staging).take_status().with_context(me, -1, "lookup buffers");
     staging_ = std::move(staging).value();
@@ -186,7 +196,7 @@ class DeviceHeadShardedTables final : public PlacementTables {
       Status freed = free_collective_workspace(compute_, *w);
       if (first.is_ok()) first = std::move(freed);
     }
-    for (DevicePtr* p : {&send_, &received_, &reassembly_}) {
+    for (DevicePtr* p : {&send_, &received_, &reassembly_, &shard_reassembly_}) {
       if (*p == 0) continue;
       Status freed = compute_.free(*p);
       if (first.is_ok()) first = std::move(freed);
@@ -198,27 +208,54 @@ class DeviceHeadShardedTables final : public PlacementTables {
     return first;
   }
 
+  // ceil(slot / tp): the slot of a TP rank's token shard.
+  int64_t shard_slot(int64_t slot) const { return (slot + tp_ - 1) / tp_; }
+
+  // What this rank posts to the group's exchange. Under sequence
+  // parallelism (sequence_parallel_shards == tp) only its own token shard
+  // of the replica's tokens, [tp_rank x c, tp_rank x c + c) with c =
+  // ceil(tokens / tp) (the tokens the replica has left there), in a slot of
+  // ceil(slot / tp): every member then gathers its heads for the shards the
+  // others posted, and the all-to-all brings each rank its own shard's
+  // heads alone. Otherwise the request itself.
+  DeviceLookupRequest posted(const DeviceLookupRequest& r) const {
+    if (r.sequence_parallel_shards == 1) return r;
+    ENGRAM_CHECK(r.sequence_parallel_shards == tp_);
+    DeviceLookupRequest p = r;
+    const int64_t c = shard_slot(r.tokens);
+    const int64_t first = std::min(r.tokens, tp_rank_ * c);
+    p.tokens = std::min(c, r.tokens - first);
+    if (p.tokens > 0) p.row_ids = r.row_ids + static_cast<uint64_t>(first * r.table->head_count()) * 8;
+    p.tokens_per_rank_max = shard_slot(r.tokens_per_rank_max);
+    p.sequence_parallel_shards = 1;
+    return p;
+  }
+
   // All-gather ids, gather this rank's heads for every member's tokens,
   // all_to_all, reassemble: every step on the request's stream.
   Status exchange_on_device(int table_index, const DeviceLookupRequest& r, bool* took_part) {
     const int me = group_.world_rank();
-    ENGRAM_RETURN_IF_ERROR(check_device_request(r, me));
+    ENGRAM_RETURN_IF_ERROR(check_token_shard_request(r, me, tp_));
     ENGRAM_RETURN_IF_ERROR(check_workspace_fits(workspace_, *comm_, r, me));
     const TableSpec& table = *r.table;
     const Table& t = tables_[static_cast<size_t>(r.table_unknown ? 0 : table_index)];
+    // The slot rule is the replica's tokens against its slot, token shard or not.
     const Status slot = check_device_slot(r, me);
     const bool contribute = r.contribute && slot.is_ok();
+    const bool token_shards = r.sequence_parallel_shards > 1;
+    const DeviceLookupRequest p = posted(r);
     ENGRAM_RETURN_IF_ERROR(
-        gather_group_ids(compute_, *comm_, workspace_, table_index, r, contribute, me, GroupHeaders::kCarried));
+        gather_group_ids(compute_, *comm_, workspace_, table_index, p, contribute, me, GroupHeaders::kCarried));
     const int heads = table.head_count();
-    const int64_t slot_max = workspace_.tokens_per_rank_max;  // the chunks' layout, whatever this step's slot
+    // The chunks' layout, whatever this step's slot: the workspace's slot, or its token shard's.
+    const int64_t slot_max = token_shards ? shard_slot(workspace_.tokens_per_rank_max) : workspace_.tokens_per_rank_max;
     const uint64_t chunk = chunk_values(slot_max, width_, table.dim);
-    const int64_t member_ids = (r.tokens_per_rank_max + workspace_.header_tokens) * heads;
+    const int64_t member_ids = (p.tokens_per_rank_max + workspace_.header_tokens) * heads;
     if (t.heads.size() > 0) {
       for (int m = 0; m < comm_->size(); ++m) {
         DeviceGather g;
         g.ids = workspace_.gathered_ids + static_cast<uint64_t>(m) * static_cast<uint64_t>(member_ids) * 8;
-        g.tokens = r.tokens_per_rank_max;
+        g.tokens = p.tokens_per_rank_max;
         g.ids_per_token = heads;
         g.head_begin = t.heads.begin;
         g.head_count = t.heads.size();
@@ -236,10 +273,12 @@ class DeviceHeadShardedTables final : public PlacementTables {
     if (!r.contribute) return Status::ok();
     if (!slot.is_ok()) return slot;
     if (r.tokens == 0) return Status::ok();
-    // The received slices, read as bf16 rows, into [tokens][heads][dim].
+    // The received slices, read as bf16 rows, into [tokens][heads][dim]:
+    // every token, or the c tokens of this rank's shard (past the replica's
+    // last token the posted ids were DEAD, so those rows arrive zero).
     DeviceGather g;
-    g.ids = reassembly_;
-    g.tokens = r.tokens;
+    g.ids = token_shards ? shard_reassembly_ : reassembly_;
+    g.tokens = token_shards ? shard_slot(r.tokens) : r.tokens;
     g.ids_per_token = heads;
     g.head_begin = 0;
     g.head_count = heads;
@@ -262,11 +301,13 @@ class DeviceHeadShardedTables final : public PlacementTables {
   }
 
   // Indexes into request.row_ids of in-table ids whose row another slice
-  // holds than the one of their head position.
-  std::vector<size_t> other_bucket_ids(const Table& t, const LookupRequest& request) const {
+  // holds than the one of their head position, within this rank's output
+  // (its token shard under sequence parallelism: from `first_id` on).
+  std::vector<size_t> other_bucket_ids(const Table& t, const LookupRequest& request, size_t first_id) const {
     std::vector<size_t> out;
     const size_t heads = static_cast<size_t>(request.heads());
-    for (size_t i = 0; i < request.row_ids.size(); ++i) {
+    const size_t end = std::min(request.row_ids.size(), first_id + request.output.size() / request.table->dim);
+    for (size_t i = first_id; i < end; ++i) {
       const int holder = slice_of_row(t, request.row_ids[i]);
       if (holder >= 0 && holder != static_cast<int>(i % heads) / width_) out.push_back(i);
     }
@@ -281,8 +322,13 @@ class DeviceHeadShardedTables final : public PlacementTables {
   Status serve_other_buckets(int table_index, const LookupRequest& request, const Status& looked, bool headers_agree) {
     const int me = group_.world_rank();
     const Table& t = tables_[static_cast<size_t>(request.table_unknown ? 0 : table_index)];
+    // Under sequence parallelism this rank's output starts at its shard's first token.
+    const size_t first_id = request.sequence_parallel_shards == 1 || !looked.is_ok()
+                                ? 0
+                                : static_cast<size_t>(tp_rank_) * static_cast<size_t>(request.output_token_count()) *
+                                      static_cast<size_t>(request.heads());
     const std::vector<size_t> mine =
-        looked.is_ok() && !request.table_unknown ? other_bucket_ids(t, request) : std::vector<size_t>{};
+        looked.is_ok() && !request.table_unknown ? other_bucket_ids(t, request, first_id) : std::vector<size_t>{};
     const uint8_t flag = mine.empty() ? 0 : 1;
     std::vector<uint8_t> flags(static_cast<size_t>(group_.size()));
     ENGRAM_RETURN_IF_ERROR(
@@ -298,11 +344,13 @@ class DeviceHeadShardedTables final : public PlacementTables {
     }
     ENGRAM_RETURN_IF_ERROR(agree_on_status(group_, made, "other-bucket lookup buffers"));
 
-    // Only those ids; every other DEAD.
+    // Only those ids; every other DEAD. The collective writes every token's rows.
+    const size_t dim = static_cast<size_t>(request.table->dim);
     std::vector<int64_t> ids(request.row_ids.size(), kDeadId);
     for (size_t i : mine) ids[i] = request.row_ids[i];
-    std::vector<uint16_t> rows(request.output.size());
+    std::vector<uint16_t> rows(request.row_ids.size() * dim);
     LookupRequest only = request;
+    only.sequence_parallel_shards = 1;
     if (looked.is_ok()) {
       only.row_ids = ids;
       only.output = rows;
@@ -313,10 +361,9 @@ class DeviceHeadShardedTables final : public PlacementTables {
     });
     if (!looked.is_ok()) return looked;
     ENGRAM_RETURN_IF_ERROR(served);
-    const size_t dim = static_cast<size_t>(request.table->dim);
     for (size_t i : mine)
       std::copy_n(rows.begin() + static_cast<std::ptrdiff_t>(i * dim), dim,
-                  request.output.begin() + static_cast<std::ptrdiff_t>(i * dim));
+                  request.output.begin() + static_cast<std::ptrdiff_t>((i - first_id) * dim));
     return Status::ok();
   }
 
@@ -328,10 +375,13 @@ class DeviceHeadShardedTables final : public PlacementTables {
   std::unique_ptr<DeviceCollectives> comm_;
   CollectiveWorkspace workspace_;      // ids and headers only
   CollectiveWorkspace other_buckets_;  // the summed collective, made on first need
+  const int tp_rank_;                  // this rank's TP rank and the TP size: its token shard under sequence parallelism
+  const int tp_;
   int width_ = 0;                      // ceil(heads / group)
   DevicePtr send_ = 0;                 // bf16 [member][slot][width][dim]: this rank's heads of each member's tokens
   DevicePtr received_ = 0;             // bf16 [member][slot][width][dim]: each member's heads of this rank's tokens
   DevicePtr reassembly_ = 0;           // int64 [slot][heads]: reassembly_rows
+  DevicePtr shard_reassembly_ = 0;     // int64 [ceil(slot / tp)][heads]: the same for a token shard (tp > 1)
   HostLookupStaging staging_;
 };
 
@@ -342,13 +392,15 @@ namespace device_head_sharded_ops {
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   return {.hbm_table_bytes =
               device_head_shard_hbm_bytes(model, in.shard_group_size, in.shard_index, in.vmm_granularity_bytes),
-          .hbm_buffer_bytes = device_head_sharded_buffer_bytes(model, in.shard_group_size, in.tokens_per_rank_max)};
+          .hbm_buffer_bytes =
+              device_head_sharded_buffer_bytes(model, in.shard_group_size, in.tokens_per_rank_max, in.tp_size)};
 }
 
 Status capable(const RankBackend& backend) { return needs_a_device(backend, Placement::kDeviceHeadSharded); }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {
-  auto tables = std::make_unique<DeviceHeadShardedTables>(context.backend, context.group, context.model);
+  auto tables = std::make_unique<DeviceHeadShardedTables>(context.backend, context.group, context.model,
+                                                          context.tp_group.rank(), context.tp_group.size());
   ENGRAM_RETURN_IF_ERROR(tables->build(context));
   return std::unique_ptr<PlacementTables>(std::move(tables));
 }
@@ -379,8 +431,8 @@ uint64_t device_head_shard_hbm_bytes(const ModelSpec& spec, int group_size, int 
   return total;
 }
 
-uint64_t device_head_sharded_buffer_bytes(const ModelSpec& spec, int group_size, int tokens_per_rank_max) {
-  ENGRAM_CHECK(group_size >= 1 && tokens_per_rank_max >= 0);
+uint64_t device_head_sharded_buffer_bytes(const ModelSpec& spec, int group_size, int tokens_per_rank_max, int tp) {
+  ENGRAM_CHECK(group_size >= 1 && tokens_per_rank_max >= 0 && tp >= 1);
   const uint64_t heads = static_cast<uint64_t>(heads_of(spec));
   const uint64_t members = static_cast<uint64_t>(group_size);
   const uint64_t header_tokens = (kGroupHeaderWords + heads - 1) / heads;
@@ -388,7 +440,8 @@ uint64_t device_head_sharded_buffer_bytes(const ModelSpec& spec, int group_size,
   const uint64_t ids_bytes = (slot_ids + slot_ids * members + header_tokens * heads * (spec.tables.size() + 1)) * 8;
   const uint64_t chunks_bytes =
       2 * members * chunk_values(tokens_per_rank_max, slice_width(static_cast<int>(heads), group_size), dim_max_of(spec)) * 2;
-  const uint64_t reassembly_bytes = static_cast<uint64_t>(tokens_per_rank_max) * heads * 8;
+  const uint64_t shard_slot = tp > 1 ? (static_cast<uint64_t>(tokens_per_rank_max) + tp - 1) / tp : 0;
+  const uint64_t reassembly_bytes = (static_cast<uint64_t>(tokens_per_rank_max) + shard_slot) * heads * 8;
   return ids_bytes + chunks_bytes + reassembly_bytes;
 }
 

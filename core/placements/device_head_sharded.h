@@ -16,6 +16,14 @@
 // slot x heads x dim bf16, not group x that as device_collective's
 // reduce-scatter.
 //
+// Sequence parallelism (above TP1; PlacementOps::trades_token_shards): each
+// TP rank posts only the ids of its own token shard of its replica's tokens
+// ([tp_rank x c, +c), c = ceil(tokens / tp)) in a slot of ceil(slot / tp),
+// so the same all-to-all brings it every head of its shard alone, zero past
+// the replica's last token: a tp-th of the traffic, and the bytes vLLM's
+// Engram.embed gets from its TP all-gather of rows and _engram_select_rows
+// (vllm/models/deepseek_v4_1/nvidia/engram.py).
+//
 // An in-table id of another slice's bucket (never made by hashing) reads
 // zero on the device path, which cannot tell without a host step; the host
 // lookup finds such ids on the host, agrees with the group whether any rank
@@ -43,7 +51,9 @@ std::string doctor_verdict(const DoctorFacts& facts);
 }  // namespace device_head_sharded_ops
 inline constexpr PlacementOps kDeviceHeadShardedOps{
     .id = Placement::kDeviceHeadSharded, .name = "device_head_sharded", .needs_device = true,
-    .group = PlacementGroup::kShardGroup, .collective_lookup = true, .needs_a_gpu_per_rank = true,
+    .group = PlacementGroup::kShardGroup, .group_text = "head slices",
+    .rows_back_collective = "all-to-all head slices", .collective_lookup = true, .trades_token_shards = true,
+    .needs_a_gpu_per_rank = true,
     .cost = device_head_sharded_ops::cost, .capable = device_head_sharded_ops::capable,
     .build = device_head_sharded_ops::build, .ask_plan_for = device_head_sharded_ops::ask_plan_for,
     .steps = kMapsDeviceMemory, .report_heads = device_head_sharded_ops::report_heads,
@@ -55,7 +65,8 @@ inline constexpr PlacementOps kDeviceHeadShardedOps{
 uint64_t device_head_shard_hbm_bytes(const ModelSpec& spec, int group_size, int index, uint64_t granularity_bytes);
 // Its lookup buffers: the ids (own slot, every member's, the headers), the
 // chunks sent and received ([group][slot][ceil(heads / group)][dim] bf16
-// each) and the permutation that reassembles them.
-uint64_t device_head_sharded_buffer_bytes(const ModelSpec& spec, int group_size, int tokens_per_rank_max);
+// each) and the permutations that reassemble them (above TP1 also a token
+// shard's, for sequence parallelism).
+uint64_t device_head_sharded_buffer_bytes(const ModelSpec& spec, int group_size, int tokens_per_rank_max, int tp);
 
 }  // namespace engram

@@ -53,6 +53,7 @@ Status HostLookupStaging::run(DeviceCompute& compute, const LookupRequest& reque
   d.tokens_per_rank_max = request.tokens_per_rank_max;
   d.contribute = slot.is_ok() && !request.table_unknown;
   d.table_unknown = request.table_unknown;
+  d.sequence_parallel_shards = request.sequence_parallel_shards;
   if (d.contribute) {
     ENGRAM_RETURN_IF_ERROR(reserve(compute, tokens).with_context(world_rank, -1, "lookup"));
     d.row_ids = ids_;

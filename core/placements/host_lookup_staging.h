@@ -23,7 +23,8 @@ class HostLookupStaging {
   HostLookupStaging() = default;
 
   // Runs `device_lookup` for `request`: a well-formed request within the
-  // staging buffers uploads its ids and downloads the output; any other
+  // staging buffers uploads its ids and downloads the output (its token
+  // shard where request.sequence_parallel_shards asks for one); any other
   // still reaches device_lookup with contribute false (so a collective
   // placement's peers finish), and its error is returned. Grows the
   // buffers first when the request's slot is larger than they hold.

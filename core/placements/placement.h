@@ -51,10 +51,9 @@ inline constexpr size_t kPlacementCount = 10;  // the registry static_asserts it
 
 // The group a placement's tables are cut over and its collectives run in.
 enum class PlacementGroup : uint8_t {
-  kShardGroup,      // the row-shard group (config shard_group: world, nvlink_domain, host or replica)
+  kShardGroup,      // the shard group (config shard_group: world, nvlink_domain, host, replica or engram_dp)
   kNodeLocalGroup,  // the node-local Engram DP group (docs/design.md section 3)
 };
-const char* placement_group_text(PlacementGroup group);  // "row shards", "node-local DP group"
 
 // ------------------------------------------------------------------ cost
 
@@ -224,8 +223,20 @@ struct PlacementOps {
   const char* name;           // "device_collective", ...: what users read and write
   bool needs_device = false;  // its rows live in GPU memory
   PlacementGroup group = PlacementGroup::kShardGroup;
+  // How reports name what its group holds where the group kind does not say
+  // it ("head slices"); null: placement_group_text's word for the kind.
+  const char* group_text = nullptr;
+  // The collective that brings a device lookup's rows back, as reports name
+  // it ("reduce-scatter rows (sum)"); null where there is none.
+  const char* rows_back_collective = nullptr;
   bool shares_device_memory = false;  // peers map its shards: the group agrees a handle type (plan predicts it)
   bool collective_lookup = false;     // its lookup is a collective over the group
+  // A device placement whose lookups (host and device) take
+  // sequence_parallel_shards themselves and trade each TP rank only its own
+  // token shard; the runtime cuts the shard out of every token's rows for the
+  // other device placements (and refuses their device lookup under
+  // sequence parallelism). Host placements take it in their TP step.
+  bool trades_token_shards = false;
   // Its lookup always runs NCCL over its group, and NCCL puts one rank of a
   // communicator on a GPU: ranks sharing a GPU (hosts[].ranks_per_gpu) cannot
   // run it, and the plan refuses them. (The others run there: device_peer
@@ -271,6 +282,9 @@ std::span<const PlacementOps> placement_registry();
 const PlacementOps& placement_ops(Placement placement);
 
 const char* placement_name(Placement placement);  // "device_collective", ...
+// What its group holds, for reports: ops.group_text, else "row shards" (shard
+// group) or "node-local DP group".
+const char* placement_group_text(const PlacementOps& ops);
 Result<Placement> parse_placement(std::string_view name);
 bool is_device_placement(Placement placement);
 

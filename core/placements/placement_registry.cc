@@ -132,8 +132,9 @@ Result<Placement> parse_placement(std::string_view name) {
   return invalid_argument(fmt::format("placement: unknown placement '{}'; known: {}", excerpt(name), known));
 }
 
-const char* placement_group_text(PlacementGroup group) {
-  switch (group) {
+const char* placement_group_text(const PlacementOps& ops) {
+  if (ops.group_text != nullptr) return ops.group_text;
+  switch (ops.group) {
     case PlacementGroup::kShardGroup: return "row shards";
     case PlacementGroup::kNodeLocalGroup: return "node-local DP group";
   }

@@ -144,11 +144,12 @@ Result<Decisions> decide_ranks(const Deployment& d, const EngineProfile& engine,
 // there: the rule depends only on the config), and, where peers map each
 // other's shards, each group's handle type (predicted as the exchange
 // decides it). Errors: failed_precondition when a group has no handle type.
-Result<HandleTypeByGroup> assign_shard_groups(const Deployment& d, std::vector<RankPlan>& ranks) {
+Result<HandleTypeByGroup> assign_shard_groups(const Deployment& d, const NodeLocalGroups& local,
+                                              std::vector<RankPlan>& ranks) {
   HandleTypeByGroup handle_by_group;
   const PlacementOps& ops = placement_ops(ranks.front().placement);
   if (ops.group != PlacementGroup::kShardGroup) return handle_by_group;
-  const ShardGroups shards = compute_shard_groups(d.config.shard_group, d.rank_hosts, d.hosts, d.layout.tp);
+  const ShardGroups shards = compute_shard_groups(d.config.shard_group, d.rank_hosts, d.hosts, d.layout.tp, &local);
   std::vector<std::vector<HandleFacts>> facts_by_group(static_cast<size_t>(shards.group_count));
   for (size_t r = 0; r < ranks.size(); ++r) {
     RankPlan& rp = ranks[r];
@@ -307,7 +308,7 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   ENGRAM_ASSIGN_OR_RETURN(const Decisions decisions,
                           decide_ranks(d, engine, plan.dp_shared_memory, local, table_total, plan.ranks));
   // 2. Shard groups and handle types where the placement needs them.
-  ENGRAM_ASSIGN_OR_RETURN(const HandleTypeByGroup handle_by_group, assign_shard_groups(d, plan.ranks));
+  ENGRAM_ASSIGN_OR_RETURN(const HandleTypeByGroup handle_by_group, assign_shard_groups(d, local, plan.ranks));
   ENGRAM_RETURN_IF_ERROR(check_gpu_sharing(d, plan.ranks));
   ENGRAM_RETURN_IF_ERROR(check_pid_namespaces(d, plan.ranks));
 

@@ -18,9 +18,9 @@ constexpr uint64_t kIdBytes = 8;   // int64 row ids
 constexpr uint64_t kBf16Bytes = 2;
 
 // The collectives one rank of `rp`'s placement runs per decode step, over
-// every table of the model, from its placement's traits and the engine's TP
-// split (a model of the payload each token adds, not a measurement).
-std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResult& plan, const EngineProfile& engine) {
+// every table of the model, from its placement's traits (a model of the
+// payload each token adds, not a measurement).
+std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResult& plan) {
   const PlacementOps& ops = placement_ops(rp.placement);
   const int tp = plan.deployment.layout.tp;
   uint64_t heads = 0, heads_tp_slice = 0;
@@ -37,10 +37,15 @@ std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResul
   if (ops.needs_device) {
     const int g = ops.group == PlacementGroup::kShardGroup ? rp.shard_group_size : rp.node_local_group_size;
     if (!ops.collective_lookup || g < 2) return out;
-    const std::string group = fmt::format("{} of {}", placement_group_text(ops.group), g);
-    out.push_back({"all-gather ids", group, kIdBytes * heads});
-    out.push_back({engine.device_tp_split == TpSplit::kRows ? "reduce-scatter rows (sum)" : "all-gather head rows", group,
-                   kBf16Bytes * heads * dim});
+    ENGRAM_CHECK_MSG(ops.rows_back_collective != nullptr, "a collective device lookup names how its rows come back");
+    const std::string group = fmt::format("{} of {}", placement_group_text(ops), g);
+    // A placement that trades token shards moves each TP rank's shard alone under sequence parallelism.
+    const bool shards = ops.trades_token_shards && plan.deployment.config.sequence_parallel && tp > 1;
+    const uint64_t per = shards ? static_cast<uint64_t>(tp) : 1;
+    out.push_back({"all-gather ids", group, kIdBytes * heads / per});
+    out.push_back({shards ? std::string(ops.rows_back_collective) + " of each TP rank's token shard"
+                          : std::string(ops.rows_back_collective),
+                   group, kBf16Bytes * heads * dim / per});
     return out;
   }
   if (ops.collective_lookup && rp.node_local_group_size > 1) {
@@ -93,7 +98,7 @@ EngineColumn column_of(const Deployment& deployment, EngineId id) {
   for (const RankPlan& rp : plan.ranks) {
     c.node_local_group_min = std::min(c.node_local_group_min, rp.node_local_group_size);
     c.node_local_group_max = std::max(c.node_local_group_max, rp.node_local_group_size);
-    std::vector<StepCollective> steps = step_collectives(rp, plan, engine);
+    std::vector<StepCollective> steps = step_collectives(rp, plan);
     if (c.collectives.empty() || total_bytes(steps) > c.collective_bytes_per_token) {
       c.collective_bytes_per_token = total_bytes(steps);
       c.collectives = std::move(steps);

@@ -142,7 +142,7 @@ std::string format_plan_report(const PlanResult& plan) {
   for (const PlacementGroupSummary& g : plan.groups) {
     out += fmt::format("  ranks {}: {}, {} group{} of {} ({})", g.ranks_text, placement_name(g.placement),
                        g.group_count, g.group_count == 1 ? "" : "s", g.group_size,
-                       placement_group_text(placement_ops(g.placement).group));
+                       placement_group_text(placement_ops(g.placement)));
     if (g.handle_type) out += fmt::format(", handle type {}", handle_type_name(*g.handle_type));
     out += host_heads_text(g, d.layout, m);
     out += "\n";

@@ -328,12 +328,13 @@ Status EngramRuntime::lookup(int table_index, std::span<const int64_t> row_ids, 
   if (known) {
     LookupRequest request{&tables[static_cast<size_t>(table_index)], row_ids, tokens_per_rank_max, output};
     if (!sequence_parallel) return state_->tables->lookup(table_index, request);
-    if (!ops.needs_device) {
-      request.sequence_parallel_shards = tp;  // the host placements' TP step trades token shards
+    if (!ops.needs_device || ops.trades_token_shards) {
+      // The host placements' TP step, and device_head_sharded's exchange, trade token shards.
+      request.sequence_parallel_shards = tp;
       return state_->tables->lookup(table_index, request);
     }
-    // Device placements hold row shards, so every rank looks up every token
-    // of its own; its token shard is then cut from that.
+    // Other device placements hold row shards, so every rank looks up every
+    // token of its own; its token shard is then cut from that.
     return lookup_token_shard(table_index, row_ids, tokens_per_rank_max, output);
   }
   const Status unknown = Status(ErrorCode::kInvalidArgument,
@@ -350,7 +351,7 @@ Status EngramRuntime::lookup(int table_index, std::span<const int64_t> row_ids, 
   if (!collective || tables.empty()) return unknown;
   LookupRequest request{&tables[0], {}, tokens_per_rank_max, {}};
   request.table_unknown = true;
-  if (sequence_parallel && !ops.needs_device) request.sequence_parallel_shards = tp;
+  if (sequence_parallel && (!ops.needs_device || ops.trades_token_shards)) request.sequence_parallel_shards = tp;
   const Status joined = state_->tables->lookup(0, request);
   // The group's verdict is about the others; this rank's error is its index.
   if (joined.code() != ErrorCode::kOk && joined.code() != ErrorCode::kFailedPrecondition) return joined;
@@ -388,11 +389,15 @@ Status EngramRuntime::lookup_device(int table_index, DeviceLookupRequest request
   const int me = backend_.world->world_rank();
   if (stopped_) return Status(ErrorCode::kFailedPrecondition, "lookup after stop()", {me, -1, "lookup"});
   // Every rank has the same config, so all of a group refuse alike.
-  if (options_.config.sequence_parallel)
+  const PlacementOps& ops = placement_ops(facts_.placement);
+  const bool sequence_parallel = options_.config.sequence_parallel && options_.layout.tp > 1;
+  if (sequence_parallel && !ops.trades_token_shards)
     return Status(ErrorCode::kFailedPrecondition,
-                  "the device lookup writes every token's heads, but sequence_parallel is on (each TP rank keeps "
-                  "its token shard): use the host lookup, or set sequence_parallel: false",
+                  fmt::format("{}'s device lookup writes every token's heads, but sequence_parallel is on (each TP "
+                              "rank keeps its token shard): use the host lookup, or set sequence_parallel: false",
+                              ops.name),
                   {me, -1, "lookup"});
+  if (sequence_parallel) request.sequence_parallel_shards = options_.layout.tp;
   const std::vector<TableSpec>& tables = options_.table_model.tables;
   if (table_index >= 0 && table_index < static_cast<int>(tables.size())) {
     request.table = &tables[static_cast<size_t>(table_index)];
@@ -403,7 +408,7 @@ Status EngramRuntime::lookup_device(int table_index, DeviceLookupRequest request
                                             table_index, tables.size(), static_cast<int>(tables.size()) - 1),
                                 {me, -1, "lookup"});
   // As in lookup(): a collective placement still takes its part, all DEAD.
-  if (!placement_ops(facts_.placement).collective_lookup || tables.empty()) return unknown;
+  if (!ops.collective_lookup || tables.empty()) return unknown;
   request.table = &tables[0];
   request.table_unknown = true;
   request.contribute = false;
@@ -429,7 +434,8 @@ bool EngramRuntime::collective_cross_check_built() const {
 }
 
 bool EngramRuntime::device_lookup_ready() const {
-  return !stopped_ && backend_.compute != nullptr && !options_.config.sequence_parallel &&
+  return !stopped_ && backend_.compute != nullptr &&
+         (!options_.config.sequence_parallel || placement_ops(facts_.placement).trades_token_shards) &&
          state_->tables->device_lookup_ready();
 }
 
@@ -455,7 +461,10 @@ Status EngramRuntime::lookup_through_device(int table_index, std::span<const int
     }
     state_->staging = std::move(staging).value();
   }
-  const LookupRequest request{&tables[static_cast<size_t>(table_index)], row_ids, tokens_per_rank_max, output};
+  LookupRequest request{&tables[static_cast<size_t>(table_index)], row_ids, tokens_per_rank_max, output};
+  // A placement that trades token shards writes this TP rank's shard, as lookup() does.
+  if (options_.config.sequence_parallel && options_.layout.tp > 1 && placement_ops(facts_.placement).trades_token_shards)
+    request.sequence_parallel_shards = options_.layout.tp;
   return state_->staging->run(*backend_.compute, request, me, [&](const DeviceLookupRequest& d) {
     return lookup_device(table_index, d);
   });

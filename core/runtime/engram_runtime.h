@@ -99,7 +99,12 @@ class EngramRuntime {
   // a CUDA graph). Every placement has it where the rank has a device
   // (backend.compute); collective over the placement's group where its
   // lookup is. request.table is set by the runtime; the slot must be at
-  // most config.tokens_per_rank_max, which sized the buffers.
+  // most config.tokens_per_rank_max, which sized the buffers. With
+  // config.sequence_parallel only a placement that trades token shards
+  // (PlacementOps::trades_token_shards: device_head_sharded) has it, and
+  // request.output then holds this TP rank's token shard, as lookup()'s
+  // (the runtime sets request.sequence_parallel_shards); the others answer
+  // failed_precondition.
   Status lookup_device(int table_index, DeviceLookupRequest request);
   // device_peer started with collective_cross_check: the same lookup
   // through the collective over the same shards (a check of both paths).
@@ -109,8 +114,9 @@ class EngramRuntime {
   // of their own (scenarios, checks): the ids uploaded, lookup_device, the
   // output downloaded, through staging buffers made on first use and given
   // back by stop(). For a host placement this is the GPU reading the
-  // registered host table; for a device placement it is what lookup() does.
-  // Collective as lookup_device; failed_precondition without a DeviceCompute.
+  // registered host table; for a device placement it is what lookup() does
+  // (output as lookup()'s). Collective as lookup_device; failed_precondition
+  // without a DeviceCompute.
   Status lookup_through_device(int table_index, std::span<const int64_t> row_ids, int64_t tokens_per_rank_max,
                                std::span<uint16_t> output);
   // Whether lookup_device can run here (a DeviceCompute, and a device lookup

@@ -5,7 +5,10 @@
 // the all-to-all, the bf16 reassembly gather) and its host lookup (which
 // also serves ids of another slice's bucket) bitwise equal to the CPU rule.
 // With one GPU the group is the one member that GPU holds; with two or more,
-// the heads (9, not divisible by 2 or 4) are cut over every GPU.
+// the heads (9, not divisible by 2 or 4) are cut over every GPU. Under
+// sequence parallelism the GPUs are one replica's TP ranks, each asking for
+// its own token shard of the replica's tokens (sequence_parallel_shards =
+// tp): its posted shard, NCCL's all-to-all and the shard's reassembly.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -41,7 +44,9 @@ std::vector<int64_t> draw_ids(const TableSpec& t, int64_t tokens, uint64_t seed,
   return ids;
 }
 
-void run_group(int members) {
+// `sequence_parallel`: the members, one replica's TP ranks, look up the
+// same ids, each its token shard; else each member its own ids, every token.
+void run_group(int members, bool sequence_parallel) {
   auto spec = make_model_spec("head-sharded-gpu", 3001, {1, 14}, {2, 3, 4}, 3, RowFormat::kFp8E4M3Ue8m0, 256, 5);
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
   const ModelSpec model = *spec;
@@ -61,6 +66,8 @@ void run_group(int members) {
     ThreadCollectives bootstrap(hub, me);
     RankBackend backend{.world_rank = me, .world_size = members, .world = &bootstrap, .device = memory->get(),
                         .compute = &c};
+    // Every member a TP rank of the group (the bootstrap cannot split): its
+    // token shard is asked for only under sequence parallelism.
     PlacementContext context{.backend = backend, .group = bootstrap, .tp_group = bootstrap,
                              .host_group = bootstrap, .host_writer_world_rank = 0, .model = model,
                              .fill_seed = fill_seed, .job_id = "gpu-test"};
@@ -76,12 +83,28 @@ void run_group(int members) {
     for (size_t ti = 0; ti < model.tables.size(); ++ti) {
       const TableSpec& t = model.tables[ti];
       for (int64_t tokens : {int64_t{0}, int64_t{1}, int64_t{177}, slot}) {
-        const int64_t mine = me % 2 == 0 ? tokens : slot - tokens;  // uneven on purpose
-        const std::string what = fmt::format("GPU {} of {}, layer {}, {} tokens", me, members, t.layer_id, mine);
+        // Uneven on purpose; one replica's ids on every TP rank under sequence parallelism.
+        const int64_t mine = me % 2 == 0 || sequence_parallel ? tokens : slot - tokens;
+        const uint64_t who = sequence_parallel ? 0 : static_cast<uint64_t>(me);
+        const std::string what = fmt::format("GPU {} of {}{}, layer {}, {} tokens", me, members,
+                                             sequence_parallel ? " (its token shard)" : "", t.layer_id, mine);
+        // What this rank gets back: every token, or its token shard zero-padded.
+        const int shards = sequence_parallel ? members : 1;
+        const int64_t shard = (mine + shards - 1) / shards;
+        const size_t first = sequence_parallel ? static_cast<size_t>(me * shard) : 0;
+        const size_t token_values = static_cast<size_t>(t.head_count() * t.dim);
+        auto expected = [&](const std::vector<int64_t>& ids) {
+          std::vector<uint16_t> every(ids.size() * static_cast<size_t>(t.dim));
+          kernels::filled_lookup_reference(t, fill_seed, ids, every);
+          std::vector<uint16_t> out(static_cast<size_t>(shard) * token_values, 0);
+          for (size_t k = 0; k < static_cast<size_t>(shard) && first + k < static_cast<size_t>(mine); ++k)
+            std::copy_n(every.begin() + static_cast<std::ptrdiff_t>((first + k) * token_values), token_values,
+                        out.begin() + static_cast<std::ptrdiff_t>(k * token_values));
+          return out;
+        };
         // The device lookup: ids of their own buckets.
-        const auto ids = draw_ids(t, mine, 1000 + static_cast<uint64_t>(tokens * 8 + me) + ti, false);
-        std::vector<uint16_t> want(ids.size() * static_cast<size_t>(t.dim));
-        kernels::filled_lookup_reference(t, fill_seed, ids, want);
+        const auto ids = draw_ids(t, mine, 1000 + static_cast<uint64_t>(tokens * 8) + who + ti, false);
+        const std::vector<uint16_t> want = expected(ids);
         if (!ids.empty()) ok(c.copy_to_device(*ids_d, std::as_bytes(std::span(ids))), "ids");
         DeviceLookupRequest r;
         r.table = &t;
@@ -90,18 +113,19 @@ void run_group(int members) {
         r.tokens_per_rank_max = slot;
         r.output = *out_d;
         r.stream = StreamRef{reinterpret_cast<uintptr_t>(stream)};
+        r.sequence_parallel_shards = shards;
         if (!ok((*tables)->lookup_device(static_cast<int>(ti), r), "device lookup, " + what)) return;
         if (!ok(c.synchronize(r.stream), "sync")) return;
         std::vector<uint16_t> got(want.size());
         if (!got.empty()) ok(c.copy_to_host(std::as_writable_bytes(std::span(got)), *out_d), "out");
         if (got != want) fail("device lookup differs from the CPU rule: " + what);
         // The host lookup: any row, other buckets too.
-        const auto any = draw_ids(t, mine, 2000 + static_cast<uint64_t>(tokens * 8 + me) + ti, true);
-        std::vector<uint16_t> want_any(any.size() * static_cast<size_t>(t.dim));
-        kernels::filled_lookup_reference(t, fill_seed, any, want_any);
+        const auto any = draw_ids(t, mine, 2000 + static_cast<uint64_t>(tokens * 8) + who + ti, true);
+        const std::vector<uint16_t> want_any = expected(any);
         std::vector<uint16_t> got_any(want_any.size(), 0x5a5a);
-        if (!ok((*tables)->lookup(static_cast<int>(ti), LookupRequest{&t, any, slot, got_any}), "host lookup, " + what))
-          return;
+        LookupRequest host{&t, any, slot, got_any};
+        host.sequence_parallel_shards = shards;
+        if (!ok((*tables)->lookup(static_cast<int>(ti), host), "host lookup, " + what)) return;
         if (got_any != want_any) fail("host lookup differs from the CPU rule: " + what);
       }
     }
@@ -118,14 +142,23 @@ void run_group(int members) {
 
 TEST(DeviceHeadShardedGpu, OneGpuGroupEqualsTheCpuRule) {
   ENGRAM_SKIP_WITHOUT_GPUS(1);
-  run_group(1);
+  run_group(1, false);
 }
 
 TEST(DeviceHeadShardedGpu, EveryGpuCutsTheHeadsAndEqualsTheCpuRule) {
   ENGRAM_SKIP_WITHOUT_GPUS(2);
   int count = 0;
   cudaGetDeviceCount(&count);
-  run_group(std::min(count, 4));
+  run_group(std::min(count, 4), false);
+}
+
+// Sequence parallelism needs TP above 1, so two GPUs at least (NCCL puts one
+// member of a communicator on a GPU).
+TEST(DeviceHeadShardedGpu, SequenceParallelGivesEachTpRankItsTokenShard) {
+  ENGRAM_SKIP_WITHOUT_GPUS(2);
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  run_group(std::min(count, 4), true);
 }
 
 }  // namespace
