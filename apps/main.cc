@@ -1,10 +1,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <map>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "apps/command_registry.h"
@@ -92,6 +94,14 @@ int main(int argc, char** argv) {
     const int cli_code = app.exit(e);
     if (cli_code == 0) return engram::app::finish_stdout(0, argc > 1 ? argv[1] : "");
     return bad_input(e.what());
+  } catch (const std::system_error& e) {
+    // fmt's print throws when a write to stdout fails mid-output (a buffer's
+    // worth written, then ENOSPC or EPIPE): the same missing output
+    // finish_stdout reports at the end, reported the same way. Anything
+    // else is not ours to swallow.
+    if (std::ferror(stdout) == 0) throw;
+    const auto ran = app.get_subcommands();
+    return engram::app::finish_stdout(1, ran.empty() ? std::string_view() : std::string_view(ran[0]->get_name()));
   }
   const auto ran = app.get_subcommands();
   return engram::app::finish_stdout(exit_code, ran.empty() ? std::string_view() : std::string_view(ran[0]->get_name()));

@@ -20,7 +20,7 @@ TEST(StdoutFailure, EveryCommandReportsAStdoutItCannotWrite) {
   // Each of these exits 0 when its stdout can be written.
   for (const std::string args : {kPlan + " --json", kPlan,
                                  "scenario run --json " + scenario, std::string("fuzz --seeds 1 --seed 1 --json"),
-                                 std::string("shm list --json --dir /dev/shm"), std::string("doctor --json"),
+                                 std::string("shm list --json --dir /dev/shm"), std::string("doctor --json"), std::string("doctor"),
                                  std::string("plan --no-such-flag --json")}) {
     for (const std::string to : {">/dev/full", ">&-"}) {
       SCOPED_TRACE(args + " " + to);
