@@ -6,13 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include <vector>
 
 #include "core/base/units.h"
 #include "core/exchange/handle_exchange.h"
 #include "sim/world.h"
+#include "tests/every_byte_is.h"
 #include "tests/exchange_worlds.h"
 
 namespace engram {
@@ -45,10 +44,7 @@ Status fill_and_read_back(RankBackend& b, const SharedChunks& m) {
       expected_at += m.chunk_bytes(p, c);
       std::vector<std::byte> got(m.chunk_bytes(p, c));
       ENGRAM_RETURN_IF_ERROR(b.device->copy_from_device(got, m.chunk(p, c)));
-      // Every byte, compared by memcmp against the owner's fill (a byte loop
-      // took minutes under the sanitizers: 8 ranks read 168 MiB each).
-      const std::vector<std::byte> want(got.size(), fill_byte(m.world_rank_of(p), c));
-      if (std::memcmp(got.data(), want.data(), got.size()) != 0)
+      if (!testing::every_byte_is(got, fill_byte(m.world_rank_of(p), c)))
         return internal_error(fmt::format("rank {} chunk {} reads a byte its owner did not write", p, c));
     }
     if (expected_at > m.span(p) + m.span_bytes(p)) return internal_error("chunks overrun the span");

@@ -44,6 +44,7 @@
 #include "backends/memfd/memfd_device_memory.h"
 #include "core/exchange/handle_exchange.h"
 #include "core/exchange/weight_sharing.h"
+#include "tests/every_byte_is.h"
 #include "tests/open_fd_count.h"
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
 #include "backends/cuda/cuda_device_memory.h"
@@ -120,8 +121,7 @@ std::string exchange_chunks(const Args& args, RankBackend& backend, int rank, bo
     for (int c = 0; c < shared->chunk_count(p) && wrong < 0; ++c) {
       std::vector<std::byte> got(shared->chunk_bytes(p, c));
       if (!device.copy_from_device(got, shared->chunk(p, c)).is_ok()) wrong = p;
-      for (std::byte v : got)
-        if (v != chunk_fill(shared->world_rank_of(p), c)) wrong = p;
+      if (!testing::every_byte_is(got, chunk_fill(shared->world_rank_of(p), c))) wrong = p;
     }
   }
   std::string counts;

@@ -10,6 +10,7 @@ shift || true
 packages=(cmake g++ make ccache libboost-dev libboost-system-dev libboost-context-dev libfmt-dev libgtest-dev
           libgmock-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev librapidcheck-dev libbenchmark-dev iproute2
           util-linux mount hostname
+          lld   # the linker, where present: faster links (CMakeLists.txt, ENGRAM_USE_LLD)
           python3-numpy   # numpy: the hash ids' reference vectors (tests/hashing_numpy_test.cc)
           # The Python module (python/) and its tests (tests/python): torch for tensors through DLPack on the CPU.
           pybind11-dev python3-dev python3-pytest python3-torch)

@@ -57,8 +57,9 @@ paths_before="$(engramlab_paths)"
 stage setup tools/setup.sh build
 run_ctest build ctest
 
-# 2. The same suite under ASan + UBSan (CUDA parts are not built there).
-stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+# 2. The same suite under ASan + UBSan (CUDA parts are not built there, nor
+# the benchmarks, which no test runs).
+stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DENGRAM_BUILD_BENCHMARKS=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_ctest build-asan ctest-asan
 
