@@ -52,6 +52,11 @@ struct GatherOwnedArgs {
   const void* shard_base = nullptr;
   RowLayout layout;
   uint16_t* out = nullptr;                // [tokens x heads x dim] bf16
+  // Whether ids outside the shard (DEAD included) get a zero row. Without it
+  // they are left as they are, for a caller that zero-filled `out` first
+  // (the one-process NCCL reference); with it that fill, a step of its own,
+  // is not needed (the runtime's collective path).
+  bool zero_missing = false;
 };
 Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream);
 

@@ -59,6 +59,10 @@ Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
   if (vector && is_fast_row(args.layout)) return detail::launch_v41_owned(args, stream);
   OwnedSource source{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
                      args.layout.row_bytes, device::scale_decoder(args.layout.scale_byte_rule)};
+  if (args.zero_missing) {
+    return launch_rows(args.ids, args.tokens * args.heads, args.layout, RangeSource{source}, vector, args.out, stream,
+                       "gather_owned");
+  }
   return launch_rows(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_owned");
 }
 

@@ -287,6 +287,10 @@ Status launch_v41_peer(const GatherPeerArgs& args, const PeerVariant& variant, c
 Status launch_v41_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
   OwnedWarpSource fast{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
                        args.layout.row_bytes, device::scale_decoder(args.layout.scale_byte_rule)};
+  if (args.zero_missing) {
+    return launch_owned_fp8_256(args.ids, args.tokens * args.heads, RangeWarpSource{fast}, args.out, stream,
+                                "gather_owned");
+  }
   return launch_owned_fp8_256(args.ids, args.tokens * args.heads, fast, args.out, stream, "gather_owned");
 }
 

@@ -300,9 +300,23 @@ Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
   const TableSpec table = row_table(a.layout);
   const uint64_t row_bytes = a.layout.row_bytes;
   if (row_bytes < table.row_bytes()) return bad(fmt::format("row_bytes {} is shorter than a row", row_bytes));
-  if (a.shard_count == 0 && !a.zero_missing && a.range_first_row >= 0) {
-    ENGRAM_ASSIGN_OR_RETURN(bool done, gather_owned_from_index(a, call));
-    if (done) return Status::ok();
+  if (a.shard_count == 0 && !window && a.range_first_row >= 0 && a.host_rows == nullptr) {
+    // Device rows over every head (the collective path) go by the world's
+    // index of ids, not a scan of every slot; a zero_missing gather first
+    // zeroes its output (which drops the pages), as the kernel writes a
+    // zero row for each id it does not own.
+    DevicePtr base = 0;
+    if (a.zero_missing && registered(a.out, static_cast<uint64_t>(slots) * a.layout.dim * 2, &base) == nullptr) {
+      ENGRAM_RETURN_IF_ERROR(alive(call));
+      ENGRAM_RETURN_IF_ERROR(memory_.zero(a.out, static_cast<uint64_t>(slots) * a.layout.dim * 2));
+      DeviceGather owned = a;
+      owned.zero_missing = false;
+      ENGRAM_ASSIGN_OR_RETURN(bool done, gather_owned_from_index(owned, call));
+      if (done) return Status::ok();
+    } else if (!a.zero_missing) {
+      ENGRAM_ASSIGN_OR_RETURN(bool done, gather_owned_from_index(a, call));
+      if (done) return Status::ok();
+    }
   }
   // The ids are read a block of tokens at a time: the collective lookup
   // gathers over every member's ids, and one vector of them all per call

@@ -222,12 +222,16 @@ Status CudaDeviceCompute::gather(const DeviceGather& a, StreamRef stream) {
     g.out = out;
     return kernels::gather_peer(g, stream_of(stream));
   }
-  if (!a.zero_missing) {
-    // The collective path: owned rows only, the rest left for the sum.
-    if (a.head_begin != 0 || a.head_count != a.ids_per_token) {
+  const bool whole_window = a.head_begin == 0 && a.head_count == a.ids_per_token;
+  if (!a.zero_missing || (a.host_rows == nullptr && whole_window)) {
+    // Device rows over every head (the collective path): the owned-rows
+    // kernel, which takes more rows a warp as the lookup grows; with
+    // zero_missing it also writes the zero rows, so no zero fill is needed.
+    if (!whole_window) {
       return invalid_argument("gather: the owned-rows gather reads every head; pass the whole head window");
     }
     kernels::GatherOwnedArgs g;
+    g.zero_missing = a.zero_missing;
     g.ids = ids;
     g.tokens = a.tokens;
     g.heads = a.ids_per_token;
