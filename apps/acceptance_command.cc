@@ -219,7 +219,7 @@ void run_acceptance(const AcceptanceFlags& flags, const CLI::App& cmd, Acceptanc
   // Host tables: the fill and the registration within the build.
   const std::string host_phases =
       run.report.host_fill_seconds > 0 || run.report.device_register_seconds > 0
-          ? fmt::format(" (host rows filled in {:.1f} s, registered with the device in {:.1f} s)",
+          ? fmt::format(" (host rows reserved and filled in {:.1f} s, registered with the device in {:.1f} s)",
                         run.report.host_fill_seconds, run.report.device_register_seconds)
           : std::string();
   std::fprintf(rows_to, "rank %d: %s: %s, tables built in %.1f s%s, %s of device memory%s%s\n", env->rank,

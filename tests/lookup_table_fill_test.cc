@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/model/row_format.h"
+#include "core/model/table_fill_row.h"
 
 namespace engram {
 namespace {
@@ -31,6 +32,58 @@ TEST(TableFill, ThreadsWriteTheSameBytesAsOneThread) {
     std::vector<std::byte> part(static_cast<size_t>(table.row_count() / 2) * table.row_bytes());
     fill_table_rows_parallel(table, 31, first, part, 4);
     EXPECT_TRUE(std::equal(part.begin(), part.end(), one.begin() + first * table.row_bytes()));
+  }
+}
+
+// The row's bytes as the fill first wrote them, one value at a time: the
+// definition the stores of whole draws must keep.
+void reference_row(bool fp8, int dim, uint64_t layer_seed, uint64_t row, uint8_t* out) {
+  uint64_t state = fill::start_state(layer_seed, row);
+  const bool special_row = (fill::next(state) & 3) == 0;
+  if (fp8) {
+    for (int v = 0; v < dim; v += 8) {
+      const uint64_t bits = fill::next(state);
+      for (int b = 0; b < 8 && v + b < dim; ++b) {
+        uint8_t code = static_cast<uint8_t>(bits >> (8 * b));
+        if (special_row && (code & 1)) code = fill::fp8_special(code >> 1);
+        out[v + b] = code;
+      }
+    }
+    for (int block = 0; block < dim / 32; ++block) out[dim + block] = fill::draw_scale(state);
+    return;
+  }
+  for (int v = 0; v < dim; v += 4) {
+    const uint64_t bits = fill::next(state);
+    for (int b = 0; b < 4 && v + b < dim; ++b) {
+      uint16_t value = static_cast<uint16_t>(bits >> (16 * b));
+      if (special_row && (value & 1)) value = fill::bf16_special(value >> 1);
+      out[2 * (v + b)] = static_cast<uint8_t>(value & 0xffu);
+      out[2 * (v + b) + 1] = static_cast<uint8_t>(value >> 8);
+    }
+  }
+}
+
+TEST(TableFill, RowsEqualTheValueAtATimeDefinition) {
+  // Dims a whole number of draws and not (the tail takes the value loop);
+  // both formats; ordinary and special rows (one in four).
+  for (bool fp8 : {true, false}) {
+    for (int dim : {1, 3, 4, 7, 8, 12, 32, 64, 256, 1000}) {
+      const uint64_t layer_seed = fill::layer_seed(31, 14);
+      const int row_bytes = fp8 ? dim + dim / 32 : 2 * dim;
+      std::vector<uint8_t> want(static_cast<size_t>(row_bytes) + 8, 0xa5), got(want);
+      int special_rows = 0;
+      for (uint64_t row = 0; row < 200; ++row) {
+        reference_row(fp8, dim, layer_seed, row, want.data());
+        fill::fill_row(fp8, dim, layer_seed, row, got.data());
+        ASSERT_EQ(want, got) << (fp8 ? "fp8" : "bf16") << " dim " << dim << " row " << row;
+        uint64_t state = fill::start_state(layer_seed, row);
+        special_rows += (fill::next(state) & 3) == 0;
+      }
+      EXPECT_GT(special_rows, 20);
+      EXPECT_LT(special_rows, 200 - 20);
+      // Nothing written past the row.
+      EXPECT_EQ(got[static_cast<size_t>(row_bytes)], 0xa5);
+    }
   }
 }
 

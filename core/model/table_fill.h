@@ -21,8 +21,10 @@ namespace engram {
 void fill_table_rows(const TableSpec& table, uint64_t seed, int64_t first_row, std::span<std::byte> rows_bytes);
 
 // The same bytes from `threads` threads, each a contiguous part (host
-// tables of 100 GB: one thread fills about 1 GB/s, and tmpfs page faults are
-// per thread too). threads <= 1 fills on the caller's thread.
+// tables of 100 GB: one thread fills about 2 GB/s, and tmpfs page faults are
+// per thread too; populating each part first with MADV_POPULATE_WRITE was
+// slower on 16 threads: benchmarks/host_fill_probe). threads <= 1 fills on
+// the caller's thread.
 void fill_table_rows_parallel(const TableSpec& table, uint64_t seed, int64_t first_row, std::span<std::byte> rows_bytes,
                               int threads);
 

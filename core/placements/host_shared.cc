@@ -103,10 +103,14 @@ class HostSharedTables final : public PlacementTables {
     segments_.resize(context_.model.tables.size());
     created_.resize(files_.size());
     int gone = -1;
-    Status agreed = agree_on_status(host_, create_segments(), "shm table create", &gone);
+    // The fill's time includes creating the segments: the writer reserves
+    // their pages (posix_fallocate, so a full tmpfs is an error here, not a
+    // SIGBUS mid-fill), which allocates and zeroes them, and is about half
+    // of it at a V4.1 layer's size (docs/perf_notes.md).
     const auto fill_start = std::chrono::steady_clock::now();
+    Status agreed = agree_on_status(host_, create_segments(), "shm table create", &gone);
     if (agreed.is_ok()) agreed = fill_segments(gone);
-    // The writer filled; the others only walked the chunks' agreements.
+    // The writer reserved and filled; the others only walked the chunks' agreements.
     if (context_.is_host_writer()) footprint_.host_fill_seconds = seconds_since(fill_start);
     if (agreed.is_ok()) agreed = agree_on_status(host_, open_segments(), "shm table open", &gone);
     if (!agreed.is_ok()) return undo_failed_build(std::move(agreed), gone);

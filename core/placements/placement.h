@@ -131,8 +131,9 @@ struct PlacementFootprint {
   uint64_t shared_host_bytes = 0;  // /dev/shm segments this rank created (its node's copy)
   std::optional<HandleType> handle_type;  // the handle type its group agreed on, where it shares device memory
   // Host tables: this rank's time filling rows (the node's writer, or each
-  // rank its private copy) and registering them with its device; 0 where
-  // it did neither. Printed by acceptance (a V4.1 layer's host table is
+  // rank its private copy; for a /dev/shm table, reserving its pages
+  // first included) and registering them with its device; 0 where it did
+  // neither. Printed by acceptance (a V4.1 layer's host table is
   // filled and registered within 30 s on one H200 host: docs/perf_notes.md).
   double host_fill_seconds = 0;
   double device_register_seconds = 0;
