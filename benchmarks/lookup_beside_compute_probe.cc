@@ -340,6 +340,25 @@ int main(int argc, char** argv) {
   check_blas(cublasSetSmCountTarget(blas, 0), "SM count target");
   std::printf("target: at most 3%% slowdown of the product with one lookup pair a product at 1, 64 and 256 tokens: "
               "%.2f%% at worst in the best setting, %s\n", best_slowdown_max, ok ? "MET" : "NOT MET");
+  // What the spare SMs cost the product by themselves (the table's last
+  // setting compares the product on all but the spare SMs with and without
+  // lookups beside, so this cost is not in its slowdown): alone on every SM
+  // against alone on all but the spare ones, batches alternating.
+  {
+    const int target = prop.multiProcessorCount - spare_sms;
+    std::vector<double> all_us, fewer_us, unused;
+    for (int round = 0; round < 2 * kRounds; ++round) {
+      check_blas(cublasSetSmCountTarget(blas, 0), "SM count target");
+      batch(sides[0].stream, graphs[0][0], 0, 0, all_us, unused);
+      check_blas(cublasSetSmCountTarget(blas, target), "SM count target");
+      batch(sides[0].stream, graphs[0][0], 0, 0, fewer_us, unused);
+    }
+    check_blas(cublasSetSmCountTarget(blas, 0), "SM count target");
+    const double all = median(all_us), fewer = median(fewer_us);
+    std::printf("the spare SMs' own cost: the product alone on all %d SMs %.1f us, on %d SMs %.1f us: %.2f%% "
+                "(medians of %d products each, batches alternating)\n",
+                prop.multiProcessorCount, all, target, fewer, 100.0 * (fewer / all - 1.0), kBatch * 2 * kRounds);
+  }
   for (auto& e : product_marks) cudaEventDestroy(e);
   for (auto& e : pair_marks) cudaEventDestroy(e);
   for (auto& per_side : graphs)

@@ -11,8 +11,10 @@
 #      one-process kernels over a table of the same rows (like with like),
 #   4. both layers' lookups beside a cuBLAS product
 #      (benchmarks/lookup_beside_compute_probe),
-#   5. `acceptance` of host_shared at the one-layer V4.1 size (94.4 GiB in
-#      /dev/shm, where it fits): the fill and registration times.
+#   5. benchmarks/host_fill_probe (16 GiB in /dev/shm: page population
+#      against the row stores), then `acceptance` of host_shared at the
+#      one-layer V4.1 size (94.4 GiB in /dev/shm, where it fits): the fill
+#      and registration times.
 # Each step's log goes to $OUT (or build-gpu/out); ends with one table.
 # Steps are time-boxed so the whole stays under the tool's 600 s.
 set -uo pipefail
@@ -25,7 +27,8 @@ jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 . tools/lib/gpu_build.sh
-gpu_build gpu_all engram_gpu_tests engramlab exchange_worker device_hasher_probe lookup_beside_compute_probe || exit 1
+gpu_build gpu_all engram_gpu_tests engramlab exchange_worker device_hasher_probe lookup_beside_compute_probe \
+  host_fill_probe || exit 1
 bin="$PWD/$build/bin-all"
 mkdir -p "$bin"
 ln -sf "$PWD/$build/tests/gpu/engram_gpu_tests" "$PWD/$build/apps/engramlab" "$PWD/$build/tests/exchange_worker" \
@@ -67,6 +70,15 @@ if [ $(( 585 - $(elapsed) )) -gt 60 ]; then
 fi
 beside_s=$(elapsed)
 
+# Where a host table's fill goes: 16 GiB of one-layer rows in /dev/shm,
+# populated or faulted, against the stores' own ceiling.
+fill_rc=127
+if [ $(( 585 - $(elapsed) )) -gt 150 ]; then
+  timeout 60 "$PWD/$build/benchmarks/host_fill_probe" 16 > "$out/host_fill_probe.txt" 2>&1
+  fill_rc=$?
+  cat "$out/host_fill_probe.txt"
+fi
+
 host_rc=127
 shm_free_gib=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
 left=$(( 585 - $(elapsed) ))
@@ -84,4 +96,10 @@ echo "| gpu_acceptance.sh | rc $acceptance_rc, at $acceptance_s s |"
 echo "| ncu of the hasher | $ncu_note, at $ncu_s s |"
 echo "| bench, one-layer V4.1, device placements | rc $like_rc |"
 echo "| lookups beside a cuBLAS product | rc $beside_rc, at $beside_s s |"
+echo "| host_fill_probe, 16 GiB | rc $fill_rc |"
 echo "| acceptance host_shared, one-layer V4.1 (/dev/shm ${shm_free_gib:-?} GiB free) | rc $host_rc, at $(elapsed) s |"
+# On the device machine ($OUT set) the logs come back as one archive: it
+# returns only so many files.
+if [ -n "${OUT:-}" ]; then
+  tar -czf "$build/logs.tgz" -C "$out" . && find "$out" -mindepth 1 -delete && mv "$build/logs.tgz" "$out/logs.tgz"
+fi
