@@ -53,13 +53,16 @@ engramlab_paths() {
 }
 paths_before="$(engramlab_paths)"
 
-# 1. Release build and its suite.
-stage setup tools/setup.sh build
+# 1. Release build and its suite. Both builds compile the tests with one
+# shared precompiled header (ENGRAM_TEST_PCH: faster from cold; see
+# tests/CMakeLists.txt).
+stage setup tools/setup.sh build -DENGRAM_TEST_PCH=ON
 run_ctest build ctest
 
 # 2. The same suite under ASan + UBSan (CUDA parts are not built there, nor
 # the benchmarks, which no test runs).
-stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DENGRAM_BUILD_BENCHMARKS=OFF
+stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DENGRAM_BUILD_BENCHMARKS=OFF \
+  -DENGRAM_TEST_PCH=ON
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_ctest build-asan ctest-asan
 
