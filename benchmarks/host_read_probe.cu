@@ -9,6 +9,7 @@
 // read of the mapped table by a kernel.
 //
 //   host_read_probe --gib 2,64 --kinds shm,pinned,vmm [--shm-dir /dev/shm] [--thp-dir DIR]
+//                   [--tokens 1,64,8192] [--stager 16:0,24:0.3 (CPU threads:direct share)]
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <fcntl.h>
@@ -251,6 +252,16 @@ int main(int argc, char** argv) {
   std::string shm_dir = "/dev/shm", thp_dir;
   int replays = 30;
   bool only_plain = false;  // --plain-only 1: the stager variants and the plain kernel with fresh ids
+  // --stager T:D,T:D,...: the stager variants timed (T CPU threads, D the
+  // share of tokens the kernel reads directly); --tokens N,N,...: the sizes.
+  struct StagerVariant {
+    int threads;
+    double direct;
+    bool graph;
+  };
+  std::vector<StagerVariant> stager_variants = {{16, 0.0, false}, {16, 0.0, true},  {24, 0.0, false},
+                                                {24, 0.2, false}, {24, 0.3, false}, {32, 0.25, false}};
+  std::vector<int64_t> token_counts = {1, 64, 256, 1024, 8192};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--gib") gibs = parse_list(argv[i + 1]);
@@ -259,6 +270,28 @@ int main(int argc, char** argv) {
     else if (a == "--thp-dir") thp_dir = argv[i + 1];
     else if (a == "--replays") replays = std::atoi(argv[i + 1]);
     else if (a == "--plain-only") only_plain = std::atoi(argv[i + 1]) != 0;
+    else if (a == "--tokens") {
+      token_counts.clear();
+      for (uint64_t n : parse_list(argv[i + 1])) token_counts.push_back(static_cast<int64_t>(n));
+    } else if (a == "--stager") {
+      stager_variants.clear();
+      const std::string list = argv[i + 1];
+      for (size_t at = 0; at < list.size();) {
+        size_t end = list.find(',', at);
+        if (end == std::string::npos) end = list.size();
+        const std::string item = list.substr(at, end - at);
+        const size_t colon = item.find(':');
+        stager_variants.push_back({std::atoi(item.substr(0, colon).c_str()),
+                                   colon == std::string::npos ? 0.0 : std::atof(item.substr(colon + 1).c_str()), false});
+        at = end + 1;
+      }
+    }
+  }
+  for (int64_t tokens : token_counts) {
+    if (tokens < 1 || tokens > 8192) {
+      std::fprintf(stderr, "host_read_probe: --tokens %ld must be within 1..8192\n", static_cast<long>(tokens));
+      return 2;
+    }
   }
   check(cudaSetDevice(0), "cudaSetDevice");
   check(cudaFree(nullptr), "context");
@@ -267,7 +300,6 @@ int main(int argc, char** argv) {
   int sms = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SMs");
 
-  const std::vector<int64_t> token_counts = {1, 64, 256, 1024, 8192};
   const int64_t max_slots = 8192 * kHeads;
   constexpr int kIdSets = 8;  // fresh ids: rotate over sets bigger than any translation cache
   int64_t* ids = nullptr;
@@ -362,11 +394,10 @@ int main(int argc, char** argv) {
           check(cudaMemcpyAsync(device_dst, pinned_src, row_bytes_total, cudaMemcpyHostToDevice, stream), "h2d");
         });
         const double h2d_us = engram::probe::median(h2d);
-        for (int variant = 0; variant < 6; ++variant) {
-          // threads, graph, direct share
-          const int threads = variant < 2 ? 16 : variant < 5 ? 24 : 32;
-          const int graph = variant == 1 ? 1 : 0;
-          const double direct = variant == 3 ? 0.2 : variant == 4 ? 0.3 : variant == 5 ? 0.25 : 0.0;
+        for (const StagerVariant& variant : stager_variants) {
+          const int threads = variant.threads;
+          const int graph = variant.graph ? 1 : 0;
+          const double direct = variant.direct;
           {
             engram::cuda::HostRowStager::Options so;
             so.slots_max = max_slots;

@@ -14,7 +14,8 @@
 #   5. benchmarks/host_fill_probe (16 GiB in /dev/shm: page population
 #      against the row stores), then `acceptance` of host_shared at the
 #      one-layer V4.1 size (94.4 GiB in /dev/shm, where it fits): the fill
-#      and registration times.
+#      and registration times; then host_private at that size (anonymous
+#      memory with MADV_HUGEPAGE) where the RAM allows.
 # Each step's log goes to $OUT (or build-gpu/out); ends with one table.
 # Steps are time-boxed so the whole stays under the tool's 600 s.
 set -uo pipefail
@@ -88,6 +89,18 @@ if [ "${shm_free_gib:-0}" -ge 100 ] && [ "$left" -gt 90 ]; then
   host_rc=$?
   grep -E "PASS|FAIL|filled|error" "$out/host_shared_layer1.txt" | head -6
 fi
+# The same layer as a host_private table (anonymous memory with
+# MADV_HUGEPAGE, 94.4 GiB of the machine's RAM), where memory and time allow.
+private_rc=127
+mem_free_gib=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
+left=$(( 585 - $(elapsed) ))
+if [ "${mem_free_gib:-0}" -ge 110 ] && [ "$left" -gt 90 ]; then
+  timeout "$left" "$bin/engramlab" launch -n 1 -- "$bin/engramlab" acceptance --placement host_private --cpu-offload \
+    --model deepseek-v4.1-flash-layer1 --tokens 1,64,1024,8192 > "$out/host_private_layer1.txt" 2>&1
+  private_rc=$?
+  grep -E "PASS|FAIL|filled|error|tokens 8192" "$out/host_private_layer1.txt" | head -8
+fi
+grep -E "tokens (1|64|1024|8192):" "$out/host_shared_layer1.txt" 2>/dev/null | head -8
 echo
 echo "| step | result |"
 echo "| --- | --- |"
@@ -97,7 +110,8 @@ echo "| ncu of the hasher | $ncu_note, at $ncu_s s |"
 echo "| bench, one-layer V4.1, device placements | rc $like_rc |"
 echo "| lookups beside a cuBLAS product | rc $beside_rc, at $beside_s s |"
 echo "| host_fill_probe, 16 GiB | rc $fill_rc |"
-echo "| acceptance host_shared, one-layer V4.1 (/dev/shm ${shm_free_gib:-?} GiB free) | rc $host_rc, at $(elapsed) s |"
+echo "| acceptance host_shared, one-layer V4.1 (/dev/shm ${shm_free_gib:-?} GiB free) | rc $host_rc |"
+echo "| acceptance host_private, one-layer V4.1 (${mem_free_gib:-?} GiB of RAM available) | rc $private_rc, at $(elapsed) s |"
 # On the device machine ($OUT set) the logs come back as one archive: it
 # returns only so many files.
 if [ -n "${OUT:-}" ]; then

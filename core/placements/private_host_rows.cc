@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/base/elapsed.h"
+#include "core/base/private_memory.h"
 #include "core/model/table_fill.h"
 #include "core/placements/host_rows_on_device.h"
 
@@ -26,7 +27,10 @@ class PrivateHostRows final : public PlacementTables {
     for (const TableSpec& spec : context.model.tables) {
       const RowRange rows = rows_held(spec, group_, tp_group_);
       ENGRAM_CHECK(rows.first_row >= 0 && rows.row_count >= 0 && rows.first_row + rows.row_count <= spec.row_count());
-      std::vector<std::byte>& bytes = tables_.emplace_back(static_cast<size_t>(rows.row_count) * spec.row_bytes());
+      auto memory = PrivateMemory::map(static_cast<uint64_t>(rows.row_count) * spec.row_bytes());
+      if (!memory.is_ok())
+        return std::move(memory).take_status().with_context(group_.world_rank(), -1, "host table rows");
+      const std::span<std::byte> bytes = tables_.emplace_back(std::move(memory).value()).bytes();
       fill_table_rows_parallel(spec, context.fill_seed, rows.first_row, bytes, fill_threads_for(bytes.size()));
       footprint_.host_bytes += bytes.size();
       spans.emplace_back(bytes);
@@ -63,7 +67,7 @@ class PrivateHostRows final : public PlacementTables {
   }
 
   Status lookup(int table_index, const LookupRequest& request) override {
-    return lookup_held_(group_, tp_group_, request, tables_[static_cast<size_t>(table_index)]);
+    return lookup_held_(group_, tp_group_, request, tables_[static_cast<size_t>(table_index)].bytes());
   }
 
   bool device_lookup_ready() const override { return device_.built(); }
@@ -89,7 +93,7 @@ class PrivateHostRows final : public PlacementTables {
   Collectives& group_;
   Collectives& tp_group_;
   LookupHeld lookup_held_;
-  std::vector<std::vector<std::byte>> tables_;  // per table: the rows held
+  std::vector<PrivateMemory> tables_;  // per table: the rows held (huge pages where the kernel allows)
   std::string device_unavailable_;              // why there is no device lookup, where it is by design
   HostRowsOnDevice device_;                     // declared last: unregistered before the rows go
 };
