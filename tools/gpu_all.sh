@@ -80,27 +80,26 @@ if [ $(( 585 - $(elapsed) )) -gt 150 ]; then
   cat "$out/host_fill_probe.txt"
 fi
 
-host_rc=127
+# acceptance of one host placement at the one-layer V4.1 size when FREE_GIB
+# (of /dev/shm or RAM) holds it and time is left; its rc in host_acceptance_rc.
+host_acceptance() {
+  local placement="$1" free_gib="$2"
+  host_acceptance_rc=127
+  local left=$(( 585 - $(elapsed) ))
+  [ "${free_gib:-0}" -ge 100 ] && [ "$left" -gt 90 ] || return 0
+  timeout "$left" "$bin/engramlab" launch -n 1 -- "$bin/engramlab" acceptance --placement "$placement" --cpu-offload \
+    --model deepseek-v4.1-flash-layer1 --tokens 1,64,1024,8192 > "$out/${placement}_layer1.txt" 2>&1
+  host_acceptance_rc=$?
+  grep -E "PASS|FAIL|filled|error|tokens (1|64|1024|8192):" "$out/${placement}_layer1.txt" | head -8
+}
 shm_free_gib=$(df -BG --output=avail /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
-left=$(( 585 - $(elapsed) ))
-if [ "${shm_free_gib:-0}" -ge 100 ] && [ "$left" -gt 90 ]; then
-  timeout "$left" "$bin/engramlab" launch -n 1 -- "$bin/engramlab" acceptance --placement host_shared --cpu-offload \
-    --model deepseek-v4.1-flash-layer1 --tokens 1,64,1024,8192 > "$out/host_shared_layer1.txt" 2>&1
-  host_rc=$?
-  grep -E "PASS|FAIL|filled|error" "$out/host_shared_layer1.txt" | head -6
-fi
+host_acceptance host_shared "$shm_free_gib"
+host_rc=$host_acceptance_rc
 # The same layer as a host_private table (anonymous memory with
-# MADV_HUGEPAGE, 94.4 GiB of the machine's RAM), where memory and time allow.
-private_rc=127
+# MADV_HUGEPAGE, 94.4 GiB of the machine's RAM).
 mem_free_gib=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
-left=$(( 585 - $(elapsed) ))
-if [ "${mem_free_gib:-0}" -ge 110 ] && [ "$left" -gt 90 ]; then
-  timeout "$left" "$bin/engramlab" launch -n 1 -- "$bin/engramlab" acceptance --placement host_private --cpu-offload \
-    --model deepseek-v4.1-flash-layer1 --tokens 1,64,1024,8192 > "$out/host_private_layer1.txt" 2>&1
-  private_rc=$?
-  grep -E "PASS|FAIL|filled|error|tokens 8192" "$out/host_private_layer1.txt" | head -8
-fi
-grep -E "tokens (1|64|1024|8192):" "$out/host_shared_layer1.txt" 2>/dev/null | head -8
+host_acceptance host_private "$mem_free_gib"
+private_rc=$host_acceptance_rc
 echo
 echo "| step | result |"
 echo "| --- | --- |"
