@@ -60,8 +60,8 @@ struct StepSpec {
 };
 
 struct LookupSteps {
-  std::vector<StepsRequest> requests;
-  std::vector<StepSpec> steps;
+  std::vector<StepsRequest> requests{};
+  std::vector<StepSpec> steps{};
   bool drawn = false;  // `steps: drawn`
   bool any() const { return drawn || !steps.empty(); }
 };

@@ -244,7 +244,9 @@ TEST(DeviceHeadSharded, PlanHoldsEachRanksHeadSlicesInHbm) {
     // About 1/members of 188.8 GiB per GPU.
     EXPECT_NEAR(static_cast<double>(plan->ranks[0].memory.hbm_table_bytes) / (1ull << 30),
                 188.83 * (members == 8 ? 3.0 / 24 : 5.0 / 24), 0.2);
-    if (members == 5) EXPECT_LT(plan->ranks[4].memory.hbm_table_bytes, plan->ranks[0].memory.hbm_table_bytes);
+    if (members == 5) {
+      EXPECT_LT(plan->ranks[4].memory.hbm_table_bytes, plan->ranks[0].memory.hbm_table_bytes);
+    }
   }
 }
 

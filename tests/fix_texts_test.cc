@@ -191,9 +191,11 @@ TEST(FixTexts, ZEveryContextIsMetAndEveryPrintedFixIsCovered) {
         << all.output;
     return;
   }
-  for (const Context& c : contexts())
-    if (std::string(c.name).find("tmpfs mount -o size=") == std::string::npos)  // only where this host is not the scenario's
+  for (const Context& c : contexts()) {
+    if (std::string(c.name).find("tmpfs mount -o size=") == std::string::npos) {  // only where this host is not the scenario's
       EXPECT_TRUE(contexts_seen().count(c.name)) << c.name << " was not met by any fix text";
+    }
+  }
   // observed_host.cc writes sizes by exact_size_text (doctor --emit-host),
   // which tests/host_comparison_test.cc parses back to the same bytes.
   const std::set<std::string> covered = {"core/plan/shm_fix.cc", "core/plan/memory_fit.cc",

@@ -18,7 +18,7 @@ const std::string kPlan = "plan --cpu-offload --tp 1 --dp 4 --gpu-model GB200 --
 TEST(StdoutFailure, EveryCommandReportsAStdoutItCannotWrite) {
   const std::string scenario = std::string(ENGRAM_SOURCE_DIR) + "/scenarios/dp1_resolves_disabled.yaml";
   // Each of these exits 0 when its stdout can be written.
-  for (const std::string args : {kPlan + " --json", kPlan,
+  for (const std::string& args : {kPlan + " --json", kPlan,
                                  "scenario run --json " + scenario, std::string("fuzz --seeds 1 --seed 1 --json"),
                                  std::string("shm list --json --dir /dev/shm"), std::string("doctor --json"), std::string("doctor"),
                                  std::string("plan --no-such-flag --json")}) {

@@ -118,7 +118,7 @@ Status DeviceRequestHasher::begin(int slot, std::span<const int64_t> preceding_i
   ENGRAM_RETURN_IF_ERROR(slots_.check_begin(hasher_, slot, preceding_ids));
   std::vector<int64_t> history = hasher_.empty_history();
   hasher_.advance(history, preceding_ids);
-  const auto length = static_cast<uint64_t>(hasher_.history_length());
+  ENGRAM_CHECK(history.size() == static_cast<size_t>(hasher_.history_length()));  // history_offset's stride
   ENGRAM_RETURN_IF_ERROR(
       write_words(history_offset(slot), std::span<const int64_t>(history)));
   const int64_t no_block = 0;

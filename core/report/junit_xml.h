@@ -15,11 +15,11 @@ namespace engram {
 struct JunitCase {
   std::string name;
   std::string classname;
-  std::string file;            // empty: no file attribute
+  std::string file{};          // empty: no file attribute
   double seconds = 0;
   bool failed = false;
-  std::string failure_message;  // the first line of what differed
-  std::string failure_text;     // everything: what differed, the reproduce line
+  std::string failure_message{};  // the first line of what differed
+  std::string failure_text{};     // everything: what differed, the reproduce line
 };
 
 inline std::string junit_xml(const std::string& suite, const std::vector<JunitCase>& cases) {
