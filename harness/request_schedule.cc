@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/base/rerun_command.h"
 #include "core/base/splitmix64.h"
 
 namespace engram::harness {
@@ -335,7 +336,11 @@ RequestSchedule draw_request_schedule(const TableHasher& hasher, uint64_t seed, 
 }
 
 std::string request_schedule_repro(uint64_t seed) {
-  return fmt::format("reproduce: ENGRAMLAB_SCHEDULE_SEED={} build/tests/request_schedule_test", seed);
+  // In a test, the running test (the tests that draw schedules read the
+  // variable); elsewhere the schedules' own test.
+  const std::string test = rerun_test_line();
+  return fmt::format("reproduce: ENGRAMLAB_SCHEDULE_SEED={} {}", seed,
+                     test.empty() ? "build/tests/request_schedule_test" : test);
 }
 
 }  // namespace engram::harness

@@ -184,7 +184,7 @@ Result<WorldSpec> complete_world_spec(WorldSpec spec) {
   if (spec.timeouts.collective_us == 0 || spec.timeouts.split_us == 0 || spec.timeouts.fd_receive_us == 0)
     return invalid_argument("world: a timeout of 0: every blocking step needs a deadline above zero");
   if (spec.reproduction.empty())
-    spec.reproduction = rerun_command({"fuzz", "--seed", std::to_string(spec.seed), "--seeds", "1"});
+    spec.reproduction = rerun_command_or_test({"fuzz", "--seed", std::to_string(spec.seed), "--seeds", "1"});
   return spec;
 }
 

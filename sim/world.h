@@ -32,7 +32,7 @@ struct WorldSpec {
   std::vector<RankPlace> ranks;    // empty: one rank per GPU, hosts in order
   uint64_t seed = 1;
   FaultPlan faults;
-  std::string reproduction;        // empty: "<this binary> fuzz --seed <seed> --seeds 1"
+  std::string reproduction;        // empty: "<this binary> fuzz --seed <seed> --seeds 1" (in a test: the test's line)
   bool keep_trace_text = false;    // keep the event text (for diffing two runs)
   bool keep_timeline = false;      // keep every event with its time and rank (drawing the run)
   SimTimeouts timeouts;

@@ -19,6 +19,17 @@ std::optional<std::string>& rerun_binary_slot() {
   return path;
 }
 
+// Whether set_rerun_binary named the binary (else it is /proc/self/exe).
+bool& rerun_binary_named() {
+  static bool named = false;
+  return named;
+}
+
+std::string& rerun_test_line_slot() {
+  static std::string line;
+  return line;
+}
+
 }  // namespace
 
 std::string rerun_binary() {
@@ -35,6 +46,25 @@ std::string rerun_binary() {
 void set_rerun_binary(std::string path) {
   std::lock_guard<std::mutex> lock(rerun_mutex());
   rerun_binary_slot() = std::move(path);
+  rerun_binary_named() = true;
+}
+
+void set_rerun_test_line(std::string line) {
+  std::lock_guard<std::mutex> lock(rerun_mutex());
+  rerun_test_line_slot() = std::move(line);
+}
+
+std::string rerun_test_line() {
+  std::lock_guard<std::mutex> lock(rerun_mutex());
+  return rerun_test_line_slot();
+}
+
+std::string rerun_command_or_test(const std::vector<std::string>& args) {
+  {
+    std::lock_guard<std::mutex> lock(rerun_mutex());
+    if (!rerun_binary_named() && !rerun_test_line_slot().empty()) return rerun_test_line_slot();
+  }
+  return rerun_command(args);
 }
 
 std::string rerun_command(const std::vector<std::string>& args) {

@@ -16,6 +16,17 @@ namespace engram {
 std::string rerun_binary();
 void set_rerun_binary(std::string path);
 
+// The line that reruns the test this process is running: set by the tests'
+// main (tests/test_main.cc) as each test starts, cleared as it ends; empty
+// outside a test.
+void set_rerun_test_line(std::string line);
+std::string rerun_test_line();
+
+// rerun_command(args), except inside a test of a binary that named no rerun
+// binary: `args` are engramlab's, which a test binary does not take, so the
+// line reruns the running test instead.
+std::string rerun_command_or_test(const std::vector<std::string>& args);
+
 // rerun_binary(), then `args`, each shell-quoted: one line to paste.
 std::string rerun_command(const std::vector<std::string>& args);
 
