@@ -61,6 +61,7 @@ struct BenchFlags {
   std::string placements = "all";
   std::string tokens = "1,16,64,256,1024,8192";
   std::string replays_text = "200";
+  std::string id_draws_text = "8";
   std::string warmup_text = "20";
   std::string samples_text = "64";
   std::string table_text = "0";
@@ -69,6 +70,7 @@ struct BenchFlags {
   std::string svg = "bench_latency.svg";
   std::string csv;
   bool variants = false;
+  std::string reference_order = "both";
   bool json = false;
   BridgeFlags bridge;  // apps/deployment_bridge.h
 };
@@ -110,6 +112,7 @@ Result<operator_checks::BenchOptions> options_from(const BenchFlags& f) {
   operator_checks::BenchOptions o;
   ENGRAM_ASSIGN_OR_RETURN(o.token_counts, whole_number_list_flag<int>("--tokens", f.tokens, 1, kMaxTokensPerRank));
   ENGRAM_ASSIGN_OR_RETURN(o.timed_replays, whole_number_flag<int>("--replays", f.replays_text, 1, 1'000'000));
+  ENGRAM_ASSIGN_OR_RETURN(o.id_draws, whole_number_flag<int>("--id-draws", f.id_draws_text, 1, 1'000'000));
   ENGRAM_ASSIGN_OR_RETURN(o.warmup_replays, whole_number_flag<int>("--warmup", f.warmup_text, 0, 1'000'000));
   ENGRAM_ASSIGN_OR_RETURN(o.sampled_slots, whole_number_flag<int>("--samples", f.samples_text, 0, 1 << 20));
   ENGRAM_ASSIGN_OR_RETURN(o.table_index, whole_number_flag<int>("--table", f.table_text, 0, 1 << 20));
@@ -117,6 +120,13 @@ Result<operator_checks::BenchOptions> options_from(const BenchFlags& f) {
   ENGRAM_ASSIGN_OR_RETURN(o.placements, parse_placements(f.placements));
   if (f.reference_gib_text != kReferenceOfTable)
     ENGRAM_RETURN_IF_ERROR(whole_number_flag<int>("--reference-gib", f.reference_gib_text, 0, 1 << 20).status());
+  using Order = operator_checks::BenchOptions::ReferenceOrder;
+  if (f.reference_order == "first") o.reference_order = Order::kFirst;
+  else if (f.reference_order == "last") o.reference_order = Order::kLast;
+  else if (f.reference_order == "both") o.reference_order = Order::kBoth;
+  else
+    return invalid_argument(fmt::format("--reference-order: '{}' is not an order; write first, last or both",
+                                        excerpt(f.reference_order)));
   return o;
 }
 
@@ -128,7 +138,8 @@ Result<operator_checks::BenchOptions> options_from(const BenchFlags& f) {
 OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& env, int reference_gib, int replays,
                                    int warmup) {
   return [&f, local_rank = env.local_rank, reference_gib, replays, warmup](
-             const std::vector<int>& token_counts, const TableSpec& table) -> Result<OneProcessFigures> {
+             const std::vector<int>& token_counts, const TableSpec& table,
+             const operator_checks::BenchIdDraws& ids) -> Result<OneProcessFigures> {
     operator_checks::LookupBenchOptions o;
     if (reference_gib == 0 && (table.row_format != RowFormat::kFp8E4M3Ue8m0 || table.dim != o.dim))
       return failed_precondition(fmt::format(
@@ -144,6 +155,8 @@ OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& en
     o.heads = table.head_count();
     o.replays = replays;
     o.warmup_replays = warmup;
+    o.id_draws = ids.draws;
+    o.ids = [&ids](int64_t tokens, int draw) { return ids.ids(static_cast<int>(tokens), draw); };
     o.sweep_variants = f.variants;
     ENGRAM_ASSIGN_OR_RETURN(operator_checks::LookupBenchReport r, operator_checks::run_lookup_bench(o, [](std::string_view line) {
                               fmt::print(stderr, "{}\n", line);
@@ -159,6 +172,7 @@ OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& en
     for (const operator_checks::LookupBenchPoint& p : r.points) {
       OneProcessPoint q;
       q.tokens = static_cast<int>(p.tokens_per_rank);
+      q.ids_fingerprint = p.ids_fingerprint;
       q.peer_kernel = p.peer;
       q.plain_kernel = p.plain;
       q.nccl_path_ran = p.collective_ran;
@@ -187,6 +201,7 @@ Json bench_json(const BenchReport& r, const BenchFlags& f, const Json& file_chec
   j["table_rows"] = r.table_rows;
   j["row_bytes"] = r.row_bytes;
   j["tokens_per_rank"] = r.token_counts;
+  j["id_draws"] = r.id_draws;
   j["placements"] = Json::array();
   for (const BenchPlacementRow& row : r.placements) {
     Json p = Json::object();
@@ -340,7 +355,10 @@ CommandRegistration reg("55-bench", [](CLI::App& app, int& exit_code) {
                   "all (default), or a comma list of placements to ask the plan for")->capture_default_str();
   cmd->add_option("--tokens", f->tokens, "tokens per rank to time, comma-separated")->capture_default_str();
   cmd->add_option("--replays", f->replays_text, "timed graph replays per size")->capture_default_str();
-  cmd->add_option("--warmup", f->warmup_text, "untimed replays first")->capture_default_str();
+  cmd->add_option("--id-draws", f->id_draws_text,
+                  "draws of ids each size's replays spread over (the runtime's and the one-process kernels' alike)")
+      ->capture_default_str();
+  cmd->add_option("--warmup", f->warmup_text, "untimed replays first (before each draw of ids)")->capture_default_str();
   cmd->add_option("--samples", f->samples_text, "slots per size checked against the CPU reference")->capture_default_str();
   cmd->add_option("--table", f->table_text, "index of the table timed (every table is built)")->capture_default_str();
   cmd->add_option("--seed", f->seed_text, "seed of the row ids")->capture_default_str();
@@ -353,6 +371,10 @@ CommandRegistration reg("55-bench", [](CLI::App& app, int& exit_code) {
   add_bridge_flags(*cmd, f->bridge, "the model, layout and config the ranks run (the plan's placement is timed)");
   // Hidden: for tuning the peer kernel, not for users.
   cmd->add_flag("--variants", f->variants, "also time every compiled peer kernel variant")->group("");
+  cmd->add_option("--reference-order", f->reference_order,
+                  "time the one-process reference before the placements (first), after them (last), or both, the ratios "
+                  "then over the mean of the two")
+      ->capture_default_str();
   cmd->callback([f, cmd, &exit_code] { exit_code = run_bench(*f, *cmd); });
 });
 

@@ -9,6 +9,7 @@
 #include <new>
 #include <span>
 
+#include "core/base/check.h"
 #include "core/base/splitmix64.h"
 #include "operator_checks/device_buffers.h"
 #include "operator_checks/lookup_checks.h"
@@ -71,6 +72,16 @@ std::string bench_placement_flags(Placement placement) {
   return flags.empty() ? "(no flag)" : flags;
 }
 
+uint64_t id_draws_fingerprint(const BenchIdDraws& draws, int tokens) {
+  ENGRAM_CHECK(draws.draws >= 1 && draws.ids);
+  uint64_t fingerprint = static_cast<uint64_t>(tokens);
+  for (int d = 0; d < draws.draws; ++d) {
+    const std::vector<int64_t> ids = draws.ids(tokens, d);
+    fingerprint = splitmix64_fold(fingerprint, ids.data(), ids.size());
+  }
+  return fingerprint;
+}
+
 Status check_bench_options(const BenchOptions& options, int me) {
   auto invalid = [me](std::string what) { return Status(ErrorCode::kInvalidArgument, std::move(what), {me, -1, "bench"}); };
   if (options.token_counts.empty()) return invalid("--tokens: give at least one token count, e.g. --tokens 1,64,1024,8192");
@@ -79,6 +90,9 @@ Status check_bench_options(const BenchOptions& options, int me) {
   if (options.timed_replays < 1 || options.warmup_replays < 0 || options.sampled_slots < 0)
     return invalid(fmt::format("--replays {} must be >= 1, --warmup {} >= 0, --samples {} >= 0", options.timed_replays,
                                options.warmup_replays, options.sampled_slots));
+  if (options.id_draws < 1 || options.id_draws > options.timed_replays)
+    return invalid(fmt::format("--id-draws {} must be from 1 to --replays ({}): each draw of ids needs a timed replay",
+                               options.id_draws, options.timed_replays));
   const ModelSpec& model = options.runtime.table_model;
   if (options.table_index < 0 || options.table_index >= static_cast<int>(model.tables.size()))
     return invalid(fmt::format("--table: {} is not a table of {} (it has {}); write 0..{}", options.table_index,
@@ -101,6 +115,22 @@ uint64_t read_bytes_of(const TableSpec& table, int tokens) {
   return static_cast<uint64_t>(tokens) * static_cast<uint64_t>(table.head_count()) * table.row_bytes();
 }
 
+// The ids world rank `rank` looks up at `tokens`, draw `draw`: seeded by
+// rank, size and draw only, so every placement (and, for rank 0, the
+// one-process kernels) looks up the same ones.
+LookupTestIds draw_ids(const BenchOptions& options, const TableSpec& table, const SpecialRows& special, int rank,
+                       int tokens, int draw) {
+  const uint64_t size_seed = splitmix64_at(options.ids_seed, static_cast<uint64_t>(rank) * 1000003 + tokens);
+  return make_lookup_test_ids(table, tokens, splitmix64_at(size_seed, static_cast<uint64_t>(draw)), special);
+}
+
+BenchIdDraws rank_id_draws(const BenchOptions& options, const TableSpec& table, const SpecialRows& special,
+                           int rank) {
+  return BenchIdDraws{options.id_draws, [&options, &table, special, rank](int tokens, int draw) {
+                        return draw_ids(options, table, special, rank, tokens, draw).ids;
+                      }};
+}
+
 // What the run is, and a row per registered placement (not run until asked).
 void describe_run(const RankBackend& backend, const BenchOptions& options, const TableSpec& table,
                   BenchReport& report) {
@@ -115,6 +145,7 @@ void describe_run(const RankBackend& backend, const BenchOptions& options, const
   report.dim = table.dim;
   report.warmup_replays = options.warmup_replays;
   report.timed_replays = options.timed_replays;
+  report.id_draws = options.id_draws;
   report.token_counts = options.token_counts;
   for (const PlacementOps& ops : placement_registry()) {
     BenchPlacementRow row;
@@ -130,9 +161,9 @@ void describe_run(const RankBackend& backend, const BenchOptions& options, const
 // Rank 0's one-process kernel reference, alone on the machine: the other
 // ranks wait, so nothing else runs on the GPUs meanwhile.
 Status measure_one_process_reference(Collectives& world, int me, const BenchOptions& options,
-                                     const TableSpec& table, BenchReport& report) {
+                                     const TableSpec& table, const BenchIdDraws& ids, BenchReport& report) {
   if (me == 0) {
-    auto figures = options.reference(options.token_counts, table);
+    auto figures = options.reference(options.token_counts, table, ids);
     if (figures.is_ok()) report.reference = std::move(figures).value();
     else report.notes.push_back("one-process reference not measured: " + figures.status().to_string());
   }
@@ -179,7 +210,7 @@ struct PlacementBench {
   EngramRuntime& runtime;
   const BenchOptions& options;
   const TableSpec& table;
-  const SpecialRows& special;
+  const SpecialRows& special;  // the ids' -0 and NaN rows (draw_ids)
   int tokens_max = 0;
   int me = 0;  // world rank
   BenchPlacementRow& row;
@@ -209,19 +240,10 @@ Status check_eager_lookup(PlacementBench& b, const DeviceLookupRequest& request,
   return Status::ok();
 }
 
-// Timed: the ranks start together, as an engine's ranks do.
-Status time_lookup(PlacementBench& b, const DeviceLookupRequest& request, BenchCell& cell) {
-  ENGRAM_RETURN_IF_ERROR(b.world.barrier());
-  ENGRAM_ASSIGN_OR_RETURN(cell.latency, capture_and_time(b.compute, [&](StreamRef s) {
-                            DeviceLookupRequest captured = request;
-                            captured.stream = s;
-                            return b.runtime.lookup_device(b.options.table_index, captured);
-                          }, b.options.warmup_replays, b.options.timed_replays));
-  cell.ran = true;
-  return Status::ok();
-}
-
-// Every size on one started placement: checked, then timed.
+// Every size on one started placement: each draw of ids checked eagerly,
+// then timed in one captured graph (it reads the ids buffer, refilled each
+// draw), the ranks starting together as an engine's ranks do; the draws'
+// replays pooled into the size's figure.
 Status measure_placement(PlacementBench& b) {
   const int me = b.me;
   const TableSpec& table = b.table;
@@ -231,10 +253,6 @@ Status measure_placement(PlacementBench& b) {
   ENGRAM_ASSIGN_OR_RETURN(DevicePtr out_d, buffers.make(slots_max * static_cast<uint64_t>(table.dim) * 2));
   for (size_t i = 0; i < b.options.token_counts.size(); ++i) {
     const int tokens = b.options.token_counts[i];
-    // The same ids for every placement: seeded by rank and size only.
-    const LookupTestIds ids = make_lookup_test_ids(
-        table, tokens, splitmix64_at(b.options.ids_seed, static_cast<uint64_t>(me) * 1000003 + tokens), b.special);
-    ENGRAM_RETURN_IF_ERROR(b.compute.copy_to_device(ids_d, std::as_bytes(std::span<const int64_t>(ids.ids))));
     DeviceLookupRequest request;
     request.row_ids = ids_d;
     request.tokens = tokens;
@@ -248,8 +266,28 @@ Status measure_placement(PlacementBench& b) {
       b.row.not_run_reason = why.is_ok() ? "the device lookup is not built for this layout" : why.message();
       return Status::ok();
     }
-    ENGRAM_RETURN_IF_ERROR(check_eager_lookup(b, request, ids));
-    ENGRAM_RETURN_IF_ERROR(time_lookup(b, request, b.row.cells[i]));
+    std::unique_ptr<DeviceGraph> graph;
+    std::vector<double> samples_us;
+    for (int draw = 0; draw < b.options.id_draws; ++draw) {
+      const LookupTestIds ids = draw_ids(b.options, table, b.special, me, tokens, draw);
+      ENGRAM_RETURN_IF_ERROR(b.compute.copy_to_device(ids_d, std::as_bytes(std::span<const int64_t>(ids.ids))));
+      ENGRAM_RETURN_IF_ERROR(check_eager_lookup(b, request, ids));
+      if (graph == nullptr) {
+        ENGRAM_ASSIGN_OR_RETURN(graph, b.compute.capture([&](StreamRef s) {
+                                  DeviceLookupRequest captured = request;
+                                  captured.stream = s;
+                                  return b.runtime.lookup_device(b.options.table_index, captured);
+                                }));
+      }
+      ENGRAM_RETURN_IF_ERROR(b.world.barrier());
+      ENGRAM_ASSIGN_OR_RETURN(std::vector<double> us,
+                              graph->time(b.options.warmup_replays,
+                                          replays_in_draw(b.options.timed_replays, b.options.id_draws, draw)));
+      samples_us.insert(samples_us.end(), us.begin(), us.end());
+    }
+    ENGRAM_CHECK(samples_us.size() == static_cast<size_t>(b.options.timed_replays));
+    ENGRAM_ASSIGN_OR_RETURN(b.row.cells[i].latency, latency_percentiles(std::move(samples_us)));
+    b.row.cells[i].ran = true;
   }
   b.row.ran = true;
   return Status::ok();
@@ -269,9 +307,8 @@ std::string plan_gave_other(const BenchPlacementRow& asked_row, const Reached& r
 // Every placement asked for, through the runtime: each config once (a
 // config the plan answers with another placement measures that one, if asked).
 Status measure_asked_placements(RankBackend& backend, const BenchOptions& options, int tokens_max, WarningSink& sink,
-                                const TableSpec& table, BenchReport& report) {
+                                const TableSpec& table, const SpecialRows& special, BenchReport& report) {
   std::map<std::string, Reached> reached;  // by the flags asked with
-  const SpecialRows special = find_special_rows(table, options.runtime.fill_seed);
   for (const PlacementOps& ops : placement_registry()) {
     const Placement asked = ops.id;
     if (!asked_for(options, asked)) continue;
@@ -354,10 +391,23 @@ Status run_bench_rank(RankBackend& backend, BenchOptions options, WarningSink& s
   options.runtime.config.tokens_per_rank_max = std::max(options.runtime.config.tokens_per_rank_max, tokens_max);
 
   describe_run(backend, options, table, report);
-  if (options.reference)
-    ENGRAM_RETURN_IF_ERROR(measure_one_process_reference(*backend.world, me, options, table, report));
+  const SpecialRows special = find_special_rows(table, options.runtime.fill_seed);
+  const BenchIdDraws ids = rank_id_draws(options, table, special, me);
+  for (int tokens : options.token_counts) report.ids_fingerprints.push_back(id_draws_fingerprint(ids, tokens));
+  using Order = BenchOptions::ReferenceOrder;
+  if (options.reference && options.reference_order != Order::kLast)
+    ENGRAM_RETURN_IF_ERROR(measure_one_process_reference(*backend.world, me, options, table, ids, report));
   ENGRAM_RETURN_IF_ERROR(measure_ceilings(*backend.compute, *backend.world, options, table, me, report));
-  ENGRAM_RETURN_IF_ERROR(measure_asked_placements(backend, options, tokens_max, sink, table, report));
+  ENGRAM_RETURN_IF_ERROR(measure_asked_placements(backend, options, tokens_max, sink, table, special, report));
+  if (options.reference && options.reference_order != Order::kFirst) {
+    std::optional<OneProcessFigures> before = std::move(report.reference);
+    report.reference.reset();
+    ENGRAM_RETURN_IF_ERROR(measure_one_process_reference(*backend.world, me, options, table, ids, report));
+    if (options.reference_order == Order::kBoth) {
+      report.reference_after = std::move(report.reference);
+      report.reference = std::move(before);
+    }
+  }
   return share_slowest_rank_medians(*backend.world, report);
 }
 

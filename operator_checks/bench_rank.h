@@ -2,13 +2,15 @@
 // one process per GPU. For every placement asked for, the rank starts the
 // runtime with the config that asks for it (the plan decides as it does for
 // an engine, so a placement this machine cannot take is listed with the
-// plan's reason, not dropped), looks up the same ids for each (random rows,
-// DEAD, out-of-table, -0 and NaN rows), checks sampled slots against the CPU
-// reference, and times the lookup under graph replay (DeviceGraph::time).
+// plan's reason, not dropped), looks up the same draws of ids for each
+// (random rows, DEAD, out-of-table, -0 and NaN rows; BenchIdDraws), checks
+// every draw's sampled slots against the CPU reference, and times the lookup
+// under graph replay (DeviceGraph::time), the replays spread over the draws.
 // Beside it, the same run's ceilings on this rank's device: an HBM copy and a
 // pinned host-to-device copy of the bytes the lookup reads; and on rank 0,
 // optionally, the one-process kernel reference (the kernels timed straight on
-// its GPU, with the NVLink copy where a second GPU is visible).
+// its GPU over the same draws of ids, with the NVLink copy where a second GPU
+// is visible), before the placements, after them, or both.
 //
 // The same body runs on real processes (apps/bench_command.cc, under a
 // launcher) and on the emulator (tests/bench_rank_test.cc), as the
@@ -30,9 +32,25 @@
 
 namespace engram::operator_checks {
 
+// The ids every figure of one size is timed over, the runtime's and the
+// one-process kernels' alike: `draws` draws of tokens x heads ids each
+// (make_lookup_test_ids: rows of each head's range, DEAD, out-of-table,
+// negative, -0 and NaN rows), the timed replays spread over them and pooled.
+// One draw replays the same few rows, and which rows they are moves a small
+// lookup's time by several per cent (benchmarks/table_memory_probe), so a
+// ratio holds both sides to the same draws.
+struct BenchIdDraws {
+  int draws = 0;
+  std::function<std::vector<int64_t>(int tokens, int draw)> ids;
+};
+// The fingerprint of every draw's ids at `tokens`, in draw order: what a
+// figure says it was timed over.
+uint64_t id_draws_fingerprint(const BenchIdDraws& draws, int tokens);
+
 // The one-process kernel figures of one token count, on rank 0's GPU alone.
 struct OneProcessPoint {
   int tokens = 0;
+  uint64_t ids_fingerprint = 0;          // of the ids its lookups were timed over (splitmix64_fold, draw order)
   LatencyPercentiles peer_kernel;        // gather_peer over one local table
   LatencyPercentiles plain_kernel;       // a warp per row, raw bytes
   bool nccl_path_ran = false;            // false without NCCL
@@ -48,10 +66,11 @@ struct OneProcessFigures {
   std::vector<std::string> notes;
 };
 // Runs the reference for these token counts over a table of `table`'s shape
-// (its heads, and its rows unless the bench was told another size); called
-// on rank 0 while the other ranks wait.
-using OneProcessReference =
-    std::function<Result<OneProcessFigures>(const std::vector<int>& token_counts, const TableSpec& table)>;
+// (its heads, and its rows unless the bench was told another size), timing
+// its lookups over `ids` (rank 0's draws); called on rank 0 while the other
+// ranks wait.
+using OneProcessReference = std::function<Result<OneProcessFigures>(
+    const std::vector<int>& token_counts, const TableSpec& table, const BenchIdDraws& ids)>;
 
 struct BenchOptions {
   // Table model, layout, job id, fill seed and shard group; the bench sets
@@ -64,11 +83,17 @@ struct BenchOptions {
   int sampled_slots = 64;                // per size, checked against the CPU reference
   int warmup_replays = 20;
   int timed_replays = 200;
+  int id_draws = 8;                      // draws of ids the timed replays spread over (BenchIdDraws); <= timed_replays
   uint64_t ids_seed = 1;
   OneProcessReference reference;         // empty: no reference column (the emulator)
   // Start every placement with runtime.config as it is (a deployment
   // file's, `bench --file`) instead of the config that asks for it.
   bool config_as_given = false;
+  // When the one-process reference is timed: before the placements, after
+  // them, or both (each in turn holds the GPU's memory, and a process's
+  // later large tables are laid out differently from its first).
+  enum class ReferenceOrder { kFirst, kLast, kBoth };
+  ReferenceOrder reference_order = ReferenceOrder::kBoth;
 };
 
 // One timed figure on this rank, and the slowest rank's median.
@@ -108,10 +133,13 @@ struct BenchReport {
   int dim = 0;
   int warmup_replays = 0;
   int timed_replays = 0;
+  int id_draws = 0;
   std::vector<int> token_counts;
+  std::vector<uint64_t> ids_fingerprints;     // this rank's timed ids, one per token count (id_draws_fingerprint)
   std::vector<BenchPlacementRow> placements;  // every placement, registry order
   std::vector<BenchCeilings> ceilings;        // one per token count
   std::optional<OneProcessFigures> reference; // rank 0, where a reference was given and ran
+  std::optional<OneProcessFigures> reference_after;  // rank 0, the second one of ReferenceOrder::kBoth
   std::vector<std::string> notes;
 };
 

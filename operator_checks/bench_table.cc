@@ -11,13 +11,18 @@
 namespace engram::operator_checks {
 namespace {
 
-// The one-process figure a placement's runtime lookup is held against (its
-// registration says which); none for the host placements (their ceiling is
-// the pinned copy).
-std::optional<LatencyPercentiles> one_process_for(const BenchReport& r, Placement p, size_t i) {
-  if (!r.reference || i >= r.reference->points.size()) return std::nullopt;
-  const OneProcessPoint& point = r.reference->points[i];
-  switch (placement_ops(p).bench_reference) {
+// Whether the reference's figure of size i was timed over this rank's ids
+// (both sides' fingerprints of every draw agree).
+bool same_ids(const BenchReport& r, const std::optional<OneProcessFigures>& reference, size_t i) {
+  return reference && i < reference->points.size() && i < r.ids_fingerprints.size() &&
+         reference->points[i].ids_fingerprint == r.ids_fingerprints[i];
+}
+bool same_ids(const BenchReport& r, size_t i) {
+  return same_ids(r, r.reference, i) && (!r.reference_after || same_ids(r, r.reference_after, i));
+}
+
+std::optional<LatencyPercentiles> reference_figure(const OneProcessPoint& point, BenchReference reference) {
+  switch (reference) {
     case BenchReference::kNone: return std::nullopt;
     case BenchReference::kPeerKernel: return point.peer_kernel;
     case BenchReference::kNcclPath:
@@ -25,6 +30,25 @@ std::optional<LatencyPercentiles> one_process_for(const BenchReport& r, Placemen
       return std::nullopt;
   }
   return std::nullopt;
+}
+
+// The one-process figure a placement's runtime lookup is held against (its
+// registration says which); none for the host placements (their ceiling is
+// the pinned copy), and none where the reference timed other ids (a ratio
+// of two row draws is not one of two lookups). With a reference before and
+// after the placements (ReferenceOrder::kBoth), the mean of the two: a
+// process's later large tables read slower than its first
+// (docs/perf_notes.md, "The order of the tables"), and the two bracket the
+// runtime's, allocated between them.
+std::optional<LatencyPercentiles> one_process_for(const BenchReport& r, Placement p, size_t i) {
+  if (!same_ids(r, i)) return std::nullopt;
+  const BenchReference kind = placement_ops(p).bench_reference;
+  const std::optional<LatencyPercentiles> before = reference_figure(r.reference->points[i], kind);
+  if (!before || !r.reference_after) return before;
+  const std::optional<LatencyPercentiles> after = reference_figure(r.reference_after->points[i], kind);
+  if (!after) return before;
+  return LatencyPercentiles{(before->p10_us + after->p10_us) / 2, (before->p50_us + after->p50_us) / 2,
+                            (before->p90_us + after->p90_us) / 2};
 }
 
 // The reference kernels' names, as the tables write them ("peer kernel").
@@ -76,8 +100,8 @@ std::string format_bench_table(const BenchReport& r) {
                    "{} heads, dim {}", r.world_size, r.layout.tp, r.layout.dp, r.table_model, r.layer_id,
                    r.table_rows, r.row_bytes, r.heads, r.dim));
   line(fmt::format("each figure: one device lookup through the runtime per captured graph (DeviceGraph::time), {} "
-                   "replays after {} warm-up, every rank at once; the same ids for every placement", r.timed_replays,
-                   r.warmup_replays));
+                   "replays spread over {} draws of ids, {} warm-up before each, every rank at once; the same ids for "
+                   "every placement and for the one-process kernels", r.timed_replays, r.id_draws, r.warmup_replays));
   line("");
   line("| placement | asked with | result |");
   line("| --- | --- | --- |");
@@ -89,7 +113,9 @@ std::string format_bench_table(const BenchReport& r) {
   }
 
   line("");
-  line("p50 us on rank 0 (slowest rank in brackets):");
+  line(r.reference_after ? "p50 us on rank 0 (slowest rank in brackets; one-process figures before / after the "
+                           "placements):"
+                         : "p50 us on rank 0 (slowest rank in brackets):");
   std::string head = "| tokens |", rule = "| ---: |";
   for (const BenchPlacementRow& row : r.placements) {
     head += fmt::format(" {} |", placement_name(row.placement));
@@ -104,9 +130,16 @@ std::string format_bench_table(const BenchReport& r) {
     std::string text = fmt::format("| {} |", r.token_counts[i]);
     for (const BenchPlacementRow& row : r.placements) text += " " + us_text(row.cells[i]) + " |";
     const OneProcessPoint* ref = r.reference && i < r.reference->points.size() ? &r.reference->points[i] : nullptr;
-    text += ref ? fmt::format(" {:.1f} |", ref->peer_kernel.p50_us) : " n/a |";
-    text += ref && ref->nccl_path_ran ? fmt::format(" {:.1f} |", ref->nccl_path.p50_us) : " n/a |";
-    text += ref ? fmt::format(" {:.1f} |", ref->plain_kernel.p50_us) : " n/a |";
+    const OneProcessPoint* after =
+        r.reference_after && i < r.reference_after->points.size() ? &r.reference_after->points[i] : nullptr;
+    // "before / after" where the reference ran on both sides of the placements.
+    auto both = [&](const LatencyPercentiles& b, const LatencyPercentiles* a) {
+      return a ? fmt::format(" {:.1f} / {:.1f} |", b.p50_us, a->p50_us) : fmt::format(" {:.1f} |", b.p50_us);
+    };
+    text += ref ? both(ref->peer_kernel, after ? &after->peer_kernel : nullptr) : " n/a |";
+    text += ref && ref->nccl_path_ran ? both(ref->nccl_path, after && after->nccl_path_ran ? &after->nccl_path : nullptr)
+                                      : " n/a |";
+    text += ref ? both(ref->plain_kernel, after ? &after->plain_kernel : nullptr) : " n/a |";
     const BenchCeilings& c = r.ceilings[i];
     text += " " + us_text(c.hbm_copy) + " |";
     text += ref && ref->nvlink_copy_ran ? fmt::format(" {:.1f} |", ref->nvlink_copy.p50_us) : " n/a |";
@@ -129,6 +162,11 @@ std::string format_bench_table(const BenchReport& r) {
   if (r.reference && (r.reference->table_rows != r.table_rows || r.reference->row_bytes != r.row_bytes))
     tables = fmt::format("UNLIKE tables: the reference's {} rows x {} B, the runtime's {} rows x {} B",
                          r.reference->table_rows, r.reference->row_bytes, r.table_rows, r.row_bytes);
+  std::string other_ids;
+  for (size_t i = 0; r.reference && i < r.token_counts.size(); ++i)
+    if (!same_ids(r, i)) other_ids += fmt::format(" {}", r.token_counts[i]);
+  tables += other_ids.empty() ? ", same ids" : "; OTHER ids (no ratio) at tokens" + other_ids;
+  if (r.reference_after) tables += "; the one-process figure is the mean of the runs before and after the placements";
   line(fmt::format("runtime / one-process, p50 on rank 0's GPU ({}; {}):", versus, tables));
   line(ratio_head);
   line(ratio_rule);
@@ -265,6 +303,11 @@ std::string format_bench_csv(const BenchReport& r) {
     add("one_process_peer_kernel", i, p.peer_kernel, p.peer_kernel.p50_us, {});
     add("one_process_plain_kernel", i, p.plain_kernel, p.plain_kernel.p50_us, {});
     if (p.nccl_path_ran) add("one_process_nccl_path", i, p.nccl_path, p.nccl_path.p50_us, {});
+    if (!r.reference_after || i >= r.reference_after->points.size()) continue;
+    const OneProcessPoint& after = r.reference_after->points[i];
+    add("one_process_peer_kernel_after", i, after.peer_kernel, after.peer_kernel.p50_us, {});
+    add("one_process_plain_kernel_after", i, after.plain_kernel, after.plain_kernel.p50_us, {});
+    if (after.nccl_path_ran) add("one_process_nccl_path_after", i, after.nccl_path, after.nccl_path.p50_us, {});
   }
   return csv;
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/gpu_buffer.h"
@@ -14,6 +15,7 @@
 #include "backends/cuda/nccl_collectives.h"
 #include "core/base/bf16.h"
 #include "core/model/row_format.h"
+#include "core/base/check.h"
 #include "core/base/splitmix64.h"
 #include "core/model/table_spec.h"
 #include "core/base/units.h"
@@ -50,8 +52,9 @@ Status check_bench_options(const LookupBenchOptions& o) {
   if (o.dim != 256 || o.heads < 1) {
     return invalid_argument(fmt::format("bench: dim {} must be 256 (the V4.1 row) and heads {} >= 1", o.dim, o.heads));
   }
-  if (!(o.dead_fraction >= 0 && o.dead_fraction < 1)) {
-    return invalid_argument(fmt::format("bench: dead_fraction {} must be in [0, 1)", o.dead_fraction));
+  if (!o.ids) return invalid_argument("bench: no ids to look up (LookupBenchOptions::ids is empty)");
+  if (o.id_draws < 1 || o.id_draws > o.replays) {
+    return invalid_argument(fmt::format("bench: id draws {} must be from 1 to the replays ({})", o.id_draws, o.replays));
   }
   const GpuPresence presence = gpu_presence();
   if (presence.count == 0) return failed_precondition("bench: no GPU: " + presence.reason);
@@ -195,41 +198,52 @@ struct BenchContext {
   int gpu() const { return report.gpu; }
 };
 
-// Seeded ids over the whole table, a few DEAD.
-std::vector<int64_t> seeded_ids(const LookupBenchOptions& o, int64_t tokens, uint64_t slots, int64_t table_rows) {
-  std::vector<int64_t> ids;
-  uint64_t rng = o.seed ^ (static_cast<uint64_t>(tokens) << 20);
-  for (uint64_t i = 0; i < slots; ++i) {
-    const double u = static_cast<double>(splitmix64_next(rng) >> 11) * 0x1p-53;
-    const uint64_t row = splitmix64_next(rng) % static_cast<uint64_t>(table_rows);
-    ids.push_back(u < o.dead_fraction ? kDeadId : static_cast<int64_t>(row));
-  }
-  return ids;
+// A path timed over all the replays at once: a copy (it reads no ids) or a
+// kernel variant (over the last draw's ids).
+Status measure_path(const BenchContext& c, const char* name, const std::function<Status()>& enqueue,
+                    LatencyPercentiles& into) {
+  auto graphs = c.timer.capture(enqueue);
+  if (!graphs.is_ok()) return std::move(graphs).take_status().with_context(c.gpu(), -1, std::string(name) + " capture");
+  ENGRAM_ASSIGN_OR_RETURN(auto us, c.timer.time([&] { return c.timer.launch(*graphs); }));
+  ENGRAM_ASSIGN_OR_RETURN(into, latency_percentiles(std::move(us)));
+  return Status::ok();
 }
 
-// One path captured as a graph and timed. When the capture fails and the
-// path may run eagerly (`as_graph` given), its eager launches are timed
-// instead, noted.
-Status measure_path(const BenchContext& c, int64_t tokens, const char* name, const std::function<Status()>& enqueue,
-                    bool* as_graph, LatencyPercentiles& into) {
-  auto graphs = c.timer.capture(enqueue);
-  Status captured = graphs.status();
-  Result<std::vector<double>> us = std::vector<double>{};
-  if (captured.is_ok()) {
-    us = c.timer.time([&] { return c.timer.launch(*graphs); });
-    if (as_graph) *as_graph = true;
-  } else {
-    if (as_graph == nullptr) return std::move(captured).with_context(c.gpu(), -1, std::string(name) + " capture");
-    // A failed capture leaves the stream usable; time eager launches.
-    cudaSetDevice(c.gpu());
-    cudaGetLastError();
-    c.report.notes.push_back(fmt::format("{} path at {} tokens timed as eager launches: graph capture failed: {}",
-                                         name, tokens, captured.to_string()));
-    c.say("bench: " + c.report.notes.back());
-    us = c.timer.time(enqueue);
+// A lookup path of one size over the draws of ids: captured once (its graph
+// reads the ids buffer, refilled before each draw) or, where the capture
+// fails and the path may run eagerly (`as_graph` given), launched eagerly,
+// noted; each draw's replays pooled.
+struct DrawnPath {
+  const char* name;
+  std::function<Status()> enqueue;
+  bool* as_graph;  // null: the path must capture
+  LatencyPercentiles* into;
+  std::optional<GpuGraphs> graphs;
+  std::vector<double> samples_us;
+};
+
+Status capture_path(const BenchContext& c, int64_t tokens, DrawnPath& p) {
+  auto graphs = c.timer.capture(p.enqueue);
+  if (graphs.is_ok()) {
+    p.graphs = std::move(graphs).value();
+    if (p.as_graph) *p.as_graph = true;
+    return Status::ok();
   }
+  if (p.as_graph == nullptr) return std::move(graphs).take_status().with_context(c.gpu(), -1, std::string(p.name) + " capture");
+  // A failed capture leaves the stream usable; time eager launches.
+  cudaSetDevice(c.gpu());
+  cudaGetLastError();
+  c.report.notes.push_back(fmt::format("{} path at {} tokens timed as eager launches: graph capture failed: {}", p.name,
+                                       tokens, graphs.status().to_string()));
+  c.say("bench: " + c.report.notes.back());
+  return Status::ok();
+}
+
+Status time_path_draw(const BenchContext& c, DrawnPath& p, int replays) {
+  Result<std::vector<double>> us = p.graphs ? c.timer.time([&] { return c.timer.launch(*p.graphs); }, replays)
+                                            : c.timer.time(p.enqueue, replays);
   if (!us.is_ok()) return std::move(us).take_status();
-  ENGRAM_ASSIGN_OR_RETURN(into, latency_percentiles(*us));
+  p.samples_us.insert(p.samples_us.end(), us->begin(), us->end());
   return Status::ok();
 }
 
@@ -258,7 +272,7 @@ Result<uint64_t> check_point_outputs(const BenchContext& c, int64_t tokens, cons
   for (uint64_t n = 0; n < samples; ++n) {
     const uint64_t slot = samples == slots ? n : splitmix64_next(pick) % slots;
     const int64_t id = ids[slot];
-    if (id == kDeadId) {
+    if (id == kDeadId || id < 0 || id >= c.ref.rows) {  // DEAD, negative and out-of-table ids read zero rows
       std::fill(expected.begin(), expected.end(), 0);
     } else {
       for (uint64_t w = 0; w < row_bytes / 8; ++w) {
@@ -293,10 +307,10 @@ Status sweep_peer_variants(const BenchContext& c, int64_t tokens,
                               "cudaMemset variant output", gpu));
     VariantTiming timing;
     timing.name = name;
-    ENGRAM_RETURN_IF_ERROR(measure_path(c, tokens, name.c_str(), [&]() -> Status {
+    ENGRAM_RETURN_IF_ERROR(measure_path(c, name.c_str(), [&]() -> Status {
       ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpu), "cudaSetDevice", gpu));
       return kernels::gather_peer_variant(peer_args(d_variant_out), variant, c.stream).with_context(gpu, -1, name);
-    }, nullptr, timing.latency));
+    }, timing.latency));
     ENGRAM_ASSIGN_OR_RETURN(auto variant_out, download(d_variant_out, gpu));
     for (size_t i = 0; i < peer_out.size(); ++i) {
       if (variant_out[i] != peer_out[i]) {
@@ -324,9 +338,7 @@ Result<LookupBenchPoint> measure_point(const BenchContext& c, int64_t tokens) {
   point.write_bytes = slots * static_cast<uint64_t>(o.dim) * 2;
   c.say(fmt::format("bench: one-process reference, {} tokens per rank ({} rows)", tokens, slots));
 
-  const std::vector<int64_t> ids = seeded_ids(o, tokens, slots, table_rows);
   ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_ids, GpuBuffer::allocate(gpu, slots * sizeof(int64_t), "bench"));
-  ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(d_ids.get(), ids.data(), d_ids.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy ids", gpu));
   ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_all_ids, GpuBuffer::allocate(gpu, slots * sizeof(int64_t), "bench"));
   ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_owned, GpuBuffer::allocate(gpu, point.write_bytes, "bench"));
   ENGRAM_ASSIGN_OR_RETURN(GpuBuffer d_result, GpuBuffer::allocate(gpu, point.write_bytes, "bench"));
@@ -399,25 +411,44 @@ Result<LookupBenchPoint> measure_point(const BenchContext& c, int64_t tokens) {
     return operator_checks::plain_gather(plain, stream).with_context(gpu, -1, "plain_gather");
   };
 
-  if (c.comm != nullptr) {
-    ENGRAM_RETURN_IF_ERROR(
-        measure_path(c, tokens, "collective", enqueue_collective, &point.collective_as_graph, point.collective));
-    point.collective_ran = true;
+  // The lookup paths over every draw of ids, each draw's outputs checked.
+  std::vector<DrawnPath> paths;
+  if (c.comm != nullptr) paths.push_back({"collective", enqueue_collective, &point.collective_as_graph, &point.collective});
+  paths.push_back({"peer", enqueue_peer, nullptr, &point.peer});
+  paths.push_back({"plain kernel", enqueue_plain, nullptr, &point.plain});
+  for (DrawnPath& p : paths) ENGRAM_RETURN_IF_ERROR(capture_path(c, tokens, p));
+  point.collective_ran = c.comm != nullptr;
+  point.ids_fingerprint = static_cast<uint64_t>(tokens);
+  std::vector<int64_t> ids;
+  std::vector<uint16_t> peer_out;
+  for (int draw = 0; draw < o.id_draws; ++draw) {
+    ids = o.ids(tokens, draw);
+    if (ids.size() != slots) {
+      return invalid_argument(fmt::format("bench: draw {} at {} tokens has {} ids; {} tokens x {} heads = {} expected",
+                                          draw, tokens, ids.size(), tokens, o.heads, slots));
+    }
+    point.ids_fingerprint = splitmix64_fold(point.ids_fingerprint, ids.data(), ids.size());
+    ENGRAM_RETURN_IF_ERROR(rt(cudaMemcpy(d_ids.get(), ids.data(), d_ids.bytes(), cudaMemcpyHostToDevice),
+                              "cudaMemcpy ids", gpu));
+    const int replays = replays_in_draw(o.replays, o.id_draws, draw);
+    for (DrawnPath& p : paths) ENGRAM_RETURN_IF_ERROR(time_path_draw(c, p, replays));
+    ENGRAM_ASSIGN_OR_RETURN(peer_out, download(d_peer_out, gpu));
+    ENGRAM_ASSIGN_OR_RETURN(const uint64_t checked,
+                            check_point_outputs(c, tokens, ids, peer_out, point.collective_ran ? &d_result : nullptr));
+    point.slots_checked_against_cpu += checked;
   }
-  ENGRAM_RETURN_IF_ERROR(measure_path(c, tokens, "peer", enqueue_peer, nullptr, point.peer));
-  ENGRAM_RETURN_IF_ERROR(measure_path(c, tokens, "plain kernel", enqueue_plain, nullptr, point.plain));
-  ENGRAM_RETURN_IF_ERROR(measure_path(c, tokens, "local copy", enqueue_copy(c.ref.table.get()), nullptr,
-                                      point.local_copy));
+  for (DrawnPath& p : paths) {
+    ENGRAM_CHECK(p.samples_us.size() == static_cast<size_t>(o.replays));
+    ENGRAM_ASSIGN_OR_RETURN(*p.into, latency_percentiles(std::move(p.samples_us)));
+  }
+
+  ENGRAM_RETURN_IF_ERROR(measure_path(c, "local copy", enqueue_copy(c.ref.table.get()), point.local_copy));
   if (c.peer_source.buffer.get() != nullptr) {
-    ENGRAM_RETURN_IF_ERROR(measure_path(c, tokens, "peer copy", enqueue_copy(c.peer_source.buffer.get()), nullptr,
-                                        point.peer_copy));
+    ENGRAM_RETURN_IF_ERROR(measure_path(c, "peer copy", enqueue_copy(c.peer_source.buffer.get()), point.peer_copy));
     point.peer_copy_ran = true;
   }
 
-  ENGRAM_ASSIGN_OR_RETURN(auto peer_out, download(d_peer_out, gpu));
-  ENGRAM_ASSIGN_OR_RETURN(point.slots_checked_against_cpu,
-                          check_point_outputs(c, tokens, ids, peer_out, point.collective_ran ? &d_result : nullptr));
-  if (o.sweep_variants) {
+  if (o.sweep_variants) {  // over the last draw's ids, still in d_ids
     ENGRAM_RETURN_IF_ERROR(sweep_peer_variants(c, tokens, peer_args, d_variant_out, peer_out, point));
   }
   return point;

@@ -3,7 +3,7 @@
 // GPU of this process. A table of V4.1 rows filled on that GPU (one plain
 // device buffer, every row local: no shard set-up; shards across processes
 // are the runtime's, core/exchange), and for each tokens-per-rank size, one
-// lookup per captured CUDA graph, event-timed:
+// lookup per captured CUDA graph, event-timed over the caller's draws of ids:
 //   collective: NCCL all-gather ids -> zero-fill -> gather_owned -> NCCL
 //               reduce-scatter (sum, bf16), a one-member communicator;
 //   peer:       gather_peer over the one shard;
@@ -37,8 +37,13 @@ struct LookupBenchOptions {
   int replays = 200;                   // timed, after `warmup_replays`
   int warmup_replays = 20;
   bool cold_l2 = false;                // read a 4 x L2 buffer before each replay
-  double dead_fraction = 0.01;
-  uint64_t seed = 2024;
+  // The ids looked up: draw `draw` (0 .. id_draws - 1) at `tokens`, tokens x
+  // heads of them (DEAD, out-of-table and negative ids give zero rows). The
+  // replays of a lookup path spread over the draws and pool; the caller's
+  // runtime figures are timed over the same draws (operator_checks/bench_rank.h).
+  std::function<std::vector<int64_t>(int64_t tokens, int draw)> ids;
+  int id_draws = 1;                    // 1 to replays
+  uint64_t seed = 2024;                // of the table's fill
   bool sweep_variants = false;         // also time every compiled peer kernel variant (kernels/gather_peer_variants.h)
 };
 
@@ -49,6 +54,7 @@ struct VariantTiming {
 
 struct LookupBenchPoint {
   int64_t tokens_per_rank = 0;
+  uint64_t ids_fingerprint = 0;        // splitmix64_fold of every draw's ids, in draw order
   LatencyPercentiles collective;
   LatencyPercentiles peer;
   LatencyPercentiles plain;            // a warp per row, raw bytes, no dequantisation (operator_checks::plain_gather)

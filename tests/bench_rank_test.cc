@@ -6,10 +6,13 @@
 // runs on GPUs under a launcher (engramlab bench).
 #include "operator_checks/bench_rank.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <mutex>
 
+#include "core/base/splitmix64.h"
 #include "core/base/units.h"
 #include "operator_checks/bench_table.h"
 #include "sim/world.h"
@@ -39,6 +42,7 @@ BenchOptions small_options(int ranks) {
   o.sampled_slots = 16;
   o.warmup_replays = 1;
   o.timed_replays = 2;
+  o.id_draws = 2;
   return o;
 }
 
@@ -171,6 +175,9 @@ TEST(BenchRank, BadOptionsAreInvalidArgumentsNamingTheFlag) {
       {"zero tokens", [](BenchOptions& o) { o.token_counts = {4, 0}; }, "--tokens: 0 is not a positive token count"},
       {"no replays", [](BenchOptions& o) { o.timed_replays = 0; }, "--replays 0 must be >= 1"},
       {"table out of range", [](BenchOptions& o) { o.table_index = 5; }, "--table: 5 is not a table of tiny"},
+      {"no draws of ids", [](BenchOptions& o) { o.id_draws = 0; }, "--id-draws 0 must be from 1 to --replays (2)"},
+      {"more draws than replays", [](BenchOptions& o) { o.id_draws = 3; },
+       "--id-draws 3 must be from 1 to --replays (2)"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -192,6 +199,137 @@ TEST(BenchRank, BadOptionsAreInvalidArgumentsNamingTheFlag) {
     EXPECT_TRUE(run->all_ok()) << run->summary();
     EXPECT_TRUE(run->leaks.empty()) << run->summary();
   }
+}
+
+// What a test double of the one-process reference returns: every size's
+// peer kernel at `p50_us`, marked as timed over the ids `fingerprint` says.
+OneProcessFigures reference_double(const std::vector<int>& token_counts, const TableSpec& table, double p50_us,
+                                   const std::function<uint64_t(int tokens)>& fingerprint) {
+  OneProcessFigures figures;
+  figures.table_rows = table.row_count();
+  figures.row_bytes = table.row_bytes();
+  for (int tokens : token_counts) {
+    OneProcessPoint point;
+    point.tokens = tokens;
+    point.ids_fingerprint = fingerprint(tokens);
+    point.peer_kernel = {p50_us - 1, p50_us, p50_us + 1};
+    figures.points.push_back(point);
+  }
+  return figures;
+}
+
+// The one-process reference is handed rank 0's draws of ids, before and
+// after the placements (the default order), and the ratio is printed only
+// where the figures it returns say they timed those: over the mean of the
+// two runs. A reference that times other ids gets "n/a" and the sizes
+// named. (The reference here is a test double at the callback seam: on the
+// emulator no one-process kernel exists; what it returns is the contract's
+// other side.)
+TEST(BenchRank, TheReferenceTimesTheRuntimesIdsOrGetsNoRatio) {
+  for (const bool honest : {true, false}) {
+    SCOPED_TRACE(honest ? "the reference folds the ids it was given" : "the reference times ids of its own");
+    BenchOptions options = small_options(2);  // device_peer needs its rows over two GPUs
+    options.placements = {Placement::kDevicePeer};
+    options.timed_replays = 6;
+    options.id_draws = 3;
+    ASSERT_EQ(options.reference_order, BenchOptions::ReferenceOrder::kBoth) << "the default brackets the placements";
+    std::vector<std::vector<std::vector<int64_t>>> seen;  // [call x size][draw] ids, as handed over
+    int calls = 0;
+    options.reference = [&](const std::vector<int>& token_counts, const TableSpec& table,
+                            const BenchIdDraws& ids) -> Result<OneProcessFigures> {
+      EXPECT_EQ(ids.draws, 3);
+      ++calls;
+      // The ids as handed over, folded as the bench folds them, or not.
+      auto fingerprint = [&](int tokens) {
+        uint64_t folded_ids = static_cast<uint64_t>(tokens);
+        seen.emplace_back();
+        for (int d = 0; d < ids.draws; ++d) {
+          std::vector<int64_t> draw = ids.ids(tokens, d);
+          EXPECT_EQ(draw.size(), static_cast<size_t>(tokens) * table.head_count());
+          EXPECT_EQ(draw, ids.ids(tokens, d)) << "a draw is the same each time it is asked for";
+          const std::vector<int64_t> folded = honest ? draw : std::vector<int64_t>{7};
+          folded_ids = splitmix64_fold(folded_ids, folded.data(), folded.size());
+          seen.back().push_back(std::move(draw));
+        }
+        return folded_ids;
+      };
+      // Before, after: the ratio divides by their mean, 3.0.
+      return reference_double(token_counts, table, calls == 1 ? 2.0 : 4.0, fingerprint);
+    };
+    const BenchRun run = run_bench(190 * kGiB, 2, options, 79);
+    ASSERT_TRUE(run.ok) << run.summary;
+    EXPECT_FALSE(run.leaks) << run.summary;
+    EXPECT_EQ(calls, 2);
+    const BenchReport& r = run.reports[0];
+    ASSERT_TRUE(r.reference.has_value());
+    ASSERT_TRUE(r.reference_after.has_value());
+    EXPECT_EQ(r.reference->points[0].peer_kernel.p50_us, 2.0) << "the run before the placements";
+    EXPECT_EQ(r.reference_after->points[0].peer_kernel.p50_us, 4.0) << "the run after them";
+    const size_t sizes = options.token_counts.size();
+    ASSERT_EQ(r.ids_fingerprints.size(), sizes);
+    ASSERT_EQ(seen.size(), 2 * sizes);
+    for (size_t i = 0; i < sizes; ++i) {
+      EXPECT_NE(seen[i][0], seen[i][1]) << "each draw is a draw of its own";
+      EXPECT_EQ(seen[i], seen[sizes + i]) << "before and after, the same draws";
+      EXPECT_EQ(r.reference->points[i].ids_fingerprint == r.ids_fingerprints[i], honest);
+    }
+    const std::string table = format_bench_table(r);
+    const size_t ratios = table.find("runtime / one-process");
+    ASSERT_NE(ratios, std::string::npos) << table;
+    const std::string ratio_block = table.substr(ratios, table.find("\n\n", ratios) - ratios);
+    const BenchCell& cell = row(r, Placement::kDevicePeer).cells.back();
+    ASSERT_TRUE(cell.ran);
+    const std::string bracketed = fmt::format("| 40 | {:.2f}x |", cell.latency.p50_us / 3.0);
+    if (honest) {
+      EXPECT_NE(ratio_block.find("same table, same ids"), std::string::npos) << ratio_block;
+      EXPECT_NE(ratio_block.find("the mean of the runs before and after"), std::string::npos) << ratio_block;
+      EXPECT_NE(ratio_block.find(bracketed), std::string::npos) << bracketed << "\n" << ratio_block;
+      EXPECT_NE(table.find("| 2.0 / 4.0 |"), std::string::npos) << "both runs' figures are shown\n" << table;
+    } else {
+      EXPECT_NE(ratio_block.find("OTHER ids (no ratio) at tokens 1 5 40"), std::string::npos) << ratio_block;
+      EXPECT_NE(ratio_block.find("| 40 | n/a |"), std::string::npos) << ratio_block;
+    }
+  }
+}
+
+// With the reference timed only before the placements (--reference-order
+// first), the ratio divides by that one run.
+TEST(BenchRank, AReferenceBeforeThePlacementsAloneIsTheRatiosDivisor) {
+  BenchOptions options = small_options(2);  // device_peer needs its rows over two GPUs
+  options.placements = {Placement::kDevicePeer};
+  options.reference_order = BenchOptions::ReferenceOrder::kFirst;
+  int calls = 0;
+  options.reference = [&](const std::vector<int>& token_counts, const TableSpec& table,
+                          const BenchIdDraws& ids) -> Result<OneProcessFigures> {
+    ++calls;
+    return reference_double(token_counts, table, 2.0, [&](int tokens) { return id_draws_fingerprint(ids, tokens); });
+  };
+  const BenchRun run = run_bench(190 * kGiB, 2, options, 89);
+  ASSERT_TRUE(run.ok) << run.summary;
+  EXPECT_EQ(calls, 1);
+  const BenchReport& r = run.reports[0];
+  EXPECT_FALSE(r.reference_after.has_value());
+  const std::string table = format_bench_table(r);
+  const BenchCell& cell = row(r, Placement::kDevicePeer).cells.back();
+  EXPECT_NE(table.find(fmt::format("| 40 | {:.2f}x |", cell.latency.p50_us / 2.0)), std::string::npos) << table;
+  EXPECT_EQ(table.find("before and after"), std::string::npos) << table;
+}
+
+// Every draw is looked up and checked: two draws check twice the slots of one
+// (each draw has the same special slots and samples), and the timed replays
+// spread over the draws.
+TEST(BenchRank, EveryDrawOfIdsIsCheckedAgainstTheCpu) {
+  int64_t checked[2] = {0, 0};
+  for (int draws : {1, 2}) {
+    BenchOptions options = small_options(2);  // device_peer needs its rows over two GPUs
+    options.placements = {Placement::kDevicePeer};
+    options.id_draws = draws;
+    const BenchRun run = run_bench(190 * kGiB, 2, options, 83);
+    ASSERT_TRUE(run.ok) << run.summary;
+    checked[draws - 1] = row(run.reports[0], Placement::kDevicePeer).slots_checked;
+  }
+  EXPECT_GT(checked[0], 0);
+  EXPECT_EQ(checked[1], 2 * checked[0]);
 }
 
 TEST(BenchRank, NoDeviceIsAFailedPreconditionNamingTheGpu) {

@@ -44,6 +44,31 @@ TEST(LatencyPercentiles, RejectsNoSamplesAndBadOnes) {
             ErrorCode::kInvalidArgument);
 }
 
+TEST(ReplaysInDraw, SpreadTheReplaysEvenlyAndSumToThem) {
+  for (int replays : {1, 2, 7, 200, 1001}) {
+    for (int draws = 1; draws <= std::min(replays, 9); ++draws) {
+      int sum = 0, least = replays, most = 0;
+      for (int d = 0; d < draws; ++d) {
+        const int share = replays_in_draw(replays, draws, d);
+        sum += share;
+        least = std::min(least, share);
+        most = std::max(most, share);
+      }
+      EXPECT_EQ(sum, replays) << replays << " replays over " << draws << " draws";
+      EXPECT_GE(least, 1);
+      EXPECT_LE(most - least, 1) << replays << " replays over " << draws << " draws";
+    }
+  }
+  EXPECT_EQ(replays_in_draw(200, 8, 0), 25);
+  EXPECT_EQ(replays_in_draw(7, 3, 0), 3);
+  EXPECT_EQ(replays_in_draw(7, 3, 2), 2);
+}
+
+TEST(ReplaysInDrawDeathTest, MoreDrawsThanReplaysIsABug) {
+  EXPECT_DEATH(replays_in_draw(2, 3, 0), "draws");
+  EXPECT_DEATH(replays_in_draw(4, 2, 2), "draw");
+}
+
 TEST(CopyFloor, IsTheSlowerOfTheNvlinkAndHbmShares) {
   // 8192 tokens x 24 rows: R = 51.9 MB, W = 100.7 MB.
   CopyFloorInputs in;

@@ -20,13 +20,7 @@
 # Steps are time-boxed so the whole stays under the tool's 600 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-build=build-gpu
-out="${OUT:-$build/out}"
-mkdir -p "$out" "$build"
-jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
+. tools/lib/gpu_script.sh
 . tools/lib/gpu_build.sh
 gpu_build gpu_all engram_gpu_tests engramlab exchange_worker device_hasher_probe lookup_beside_compute_probe \
   host_fill_probe || exit 1

@@ -24,15 +24,9 @@
 # NVLink multicast stays off: it can take a shared host's GPUs out of service.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. tools/lib/gpu_script.sh
 export ENGRAMLAB_OP_TIMEOUT_MS="${ENGRAMLAB_OP_TIMEOUT_MS:-600000}"
 unset XDG_RUNTIME_DIR
-build=build-gpu
-out="${OUT:-$build/out}"
-mkdir -p "$out" "$build"
-jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
 
 nvidia-smi -L 2>&1
 nvidia-smi topo -m 2>&1 | head -4

@@ -10,14 +10,8 @@
 # NVLink multicast stays off: it can take a shared host's GPUs out of service.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. tools/lib/gpu_script.sh
 export ENGRAMLAB_GPU_TEST_SHARD_GIB="${ENGRAMLAB_GPU_TEST_SHARD_GIB:-8}"
-build=build-gpu
-out="${OUT:-$build/out}"
-mkdir -p "$out" "$build"
-jobs=$(nproc); [ "$jobs" -gt 16 ] && jobs=16
-start=$(date +%s)
-elapsed() { echo $(( $(date +%s) - start )); }
 
 nvidia-smi -L 2>&1 | tee "$out/gpus.txt"
 nvidia-smi topo -m > "$out/topo.txt" 2>&1

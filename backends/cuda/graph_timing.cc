@@ -1,5 +1,7 @@
 #include "backends/cuda/graph_timing.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "core/base/units.h"
@@ -125,17 +127,22 @@ Status GraphTimer::synchronize() {
   return Status::ok();
 }
 
-Result<std::vector<double>> GraphTimer::time(const std::function<Status()>& launch) {
+Result<std::vector<double>> GraphTimer::time(const std::function<Status()>& launch) { return time(launch, replays_); }
+
+Result<std::vector<double>> GraphTimer::time(const std::function<Status()>& launch, int replays) {
+  if (replays < 1 || replays > replays_) {
+    return invalid_argument(fmt::format("graph timer: {} replays asked of a timer made for 1 to {}", replays, replays_));
+  }
   for (int i = 0; i < warmup_; ++i) ENGRAM_RETURN_IF_ERROR(launch());
   ENGRAM_RETURN_IF_ERROR(synchronize());
   constexpr int kChunk = 20;
   const int first_gpu = gpus_[0];
-  for (int first = 0; first < replays_; first += kChunk) {
+  for (int first = 0; first < replays; first += kChunk) {
     for (size_t g = 0; g < gpus_.size(); ++g) {
       ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpus_[g]), "cudaSetDevice", gpus_[g]));
       ENGRAM_RETURN_IF_ERROR(kernels::spin(2'000'000, streams_[g]));  // 2 ms: the host queues the chunk
     }
-    for (int i = first; i < std::min(replays_, first + kChunk); ++i) {
+    for (int i = first; i < std::min(replays, first + kChunk); ++i) {
       if (cold_) {
         for (size_t g = 0; g < gpus_.size(); ++g) {
           ENGRAM_RETURN_IF_ERROR(rt(cudaSetDevice(gpus_[g]), "cudaSetDevice", gpus_[g]));
@@ -152,7 +159,7 @@ Result<std::vector<double>> GraphTimer::time(const std::function<Status()>& laun
     ENGRAM_RETURN_IF_ERROR(synchronize());
   }
   std::vector<double> us;
-  for (int i = 0; i < replays_; ++i) {
+  for (int i = 0; i < replays; ++i) {
     float ms = 0;
     ENGRAM_RETURN_IF_ERROR(rt(cudaEventElapsedTime(&ms, start_[static_cast<size_t>(i)], end_[static_cast<size_t>(i)]),
                               "cudaEventElapsedTime", first_gpu));

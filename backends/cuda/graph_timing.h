@@ -52,6 +52,9 @@ class GraphTimer {
   Status launch(const GpuGraphs& graphs);
   // Enqueues `launch` warmup + replays times; the first GPU's replay times in us.
   Result<std::vector<double>> time(const std::function<Status()>& launch);
+  // The same with `replays` timed (1 to the timer's own count): a share of
+  // them, for a figure spread over several draws of ids.
+  Result<std::vector<double>> time(const std::function<Status()>& launch, int replays);
   Status synchronize();
 
  private:

@@ -3,6 +3,7 @@
 // numbers; core never includes sim/, which has its own copy for the emulator.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace engram {
@@ -19,6 +20,14 @@ inline uint64_t splitmix64_next(uint64_t& state) {
 inline uint64_t splitmix64_at(uint64_t seed, uint64_t index) {
   uint64_t state = seed ^ (index * 0xd1342543de82ef95ull);
   return splitmix64_next(state);
+}
+
+// Folds `values` into `running`, in order: a fingerprint that tells two
+// sequences apart (equal sequences give equal results; order counts), not a
+// secure hash. (Pointer and count: CUDA sources include this as C++17.)
+inline uint64_t splitmix64_fold(uint64_t running, const int64_t* values, size_t count) {
+  for (size_t i = 0; i < count; ++i) running = splitmix64_at(running, static_cast<uint64_t>(values[i]));
+  return running;
 }
 
 }  // namespace engram

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/base/check.h"
+
 namespace engram {
 
 Result<LatencyPercentiles> latency_percentiles(std::vector<double> samples_us) {
@@ -46,6 +48,13 @@ Result<double> copy_floor_us(const CopyFloorInputs& in) {
   const double remote_us = in.remote_fraction * in.peer_copy_us;  // remote_fraction * read / (read / peer_us)
   const double local_us = (in.local_fraction * read + write) / (read + write) * in.local_copy_us;
   return std::max(remote_us, local_us);
+}
+
+int replays_in_draw(int replays, int draws, int draw) {
+  ENGRAM_CHECK(draws >= 1 && draws <= replays && draw >= 0 && draw < draws);
+  const int share = replays / draws + (draw < replays % draws ? 1 : 0);
+  ENGRAM_CHECK(share >= 1);
+  return share;
 }
 
 }  // namespace engram

@@ -19,6 +19,11 @@ struct LatencyPercentiles {
 // kInvalidArgument for no samples or a negative or non-finite one.
 Result<LatencyPercentiles> latency_percentiles(std::vector<double> samples_us);
 
+// How many of `replays` timed replays draw `draw` of `draws` gets: the
+// replays spread as evenly as they go, the first draws taking one more.
+// Pre: 1 <= draws <= replays, 0 <= draw < draws; the draws sum to `replays`.
+int replays_in_draw(int replays, int draws, int draw);
+
 // The time a lookup's bytes need at the bandwidths of two same-run copies
 // that move the same bytes as plain streams: `read_bytes` (every slot's row)
 // read and `write_bytes` (every slot's bf16 output) written.

@@ -8,7 +8,7 @@
 #     which the GPU image lacks); GPU_BUILD_EMULATOR=ON builds it too
 #   - machine code for CUDA_ARCHS (default 90, the H200; "90;100;103" for
 #     Blackwell too, slower to build)
-# Needs: $build, $jobs, and an elapsed function, from the caller; more CMake
+# Needs: $build, $jobs, and an elapsed function, from the caller (tools/lib/gpu_script.sh sets them); more CMake
 # arguments in the array gpu_build_args, when the caller sets it.
 gpu_build() {
   local label="$1"; shift
