@@ -6,7 +6,9 @@
 // token) with the ids fresh each replay (as decode steps are) or the same
 // every replay (as a bench that reuses its ids), beside the same run's
 // ceilings: a pinned host-to-device copy of the same bytes and a sequential
-// read of the mapped table by a kernel.
+// read of the mapped table by a kernel. Kernels: "plain" (a warp per row, raw
+// bytes), "runtime" (kernels::gather_range, what the runtime's host lookup
+// runs below its staging size, dequantising), and two grid shapes.
 //
 //   host_read_probe --gib 2,64 --kinds shm,pinned,vmm [--shm-dir /dev/shm] [--thp-dir DIR]
 //                   [--tokens 1,64,8192] [--stager 16:0,24:0.3 (CPU threads:direct share)]
@@ -30,6 +32,7 @@
 
 #include "backends/cuda/host_row_stager.h"
 #include "benchmarks/probe_support.cuh"
+#include "kernels/gather_kernels.h"
 
 namespace {
 
@@ -251,7 +254,7 @@ int main(int argc, char** argv) {
   std::string kinds = "shm,pinned,vmm";
   std::string shm_dir = "/dev/shm", thp_dir;
   int replays = 30;
-  bool only_plain = false;  // --plain-only 1: the stager variants and the plain kernel with fresh ids
+  bool only_plain = false;  // --plain-only 1: the stager variants, the plain and the runtime's kernel, fresh ids
   // --stager T:D,T:D,...: the stager variants timed (T CPU threads, D the
   // share of tokens the kernel reads directly); --tokens N,N,...: the sizes.
   struct StagerVariant {
@@ -446,15 +449,31 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
           }
         }
-        for (const char* kernel : {"plain", "bounded", "four"}) {
+        // "runtime": kernels::gather_range, the kernel the runtime's host lookup
+        // runs below CudaComputeOptions::staged_rows_min (it dequantises).
+        for (const char* kernel : {"plain", "runtime", "bounded", "four"}) {
           for (int fresh = 0; fresh < 2; ++fresh) {
-            if (only_plain && (std::string(kernel) != "plain" || !fresh)) continue;
+            const std::string name = kernel;
+            if (only_plain && ((name != "plain" && name != "runtime") || !fresh)) continue;
+            engram::kernels::HostRowsArgs range;
+            range.tokens = tokens;
+            range.ids_per_token = kHeads;
+            range.head_begin = 0;
+            range.head_count = kHeads;
+            range.first_row = 0;
+            range.row_count = rows;
+            range.layout = engram::kernels::RowLayout{engram::RowFormat::kFp8E4M3Ue8m0, 256, kRowBytes,
+                                                      engram::ScaleByteRule::kVllm};
+            range.out = reinterpret_cast<uint16_t*>(out);
             int replay = 0;
             auto us = engram::probe::time_replays({0}, {stream}, replays, [&](size_t) {
               const int64_t* set = ids + (fresh ? (replay++ % kIdSets) * max_slots : 0);
               const std::string k = kernel;
               if (k == "plain") {
                 plain_rows<<<static_cast<unsigned>((slots * 32 + 255) / 256), 256, 0, stream>>>(set, slots, t.device, out);
+              } else if (k == "runtime") {
+                range.ids = set;
+                check(engram::kernels::gather_range(range, t.device, stream), "gather_range");
               } else if (k == "bounded") {
                 bounded_rows<<<sms * 2, 256, 0, stream>>>(set, slots, t.device, out);
               } else {
