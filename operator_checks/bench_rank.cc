@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 
 #include "core/base/check.h"
@@ -159,12 +160,15 @@ void describe_run(const RankBackend& backend, const BenchOptions& options, const
 }
 
 // Rank 0's one-process kernel reference, alone on the machine: the other
-// ranks wait, so nothing else runs on the GPUs meanwhile.
+// ranks wait, so nothing else runs on the GPUs meanwhile. Its figures go to
+// `into` (report.reference or report.reference_after); why it did not run,
+// to the report's notes.
 Status measure_one_process_reference(Collectives& world, int me, const BenchOptions& options,
-                                     const TableSpec& table, const BenchIdDraws& ids, BenchReport& report) {
+                                     const TableSpec& table, const BenchIdDraws& ids,
+                                     std::optional<OneProcessFigures>& into, BenchReport& report) {
   if (me == 0) {
     auto figures = options.reference(options.token_counts, table, ids);
-    if (figures.is_ok()) report.reference = std::move(figures).value();
+    if (figures.is_ok()) into = std::move(figures).value();
     else report.notes.push_back("one-process reference not measured: " + figures.status().to_string());
   }
   return world.barrier();
@@ -396,17 +400,15 @@ Status run_bench_rank(RankBackend& backend, BenchOptions options, WarningSink& s
   for (int tokens : options.token_counts) report.ids_fingerprints.push_back(id_draws_fingerprint(ids, tokens));
   using Order = BenchOptions::ReferenceOrder;
   if (options.reference && options.reference_order != Order::kLast)
-    ENGRAM_RETURN_IF_ERROR(measure_one_process_reference(*backend.world, me, options, table, ids, report));
+    ENGRAM_RETURN_IF_ERROR(
+        measure_one_process_reference(*backend.world, me, options, table, ids, report.reference, report));
   ENGRAM_RETURN_IF_ERROR(measure_ceilings(*backend.compute, *backend.world, options, table, me, report));
   ENGRAM_RETURN_IF_ERROR(measure_asked_placements(backend, options, tokens_max, sink, table, special, report));
   if (options.reference && options.reference_order != Order::kFirst) {
-    std::optional<OneProcessFigures> before = std::move(report.reference);
-    report.reference.reset();
-    ENGRAM_RETURN_IF_ERROR(measure_one_process_reference(*backend.world, me, options, table, ids, report));
-    if (options.reference_order == Order::kBoth) {
-      report.reference_after = std::move(report.reference);
-      report.reference = std::move(before);
-    }
+    // Last alone is the report's only reference; after a first one, its second.
+    std::optional<OneProcessFigures>& into =
+        options.reference_order == Order::kLast ? report.reference : report.reference_after;
+    ENGRAM_RETURN_IF_ERROR(measure_one_process_reference(*backend.world, me, options, table, ids, into, report));
   }
   return share_slowest_rank_medians(*backend.world, report);
 }

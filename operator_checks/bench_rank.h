@@ -43,8 +43,10 @@ struct BenchIdDraws {
   int draws = 0;
   std::function<std::vector<int64_t>(int tokens, int draw)> ids;
 };
-// The fingerprint of every draw's ids at `tokens`, in draw order: what a
-// figure says it was timed over.
+// The fingerprint of every draw's ids at `tokens`: splitmix64_fold of each
+// draw in order, starting from `tokens` (the one-process bench folds its
+// draws the same way, LookupBenchPoint::ids_fingerprint): what a figure says
+// it was timed over.
 uint64_t id_draws_fingerprint(const BenchIdDraws& draws, int tokens);
 
 // The one-process kernel figures of one token count, on rank 0's GPU alone.

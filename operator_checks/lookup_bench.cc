@@ -218,8 +218,8 @@ struct DrawnPath {
   std::function<Status()> enqueue;
   bool* as_graph;  // null: the path must capture
   LatencyPercentiles* into;
-  std::optional<GpuGraphs> graphs;
-  std::vector<double> samples_us;
+  std::optional<GpuGraphs> graphs{};
+  std::vector<double> samples_us{};
 };
 
 Status capture_path(const BenchContext& c, int64_t tokens, DrawnPath& p) {

@@ -54,7 +54,8 @@ struct VariantTiming {
 
 struct LookupBenchPoint {
   int64_t tokens_per_rank = 0;
-  uint64_t ids_fingerprint = 0;        // splitmix64_fold of every draw's ids, in draw order
+  uint64_t ids_fingerprint = 0;        // every draw's ids folded in draw order from `tokens`, as
+                                       // operator_checks::id_draws_fingerprint folds them
   LatencyPercentiles collective;
   LatencyPercentiles peer;
   LatencyPercentiles plain;            // a warp per row, raw bytes, no dequantisation (operator_checks::plain_gather)
