@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/ipc/signal_teardown.h"
 #include "backends/ipc/socket_dir.h"
 
 namespace engram::ipc {
@@ -241,6 +244,47 @@ TEST(HostSocketDir, SweepOfADirectoryEngramlabDidNotMakeRemovesOnlyJobDirectorie
 
 // ENGRAMLAB_SOCKET_DIR names a directory the user made: the last rank out
 // leaves it, while one SocketDir created is removed.
+// A rank ended by SIGTERM while another job's directory shares the per-user
+// root: its own job directory goes, the root stays with its marker, and the
+// other job, leaving last, removes the root. (The root without its marker
+// outlived every job: the suite's leftover check caught an empty
+// /run/engramlab after a signal test ran beside another.)
+TEST(HostSocketDir, ARankEndedBySignalLeavesTheSharedRootMarkedForTheLastJob) {
+  SharedTmp tmp;
+  const std::string root = tmp.path + "/engramlab-" + kUid;
+  // The other job's directories as its own process made them (made here by
+  // hand: a SocketDir of this process would be in the forked child's
+  // teardown table too).
+  for (const std::string& made : {root, root + "/other-job"}) {
+    ASSERT_EQ(::mkdir(made.c_str(), 0700), 0) << made;
+    const int marker = ::open((made + "/" + kSocketDirMarker).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(marker, 0);
+    ::close(marker);
+  }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child makes its own job directory, then a termination signal ends it.
+    auto mine = SocketDir::open(root + "/signalled-job", 2);
+    if (!mine.is_ok()) ::_exit(3);
+    tear_down_on_termination_signals();
+    ::raise(SIGTERM);
+    ::_exit(4);  // not reached: the handler re-raises the signal
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "child status " << status;
+  EXPECT_FALSE(fs::exists(root + "/signalled-job")) << "the signalled rank's own directory goes";
+  EXPECT_TRUE(fs::exists(root + "/other-job"));
+  EXPECT_TRUE(fs::exists(root + "/" + kSocketDirMarker)) << "the shared root keeps its marker";
+  {
+    // The other job's last rank leaves.
+    auto other = SocketDir::open(root + "/other-job", 2);
+    ASSERT_TRUE(other.is_ok()) << other.status().to_string();
+  }
+  EXPECT_FALSE(fs::exists(root)) << "the last job out removes the root";
+}
+
 TEST(HostSocketDir, ADirectoryTheUserMadeIsKeptWhenTheLastRankLeaves) {
   SharedTmp tmp;
   const std::string theirs = tmp.path + "/my-sockets";

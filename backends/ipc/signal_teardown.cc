@@ -1,10 +1,12 @@
 #include "backends/ipc/signal_teardown.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -24,15 +26,34 @@ struct Slot {
 };
 Slot g_slots[kSlots];
 
+// A marked directory (its marker's path given): the marker out, the
+// directory removed if that left it empty, else the marker back. Without the
+// last step a directory shared with another job would lose its marker and
+// outlive them all. Only async-signal-safe calls, no allocation.
+void remove_marked_directory(const char* marker) {
+  char dir[PATH_MAX];
+  const size_t n = std::strlen(marker);
+  std::memcpy(dir, marker, n + 1);
+  char* slash = std::strrchr(dir, '/');
+  if (slash == nullptr || slash == dir) return;
+  *slash = '\0';
+  if (::unlink(marker) != 0) return;  // not there (gone already, or never ours): nothing to decide
+  if (::rmdir(dir) == 0 || errno == ENOENT) return;
+  const int fd = ::open(marker, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
+}
+
 void remove_registered_paths() {
   for (Slot& slot : g_slots)
     if (slot.state.load(std::memory_order_acquire) == kReady && slot.kind == TeardownKind::kFile) ::unlink(slot.path);
   // Deepest first is not known here: a parent's rmdir fails while a child is
   // there, so a few passes take nested ones in any order.
-  for (int pass = 0; pass < 4; ++pass)
-    for (Slot& slot : g_slots)
-      if (slot.state.load(std::memory_order_acquire) == kReady && slot.kind == TeardownKind::kEmptyDirectory)
-        ::rmdir(slot.path);
+  for (int pass = 0; pass < 4; ++pass) {
+    for (Slot& slot : g_slots) {
+      if (slot.state.load(std::memory_order_acquire) == kReady && slot.kind == TeardownKind::kMarkedDirectory)
+        remove_marked_directory(slot.path);
+    }
+  }
 }
 
 void on_termination_signal(int sig) {

@@ -3,16 +3,21 @@
 // the directories it made for them once they are empty. A launcher forwards
 // those signals, and a rank whose launcher died gets SIGTERM
 // (PR_SET_PDEATHSIG), so a job stopped either way leaves nothing behind.
-// The handler only unlinks and rmdirs the paths registered here (both are
-// async-signal-safe), then dies of the signal as it would have: unmapping is
-// the kernel's at exit. Only SIGKILL gets past it; `shm clean` is for that.
+// The handler only unlinks, rmdirs and (to put a marker back) creates the
+// paths registered here (all async-signal-safe), then dies of the signal as
+// it would have: unmapping is the kernel's at exit. Only SIGKILL gets past
+// it; `shm clean` is for that.
 #pragma once
 
 #include <string>
 
 namespace engram::ipc {
 
-enum class TeardownKind { kFile, kEmptyDirectory };
+// kMarkedDirectory: the path is a marker file that says engramlab made its
+// directory (the socket directories'): the marker is removed and the
+// directory with it when nothing else is there; a directory another job
+// still uses gets its marker back, so the last one out still removes it.
+enum class TeardownKind { kFile, kMarkedDirectory };
 
 // A path removed if a termination signal ends the process while this lives.
 // Forget it (destroy it) once the path is gone or handed on.

@@ -361,12 +361,11 @@ Result<std::unique_ptr<SocketDir>> SocketDir::open(const std::string& path, int 
   ENGRAM_ASSIGN_OR_RETURN(Fd opened, open_checked(path, private_components, /*create=*/true, &dir->private_paths_));
   dir->path_ = dir->private_paths_.empty() ? path : dir->private_paths_.back();
   if (!remove_when_empty) dir->private_paths_.clear();  // nothing of it is ours to remove
-  // On a termination signal: the marker first (files go before directories),
-  // or the directory it marks would never be empty.
-  for (const std::string& made : dir->private_paths_) {
-    dir->teardown_.emplace_back(made + "/" + kSocketDirMarker, TeardownKind::kFile);
-    dir->teardown_.emplace_back(made, TeardownKind::kEmptyDirectory);
-  }
+  // On a termination signal: each directory we made goes with its marker
+  // when nothing else is in it, and keeps its marker when another job's
+  // directory is (signal_teardown.h, kMarkedDirectory).
+  for (const std::string& made : dir->private_paths_)
+    dir->teardown_.emplace_back(made + "/" + kSocketDirMarker, TeardownKind::kMarkedDirectory);
   return dir;
 }
 
