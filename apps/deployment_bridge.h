@@ -2,7 +2,7 @@
 // `--file deployment.yaml` (and `--host-map REAL=FILE,...`) on `doctor`,
 // `acceptance` and `bench`. Each process finds its host in the file by
 // hostname and compares the real facts with what the file states
-// (core/deployment/host_comparison.h) before anything is built; for
+// (core/deployment_file/host_comparison.h) before anything is built; for
 // `acceptance` and `bench` the file also gives the model, layout and config
 // the ranks run, and after the runtime starts each rank compares the
 // placement and handle type it chose with what `plan` of the file says
@@ -24,8 +24,8 @@
 #include "core/backend/collectives.h"
 #include "core/base/json_output.h"
 #include "core/base/status.h"
-#include "core/deployment/deployment_as_written.h"
-#include "core/deployment/host_comparison.h"
+#include "core/deployment_file/deployment_as_written.h"
+#include "core/deployment_file/host_comparison.h"
 #include "core/plan/deployment_plan.h"
 #include "core/runtime/engram_runtime.h"
 

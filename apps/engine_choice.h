@@ -10,7 +10,7 @@
 
 #include "backends/ipc/launch_env.h"
 #include "core/base/status.h"
-#include "core/engines/engine_id.h"
+#include "core/deployment/engine_id.h"
 
 namespace engram::app {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "apps/engine_choice.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/engines/engine_profile.h"
 #include "core/plan/memory_fit.h"
 

@@ -20,7 +20,7 @@
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
 #include "core/plan/deployment_plan.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/deployment/shard_groups.h"
 #include "core/engines/engine_profile.h"
 #include "core/base/json_output.h"

@@ -20,7 +20,7 @@ set(ENGRAM_INSTALL_DATADIR ${CMAKE_INSTALL_DATADIR}/engramlab)
 install(TARGETS engramlab RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # The exported libraries, each as engramlab::<name without engram_>.
-set(ENGRAM_EXPORTED_TARGETS engram_core engram_host_backend engram_kernels_cpu)
+set(ENGRAM_EXPORTED_TARGETS engram_core ${ENGRAM_CORE_LAYER_TARGETS} engram_host_backend engram_kernels_cpu)
 foreach(optional engram_kernels_cuda engram_cuda_backend)
   if(TARGET ${optional})
     list(APPEND ENGRAM_EXPORTED_TARGETS ${optional})

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/deployment/model_yaml.h"
 #include "core/base/field_errors.h"
 #include "core/base/text_excerpt.h"

@@ -6,7 +6,7 @@
 //   name: dep4-docker-default-shm          # optional; default: the file name
 //   description: ...                       # optional
 //   model: deepseek-v4.1-flash             # the deployment fields, top level,
-//   hosts: [...]                           # exactly as in core/deployment/deployment_yaml.h
+//   hosts: [...]                           # exactly as in core/deployment_file/deployment_yaml.h
 //   rank_hosts: [...]
 //   layout: {tp: 1, dp: 4}
 //   config: {cpu_offload: true}

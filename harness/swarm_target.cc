@@ -7,7 +7,7 @@
 
 #include "core/base/did_you_mean.h"
 #include "core/base/rerun_command.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "harness/scenario.h"
 
 namespace engram::harness {

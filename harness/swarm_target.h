@@ -1,6 +1,6 @@
 // What `fuzz --file F --sites a,b` aims a sweep at (harness/swarm.h's
 // SwarmTarget), read from the command's flags: F is a deployment file
-// (core/deployment/deployment_yaml.h) or a scenario file (harness/scenario.h;
+// (core/deployment_file/deployment_yaml.h) or a scenario file (harness/scenario.h;
 // its topology, config, timeouts and lookup are kept, its faults and
 // expectations left to the seed).
 #pragma once

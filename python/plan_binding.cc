@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/plan/memory_fit.h"
 #include "core/report/plan_report.h"
 #include "python/arguments.h"

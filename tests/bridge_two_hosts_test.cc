@@ -18,7 +18,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/deployment/deployment_as_written.h"
+#include "core/deployment_file/deployment_as_written.h"
 #include "engramlab_command.h"
 #include "temp_dir.h"
 #include "two_hosts.h"

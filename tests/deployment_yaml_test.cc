@@ -1,4 +1,4 @@
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/lookup/shard_layout.h"
 #include "core/lookup/tp_heads.h"
 #include "core/placements/device_head_sharded.h"

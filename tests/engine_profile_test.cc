@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/model/row_format.h"
 #include "core/plan/deployment_plan.h"
 #include "core/report/engine_comparison.h"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/base/units.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/plan/config_resolution.h"
 #include "core/plan/memory_fit.h"
 #include "core/plan/placement_rules.h"

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/base/units.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/plan/deployment_plan.h"
 #include "harness/emulated_scenario.h"
 #include "harness/scenario.h"

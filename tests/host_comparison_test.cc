@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/base/units.h"
-#include "core/deployment/deployment_as_written.h"
-#include "core/deployment/host_comparison.h"
+#include "core/deployment_file/deployment_as_written.h"
+#include "core/deployment_file/host_comparison.h"
 #include "core/deployment/observed_host.h"
 #include "core/model/gpu_models.h"
 

@@ -5,7 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/model/hash_overrides.h"
 #include "core/model/hashing.h"
 #include "core/plan/deployment_plan.h"

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/base/units.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/plan/deployment_plan.h"
 #include "tests/deployment_fixtures.h"
 

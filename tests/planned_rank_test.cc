@@ -3,7 +3,7 @@
 // `acceptance --file` and `bench --file`).
 #include <gtest/gtest.h>
 
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/plan/planned_rank.h"
 
 namespace engram {

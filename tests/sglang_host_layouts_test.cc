@@ -23,7 +23,7 @@
 
 #include "backends/ipc/tcp_collectives.h"
 #include "backends/memfd/proc_fd_shared_memory.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/plan/deployment_plan.h"
 #include "core/placements/placement.h"
 #include "sim/world.h"

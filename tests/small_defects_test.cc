@@ -14,7 +14,7 @@
 
 #include "backends/shm/posix_shared_memory.h"
 #include "core/deployment/deployment_validate.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "tests/process_run.h"
 
 namespace engram {

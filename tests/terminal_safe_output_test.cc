@@ -13,7 +13,7 @@
 
 #include "core/base/shell_quote.h"
 #include "core/base/text_excerpt.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "sim/world.h"
 #include "tests/process_run.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "core/base/field_errors.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "harness/scenario.h"
 #include "tests/engramlab_command.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/deployment/runtime_environment.h"
-#include "core/engines/engine_id.h"
+#include "core/deployment/engine_id.h"
 #include "core/model/hash_overrides.h"
 
 namespace engram {

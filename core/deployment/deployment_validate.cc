@@ -8,9 +8,9 @@
 #include "core/base/units.h"
 #include "core/deployment/cp_groups.h"
 #include "core/model/gpu_models.h"
-#include "core/placements/placement.h"
+#include "core/deployment/placement_id.h"
 #include "core/model/table_spec.h"
-#include "core/placements/placement.h"
+#include "core/deployment/placement_id.h"
 
 namespace engram {
 

@@ -1,8 +1,8 @@
 // What a real host is, as a process on it sees it: the facts a deployment
-// file's `hosts:` entry states (core/deployment/deployment_yaml.h) plus what
+// file's `hosts:` entry states (core/deployment_file/deployment_yaml.h) plus what
 // `doctor` reports beside them. Plain data: core reads no machine; the
 // backends' probes fill it (apps/observed_host_here.h), the bridge compares
-// it with a file's entry (core/deployment/host_comparison.h), and
+// it with a file's entry (core/deployment_file/host_comparison.h), and
 // host_entry_yaml writes the entry a file would hold for it.
 //
 //   ObservedHost here = observe_this_host(...);       // apps/, over backends/

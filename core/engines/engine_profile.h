@@ -16,7 +16,7 @@
 #include "core/base/status.h"
 #include "core/deployment/deployment.h"
 #include "core/deployment/node_local_group.h"
-#include "core/engines/engine_id.h"
+#include "core/deployment/engine_id.h"
 #include "core/model/table_spec.h"
 #include "core/placements/placement.h"
 

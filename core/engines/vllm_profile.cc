@@ -42,7 +42,7 @@
 
 #include "core/deployment/engram_dp_shard_size.h"
 #include "core/engines/engine_profiles.h"
-#include "core/plan/config_resolution.h"
+#include "core/deployment/dp_shared_memory.h"
 
 namespace engram {
 namespace {

@@ -10,7 +10,7 @@
 #include "core/base/units.h"
 #include "core/exchange/gather_facts.h"
 #include "core/exchange/group_agreement.h"
-#include "core/plan/handle_type_plan.h"
+#include "core/exchange/handle_type_plan.h"
 
 namespace engram {
 namespace {

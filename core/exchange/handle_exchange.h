@@ -163,7 +163,7 @@ Result<SharedMapping> exchange_shareable_handles(RankBackend& backend, Collectiv
 // The handle type this device alone would export as, the way SGLang picks
 // its default: FABRIC when a real FABRIC create + export works, else POSIX
 // fds when the device supports them, else kNone (plain memory). The group's
-// choice also weighs hosts and domains (core/plan/handle_type_plan.h).
+// choice also weighs hosts and domains (core/exchange/handle_type_plan.h).
 Result<HandleType> default_handle_type(DeviceMemory& device);
 
 }  // namespace engram

@@ -23,6 +23,7 @@
 
 #include "core/backend/device_memory.h"
 #include "core/backend/rank_backend.h"
+#include "core/deployment/placement_id.h"  // Placement, kPlacementCount, parse_placement
 #include "core/deployment/runtime_environment.h"
 #include "core/base/status.h"
 #include "core/lookup/device_lookup.h"
@@ -33,21 +34,6 @@
 namespace engram {
 
 struct EngramConfig;
-
-// The registered placements, in the registration table's order.
-enum class Placement : uint8_t {
-  kDeviceCollective,  // TP row shard per GPU; all-gather ids, reduce-scatter rows
-  kDevicePeer,        // row shard in exportable VMM memory, peers map each other
-  kHostShared,        // one copy per node in /dev/shm
-  kHostHeadSharded,   // one table per node-local group, heads split over its members
-  kHostPrivate,       // one host copy per replica, a TP slice per rank
-  kDeviceHeadSharded, // vLLM's device layout: head slices over the shard group; all-gather ids, all-to-all rows
-  kSglangShared,      // SGLang's shared layout: one memfd copy per node, opened through /proc/<pid>/fd
-  kSglangPrivate,     // SGLang's private layout: row shards over the group in host memory, a collective per lookup
-  kSglangNumaShared,  // SGLang's numa_shared layout: one memfd copy per NUMA node of the GPUs
-  kSglangFile,        // SGLang's file layout: a table file mapped MAP_SHARED, unpinned
-};
-inline constexpr size_t kPlacementCount = 10;  // the registry static_asserts it matches its entries
 
 // The group a placement's tables are cut over and its collectives run in.
 enum class PlacementGroup : uint8_t {
@@ -286,7 +272,7 @@ const char* placement_name(Placement placement);  // "device_collective", ...
 // What its group holds, for reports: ops.group_text, else "row shards" (shard
 // group) or "node-local DP group".
 const char* placement_group_text(const PlacementOps& ops);
-Result<Placement> parse_placement(std::string_view name);
+// parse_placement: core/deployment/placement_id.h.
 bool is_device_placement(Placement placement);
 
 // The capability check every device placement shares.

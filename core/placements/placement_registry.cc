@@ -1,70 +1,31 @@
-// The registration table: one entry per placement, each defined with its
-// placement (its header's k...Ops). A new placement is a new file, an
-// enumerator in placement.h (and kPlacementCount) and one case here.
+// The registration table: one entry per row of core/deployment/placement_list.h,
+// each defined with its placement (its header's k...Ops, the headers listed
+// by placement_headers.h, which core/CMakeLists.txt generates from those
+// rows). A new placement is a new file pair and one row in the list.
 #include <fmt/format.h>
 
 #include <array>
 #include <string>
 
-#include "core/base/text_excerpt.h"
-#include "core/placements/device_collective.h"
-#include "core/placements/device_head_sharded.h"
-#include "core/placements/device_peer.h"
-#include "core/placements/host_head_sharded.h"
-#include "core/placements/host_private.h"
-#include "core/placements/host_shared.h"
 #include "core/placements/placement.h"
-#include "core/placements/sglang_file.h"
-#include "core/placements/sglang_numa_shared.h"
-#include "core/placements/sglang_private.h"
-#include "core/placements/sglang_shared.h"
+#include "placement_headers.h"
 
 namespace engram {
 namespace {
 
-// Each enumerator's one entry. -Werror=switch makes an enumerator without a
-// case here a build error; the fall-through answers "not an enumerator".
-constexpr const PlacementOps* entry_of(Placement placement) {
-  switch (placement) {
-    case Placement::kDeviceCollective: return &kDeviceCollectiveOps;
-    case Placement::kDevicePeer: return &kDevicePeerOps;
-    case Placement::kHostShared: return &kHostSharedOps;
-    case Placement::kHostHeadSharded: return &kHostHeadShardedOps;
-    case Placement::kHostPrivate: return &kHostPrivateOps;
-    case Placement::kDeviceHeadSharded: return &kDeviceHeadShardedOps;
-    case Placement::kSglangShared: return &kSglangSharedOps;
-    case Placement::kSglangPrivate: return &kSglangPrivateOps;
-    case Placement::kSglangNumaShared: return &kSglangNumaSharedOps;
-    case Placement::kSglangFile: return &kSglangFileOps;
-  }
-  return nullptr;
-}
+// Each row's entry, in Placement order (the enum comes from the same rows).
+constexpr std::array<const PlacementOps*, kPlacementCount> kEntries = {
+#define ENGRAM_PLACEMENT_ENTRY(enumerator, name) &enumerator##Ops,
+    ENGRAM_PLACEMENTS(ENGRAM_PLACEMENT_ENTRY)
+#undef ENGRAM_PLACEMENT_ENTRY
+};
 
-// Whether `placement` is an enumerator with an entry. Asked instead of
-// comparing entry_of's address with nullptr, which GCC does not treat as a
-// constant expression under -fsanitize=undefined (null checks kept).
-constexpr bool has_entry(Placement placement) {
-  switch (placement) {
-    case Placement::kDeviceCollective:
-    case Placement::kDevicePeer:
-    case Placement::kHostShared:
-    case Placement::kHostHeadSharded:
-    case Placement::kHostPrivate:
-    case Placement::kDeviceHeadSharded:
-    case Placement::kSglangShared:
-    case Placement::kSglangPrivate:
-    case Placement::kSglangNumaShared:
-    case Placement::kSglangFile: return true;
-  }
-  return false;
-}
-
+// Each entry is its row's: its id and name; no two doctor positions alike.
 constexpr bool entries_complete() {
   std::array<bool, kPlacementCount> doctor_position_taken{};
   for (size_t i = 0; i < kPlacementCount; ++i) {
-    if (!has_entry(static_cast<Placement>(i))) return false;
-    const PlacementOps* ops = entry_of(static_cast<Placement>(i));
-    if (ops->id != static_cast<Placement>(i)) return false;
+    const PlacementOps* ops = kEntries[i];
+    if (ops->id != static_cast<Placement>(i) || kPlacementNames[i] != std::string_view(ops->name)) return false;
     const size_t position = static_cast<size_t>(ops->doctor_position);
     if (ops->doctor_position < 0 || position >= kPlacementCount || doctor_position_taken[position]) return false;
     doctor_position_taken[position] = true;
@@ -72,12 +33,8 @@ constexpr bool entries_complete() {
   return true;
 }
 
-// kPlacementCount counts the enumerators: every value below it is one, the
-// next is not (an enumerator appended without bumping the count fails here).
-static_assert(!has_entry(static_cast<Placement>(kPlacementCount)),
-              "placement.h: kPlacementCount is less than the Placement enumerators");
 static_assert(entries_complete(),
-              "placement_registry.cc: an enumerator without its entry, an entry out of Placement order, or two doctor "
+              "placement_registry.cc: an entry whose id or name is not its row's in placement_list.h, or two doctor "
               "positions alike");
 
 // The hooks, checked once when the table is first asked for: GCC does not
@@ -91,7 +48,7 @@ bool hooks_complete(const PlacementOps& ops) {
 
 constexpr std::array<PlacementOps, kPlacementCount> make_table() {
   std::array<PlacementOps, kPlacementCount> out{};
-  for (size_t i = 0; i < kPlacementCount; ++i) out[i] = *entry_of(static_cast<Placement>(i));
+  for (size_t i = 0; i < kPlacementCount; ++i) out[i] = *kEntries[i];
   return out;
 }
 
@@ -122,15 +79,6 @@ const PlacementOps& placement_ops(Placement placement) {
 const char* placement_name(Placement placement) { return placement_ops(placement).name; }
 
 bool is_device_placement(Placement placement) { return placement_ops(placement).needs_device; }
-
-Result<Placement> parse_placement(std::string_view name) {
-  std::string known;
-  for (const PlacementOps& ops : placement_registry()) {
-    if (name == ops.name) return ops.id;
-    known += (known.empty() ? "" : ", ") + std::string(ops.name);
-  }
-  return invalid_argument(fmt::format("placement: unknown placement '{}'; known: {}", excerpt(name), known));
-}
 
 const char* placement_group_text(const PlacementOps& ops) {
   if (ops.group_text != nullptr) return ops.group_text;

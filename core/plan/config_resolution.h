@@ -1,7 +1,7 @@
-// Resolving `dp_shared_memory` (docs/design.md section 3, rules 1 and 2):
-// unset -> enabled exactly when cpu_offload && dp > 1 && !elastic_ep; an
-// explicit true is validated strictly, every unmet requirement named in one
-// failed_precondition error.
+// Validating an explicit `dp_shared_memory: true` (docs/design.md section 3,
+// rule 2): every unmet requirement named in one failed_precondition error.
+// Its resolution (rule 1) is core/deployment/dp_shared_memory.h, below the
+// engines that read it.
 #pragma once
 
 #include <cstdint>
@@ -9,18 +9,11 @@
 #include <string>
 
 #include "core/deployment/deployment.h"
+#include "core/deployment/dp_shared_memory.h"
 #include "core/placements/host_shared.h"
 #include "core/base/status.h"
 
 namespace engram {
-
-struct DpSharedMemoryResolution {
-  bool enabled = false;
-  bool is_explicit = false;  // the user wrote true or false
-  std::string reason;        // why, in words, citing the rule
-};
-
-DpSharedMemoryResolution resolve_dp_shared_memory(const EngramConfig& config, const ParallelLayout& layout);
 
 // For an explicit `dp_shared_memory: true`: ok, or one failed_precondition
 // error listing every unmet requirement (no cpu_offload; dp = 1; elastic EP;

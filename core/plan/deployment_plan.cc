@@ -17,7 +17,7 @@
 #include "core/engines/engine_profile.h"
 #include "core/model/hash_overrides.h"
 #include "core/model/table_spec.h"
-#include "core/plan/handle_type_plan.h"
+#include "core/exchange/handle_type_plan.h"
 #include "core/plan/memory_fit.h"
 
 namespace engram {

@@ -12,7 +12,7 @@
 #include "core/base/json_output.h"
 #include "core/base/status.h"
 #include "core/deployment/deployment.h"
-#include "core/engines/engine_id.h"
+#include "core/deployment/engine_id.h"
 
 namespace engram {
 

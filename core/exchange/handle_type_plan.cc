@@ -1,4 +1,4 @@
-#include "core/plan/handle_type_plan.h"
+#include "core/exchange/handle_type_plan.h"
 
 #include <fmt/format.h>
 

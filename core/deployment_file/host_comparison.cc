@@ -1,4 +1,4 @@
-#include "core/deployment/host_comparison.h"
+#include "core/deployment_file/host_comparison.h"
 
 #include <fmt/format.h>
 

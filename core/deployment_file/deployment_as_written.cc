@@ -1,8 +1,8 @@
-#include "core/deployment/deployment_as_written.h"
+#include "core/deployment_file/deployment_as_written.h"
 
 #include "core/base/check.h"
 #include "core/base/yaml_fields.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 
 namespace engram {
 

@@ -1,5 +1,5 @@
 // A deployment file with what each host entry states: the parsed deployment
-// (core/deployment/deployment_yaml.h), whose defaults fill every field left
+// (core/deployment_file/deployment_yaml.h), whose defaults fill every field left
 // out, and the fields each entry wrote. The bridge (host_comparison.h)
 // compares only what a file states: a field left out is not a difference.
 #pragma once

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/base/status.h"
-#include "core/deployment/deployment_as_written.h"
+#include "core/deployment_file/deployment_as_written.h"
 #include "core/deployment/observed_host.h"
 
 namespace engram {

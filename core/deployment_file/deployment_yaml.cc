@@ -1,6 +1,6 @@
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 
-#include "core/placements/placement.h"
+#include "core/deployment/placement_id.h"
 
 #include <fmt/format.h>
 
