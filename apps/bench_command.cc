@@ -37,10 +37,10 @@
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
 #include "core/plan/planned_rank.h"
-#include "core/report/latency_svg.h"
+#include "operator_checks/latency_svg.h"
 #include "operator_checks/bench_rank.h"
 #include "operator_checks/bench_table.h"
-#include "harness/rank_device.h"
+#include "backends/ranks/rank_device.h"
 
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
 #include "operator_checks/lookup_bench.h"
@@ -148,7 +148,7 @@ OneProcessReference cuda_reference(const BenchFlags& f, const ipc::LaunchEnv& en
           "--reference-gib N for N GiB of V4.1 rows (its ratios then compare unlike tables)",
           o.dim, table.row_format == RowFormat::kBf16 ? "bf16" : "FP8", table.dim));
     o.gpu = local_rank;
-    const int visible = harness::visible_gpus().count;
+    const int visible = ranks::visible_gpus().count;
     o.peer_gpu = visible >= 2 ? (local_rank + 1) % visible : -1;
     o.table_bytes = reference_gib == 0 ? table.table_bytes() : static_cast<uint64_t>(reference_gib) * kGiB;
     o.tokens_per_rank.assign(token_counts.begin(), token_counts.end());

@@ -13,7 +13,7 @@
 #include "core/engines/engine_profile.h"
 #include "core/model/table_spec.h"
 #include "core/placements/placement.h"
-#include "harness/launched_rank_backend.h"
+#include "backends/ranks/launched_rank_backend.h"
 
 namespace engram::app {
 
@@ -50,7 +50,7 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
   ENGRAM_ASSIGN_OR_RETURN(int tp, whole_number_flag<int>("--tp", f.tp_text, 0, env.world_size));
   ENGRAM_ASSIGN_OR_RETURN(int dp, whole_number_flag<int>("--dp", f.dp_text, 0, env.world_size));
   ENGRAM_ASSIGN_OR_RETURN(o.fill_seed, whole_number_flag<uint64_t>("--fill-seed", f.fill_seed_text, 0, UINT64_MAX));
-  ENGRAM_ASSIGN_OR_RETURN(o.layout, harness::launched_layout(tp, dp, env.world_size, "--tp", "--dp"));
+  ENGRAM_ASSIGN_OR_RETURN(o.layout, ranks::launched_layout(tp, dp, env.world_size, "--tp", "--dp"));
   o.placement_model = f.model;
   ENGRAM_ASSIGN_OR_RETURN(o.table_model, model_preset(f.table_model.empty() ? f.model : f.table_model));
   const std::optional<ShardGroup> group = shard_group_from_name(f.shard_group);
@@ -70,7 +70,7 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
 
 Status run_launched_rank(const ipc::LaunchEnv& env, int ranks_per_gpu, WarningSink& sink,
                          const std::function<Status(RankBackend&)>& body) {
-  ENGRAM_ASSIGN_OR_RETURN(auto rank, harness::LaunchedRankBackend::create(env, ranks_per_gpu, sink));
+  ENGRAM_ASSIGN_OR_RETURN(auto rank, ranks::LaunchedRankBackend::create(env, ranks_per_gpu, sink));
   return body(rank->backend());
 }
 

@@ -26,7 +26,7 @@
 #include "harness/real_scenario.h"
 #include "core/base/file_replace.h"
 #include "core/base/json_output.h"
-#include "core/report/junit_xml.h"
+#include "harness/junit_xml.h"
 #include "core/base/progress.h"
 #include "harness/scenario.h"
 #include "harness/drawn_scenario.h"

@@ -7,10 +7,10 @@
 #include <memory>
 #include <optional>
 
-#include "harness/rank_device.h"
+#include "backends/ranks/launched_rank_backend.h"
 #include "backends/ipc/launch_env.h"
 #include "backends/ipc/real_rank_backend.h"
-#include "backends/shm/crashing_shared_memory.h"
+#include "harness/crashing_shared_memory.h"
 #include "core/base/file_replace.h"
 #include "core/plan/deployment_plan.h"
 #include "core/deployment/deployment_validate.h"
@@ -71,9 +71,9 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
                   {env.rank, -1, "scenario"});
   ENGRAM_ASSIGN_OR_RETURN(ModelSpec model,
                           resolve_model(scenario.lookup.model, scenario.lookup.model_hash, "lookup.model"));
-  std::optional<shm::CrashPoint> crash;
+  std::optional<CrashPoint> crash;
   if (!flags.die_at.empty()) {
-    ENGRAM_ASSIGN_OR_RETURN(crash, shm::parse_crash_point(flags.die_at));
+    ENGRAM_ASSIGN_OR_RETURN(crash, parse_crash_point(flags.die_at));
   }
 
   ENGRAM_ASSIGN_OR_RETURN(ipc::RealBackendOptions options, ipc::real_backend_options(ipc::process_env()));
@@ -84,22 +84,12 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
   if (!options.host_memory_bytes)
     options.host_memory_bytes =
         completed->hosts[static_cast<size_t>(completed->rank_hosts[static_cast<size_t>(env.rank)])].host_memory_bytes;
-  ENGRAM_ASSIGN_OR_RETURN(auto real, ipc::RealRankBackend::create(env, options));
-  for (const Warning& w : real->stale_warnings()) sink.emit(w);
-  RankBackend backend = real->backend();
-  // After the rendezvous: a rank that cannot open its GPU fails the job's
-  // first collective at once instead of holding the others at the join.
-  ENGRAM_ASSIGN_OR_RETURN(RankDevice device,
-                          open_rank_device(env.local_rank, env.rank,
-                                           scenario_places_on_device(*completed, env.rank), *backend.probe));
-  if (device.memory) {
-    backend.device = device.memory.get();
-    backend.compute = device.compute.get();
-    backend.probe = device.probe.get();
-  }
-  std::unique_ptr<shm::CrashingSharedMemory> crashing;
+  ENGRAM_ASSIGN_OR_RETURN(auto rank, ranks::LaunchedRankBackend::create(
+                                         env, options, scenario_places_on_device(*completed, env.rank), 1, sink));
+  RankBackend backend = rank->backend();
+  std::unique_ptr<CrashingSharedMemory> crashing;
   if (crash && flags.die_rank == env.rank) {
-    crashing = std::make_unique<shm::CrashingSharedMemory>(*backend.shm, *crash);
+    crashing = std::make_unique<CrashingSharedMemory>(*backend.shm, *crash);
     backend.shm = crashing.get();
   }
 

@@ -1,7 +1,7 @@
 // `engramlab scenario rank FILE`: one real rank of a scenario, run by every
 // process under `engramlab launch -n N` (or torchrun/srun). It builds the
 // real RankBackend from the launcher's environment (plus GPU LOCAL_RANK when
-// the scenario places the rank on the device: harness/rank_device.h), runs the same rank body
+// the scenario places the rank on the device: backends/ranks/rank_device.h), runs the same rank body
 // as the emulator (harness/scenario_rank.h) and writes one JSON line
 // (harness/scenario_rank_record.h) to <result_dir>/rank-<r>.json, or to stdout.
 #pragma once

@@ -21,7 +21,7 @@
 #include <sstream>
 #include <thread>
 
-#include "harness/rank_device.h"
+#include "backends/ranks/rank_device.h"
 #include "harness/real_rank_process.h"
 #include "backends/ipc/proc_host_probe.h"
 #include "backends/ipc/real_rank_backend.h"
@@ -226,13 +226,13 @@ Skip skip_fault_plan(const Scenario& scenario) {
 // Device placements run when every rank has a GPU of its own here (rank r
 // opens GPU LOCAL_RANK = r); otherwise they are skipped, visibly. `gpus`:
 // what this host has, when the plan places tables on the device.
-Skip skip_without_gpus(const Result<PlanResult>& plan, int world, std::optional<VisibleGpus>& gpus) {
+Skip skip_without_gpus(const Result<PlanResult>& plan, int world, std::optional<ranks::VisibleGpus>& gpus) {
   std::optional<Placement> device_placement;
   if (plan.is_ok())
     for (const RankPlan& rp : plan->ranks)
       if (is_device_placement(rp.placement)) device_placement = rp.placement;
   if (!device_placement) return std::nullopt;
-  gpus = visible_gpus();
+  gpus = ranks::visible_gpus();
   if (gpus->count >= world) return std::nullopt;
   std::cout << fmt::format("  skipped: needs GPUs (plan places {} on the device for {} ranks; {})\n\n",
                            placement_name(*device_placement), world,
@@ -460,7 +460,7 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
     return o;
   }
   const int world = completed->layout.world_size();
-  std::optional<VisibleGpus> gpus;
+  std::optional<ranks::VisibleGpus> gpus;
   Skip skipped = skip_multi_host(scenario, *completed);
   if (!skipped) skipped = skip_too_many_ranks(scenario, world);
   if (!skipped) skipped = skip_fault_plan(scenario);

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/report/xml_escape.h"
+#include "core/base/xml_escape.h"
 #include "core/base/file_replace.h"
 #include "core/base/json_output.h"
 #include "harness/run_timeline.h"

@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "core/report/junit_xml.h"
+#include "harness/junit_xml.h"
 
 namespace engram::harness {
 

@@ -27,7 +27,7 @@
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 #include "core/placements/placement.h"
-#include "core/report/bench_stats.h"
+#include "operator_checks/bench_stats.h"
 #include "core/runtime/engram_runtime.h"
 
 namespace engram::operator_checks {

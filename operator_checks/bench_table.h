@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/report/latency_svg.h"
+#include "operator_checks/latency_svg.h"
 #include "operator_checks/bench_rank.h"
 
 namespace engram::operator_checks {

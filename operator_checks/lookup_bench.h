@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/base/status.h"
-#include "core/report/bench_stats.h"
+#include "operator_checks/bench_stats.h"
 
 namespace engram::operator_checks {
 

@@ -1,13 +1,13 @@
 // A device graph's replays as the acceptance test and the bench report
 // them: `warmup` untimed, then `replays` timed back to back, as
-// p10/p50/p90 in microseconds (core/report/bench_stats.h).
+// p10/p50/p90 in microseconds (operator_checks/bench_stats.h).
 #pragma once
 
 #include <functional>
 
 #include "core/backend/device_compute.h"
 #include "core/base/status.h"
-#include "core/report/bench_stats.h"
+#include "operator_checks/bench_stats.h"
 
 namespace engram::operator_checks {
 

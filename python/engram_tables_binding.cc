@@ -1,6 +1,6 @@
 // engramlab.EngramTables: one rank's tables built through the runtime
 // (core/runtime/engram_runtime.h) inside a launched job (torchrun's
-// environment, engramlab's own rendezvous: harness/launched_rank_backend.h),
+// environment, engramlab's own rendezvous: backends/ranks/launched_rank_backend.h),
 // and its lookup on tensors taken through DLPack.
 //
 // A rank with a GPU looks up CUDA tensors on its GPU, enqueued on the
@@ -23,7 +23,7 @@
 #include "core/deployment/shard_groups.h"
 #include "core/lookup/device_lookup.h"
 #include "core/runtime/engram_runtime.h"
-#include "harness/launched_rank_backend.h"
+#include "backends/ranks/launched_rank_backend.h"
 #include "python/arguments.h"
 #include "python/dlpack_tensor.h"
 #include "python/errors.h"
@@ -51,7 +51,7 @@ struct TablesArguments {
 
 Result<RuntimeOptions> runtime_options(const TablesArguments& a, const ipc::LaunchEnv& env) {
   RuntimeOptions o;
-  ENGRAM_ASSIGN_OR_RETURN(o.layout, harness::launched_layout(a.tp, a.dp, env.world_size, "tp", "dp"));
+  ENGRAM_ASSIGN_OR_RETURN(o.layout, ranks::launched_layout(a.tp, a.dp, env.world_size, "tp", "dp"));
   o.placement_model = a.model;
   ENGRAM_ASSIGN_OR_RETURN(o.table_model, model_preset(a.table_model.value_or(a.model)));
   o.config.cpu_offload = a.cpu_offload;
@@ -205,7 +205,7 @@ class EngramTables {
 
  private:
   Status start(int ranks_per_gpu) {
-    ENGRAM_ASSIGN_OR_RETURN(rank_, harness::LaunchedRankBackend::create(env_, ranks_per_gpu, sink_));
+    ENGRAM_ASSIGN_OR_RETURN(rank_, ranks::LaunchedRankBackend::create(env_, ranks_per_gpu, sink_));
     ENGRAM_ASSIGN_OR_RETURN(runtime_, EngramRuntime::start(rank_->backend(), options_, sink_));
     return Status::ok();
   }
@@ -266,7 +266,7 @@ class EngramTables {
   std::string gpu_none_reason_;
   RuntimeOptions options_;
   WarningSink sink_;
-  std::unique_ptr<harness::LaunchedRankBackend> rank_;
+  std::unique_ptr<ranks::LaunchedRankBackend> rank_;
   std::unique_ptr<EngramRuntime> runtime_;  // declared last: stopped before the rank it runs on goes
 };
 

@@ -7,8 +7,8 @@
 #include <limits>
 #include <string>
 
-#include "core/report/bench_stats.h"
-#include "core/report/latency_svg.h"
+#include "operator_checks/bench_stats.h"
+#include "operator_checks/latency_svg.h"
 
 namespace engram {
 namespace {

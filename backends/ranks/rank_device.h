@@ -14,7 +14,7 @@
 #include "core/backend/host_probe.h"
 #include "core/base/status.h"
 
-namespace engram::harness {
+namespace engram::ranks {
 
 // How many GPUs this process sees (CUDA_VISIBLE_DEVICES applies). 0 with
 // `reason` when none: built without the CUDA backend, no driver, or no GPU.
@@ -48,4 +48,4 @@ struct RankDevice {
 Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted, HostProbe& base,
                                     int ranks_per_gpu = 1);
 
-}  // namespace engram::harness
+}  // namespace engram::ranks

@@ -1,4 +1,4 @@
-#include "core/report/bench_stats.h"
+#include "operator_checks/bench_stats.h"
 
 #include <fmt/format.h>
 

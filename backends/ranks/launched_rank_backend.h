@@ -15,9 +15,9 @@
 #include "core/base/status.h"
 #include "core/base/warnings.h"
 #include "core/deployment/deployment.h"
-#include "harness/rank_device.h"
+#include "backends/ranks/rank_device.h"
 
-namespace engram::harness {
+namespace engram::ranks {
 
 class LaunchedRankBackend {
  public:
@@ -26,6 +26,12 @@ class LaunchedRankBackend {
   // job) and opens the GPU. Stale-segment warnings go to `sink`.
   static Result<std::unique_ptr<LaunchedRankBackend>> create(const ipc::LaunchEnv& env, int ranks_per_gpu,
                                                              WarningSink& sink);
+  // The same with the options given (the real-process scenario rank sets its
+  // host's memory) and the GPU opened only where `device_wanted` (a rank
+  // placed on the device: a missing GPU of its own is then an error).
+  static Result<std::unique_ptr<LaunchedRankBackend>> create(const ipc::LaunchEnv& env,
+                                                             const ipc::RealBackendOptions& options,
+                                                             bool device_wanted, int ranks_per_gpu, WarningSink& sink);
 
   RankBackend& backend() { return backend_; }
   const ipc::LaunchEnv& env() const { return real_->env(); }
@@ -47,4 +53,4 @@ class LaunchedRankBackend {
 Result<ParallelLayout> launched_layout(int tp, int dp, int world_size, const std::string& tp_name,
                                        const std::string& dp_name);
 
-}  // namespace engram::harness
+}  // namespace engram::ranks

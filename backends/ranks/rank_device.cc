@@ -1,4 +1,4 @@
-#include "harness/rank_device.h"
+#include "backends/ranks/rank_device.h"
 
 #include <algorithm>
 #include <thread>
@@ -12,7 +12,7 @@
 #include "backends/cuda/gpu_host_probe.h"
 #endif
 
-namespace engram::harness {
+namespace engram::ranks {
 
 VisibleGpus visible_gpus() {
   VisibleGpus out;
@@ -82,4 +82,4 @@ Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted,
 #endif
 }
 
-}  // namespace engram::harness
+}  // namespace engram::ranks

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/report/xml_escape.h"
+#include "core/base/xml_escape.h"
 
 namespace engram {
 

@@ -1,5 +1,5 @@
-#include "core/report/xml_escape.h"
-#include "core/report/latency_svg.h"
+#include "core/base/xml_escape.h"
+#include "operator_checks/latency_svg.h"
 
 #include <fmt/format.h>
 

@@ -9,7 +9,7 @@
 #include "core/backend/host_shared_memory.h"
 #include "core/base/status.h"
 
-namespace engram::shm {
+namespace engram::harness {
 
 struct CrashPoint {
   enum class Operation { kCreate, kOpenReadOnly } operation = Operation::kCreate;
@@ -36,4 +36,4 @@ class CrashingSharedMemory final : public HostSharedMemory {
   int opens_ = 0;
 };
 
-}  // namespace engram::shm
+}  // namespace engram::harness

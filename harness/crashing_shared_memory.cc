@@ -1,4 +1,4 @@
-#include "backends/shm/crashing_shared_memory.h"
+#include "harness/crashing_shared_memory.h"
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -7,7 +7,7 @@
 #include <charconv>
 #include <cstdio>
 
-namespace engram::shm {
+namespace engram::harness {
 
 Result<CrashPoint> parse_crash_point(const std::string& text) {
   CrashPoint point;
@@ -47,4 +47,4 @@ Result<std::unique_ptr<ShmMapping>> CrashingSharedMemory::open_read_only(const s
   return inner_.open_read_only(name, bytes);
 }
 
-}  // namespace engram::shm
+}  // namespace engram::harness
