@@ -337,10 +337,11 @@ RequestSchedule draw_request_schedule(const TableHasher& hasher, uint64_t seed, 
 
 std::string request_schedule_repro(uint64_t seed) {
   // In a test, the running test (the tests that draw schedules read the
-  // variable); elsewhere the schedules' own test.
+  // variable); elsewhere the schedules' own test (tests/request_schedule_test.cc,
+  // in the core layer's test binary).
   const std::string test = rerun_test_line();
   return fmt::format("reproduce: ENGRAMLAB_SCHEDULE_SEED={} {}", seed,
-                     test.empty() ? "build/tests/request_schedule_test" : test);
+                     test.empty() ? "build/tests/core_tests --gtest_filter=RequestSchedule.EveryCutHashesAsTheAcceptedSequenceWhole" : test);
 }
 
 }  // namespace engram::harness

@@ -7,7 +7,7 @@
 // another instance, context-parallel shards after their halo, verify blocks
 // with rejected drafts, idle slots and padding.
 //
-// Executors: the CPU RequestHasher (tests/request_hasher_property.cc), the
+// Executors: the CPU RequestHasher (tests/request_schedule_test.cc), the
 // device hasher on the emulator and on a GPU, scenarios in steps and the
 // swarm. run_request_schedule drives any hasher with RequestHasher's five
 // operations.

@@ -302,7 +302,9 @@ TEST(PlanDeployment, ThousandRanksPlanInMilliseconds) {
   ASSERT_EQ(p.warnings.size(), 1u);
   EXPECT_THAT(p.warnings[0].text, HasSubstr("n0, n1, n2, n3 and 284 more"));
   EXPECT_EQ(p.hosts.size(), 288u);
-  EXPECT_LT(host_ms, 500.0);  // generous for sanitizer builds; about 1 ms optimised
+  // A guard against a blow-up with the rank count (about 1 ms optimised), not
+  // a timing: benchmarks time, tests never do under 5 s.
+  EXPECT_LT(host_ms, 5000.0);
 
   // The same racks as device_peer, sharded per NVLink domain of 72 GPUs (18 trays).
   Deployment peer = testing::deployment(288, 4, 4, 288, 64 * kMiB, "GB200");
@@ -319,7 +321,7 @@ TEST(PlanDeployment, ThousandRanksPlanInMilliseconds) {
   EXPECT_EQ(q.ranks[100].shard_group_size, 72);
   EXPECT_EQ(*q.groups[0].handle_type, HandleType::kFabric);
   EXPECT_EQ(q.groups[0].group_count, 16);
-  EXPECT_LT(host_ms, 500.0);
+  EXPECT_LT(host_ms, 5000.0);
 }
 
 }  // namespace

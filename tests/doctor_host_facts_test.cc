@@ -17,16 +17,13 @@
 #include "backends/ipc/iommu_probe.h"
 #include "engramlab_command.h"
 #include "tests/cgroup_support.h"
+#include "tests/private_tmpfs.h"
+#include "tests/golden_messages.h"
 
 namespace engram::testing {
 namespace {
 
-std::string why_no_mount_namespace() {
-  if (::geteuid() != 0) return "needs root (unshare --mount, mount)";
-  if (std::system("unshare --mount --propagation private true >/dev/null 2>&1") != 0)
-    return "unshare --mount is not permitted here";
-  return "";
-}
+using ::engram::testing::golden_message;
 
 // `engramlab doctor --json` with /dev/shm replaced by what `mount_args` mounts.
 nlohmann::json doctor_with_shm(const std::string& mount_args) {
@@ -39,7 +36,7 @@ nlohmann::json doctor_with_shm(const std::string& mount_args) {
 }
 
 TEST(DoctorHostFacts, APlainDirectoryOverDevShmIsNoTmpfs) {
-  if (const std::string why = why_no_mount_namespace(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string& why = why_no_private_tmpfs(); !why.empty()) GTEST_SKIP() << why;
   char name[] = "/tmp/doctor_shm_dir_XXXXXX";
   ASSERT_NE(::mkdtemp(name), nullptr);
   const nlohmann::json doc = doctor_with_shm(std::string("--bind ") + name);
@@ -47,11 +44,11 @@ TEST(DoctorHostFacts, APlainDirectoryOverDevShmIsNoTmpfs) {
   ASSERT_TRUE(doc.contains("shm")) << doc.dump();
   EXPECT_EQ(doc["shm"]["mounted"], false) << doc.dump();
   ASSERT_TRUE(doc["shm"]["not_tmpfs"].is_string()) << doc.dump();
-  EXPECT_NE(doc["shm"]["not_tmpfs"].get<std::string>().find("not a tmpfs"), std::string::npos) << doc.dump();
+  EXPECT_NE(doc["shm"]["not_tmpfs"].get<std::string>().find(golden_message("shm.not_tmpfs")), std::string::npos) << doc.dump();
 }
 
 TEST(DoctorHostFacts, ATmpfsIsReadAtItsSize) {
-  if (const std::string why = why_no_mount_namespace(); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string& why = why_no_private_tmpfs(); !why.empty()) GTEST_SKIP() << why;
   const nlohmann::json doc = doctor_with_shm("-t tmpfs -o size=64m tmpfs");
   ASSERT_TRUE(doc.contains("shm")) << doc.dump();
   EXPECT_EQ(doc["shm"]["mounted"], true) << doc.dump();

@@ -8,9 +8,12 @@
 #include <string>
 
 #include "tests/engramlab_command.h"
+#include "tests/golden_messages.h"
 
 namespace engram {
 namespace {
+
+using ::engram::testing::golden_message;
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -25,7 +28,7 @@ TEST(EngineCommand, AnUnknownEngineIsExit2NamingTheValueAndTheEngines) {
   EXPECT_THAT(r.text, HasSubstr("--engine: 'trtllm' is not an engine; give engramlab, vllm or sglang"));
   r = run_engramlab(kTp2Dp4 + "--engine sglan");
   EXPECT_EQ(r.exit_code, 2) << r.text;
-  EXPECT_THAT(r.text, HasSubstr("did you mean 'sglang'?"));
+  EXPECT_THAT(r.text, HasSubstr(golden_message("engine.did_you_mean_sglang")));
   r = run_engramlab(kTp2Dp4 + "--engine vllm,vllm");
   EXPECT_EQ(r.exit_code, 2) << r.text;
   EXPECT_THAT(r.text, HasSubstr("'vllm' is named twice"));

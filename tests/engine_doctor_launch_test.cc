@@ -15,9 +15,12 @@
 
 #include "tests/engramlab_command.h"
 #include "tests/temp_dir.h"
+#include "tests/golden_messages.h"
 
 namespace engram {
 namespace {
+
+using ::engram::testing::golden_message;
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -110,7 +113,7 @@ TEST(EngineDoctor, TheFilesEngineJudgesUnlessTheFlagOrTheLauncherSaysOtherwise) 
 TEST(EngineDoctor, AnUnknownEngineIsExit2NamingWhereItWasWritten) {
   auto flag = doctor("--model tiny --engine vlm");
   EXPECT_EQ(flag.exit_code, 2) << flag.text;
-  EXPECT_THAT(flag.text, AllOf(HasSubstr("--engine: 'vlm' is not an engine; give engramlab, vllm or sglang"),
+  EXPECT_THAT(flag.text, AllOf(HasSubstr(golden_message("engine.unknown_vlm")),
                                HasSubstr("did you mean 'vllm'?")));
   auto handed = doctor("--model tiny --json", "ENGRAMLAB_ENGINE=trtllm");
   EXPECT_EQ(handed.exit_code, 2) << handed.text;
@@ -179,7 +182,7 @@ TEST(EngineLaunch, RanksPlanByTheEngineTheLauncherHandsThem) {
 TEST(EngineLaunch, AnUnknownEngineIsExit2AndStartsNothing) {
   auto r = launch("-n 2 --engine vlm -- sh -c 'echo started'");
   EXPECT_EQ(r.exit_code, 2) << r.text;
-  EXPECT_THAT(r.text, AllOf(HasSubstr("--engine: 'vlm' is not an engine; give engramlab, vllm or sglang"),
+  EXPECT_THAT(r.text, AllOf(HasSubstr(golden_message("engine.unknown_vlm")),
                             HasSubstr("did you mean 'vllm'?"), Not(HasSubstr("started"))));
 }
 

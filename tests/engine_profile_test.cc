@@ -16,9 +16,12 @@
 #include "core/model/row_format.h"
 #include "core/plan/deployment_plan.h"
 #include "core/report/engine_comparison.h"
+#include "tests/golden_messages.h"
 
 namespace engram {
 namespace {
+
+using ::engram::testing::golden_message;
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -145,7 +148,7 @@ TEST(EngineProfile, RegistryNamesAndUnknownNames) {
   const Result<EngineId> bad = parse_engine("vlm", "--engine");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("--engine: 'vlm' is not an engine; give engramlab, vllm or sglang"));
+  EXPECT_THAT(bad.status().message(), HasSubstr(golden_message("engine.unknown_vlm")));
   EXPECT_THAT(bad.status().message(), HasSubstr("did you mean 'vllm'?"));
   EXPECT_THAT(parse_engine("tensorrt", "engine.name").status().message(), Not(HasSubstr("did you mean")));
 }
@@ -366,7 +369,7 @@ TEST(EngineProfile, DeploymentFileNamesTheEngine) {
   EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("engine.name"));
   EXPECT_THAT(bad.status().message(), HasSubstr("'sglng' is not an engine"));
-  EXPECT_THAT(bad.status().message(), HasSubstr("did you mean 'sglang'?"));
+  EXPECT_THAT(bad.status().message(), HasSubstr(golden_message("engine.did_you_mean_sglang")));
 }
 
 // One deployment, a column per engine (item 5), figures from each engine's plan.

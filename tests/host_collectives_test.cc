@@ -24,6 +24,7 @@
 #include "backends/ipc/tcp_rendezvous.h"
 #include "backends/ipc/wire.h"
 #include "core/base/bf16.h"
+#include "tests/forked_tcp_ranks.h"
 
 namespace engram::ipc {
 namespace {
@@ -31,23 +32,15 @@ namespace {
 using namespace std::chrono_literals;
 const std::string kToken = "fedcba9876543210fedcba9876543210";
 
-uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using testing::LoopbackListener;
 
-TcpCollectivesOptions opts(int rank, int world, uint16_t port, std::string token = kToken) {
-  TcpCollectivesOptions o{.rank = rank, .world_size = world, .master_addr = "127.0.0.1", .master_port = port,
-                          .job_token = std::move(token), .job_id = "colltest"};
-  o.join_timeout = 5000ms;
-  o.op_timeout = 3000ms;
+// Rank 0 takes the test's listening socket over; any other rank closes its
+// copy (tests/forked_tcp_ranks.h). The timeouts only end a failing wait: a
+// test that times how fast something fails holds it to a fraction of them.
+TcpCollectivesOptions opts(int rank, int world, LoopbackListener& listener, const std::string& token = kToken) {
+  TcpCollectivesOptions o = testing::forked_rank_options(listener, rank, world, token, "colltest");
+  o.join_timeout = 30000ms;
+  o.op_timeout = 30000ms;
   return o;
 }
 
@@ -59,8 +52,8 @@ int wait_child(pid_t pid) {
 
 // A rank process: joins and runs all the collectives, checking results; the
 // exit status counts failures.
-int rank_main(int rank, int world, uint16_t port, int expect_refused = 0) {
-  auto group = TcpCollectives::join(opts(rank, world, port));
+int rank_main(int rank, int world, LoopbackListener& listener, int expect_refused = 0) {
+  auto group = TcpCollectives::join(opts(rank, world, listener));
   if (!group.is_ok()) {
     std::fprintf(stderr, "rank %d: %s\n", rank, group.status().to_string().c_str());
     return 50;
@@ -109,34 +102,36 @@ int rank_main(int rank, int world, uint16_t port, int expect_refused = 0) {
 }
 
 TEST(HostCollectives, FourProcessesRunEveryCollective) {
-  const uint16_t port = free_port();
+  LoopbackListener listener;
   std::vector<pid_t> pids;
   for (int r = 0; r < 4; ++r) {
     const pid_t pid = ::fork();
-    if (pid == 0) ::_exit(rank_main(r, 4, port));
+    if (pid == 0) ::_exit(rank_main(r, 4, listener));
     pids.push_back(pid);
   }
+  listener.close();
   for (int r = 0; r < 4; ++r) EXPECT_EQ(wait_child(pids[static_cast<size_t>(r)]), 0) << "rank " << r;
 }
 
 TEST(HostCollectives, RendezvousRefusesAWrongTokenAndTheJobContinues) {
-  const uint16_t port = free_port();
+  LoopbackListener listener;
   const pid_t imposter = ::fork();
   if (imposter == 0) {
-    auto group = TcpCollectives::join(opts(1, 3, port, "wrong-token-wrong-token-wrong-tok"));
+    auto group = TcpCollectives::join(opts(1, 3, listener, "wrong-token-wrong-token-wrong-tok"));
     if (group.is_ok()) ::_exit(1);
     std::fprintf(stderr, "imposter: %s\n", group.status().to_string().c_str());
     ::_exit(group.status().code() == ErrorCode::kPermissionDenied ? 0 : 2);
   }
   const pid_t leader = ::fork();
-  if (leader == 0) ::_exit(rank_main(0, 3, port, /*expect_refused=*/1));
+  if (leader == 0) ::_exit(rank_main(0, 3, listener, /*expect_refused=*/1));
+  listener.close();
   // The real ranks start once the leader has turned the imposter away (it
   // exits on the refusal), so the imposter is refused before the job forms.
   EXPECT_EQ(wait_child(imposter), 0) << "the imposter must be refused with permission_denied";
   std::vector<pid_t> pids;
   for (int r = 1; r < 3; ++r) {
     const pid_t pid = ::fork();
-    if (pid == 0) ::_exit(rank_main(r, 3, port));
+    if (pid == 0) ::_exit(rank_main(r, 3, listener));
     pids.push_back(pid);
   }
   EXPECT_EQ(wait_child(leader), 0) << "rank 0 must refuse exactly one connection and finish the job";
@@ -144,12 +139,12 @@ TEST(HostCollectives, RendezvousRefusesAWrongTokenAndTheJobContinues) {
 }
 
 TEST(HostCollectives, ADeadRankStopsEveryWaitingRankNamingIt) {
-  const uint16_t port = free_port();
+  LoopbackListener listener;
   std::vector<pid_t> pids;
   for (int r = 0; r < 4; ++r) {
     const pid_t pid = ::fork();
     if (pid == 0) {
-      auto group = TcpCollectives::join(opts(r, 4, port));
+      auto group = TcpCollectives::join(opts(r, 4, listener));
       if (!group.is_ok()) ::_exit(50);
       if (r == 2) ::raise(SIGKILL);  // dies holding its connection, mid-job
       const auto start = std::chrono::steady_clock::now();
@@ -160,10 +155,12 @@ TEST(HostCollectives, ADeadRankStopsEveryWaitingRankNamingIt) {
                          s.message().find("rank 2") != std::string::npos && s.context().step == "barrier";
       // Later calls fail at once with the same error: the group is broken.
       const Status again = (*group)->barrier();
-      ::_exit(named && took < 2s && again.code() == ErrorCode::kUnavailable ? 0 : 1);
+      // At once, not at the 30 s collective timeout.
+      ::_exit(named && took < 5s && again.code() == ErrorCode::kUnavailable ? 0 : 1);
     }
     pids.push_back(pid);
   }
+  listener.close();
   for (int r = 0; r < 4; ++r) {
     const int status = wait_child(pids[static_cast<size_t>(r)]);
     if (r == 2) EXPECT_EQ(status, 100 + SIGKILL);
@@ -172,12 +169,12 @@ TEST(HostCollectives, ADeadRankStopsEveryWaitingRankNamingIt) {
 }
 
 TEST(HostCollectives, AMissingRankEndsTheRendezvousAtItsDeadline) {
-  const uint16_t port = free_port();
-  auto o = opts(0, 2, port);
+  LoopbackListener listener;
+  auto o = opts(0, 2, listener);
   o.join_timeout = 300ms;
   const auto start = std::chrono::steady_clock::now();
   auto group = TcpCollectives::join(o);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   ASSERT_EQ(group.status().code(), ErrorCode::kUnavailable);
   EXPECT_NE(group.status().message().find("ranks 1 never joined"), std::string::npos) << group.status().message();
 }
@@ -261,7 +258,7 @@ std::string read_pipe(int fd) {
 // anything about the job, and the stranger must end up with nothing but a
 // random nonce.
 TEST(HostCollectives, AStrangerHoldingThePortLearnsNothingAndIsRefused) {
-  const uint16_t port = free_port();
+  LoopbackListener listener;
   int ready[2], captured[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(captured), 0);
@@ -269,17 +266,11 @@ TEST(HostCollectives, AStrangerHoldingThePortLearnsNothingAndIsRefused) {
   if (stranger == 0) {
     ::close(ready[0]);
     ::close(captured[0]);
+    // The stranger holds MASTER_PORT: the listening socket rank 0 would get.
+    const int held = listener.hand_over();
     if (!become_stranger()) ::_exit(20);
-    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-    const int one = 1;
-    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(port);
-    if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listener, 8) != 0) ::_exit(21);
     if (::write(ready[1], "r", 1) != 1) ::_exit(22);
-    const int c = ::accept(listener, nullptr, nullptr);
+    const int c = ::accept(held, nullptr, nullptr);
     if (c < 0) ::_exit(23);
     FrameHeader first;
     if (!read_exact(c, &first, sizeof(first))) ::_exit(24);
@@ -292,12 +283,12 @@ TEST(HostCollectives, AStrangerHoldingThePortLearnsNothingAndIsRefused) {
     write_all(captured[1], got);
     ::_exit(0);
   }
+  listener.close();
   ::close(ready[1]);
   ::close(captured[1]);
   char byte;
   ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the stranger never listened";
-  auto o = opts(1, 2, port);
-  o.join_timeout = 3000ms;
+  auto o = opts(1, 2, listener);
   const auto start = std::chrono::steady_clock::now();
   auto group = TcpCollectives::join(o);
   const auto took = std::chrono::steady_clock::now() - start;
@@ -310,7 +301,7 @@ TEST(HostCollectives, AStrangerHoldingThePortLearnsNothingAndIsRefused) {
   EXPECT_NE(group.status().message().find("failed authentication"), std::string::npos) << group.status().message();
   EXPECT_NE(group.status().message().find("Nothing job-specific was sent"), std::string::npos);
   EXPECT_EQ(group.status().context().step, "rendezvous");
-  EXPECT_LT(took, 2s) << "a forged proof is refused at once, not after the join timeout";
+  EXPECT_LT(took, 5s) << "a forged proof is refused at once, not after the 30 s join timeout";
   // All it heard: one frame of a version and a 32-byte random nonce.
   EXPECT_EQ(got.size(), sizeof(FrameHeader) + 4 + 32);
   EXPECT_EQ(got.find(kToken), std::string::npos);
@@ -320,17 +311,15 @@ TEST(HostCollectives, AStrangerHoldingThePortLearnsNothingAndIsRefused) {
 // A stranger that reaches the real leader and reflects the leader's own
 // proof back as a member's is refused without a word; the job goes on.
 TEST(HostCollectives, AReflectedProofDoesNotJoin) {
-  const uint16_t port = free_port();
+  LoopbackListener listener;
+  const uint16_t port = listener.port();
   const pid_t leader = ::fork();
-  if (leader == 0) ::_exit(rank_main(0, 2, port, /*expect_refused=*/1));
+  if (leader == 0) ::_exit(rank_main(0, 2, listener, /*expect_refused=*/1));
+  listener.close();
   const pid_t stranger = ::fork();
   if (stranger == 0) {
     if (!become_stranger()) ::_exit(20);
-    int fd = -1;
-    for (int i = 0; i < 100 && fd < 0; ++i) {
-      fd = tcp_socket_to(port);
-      if (fd < 0) std::this_thread::sleep_for(20ms);
-    }
+    const int fd = tcp_socket_to(port);  // the leader's socket listens from the start
     if (fd < 0) ::_exit(21);
     ByteWriter nonce;
     nonce.put<uint32_t>(1);
@@ -355,7 +344,7 @@ TEST(HostCollectives, AReflectedProofDoesNotJoin) {
   }
   EXPECT_EQ(wait_child(stranger), 0) << "the reflected proof must be refused with nothing sent back";
   const pid_t member = ::fork();
-  if (member == 0) ::_exit(rank_main(1, 2, port));
+  if (member == 0) ::_exit(rank_main(1, 2, listener));
   EXPECT_EQ(wait_child(leader), 0) << "rank 0 refuses exactly the stranger and finishes the job";
   EXPECT_EQ(wait_child(member), 0);
 }
@@ -365,13 +354,13 @@ TEST(HostCollectives, AReflectedProofDoesNotJoin) {
 // the job meets and runs.
 TEST(HostCollectives, AFloodOfIdleConnectionsDoesNotKeepTheJobFromMeeting) {
   constexpr int kFlood = 1100;
-  const uint16_t port = free_port();
+  LoopbackListener listener;
+  const uint16_t port = listener.port();
   const pid_t leader = ::fork();
   if (leader == 0) {
     const rlimit few{256, 256};  // far below the flood: fds must stay bounded
     if (::setrlimit(RLIMIT_NOFILE, &few) != 0) ::_exit(40);
-    auto o = opts(0, 3, port);
-    o.join_timeout = 20000ms;
+    auto o = opts(0, 3, listener);
     auto group = TcpCollectives::join(o);
     if (!group.is_ok()) {
       std::fprintf(stderr, "rank 0: %s\n", group.status().to_string().c_str());
@@ -381,6 +370,7 @@ TEST(HostCollectives, AFloodOfIdleConnectionsDoesNotKeepTheJobFromMeeting) {
     std::fprintf(stderr, "rank 0 refused %d connections\n", refused);
     ::_exit((*group)->barrier().is_ok() && refused >= kFlood - 100 ? 0 : 42);
   }
+  listener.close();
   int ready[2], stop[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(stop), 0);
@@ -396,7 +386,7 @@ TEST(HostCollectives, AFloodOfIdleConnectionsDoesNotKeepTheJobFromMeeting) {
     while (static_cast<int>(held.size()) < kFlood && std::chrono::steady_clock::now() < give_up) {
       const int fd = tcp_socket_to(port);
       if (fd >= 0) held.push_back(fd);
-      else std::this_thread::sleep_for(5ms);  // rank 0 not listening yet
+      else std::this_thread::sleep_for(5ms);  // rank 0's backlog is full: it drops the silent ones
     }
     if (static_cast<int>(held.size()) < kFlood) ::_exit(21);
     if (::write(ready[1], "r", 1) != 1) ::_exit(22);
@@ -413,8 +403,7 @@ TEST(HostCollectives, AFloodOfIdleConnectionsDoesNotKeepTheJobFromMeeting) {
   for (int r = 1; r < 3; ++r) {
     const pid_t pid = ::fork();
     if (pid == 0) {
-      auto o = opts(r, 3, port);
-      o.join_timeout = 20000ms;
+      auto o = opts(r, 3, listener);
       auto group = TcpCollectives::join(o);
       if (!group.is_ok()) {
         std::fprintf(stderr, "rank %d: %s\n", r, group.status().to_string().c_str());
@@ -465,7 +454,8 @@ uint32_t accepted_frames_in(uint16_t port) {
 // The leader dies while a member that has authenticated waits for the
 // welcome: an unavailable peer, not a token problem.
 TEST(HostCollectives, ALeaderKilledDuringTheRendezvousIsReportedUnavailable) {
-  const uint16_t port = free_port();
+  LoopbackListener listener;
+  const uint16_t port = listener.port();
   int claimed[2];
   ASSERT_EQ(::pipe(claimed), 0);
   const pid_t leader = ::fork();
@@ -484,14 +474,14 @@ TEST(HostCollectives, ALeaderKilledDuringTheRendezvousIsReportedUnavailable) {
       }
     });
     watcher.detach();
-    auto group = TcpCollectives::join(opts(0, 3, port));  // rank 2 never comes
+    auto group = TcpCollectives::join(opts(0, 3, listener));  // rank 2 never comes
     ::_exit(group.is_ok() ? 1 : 0);
   }
+  listener.close();
   ::close(claimed[1]);
   const pid_t member = ::fork();
   if (member == 0) {
-    auto o = opts(1, 3, port);
-    o.join_timeout = 10000ms;
+    auto o = opts(1, 3, listener);
     const auto start = std::chrono::steady_clock::now();
     auto group = TcpCollectives::join(o);
     const auto took = std::chrono::steady_clock::now() - start;
@@ -521,13 +511,14 @@ struct LeaderReport {
 };
 
 LeaderReport leader_against_claim(uint64_t claimed_bytes, size_t sent_bytes) {
-  const uint16_t port = free_port();
+  LoopbackListener listener;
+  const uint16_t port = listener.port();
   int pipe_fds[2];
   EXPECT_EQ(::pipe(pipe_fds), 0);
   const pid_t leader = ::fork();
   if (leader == 0) {
     ::close(pipe_fds[0]);
-    auto group = TcpCollectives::join(opts(0, 2, port));
+    auto group = TcpCollectives::join(opts(0, 2, listener));
     if (!group.is_ok()) ::_exit(50);
     const int32_t me = 0;
     std::vector<int32_t> all(2);
@@ -539,6 +530,7 @@ LeaderReport leader_against_claim(uint64_t claimed_bytes, size_t sent_bytes) {
                                round.to_string());
     ::_exit(0);
   }
+  listener.close();
   ::close(pipe_fds[1]);
   {
     asio::io_context io;
@@ -562,9 +554,12 @@ LeaderReport leader_against_claim(uint64_t claimed_bytes, size_t sent_bytes) {
         if (n <= 0) break;
         at += static_cast<size_t>(n);
       }
-      std::this_thread::sleep_for(200ms);
+      // EOF before the claimed bytes; the leader's end closes once it
+      // has failed the round (its process ends).
+      ::shutdown(fd, SHUT_WR);
+      read_until_eof(fd, 30000);
     }
-  }  // the link closes: EOF before the claimed bytes
+  }
   const std::string out = read_pipe(pipe_fds[0]);
   ::close(pipe_fds[0]);
   EXPECT_EQ(wait_child(leader), 0) << out;
@@ -600,7 +595,7 @@ TEST(HostCollectives, AnOversizedFrameHeaderIsAProtocolErrorNamingThePeerAndTheL
             std::string::npos)
       << r.text;
   EXPECT_LT(r.max_rss_kib, 512 * 1024);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s) << "refused on the header, not at op_timeout";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "refused on the header, not at the 30 s op_timeout";
 }
 
 // --- launcher environment ---

@@ -11,8 +11,11 @@
 #include <string>
 
 #include "tests/process_run.h"
+#include "tests/golden_messages.h"
 
 namespace {
+
+using ::engram::testing::golden_message;
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -59,7 +62,7 @@ TEST_F(HostLaunch, KilledWriterStopsTheOthersAndTheNextStartCleansItsSegment) {
   const ProcessRun killed = run(launch(4, "crash0", "--kill-rank 0"));
   EXPECT_NE(killed.exit_code, 0) << killed.output;
   EXPECT_NE(killed.output.find("rank 0 (pid"), std::string::npos) << killed.output;
-  EXPECT_NE(killed.output.find("was killed by signal 9 (SIGKILL)"), std::string::npos) << killed.output;
+  EXPECT_NE(killed.output.find(golden_message("process.killed_by_sigkill")), std::string::npos) << killed.output;
   EXPECT_EQ(count(killed.output, "FAILED: unavailable"), 3u) << killed.output;
   EXPECT_EQ(count(killed.output, "peer 0"), 3u) << "every survivor names the dead rank\n" << killed.output;
   EXPECT_LT(killed.took, 10s);
@@ -79,7 +82,7 @@ TEST_F(HostLaunch, KilledReaderIsNamedByEveryRankAndNothingIsLeft) {
   const ProcessRun r = run(launch(4, "crash2", "--kill-rank 2"));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 2 (pid"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("was killed by signal 9 (SIGKILL)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(golden_message("process.killed_by_sigkill")), std::string::npos) << r.output;
   EXPECT_EQ(count(r.output, "FAILED: unavailable"), 3u) << r.output;
   EXPECT_EQ(count(r.output, "peer 2"), 3u) << r.output;
   EXPECT_LT(r.took, 10s);

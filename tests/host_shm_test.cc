@@ -22,9 +22,13 @@
 #include "backends/shm/stale_segments.h"
 #include "core/base/units.h"
 #include "core/placements/host_shared.h"
+#include "tests/private_tmpfs.h"
+#include "tests/golden_messages.h"
 
 namespace engram::shm {
 namespace {
+
+using ::engram::testing::golden_message;
 
 namespace fs = std::filesystem;
 
@@ -230,7 +234,7 @@ TEST(HostShm, AReadersMapKeepsASegmentInUseAfterItsCreatorDied) {
   auto listed = list_segments(dir.path(), SegmentScope::of_job("readerjob"));
   ASSERT_TRUE(listed.is_ok());
   ASSERT_EQ(listed->size(), 1u);
-  EXPECT_NE((*listed)[0].describe().find("in use: a live process holds it open"), std::string::npos)
+  EXPECT_NE((*listed)[0].describe().find(golden_message("shm.segment_in_use")), std::string::npos)
       << (*listed)[0].describe();
   reader.value().reset();
   removed = remove_stale_segments(dir.path(), SegmentScope::of_job("readerjob"));
@@ -282,11 +286,11 @@ TEST(HostShm, AFifoUnderASegmentNameNeverBlocks) {
 
   auto created = memory.create(name, 4096);
   ASSERT_EQ(created.status().code(), ErrorCode::kAlreadyExists);
-  EXPECT_NE(created.status().message().find("not a regular file"), std::string::npos) << created.status().message();
+  EXPECT_NE(created.status().message().find(golden_message("file.not_regular")), std::string::npos) << created.status().message();
   auto mapped = memory.open_read_only(name, 4096);
   ASSERT_EQ(mapped.status().code(), ErrorCode::kFailedPrecondition);
-  EXPECT_NE(mapped.status().message().find("not a regular file"), std::string::npos) << mapped.status().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_NE(mapped.status().message().find(golden_message("file.not_regular")), std::string::npos) << mapped.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 // Cleanup removes segments that carry our header, belong to us and whose
@@ -341,22 +345,6 @@ int in_private_64mib_tmpfs(const std::string& dir, int (*body)(const std::string
   return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
 }
 
-bool namespaces_work(std::string& why) {
-  if (::geteuid() != 0) {
-    why = "needs root for unshare(CLONE_NEWNS) and mount";
-    return false;
-  }
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(::unshare(CLONE_NEWNS) == 0 ? 0 : 1);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    why = "unshare(CLONE_NEWNS) is not permitted here (seccomp or missing CAP_SYS_ADMIN)";
-    return false;
-  }
-  return true;
-}
-
 int check(bool ok, const char* what) {
   if (!ok) std::fprintf(stderr, "check failed: %s\n", what);
   return ok ? 0 : 1;
@@ -394,8 +382,8 @@ int tmpfs_body(const std::string& dir) {
 }
 
 TEST(HostShm, Real64MiBTmpfsFailsCleanlyAndReportsItsTotal) {
-  std::string why;
-  if (!namespaces_work(why)) GTEST_SKIP() << "private mount namespace unavailable: " << why;
+  if (const std::string& why = testing::why_no_private_tmpfs(); !why.empty())
+    GTEST_SKIP() << "private mount namespace unavailable: " << why;
   char templ[] = "/tmp/engramlab-tmpfs-XXXXXX";
   const std::string dir = ::mkdtemp(templ);
   const int failures = in_private_64mib_tmpfs(dir, tmpfs_body);

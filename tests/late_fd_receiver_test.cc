@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include "backends/ipc/unix_fd_channel.h"
 #include "backends/memfd/memfd_device_memory.h"
@@ -48,7 +47,9 @@ TEST(LateFdReceiver, ASendThatTimesOutNamesThePeerAndTheLateReceiverSeesAClearEr
     auto exported = device.export_handle(*allocation, HandleType::kPosixFd);
     ASSERT_TRUE(exported.is_ok()) << exported.status().to_string();
 
-    auto sender = ipc::UnixFdChannel::open(options_for(0, socket_dir, std::chrono::milliseconds(1000)));
+    // The deadline is far beyond the send timeout, so a send that gives up
+    // before it gave up on the timeout.
+    auto sender = ipc::UnixFdChannel::open(options_for(0, socket_dir, std::chrono::milliseconds(60'000)));
     ASSERT_TRUE(sender.is_ok()) << sender.status().to_string();
     const auto started = Clock::now();
     const std::byte header[4] = {};
@@ -61,12 +62,11 @@ TEST(LateFdReceiver, ASendThatTimesOutNamesThePeerAndTheLateReceiverSeesAClearEr
     EXPECT_THAT(sent.message(), HasSubstr("cannot send an fd to rank 1: no socket"));
     EXPECT_THAT(sent.message(), HasSubstr("rank-1.sock"));
     EXPECT_GE(waited, std::chrono::milliseconds(20));
-    EXPECT_LT(waited, std::chrono::milliseconds(80));
+    EXPECT_LT(waited, std::chrono::seconds(30));
     // The exporter's fd is closed on the failed send, as the exchange does.
     EXPECT_TRUE(device.close_fd(exported->fd).is_ok());
 
-    // The receiver is released 0.08 s after the send began.
-    std::this_thread::sleep_until(started + std::chrono::milliseconds(80));
+    // The receiver comes after the send gave up (it returned above).
     auto receiver = ipc::UnixFdChannel::open(options_for(1, socket_dir, std::chrono::milliseconds(50)));
     ASSERT_TRUE(receiver.is_ok()) << receiver.status().to_string();
     auto got = (*receiver)->recv_fd(0);

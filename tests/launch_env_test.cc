@@ -3,6 +3,7 @@
 // MPI and Slurm, in that precedence, and the errors that name the variable
 // and the fix.
 #include "backends/ipc/launch_env.h"
+#include "tests/golden_messages.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,8 @@
 
 namespace engram::ipc {
 namespace {
+
+using ::engram::testing::golden_message;
 
 const std::string kToken = "fedcba9876543210fedcba9876543210";
 
@@ -230,7 +233,7 @@ TEST(LaunchEnv, ATokenLongerThanTheFdChannelTakesIsRefusedNamingItsLength) {
   vars["ENGRAMLAB_JOB_TOKEN"] = std::string(300, 'a');
   const Status s = read_launch_env(fake(vars)).status();
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("ENGRAMLAB_JOB_TOKEN is 300 bytes, longer than 256"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(golden_message("launch.job_token_too_long")), std::string::npos) << s.message();
   vars["ENGRAMLAB_JOB_TOKEN"] = std::string(256, 'a');
   EXPECT_TRUE(read_launch_env(fake(vars)).is_ok());
   vars["ENGRAMLAB_JOB_TOKEN"] = "short";

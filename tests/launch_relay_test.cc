@@ -13,8 +13,11 @@
 
 #include "tests/process_run.h"
 #include "tests/temp_dir.h"
+#include "tests/golden_messages.h"
 
 namespace {
+
+using ::engram::testing::golden_message;
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -60,7 +63,7 @@ TEST(LaunchRelay, AClosedStdoutStopsTheRelayAndTheRanksFinish) {
   const auto r = run("bash -c '" + kEngramlab + " launch -n 2 --grace-ms 5000 -- " + script +
                      " | head -1; echo launch exit ${PIPESTATUS[0]}'");
   EXPECT_NE(r.output.find("launch exit 0"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("writing to stdout failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(golden_message("output.stdout_failed")), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("no longer relaying the ranks' stdout"), std::string::npos) << r.output;
   EXPECT_TRUE(fs::exists(dir.path + "/done-0")) << r.output;
   EXPECT_TRUE(fs::exists(dir.path + "/done-1")) << r.output;

@@ -247,7 +247,7 @@ TEST_F(Launchers, AKilledLauncherLeavesNoRankAlive) {
   ::kill(launcher, SIGKILL);
   ::waitpid(launcher, nullptr, 0);
   bool all_dead = false;
-  for (int attempt = 0; attempt < 100 && !all_dead; ++attempt) {
+  for (const auto until = std::chrono::steady_clock::now() + 30s; !all_dead && std::chrono::steady_clock::now() < until;) {
     all_dead = true;
     for (pid_t p : ranks) all_dead = all_dead && dead(p);
     if (!all_dead) std::this_thread::sleep_for(20ms);
@@ -256,7 +256,7 @@ TEST_F(Launchers, AKilledLauncherLeavesNoRankAlive) {
 }
 
 TEST_F(Launchers, SignalsAreForwardedToEveryRank) {
-  const std::string cmd = kEngramlab + " launch --nproc-per-node 2 --grace-ms 5000 -- sh -c 'trap \"echo got-TERM; "
+  const std::string cmd = kEngramlab + " launch --nproc-per-node 2 --grace-ms 60000 -- sh -c 'trap \"echo got-TERM; "
                           "exit 3\" TERM; echo $$ > " + work_ + "/pid-$LOCAL_RANK; while :; do sleep 0.05; done'";
   int out_pipe[2];
   ASSERT_EQ(::pipe(out_pipe), 0);
@@ -279,7 +279,7 @@ TEST_F(Launchers, SignalsAreForwardedToEveryRank) {
   char buf[4096];
   for (ssize_t n; (n = ::read(out_pipe[0], buf, sizeof(buf))) > 0;) output.append(buf, static_cast<size_t>(n));
   ::close(out_pipe[0]);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 4s) << "the ranks stopped on the forwarded signal, not SIGKILL";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "the ranks stopped on the forwarded signal, not SIGKILL";
   ASSERT_TRUE(WIFEXITED(status)) << output;
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << output;
   EXPECT_NE(output.find("got SIGTERM: forwarding it to the 2 running ranks"), std::string::npos) << output;

@@ -146,7 +146,11 @@ TEST_P(RealRunSignals, KillingTheRunnerEndsEveryRankAndLeavesNothing) {
   ASSERT_GE(running, 3u) << "the launcher and two ranks should be running";
   ASSERT_EQ(table_maps_of_job(job_id, shm_dir_).mapping, 2) << "both ranks should map the node's table";
   ASSERT_FALSE(entries_starting("/tmp", run_dir_prefix).empty());
-  std::this_thread::sleep_for(200ms);  // into the lookups
+  // Into the lookups: the tables' names go once the build's last agreement
+  // is past (host_shared unlinks them then), so the signal lands mid-run.
+  const auto built_by = Clock::now() + 30s;
+  while (Clock::now() < built_by && table_maps_of_job(job_id, shm_dir_).deleted < 2) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(table_maps_of_job(job_id, shm_dir_).deleted, 2) << "both ranks should be past the build";
 
   const auto signalled = Clock::now();
   ASSERT_EQ(sig == SIGINT ? ::kill(-runner, sig) : ::kill(runner, sig), 0);
@@ -154,11 +158,12 @@ TEST_P(RealRunSignals, KillingTheRunnerEndsEveryRankAndLeavesNothing) {
     return processes_of_job(job_id).empty() && entries_starting("/tmp", run_dir_prefix).empty() &&
            entries_starting(shm_dir_, "engramlab-").empty() && !fs::exists(engram::ipc::default_socket_dir(job_id));
   };
-  while (!all_gone() && Clock::now() - signalled < 5s) std::this_thread::sleep_for(10ms);
+  // Waits for the job to be gone; the 30 s bound only ends a failing wait.
+  while (!all_gone() && Clock::now() - signalled < 30s) std::this_thread::sleep_for(10ms);
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - signalled);
   int status = 0;
   bool runner_ended = false;
-  for (const auto until = Clock::now() + 2s; !runner_ended && Clock::now() < until;) {
+  for (const auto until = Clock::now() + 30s; !runner_ended && Clock::now() < until;) {
     runner_ended = ::waitpid(runner, &status, WNOHANG) == runner;
     if (!runner_ended) std::this_thread::sleep_for(10ms);
   }
@@ -171,7 +176,8 @@ TEST_P(RealRunSignals, KillingTheRunnerEndsEveryRankAndLeavesNothing) {
   EXPECT_TRUE(entries_starting("/tmp", run_dir_prefix).empty()) << "the run's directory stayed";
   EXPECT_TRUE(entries_starting(shm_dir_, "engramlab-").empty()) << "the ranks' segments stayed";
   EXPECT_FALSE(fs::exists(engram::ipc::default_socket_dir(job_id))) << "the job's socket directory stayed";
-  EXPECT_LT(took, 1000ms) << "the job took " << took.count() << " ms to end after " << sigabbrev_np(sig);
+  // Promptly: not after a rank's collective deadline or the runner's own.
+  EXPECT_LT(took, 5s) << "the job took " << took.count() << " ms to end after " << sigabbrev_np(sig);
   if (runner_ended) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status << "\n" << log_text;
   } else {
@@ -208,7 +214,7 @@ TEST_F(RealRunSignals, SigkillOfEveryRankAfterTheBuildLeavesNothingInDevShm) {
     std::this_thread::sleep_for(5ms);
   // Both ranks map the table; the names go right after the build's last
   // agreement.
-  const auto unlinked_by = Clock::now() + 2s;
+  const auto unlinked_by = Clock::now() + 30s;
   while (Clock::now() < unlinked_by && (maps = table_maps_of_job(job_id, shm_dir_)).deleted < 2)
     std::this_thread::sleep_for(5ms);
   EXPECT_EQ(maps.mapping, 2) << read_whole(log);
@@ -219,7 +225,7 @@ TEST_F(RealRunSignals, SigkillOfEveryRankAfterTheBuildLeavesNothingInDevShm) {
   ::kill(runner, SIGKILL);
   int status = 0;
   ::waitpid(runner, &status, 0);
-  const auto until = Clock::now() + 2s;
+  const auto until = Clock::now() + 30s;
   while (!processes_of_job(job_id).empty() && Clock::now() < until) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(processes_of_job(job_id).empty());
   EXPECT_TRUE(entries_starting(shm_dir_, "engramlab-").empty()) << "a SIGKILLed job's table stayed in /dev/shm";
@@ -255,11 +261,11 @@ TEST(LaunchGrandchildren, ASigkilledLauncherTakesItsRanksChildrenWithIt) {
   const auto killed = Clock::now();
   ::kill(launcher, SIGKILL);
   ::waitpid(launcher, nullptr, 0);
-  while (!processes_of_job(job_id).empty() && Clock::now() - killed < 5s) std::this_thread::sleep_for(10ms);
+  while (!processes_of_job(job_id).empty() && Clock::now() - killed < 30s) std::this_thread::sleep_for(10ms);
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
   const std::vector<pid_t> left = processes_of_job(job_id);
   EXPECT_TRUE(left.empty()) << left.size() << " process(es) outlived the SIGKILLed launcher";
-  EXPECT_LT(took, 1000ms) << took.count() << " ms";
+  EXPECT_LT(took, 5s) << took.count() << " ms";
   for (pid_t p : left) ::kill(p, SIGKILL);
   fs::remove_all(engram::ipc::default_socket_dir(job_id));
 }

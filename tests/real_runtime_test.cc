@@ -25,8 +25,12 @@
 #include "tests/process_run.h"
 #include "tests/temp_dir.h"
 #include "tests/tp_matrix_cases.h"
+#include "tests/private_tmpfs.h"
+#include "tests/golden_messages.h"
 
 namespace {
+
+using ::engram::testing::golden_message;
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -44,15 +48,13 @@ using engram::testing::run;
 // on /dev/shm and `hostname` set. Empty optional: namespaces not permitted.
 std::optional<ProcessRun> in_namespace(const std::string& tmpfs_size, const std::string& hostname,
                                        const std::string& script) {
-  static const bool permitted =
-      run("unshare --mount --uts --propagation private sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm'").exit_code == 0;
-  if (!permitted) return std::nullopt;
+  if (!engram::testing::why_no_private_tmpfs().empty()) return std::nullopt;
   return run("unshare --mount --uts --propagation private sh -c 'mount -t tmpfs -o size=" + tmpfs_size +
              " tmpfs /dev/shm && hostname " + hostname + " && " + script + "'");
 }
 
 #define SKIP_WITHOUT_NAMESPACES(result)                                                                          \
-  if (!(result)) GTEST_SKIP() << "SKIPPED: needs mount+UTS namespaces (root or CAP_SYS_ADMIN: unshare --mount --uts)"
+  if (!(result)) GTEST_SKIP() << "SKIPPED: needs mount+UTS namespaces: " << engram::testing::why_no_private_tmpfs()
 
 std::string real_run(const std::string& files) { return kEngramlab + " scenario run --real " + files; }
 
@@ -216,7 +218,7 @@ TEST_F(RealCrash, KilledWriterMidLoadStopsTheOthersNamingItAndNothingIsLeft) {
   SKIP_WITHOUT_NAMESPACES(r);
   EXPECT_NE(r->output.find("SIGKILL at shm_create #2 (engramlab-crashw-layer14)"), std::string::npos) << r->output;
   EXPECT_NE(r->output.find("rank 0 (pid"), std::string::npos) << r->output;
-  EXPECT_NE(r->output.find("was killed by signal 9 (SIGKILL)"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find(golden_message("process.killed_by_sigkill")), std::string::npos) << r->output;
   EXPECT_EQ(record(0), std::nullopt) << "a SIGKILLed rank writes nothing";
   for (int rank = 1; rank < 4; ++rank) {
     auto rec = record(rank);

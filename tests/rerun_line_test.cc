@@ -1,8 +1,8 @@
 // An emulated run's "reproduce:" line inside a test reruns that test: the
 // tests' main (tests/test_main.cc) names the running test, and a world with
 // no reproduction of its own prints that line, not "<test binary> fuzz ...",
-// which only engramlab takes. This binary names no rerun binary (unlike
-// sim_world_test, whose lines name the built engramlab) until its last case.
+// which only engramlab takes. Its suite names no rerun binary (unlike
+// sim_world_test's, whose lines name the built engramlab) until its last case.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -74,7 +74,8 @@ TEST(RerunLine, OutsideATestTheLinesAreEngramlabs) {
   set_rerun_test_line("");
   EXPECT_EQ(rerun_command_or_test({"fuzz", "--seed", "7", "--seeds", "1"}),
             shell_command(std::vector<std::string>{this_binary(), "fuzz", "--seed", "7", "--seeds", "1"}));
-  EXPECT_EQ(harness::request_schedule_repro(3), "reproduce: ENGRAMLAB_SCHEDULE_SEED=3 build/tests/request_schedule_test");
+  EXPECT_EQ(harness::request_schedule_repro(3), "reproduce: ENGRAMLAB_SCHEDULE_SEED=3 build/tests/core_tests "
+            "--gtest_filter=RequestSchedule.EveryCutHashesAsTheAcceptedSequenceWhole");
   set_rerun_test_line(line);
 }
 

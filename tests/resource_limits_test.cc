@@ -15,9 +15,12 @@
 #include "tests/cgroup_support.h"
 #include "tests/process_run.h"
 #include "tests/sanitizer_build.h"
+#include "tests/golden_messages.h"
 
 namespace engram {
 namespace {
+
+using ::engram::testing::golden_message;
 
 namespace fs = std::filesystem;
 using testing::count;
@@ -211,7 +214,7 @@ TEST(LaunchToken, ATooLongTokenIsRefusedByTheLauncherNamingTheVariable) {
   const ProcessRun r = testing::run("ENGRAMLAB_JOB_TOKEN=" + std::string(300, 'a') + " " + kEngramlab +
                                     " launch -n 2 -- true");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("ENGRAMLAB_JOB_TOKEN is 300 bytes, longer than 256"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(golden_message("launch.job_token_too_long")), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -369,7 +369,7 @@ TEST(SglangPrivate, RanksWithTheirOwnTokensGetTheirOwnRowsBack) {
 constexpr int kPidNamespaceRefused = 77;
 
 std::vector<int> run_real_pair(const std::string& dir, Placement placement, bool rank1_in_own_pid_namespace) {
-  const uint16_t port = testing::free_loopback_port();
+  testing::LoopbackListener listener;
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
     const pid_t pid = ::fork();
@@ -377,6 +377,7 @@ std::vector<int> run_real_pair(const std::string& dir, Placement placement, bool
       pids.push_back(pid);
       continue;
     }
+    if (r != 0) listener.close();  // only rank 0 may hold the listening socket
     if (r == 1 && rank1_in_own_pid_namespace) {
       if (::unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) ::_exit(kPidNamespaceRefused);
       const pid_t init = ::fork();  // pid 1 of the new namespace
@@ -387,8 +388,8 @@ std::vector<int> run_real_pair(const std::string& dir, Placement placement, bool
         ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 3);
       }
     }
-    ipc::TcpCollectivesOptions o{.rank = r, .world_size = 2, .master_addr = "127.0.0.1", .master_port = port,
-                                 .job_token = "0123456789abcdef0123456789abcdef", .job_id = "sglang-pair"};
+    ipc::TcpCollectivesOptions o =
+        testing::forked_rank_options(listener, r, 2, "0123456789abcdef0123456789abcdef", "sglang-pair");
     o.join_timeout = std::chrono::milliseconds(10000);
     o.op_timeout = std::chrono::milliseconds(10000);
     auto world = ipc::TcpCollectives::join(o);
@@ -406,6 +407,7 @@ std::vector<int> run_real_pair(const std::string& dir, Placement placement, bool
         << (result.on_cpu ? "cpu" : "device") << "\n";
     ::_exit(result.status.is_ok() ? 0 : 1);
   }
+  listener.close();
   std::vector<int> codes;
   for (pid_t pid : pids) {
     int status = 0;

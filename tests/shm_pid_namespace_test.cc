@@ -19,9 +19,12 @@
 
 #include "backends/shm/posix_shared_memory.h"
 #include "tests/engramlab_command.h"
+#include "tests/golden_messages.h"
 
 namespace engram {
 namespace {
+
+using ::engram::testing::golden_message;
 
 namespace fs = std::filesystem;
 
@@ -113,7 +116,7 @@ TEST(ShmPidNamespace, ALiveCreatorInAnotherPidNamespaceKeepsItsSegmentThroughCle
   EXPECT_TRUE(fs::exists(dir + "/" + name)) << "a live job's segment was removed\n" << while_alive.text;
   EXPECT_NE(while_alive.text.find("0 stale segment(s) removed"), std::string::npos) << while_alive.text;
   EXPECT_NE(while_alive.text.find("kept: " + dir + "/" + name), std::string::npos) << while_alive.text;
-  EXPECT_NE(while_alive.text.find("in use: a live process holds it open"), std::string::npos) << while_alive.text;
+  EXPECT_NE(while_alive.text.find(golden_message("shm.segment_in_use")), std::string::npos) << while_alive.text;
   EXPECT_NE(while_alive.text.find("in another PID namespace"), std::string::npos) << while_alive.text;
   const testing::CommandOutput listed = testing::run_engramlab("shm list --json --job-id pidnsjob --dir " + dir);
   EXPECT_NE(listed.text.find("\"stale\":false"), std::string::npos) << listed.text;

@@ -9,13 +9,14 @@
 #include "core/base/rerun_command.h"
 #include "core/exchange/handle_exchange.h"
 #include "core/base/units.h"
+#include "tests/engramlab_rerun_suites.h"
 
 namespace engram::sim {
 namespace {
 
 const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
 // Reproduction lines name the built engramlab, not this test binary.
-[[maybe_unused]] const bool kRerunBinarySet = (set_rerun_binary(kEngramlab), true);
+[[maybe_unused]] const bool kRerunLinesNameEngramlab = testing::rerun_lines_name_engramlab("World");
 
 using ::testing::HasSubstr;
 

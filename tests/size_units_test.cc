@@ -10,9 +10,12 @@
 
 #include "core/base/units.h"
 #include "core/plan/shm_fix.h"
+#include "tests/golden_messages.h"
 
 namespace engram {
 namespace {
+
+using ::engram::testing::golden_message;
 
 using ::testing::HasSubstr;
 
@@ -55,9 +58,13 @@ TEST(SizeUnits, BadSizesNameTheFieldTheValueAndTheWaysToWriteIt) {
   EXPECT_EQ(unknown.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(unknown.message(), HasSubstr("hosts[0].shm_size: '189Gx' is not a size (unknown unit 'gx')"));
   EXPECT_THAT(unknown.message(), HasSubstr("190Gi"));
-  EXPECT_THAT(parse_bytes("189", "--shm-size").status().message(), HasSubstr("has no unit"));
-  EXPECT_THAT(parse_bytes("2Ei", "x").status().message(), HasSubstr("unknown unit"));  // past 1 EiB anyway
-  EXPECT_THAT(parse_bytes("2048Pi", "x").status().message(), HasSubstr("larger than 1 EiB"));
+  for (const auto& [text, key] : {std::pair{"189", "size.no_unit"}, std::pair{"2Ei", "size.unknown_unit"},  // past 1 EiB anyway
+                                  std::pair{"2048Pi", "size.over_1_eib"}}) {
+    const Status s = parse_bytes(text, "--shm-size").status();
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << text;
+    EXPECT_THAT(s.message(), HasSubstr("--shm-size")) << text;
+    EXPECT_THAT(s.message(), HasSubstr(golden_message(key))) << text;
+  }
   EXPECT_THAT(parse_bytes("-1Gi", "x").status().message(), HasSubstr("cannot be negative"));
   EXPECT_THAT(std::string(kSizeUnitsHelp), HasSubstr("Gi is 2^30"));
 }

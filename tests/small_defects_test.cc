@@ -16,9 +16,12 @@
 #include "core/deployment/deployment_validate.h"
 #include "core/deployment_file/deployment_yaml.h"
 #include "tests/process_run.h"
+#include "tests/golden_messages.h"
 
 namespace engram {
 namespace {
+
+using ::engram::testing::golden_message;
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
@@ -83,7 +86,7 @@ TEST(ShmInfo, APlainDirectoryOnADiskIsNotATmpfs) {
   auto info = memory.info();
   ASSERT_TRUE(info.is_ok()) << info.status().to_string();
   EXPECT_FALSE(info->mounted) << "a disk directory reported as a tmpfs of " << info->tmpfs_bytes_total << " bytes";
-  EXPECT_THAT(info->not_tmpfs, HasSubstr("not a tmpfs"));
+  EXPECT_THAT(info->not_tmpfs, HasSubstr(golden_message("shm.not_tmpfs")));
   auto created = memory.create(shm::segment_name("notmpfs", "layer1"), 4096);
   EXPECT_EQ(created.status().code(), ErrorCode::kFailedPrecondition);
   EXPECT_THAT(created.status().message(), HasSubstr("no tmpfs to hold segment"));

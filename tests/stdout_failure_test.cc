@@ -5,9 +5,12 @@
 #include <string>
 
 #include "tests/engramlab_command.h"
+#include "tests/golden_messages.h"
 
 namespace engram {
 namespace {
+
+using ::engram::testing::golden_message;
 
 testing::CommandOutput run_with_stdout(const std::string& args, const std::string& stdout_to) {
   return testing::run_engramlab(args, "", stdout_to);
@@ -26,7 +29,7 @@ TEST(StdoutFailure, EveryCommandReportsAStdoutItCannotWrite) {
       SCOPED_TRACE(args + " " + to);
       const auto out = run_with_stdout(args, to);
       EXPECT_NE(out.exit_code, 0) << out.text;
-      EXPECT_NE(out.text.find("writing to stdout failed"), std::string::npos) << out.text;
+      EXPECT_NE(out.text.find(golden_message("output.stdout_failed")), std::string::npos) << out.text;
     }
   }
 }
@@ -34,7 +37,7 @@ TEST(StdoutFailure, EveryCommandReportsAStdoutItCannotWrite) {
 TEST(StdoutFailure, AWritableStdoutIsNotReported) {
   const auto out = run_with_stdout(kPlan + " --json", ">/dev/null");
   EXPECT_EQ(out.exit_code, 0) << out.text;
-  EXPECT_EQ(out.text.find("writing to stdout failed"), std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find(golden_message("output.stdout_failed")), std::string::npos) << out.text;
 }
 
 }  // namespace

@@ -14,13 +14,14 @@
 #include "core/base/coverage_probe.h"
 #include "core/base/rerun_command.h"
 #include "harness/emulated_scenario.h"
+#include "tests/engramlab_rerun_suites.h"
 
 namespace engram::sim {
 namespace {
 
 const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
 // Reproduction lines name the built engramlab, not this test binary.
-[[maybe_unused]] const bool kRerunBinarySet = (set_rerun_binary(kEngramlab), true);
+[[maybe_unused]] const bool kRerunLinesNameEngramlab = testing::rerun_lines_name_engramlab("Swarm");
 
 TEST(Swarm, FixedSeedSweepHoldsEveryInvariantDeterministically) {
   // The sweep size the fuzz command holds to "every site fires".
@@ -103,13 +104,23 @@ TEST(Swarm, DrawsDependOnTheSeedAlone) {
   EXPECT_EQ(harness::run_swarm_seed(17, true).reproduction, kEngramlab + " fuzz --seed 17 --seeds 1 --check-determinism");
 }
 
+// Three seeds cannot fire every site (the sweep needs kEverySiteSweepSeeds):
+// the unfired ones are named in the table, and a sweep that small passes
+// on its seeds alone.
 TEST(Swarm, ASmallSweepReportsUnfiredSitesWithoutFailing) {
   harness::SwarmReport report = harness::run_swarm(5, 3, false);
   EXPECT_EQ(report.seed_count, 3);
-  if (!report.sites_never_fired().empty()) {
-    EXPECT_NE(report.fault_site_table().find("NEVER FIRED"), std::string::npos);
+  const std::vector<sim::FaultSite> never = report.sites_never_fired();
+  ASSERT_FALSE(never.empty()) << report.fault_site_table();
+  const std::string table = report.fault_site_table();
+  EXPECT_NE(table.find("NEVER FIRED"), std::string::npos) << table;
+  for (sim::FaultSite site : never) {  // each unfired site's own row says so
+    const size_t row = table.find("\n" + std::string(sim::fault_site_name(site)) + " ");
+    ASSERT_NE(row, std::string::npos) << table;
+    EXPECT_NE(table.substr(row + 1, table.find('\n', row + 1) - row - 1).find("NEVER FIRED"), std::string::npos) << table;
   }
-  EXPECT_EQ(report.passed(), report.failures.empty());
+  EXPECT_TRUE(report.failures.empty()) << report.outcome_table();
+  EXPECT_TRUE(report.passed()) << "unfired sites fail only a sweep of " << harness::kEverySiteSweepSeeds << " or more";
 }
 
 // Probes register before main, so one never reached is still listed: from

@@ -5,14 +5,21 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <system_error>
 #include <vector>
 
 #include "core/base/rerun_command.h"
 #include "core/base/shell_quote.h"
+#include "tests/engramlab_rerun_suites.h"
 
 namespace {
+
+std::set<std::string>& engramlab_rerun_suites() {
+  static std::set<std::string> suites;
+  return suites;
+}
 
 class RerunTestLine : public ::testing::EmptyTestEventListener {
  public:
@@ -22,6 +29,8 @@ class RerunTestLine : public ::testing::EmptyTestEventListener {
     const std::vector<std::string> words{binary_,
                                          "--gtest_filter=" + std::string(test.test_suite_name()) + "." + test.name()};
     engram::set_rerun_test_line(engram::shell_command(words));
+    if (engramlab_rerun_suites().contains(test.test_suite_name()))
+      engram::set_rerun_binary(std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab");
   }
   void OnTestEnd(const ::testing::TestInfo&) override { engram::set_rerun_test_line(""); }
 
@@ -36,6 +45,11 @@ std::string this_binary(const char* argv0) {
 }
 
 }  // namespace
+
+bool engram::testing::rerun_lines_name_engramlab(const char* test_suite) {
+  engramlab_rerun_suites().insert(test_suite);
+  return true;
+}
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs every
 # test (unit, property, multi-process, GPU tests skipped visibly where no GPU
-# is present, scenarios, a fixed-seed swarm, the Python module's pytest
-# files), then the same suite under
+# is present, each scenario, a fixed-seed swarm, the Python module's pytest
+# files), then the tests whose code the release build cannot vouch for
+# (emulator, real processes, commands: memory ownership) again under
 # AddressSanitizer + UndefinedBehaviorSanitizer. Quiet on success: one line a
 # stage; the full log of a failing stage.
 set -euo pipefail
@@ -53,24 +54,34 @@ engramlab_paths() {
 }
 paths_before="$(engramlab_paths)"
 
-# 1. Release build and its suite. Both builds compile the tests with one
-# shared precompiled header (ENGRAM_TEST_PCH: faster from cold; see
-# tests/CMakeLists.txt).
-stage setup tools/setup.sh build -DENGRAM_TEST_PCH=ON
+# Both builds compile with line tables (-g1: file and line in every backtrace
+# and sanitizer report) instead of full debug info, which makes each compile
+# about a third dearer (docs/perf_notes.md, "CI time").
+
+# 1. Release build and its suite: every test binary (tests/CMakeLists.txt:
+# one a layer) and a ctest test per scenario file. Both builds compile the
+# tests with one shared precompiled header (ENGRAM_TEST_PCH: faster from cold).
+stage setup tools/setup.sh build -DENGRAM_TEST_PCH=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 run_ctest build ctest
 
-# 2. The same suite under ASan + UBSan (CUDA parts are not built there, nor
-# the benchmarks, which no test runs).
-stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DENGRAM_BUILD_BENCHMARKS=OFF \
-  -DENGRAM_TEST_PCH=ON
+# 2. Under ASan + UBSan, the binaries of the layers that own memory and start
+# processes: the emulator's (sim_tests), the real processes' and the
+# commands' (cli_tests: every input a user can give, through the binary),
+# each scenario once more. core_tests (plans, layouts, names: values from
+# values) runs in the release build only, so it is not compiled twice; nor
+# are the CUDA parts, the benchmarks or the Python module, which no test
+# here runs.
+stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+  -DENGRAM_BUILD_BENCHMARKS=OFF -DENGRAM_TEST_PCH=ON \
+  -DENGRAM_TEST_BINARIES="sim_tests;real_process_tests;cli_tests;status_contract_test"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_ctest build-asan ctest-asan
 
-# 3. Scenarios and the swarm through the CLI (release build): one summary
-# line each, the log on failure.
-stage scenarios build/apps/engramlab scenario run scenarios/
-tail -n 1 build-logs/scenarios.log | sed "s/^/[scenarios] /"
-stage fuzz build/apps/engramlab fuzz --seeds 2000 --seed 1 --check-determinism
+# 3. The swarm through the CLI (release build), past the seeds that ctest's
+# Swarm.FixedSeedSweepHoldsEveryInvariantDeterministically ran
+# (harness::kEverySiteSweepSeeds, 500): each seed once a build. The scenarios
+# ran in ctest (Scenario.*), one test a file.
+stage fuzz build/apps/engramlab fuzz --seeds 1500 --seed 501 --check-determinism
 tail -n 1 build-logs/fuzz.log | sed "s/^/[fuzz] /"
 
 # 4. The Python module (python/, built by the release build): its pytest
@@ -85,14 +96,23 @@ python_tests() {
   fi
   . build/python/python_env.sh
   PYTHONPATH="$PWD/build/python" "$ENGRAM_PYTHON" -m pytest -q -rs -p no:cacheprovider tests/python &&
-    # The README's `pytest scenarios/`: every scenario file as a test, through the plugin.
-    PYTHONPATH="$PWD/build/python" "$ENGRAM_PYTHON" -m pytest -q -p no:cacheprovider scenarios/ \
+    # The README's `pytest scenarios/`: every scenario file collected as a
+    # test through the plugin (each file ran once in ctest, Scenario.*; the
+    # plugin's runs and failures are tests/python/test_pytest_plugin.py's).
+    PYTHONPATH="$PWD/build/python" "$ENGRAM_PYTHON" -m pytest -q --collect-only -p no:cacheprovider scenarios/ \
       >build-logs/python-scenarios.log 2>&1 || { cat build-logs/python-scenarios.log; return 1; }
+  local files collected
+  files="$(find scenarios -maxdepth 1 -name '*.yaml' | wc -l)"
+  collected="$(grep -cE '^scenarios/.+::' build-logs/python-scenarios.log || true)"
+  if [ "$collected" -ne "$files" ]; then
+    echo "pytest scenarios/ collected $collected tests for $files scenario files:"; cat build-logs/python-scenarios.log
+    return 1
+  fi
 }
 stage python python_tests
 echo "[python] tests/python: $(tail -n 1 build-logs/python.log | sed 's/^=* *//; s/ *=*$//')" \
   "(skipped ones say why in build-logs/python.log); pytest scenarios/:" \
-  "$(tail -n 1 build-logs/python-scenarios.log | sed 's/^=* *//; s/ *=*$//')"
+  "$(tail -n 1 build-logs/python-scenarios.log | sed 's/^=* *//; s/ *=*$//'), one a file"
 
 # 5. Installed like a library: the release build installed into a temporary
 # prefix, a small engine-side consumer (tests/install_consumer) configured
@@ -148,8 +168,7 @@ for log in build-logs/ctest.log build-logs/ctest-asan.log; do
   s="$(grep -c '\*\*\*Skipped' "$log" || true)"
   total_tests=$((total_tests + n)); total_failed=$((total_failed + f)); total_skipped=$((total_skipped + s))
 done
-scenario_count="$(tail -n 1 build-logs/scenarios.log | sed -E 's/^([0-9]+) of ([0-9]+).*/\2/')"
 python_passed="$(tail -n 1 build-logs/python.log | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)"
 python_skipped="$(tail -n 1 build-logs/python.log | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)"
 total_skipped=$((total_skipped + python_skipped))
-echo "total: $((total_tests - total_failed - total_skipped + python_skipped + scenario_count + python_passed + 2)) passed, $total_failed failed, $total_skipped skipped"
+echo "total: $((total_tests - total_failed - total_skipped + python_skipped + python_passed + 2)) passed, $total_failed failed, $total_skipped skipped"

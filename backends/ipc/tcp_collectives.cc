@@ -73,8 +73,24 @@ RendezvousSettings rendezvous_settings(const TcpCollectivesOptions& options, con
   return s;
 }
 
+// Rank 0 takes over the listening socket it was handed (options.listen_fd).
+Status listen_on_handed_socket(const TcpCollectivesOptions& options, tcp::acceptor& acceptor, std::string& address) {
+  error_code ec;
+  acceptor.assign(tcp::v4(), options.listen_fd, ec);
+  const tcp::endpoint endpoint = ec ? tcp::endpoint() : acceptor.local_endpoint(ec);
+  if (ec) {
+    return Status(ErrorCode::kInvalidArgument,
+                  "rank 0 cannot listen on the socket it was handed (listen_fd " + std::to_string(options.listen_fd) +
+                      "): " + ec.message() + " (hand it an IPv4 TCP socket that is bound and listening)",
+                  {.rank = 0, .step = "rendezvous"});
+  }
+  address = endpoint.address().to_string();
+  return Status::ok();
+}
+
 // Rank 0 listens on MASTER_ADDR:MASTER_PORT.
 Status listen_on_master(const TcpCollectivesOptions& options, tcp::acceptor& acceptor, std::string& address) {
+  if (options.listen_fd >= 0) return listen_on_handed_socket(options, acceptor, address);
   tcp::resolver resolver(acceptor.get_executor());
   error_code ec;
   auto endpoints = resolver.resolve(options.master_addr, std::to_string(options.master_port), ec);

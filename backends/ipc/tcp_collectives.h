@@ -35,6 +35,11 @@ struct TcpCollectivesOptions {
   // `max_pending_connections` such connections at a time.
   std::chrono::milliseconds handshake_timeout{2000};
   int max_pending_connections = 64;
+  // Rank 0 only: a socket already bound to MASTER_ADDR:MASTER_PORT and
+  // listening, which the group takes over (and closes), instead of binding
+  // the port itself. A launcher (or a test) that binds first hands its ranks
+  // a port nobody else can take between its choice and the rendezvous.
+  int listen_fd = -1;
 };
 
 TcpCollectivesOptions collectives_options(const LaunchEnv& env);

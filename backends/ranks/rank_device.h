@@ -1,6 +1,6 @@
 // The GPU of one real rank (`engramlab scenario rank`) and the GPU count the
-// `--real` runner checks before launching a device scenario. Lives in apps/
-// so core/ stays free of backends/: with the CUDA backend built
+// `--real` runner checks before launching a device scenario. Lives in
+// harness/ so core/ stays free of backends/: with the CUDA backend built
 // (ENGRAM_HAVE_CUDA_BACKEND) a rank placed on the device opens GPU LOCAL_RANK
 // through the driver's VMM API (its own process, its own device's primary
 // context); without the backend or without a GPU it has no device, as before.

@@ -18,27 +18,27 @@ def repo():
     return REPO
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def one_rank_job(monkeypatch, tmp_path):
     """This process as rank 0 of a one-rank torchrun-style job: what
     EngramTables reads (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-    MASTER_PORT, the job's token and id), its sockets under tmp_path."""
+    MASTER_PORT, the job's token and id), its sockets under tmp_path.
+    A job of one rank never listens on MASTER_PORT (its collectives need no
+    rendezvous), so the port only has to be a valid one: a socket bound to
+    it stays open for the test, so no port is picked and then released."""
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         monkeypatch.setenv(name, "1" if "WORLD" in name else "0")
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    monkeypatch.setenv("MASTER_PORT", str(held.getsockname()[1]))
     monkeypatch.setenv("ENGRAMLAB_JOB_TOKEN", uuid.uuid4().hex)
     monkeypatch.setenv("ENGRAMLAB_JOB_ID", "pytest-" + uuid.uuid4().hex[:12])
     monkeypatch.setenv("ENGRAMLAB_SOCKET_DIR", str(tmp_path / "sockets"))
     for name in ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "ENGRAMLAB_MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
-    return os.environ
+    with held:
+        yield os.environ
 
 
 class FakeTensor:
