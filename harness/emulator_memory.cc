@@ -97,8 +97,9 @@ EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, co
   const uint64_t ids = tokens * heads * 8;
   uint64_t lookup_buffers = 4 * output + ids;
   // core/lookup/lookup_slot.cc: the ids padded to the slot, and the host
-  // lookup's staging (HostLookupStaging: the slot's ids and outputs).
-  lookup_buffers += slot * heads * 8 + slot * heads * (8 + dim * 2);
+  // lookup's staging (HostLookupStaging: the slot's ids and outputs, in
+  // emulated device memory whose pages exist once written: the tokens').
+  lookup_buffers += slot * heads * 8 + tokens * heads * (8 + dim * 2);
   // Ranks are fibers on one thread: a rank holds these across a switch only
   // when its lookup waits on a collective (device_collective, or ranks
   // sharing a host, whose node-local groups exchange heads). Otherwise one
@@ -117,11 +118,13 @@ EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, co
   per_rank += tables_bytes / static_cast<uint64_t>(std::max(ranks_per_table_copy, 1)) + 4096;
   // sim/: the rank's objects, ledger entries, VMM tables and the touched
   // pages of its fiber stack (sim/world.cc reserves 96 KiB a rank of heap).
-  per_rank += 128 << 10;
+  // With the terms below, 4 tokens on 8-GPU hosts measured 77 KB a rank
+  // over 128 to 2,048 ranks (tests/emulator_memory_test.cc).
+  per_rank += 24 << 10;
   if (any_device_collective) {
     // core/lookup/device_lookup.cc make_collective_workspace, in emulated
     // device memory (sim/paged_bytes.h: pages of kSimPageBytes exist once
-    // written): slot_ids and `mine` are written whole; the all-gathered ids
+    // written): slot_ids is written whole, `mine` in its tokens' rows; the all-gathered ids
     // are one shared extent per group (so one member's share a rank); `rows`
     // (group x slot x heads x dim bf16) is zeroed, which costs nothing, and
     // the gather writes only the owned rows: over the group every looked-up
@@ -131,7 +134,7 @@ EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, co
     // reduce-scatter (sim/sim_collectives.cc) copies what it sums once more.
     const uint64_t header = heads * 8;  // header tokens' ids, rounded up to a token
     per_rank += (slot * heads * 8 + header) * 2;  // slot_ids, and the share of the gathered ids
-    per_rank += slot * heads * dim * 2;           // mine
+    per_rank += tokens * heads * dim * 2;         // mine: the pages of the rank's own tokens are written
     const uint64_t row_bytes = dim * 2;
     const uint64_t pages_per_row =
         row_bytes <= sim::kSimPageBytes && sim::kSimPageBytes % row_bytes == 0 ? 1 : (row_bytes + sim::kSimPageBytes - 1) / sim::kSimPageBytes + 1;
@@ -153,7 +156,7 @@ EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, co
   // up at a time: its vectors above and their copies in emulated device
   // memory (1 KiB pages with their entries); measured at 4,096 tokens,
   // host_head_sharded: 27.6 MiB over 8 to 32 ranks, 2.7x the buffers.
-  const uint64_t fixed = 3 * tables_bytes + (4u << 20) + (lookups_overlap ? 0 : 3 * lookup_buffers) + steps_bytes;
+  const uint64_t fixed = 3 * tables_bytes + (2u << 20) + (lookups_overlap ? 0 : 3 * lookup_buffers) + steps_bytes;
   // Calibration (VmHWM, benchmarks/emulator_scale_benchmark table 5): the
   // terms above came to 1.05-1.2x the measured device_collective peak at
   // 1,024 and 4,096 tokens; a quarter more covers allocator rounding and
