@@ -22,6 +22,7 @@
 #include "core/plan/deployment_plan.h"
 #include "core/deployment_file/deployment_yaml.h"
 #include "core/deployment/shard_groups.h"
+#include "core/model/gpu_models.h"
 #include "core/engines/engine_profile.h"
 #include "core/base/json_output.h"
 #include "core/plan/memory_fit.h"
@@ -137,6 +138,14 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
       host.name = fmt::format("node-{}", h);
       host.boot_id.clear();
       d.hosts.push_back(std::move(host));
+    }
+  }
+  if (!f.gpu_model.empty()) {
+    // Checked here, so its error names the flag (not hosts[0], a host the flags made).
+    if (auto model = find_gpu_model(f.gpu_model); !model.is_ok()) {
+      std::string message = model.status().message();
+      if (message.starts_with("gpu_model: ")) message.erase(0, 11);
+      return invalid_argument("--gpu-model: " + message);
     }
   }
   for (HostSpec& h : d.hosts) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,9 +74,14 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   // Every rank lives in this process: refuse a run that cannot fit before
   // the tables or any rank's buffers are allocated.
   bool any_device_collective = !out.plan.is_ok();
+  int ranks_per_table_copy = out.plan.is_ok() && !out.plan->ranks.empty() ? std::numeric_limits<int>::max() : 1;
   if (out.plan.is_ok())
-    for (const RankPlan& r : out.plan->ranks) any_device_collective |= is_device_placement(r.placement);
-  out.memory_estimate = estimate_emulator_memory(d, model.value(), job.lookup, any_device_collective);
+    for (const RankPlan& r : out.plan->ranks) {
+      any_device_collective |= is_device_placement(r.placement);
+      ranks_per_table_copy = std::min(ranks_per_table_copy, std::max(r.shard_group_size, 1));
+    }
+  out.memory_estimate =
+      estimate_emulator_memory(d, model.value(), job.lookup, any_device_collective, ranks_per_table_copy);
   if (const std::optional<MemoryLimit> limit = job.memory_limit ? job.memory_limit : machine_memory_limit()) {
     if (Status fits = check_emulator_memory(out.memory_estimate, *limit); !fits.is_ok()) {
       out.error = std::move(fits);
@@ -122,6 +128,8 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   inputs.reference = [&direct](int table, std::span<const int64_t> ids, std::span<uint16_t> out) {
     direct.lookup(table, ids, out);
   };
+  if (inputs.lookup.steps.any())
+    inputs.compiled_steps = std::make_shared<const CompiledSteps>(compile_scenario_steps(inputs));
   WarningSink world_sink;
 
   auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {

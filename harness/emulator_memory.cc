@@ -39,10 +39,40 @@ std::optional<uint64_t> proc_kib_field(const char* file, const std::string& name
   return std::nullopt;
 }
 
+// A halo frame: the lookback ids (at most the longest n-gram, 8) and two
+// header words, 8 bytes each (core/lookup/cp_halo.h cp_halo_frame_words).
+constexpr uint64_t kHaloFrameBytes = (8 + 2) * 8;
+
 }  // namespace
 
+uint64_t compiled_steps_bytes(const LookupSteps& steps, int prefill_cp) {
+  if (steps.drawn) return 1u << 20;  // harness/request_schedule.h: at most 16 steps of a few requests
+  const uint64_t cp = static_cast<uint64_t>(std::max(prefill_cp, 1));
+  // A shard's vector and a CP rank's part of the op's name; the ids, the
+  // lookback and the op itself beside them.
+  constexpr uint64_t kShardBytes = 24 + 8;
+  constexpr uint64_t kOpBytes = 512;
+  uint64_t bytes = 0;
+  for (const StepSpec& s : steps.steps) {
+    uint64_t ops = 1, tokens = 0;
+    if (s.kind == StepKind::kCpPrefill && s.every_split_tokens >= 0) {
+      ops = static_cast<uint64_t>(every_split_count(s.every_split_tokens, static_cast<int>(cp)));
+      tokens = static_cast<uint64_t>(s.every_split_tokens);
+    } else {
+      for (int n : s.chunk_tokens) tokens += static_cast<uint64_t>(std::max(n, 0));
+      for (int n : s.cp_split) tokens += static_cast<uint64_t>(std::max(n, 0));
+      tokens += s.requests.size();
+      for (const StepsVerify& v : s.verifies) tokens += static_cast<uint64_t>(1 + std::max(v.drafts, 0));
+    }
+    const uint64_t per_op = kOpBytes + (s.kind == StepKind::kCpPrefill ? cp * kShardBytes : 0) + tokens * 8 * 2;
+    bytes += ops * per_op;
+  }
+  return bytes + steps.requests.size() * kOpBytes;
+}
+
 EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, const ModelSpec& model,
-                                                const ScenarioLookup& lookup, bool any_device_collective) {
+                                                const ScenarioLookup& lookup, bool any_device_collective,
+                                                int ranks_per_table_copy) {
   EmulatorMemoryEstimate e;
   e.ranks = static_cast<int>(deployment.rank_hosts.size());
   if (e.ranks == 0) e.ranks = deployment.layout.tp * deployment.layout.dp;
@@ -67,8 +97,9 @@ EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, co
   const uint64_t ids = tokens * heads * 8;
   uint64_t lookup_buffers = 4 * output + ids;
   // core/lookup/lookup_slot.cc: the ids padded to the slot, and the host
-  // lookup's staging (HostLookupStaging: the slot's ids and outputs).
-  lookup_buffers += slot * heads * 8 + slot * heads * (8 + dim * 2);
+  // lookup's staging (HostLookupStaging: the slot's ids and outputs, in
+  // emulated device memory whose pages exist once written: the tokens').
+  lookup_buffers += slot * heads * 8 + tokens * heads * (8 + dim * 2);
   // Ranks are fibers on one thread: a rank holds these across a switch only
   // when its lookup waits on a collective (device_collective, or ranks
   // sharing a host, whose node-local groups exchange heads). Otherwise one
@@ -81,15 +112,19 @@ EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, co
   uint64_t per_rank = lookups_overlap ? lookup_buffers : 0;
   // The tables the emulator fills: a device placement's shard or replica in
   // the rank's emulated device memory, a host placement's copy per host in
-  // emulated /dev/shm; at most one whole copy of the small model a rank.
-  per_rank += tables_bytes;
+  // emulated /dev/shm; one whole copy of the small model over the fewest
+  // ranks that share one (a rank's row shard; a whole copy a rank was 25x
+  // the run at 3,456 ranks of 8-GPU hosts).
+  per_rank += tables_bytes / static_cast<uint64_t>(std::max(ranks_per_table_copy, 1)) + 4096;
   // sim/: the rank's objects, ledger entries, VMM tables and the touched
   // pages of its fiber stack (sim/world.cc reserves 96 KiB a rank of heap).
-  per_rank += 128 << 10;
+  // With the terms below, 4 tokens on 8-GPU hosts measured 77 KB a rank
+  // over 128 to 2,048 ranks (tests/emulator_memory_test.cc).
+  per_rank += 24 << 10;
   if (any_device_collective) {
     // core/lookup/device_lookup.cc make_collective_workspace, in emulated
     // device memory (sim/paged_bytes.h: pages of kSimPageBytes exist once
-    // written): slot_ids and `mine` are written whole; the all-gathered ids
+    // written): slot_ids is written whole, `mine` in its tokens' rows; the all-gathered ids
     // are one shared extent per group (so one member's share a rank); `rows`
     // (group x slot x heads x dim bf16) is zeroed, which costs nothing, and
     // the gather writes only the owned rows: over the group every looked-up
@@ -99,7 +134,7 @@ EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, co
     // reduce-scatter (sim/sim_collectives.cc) copies what it sums once more.
     const uint64_t header = heads * 8;  // header tokens' ids, rounded up to a token
     per_rank += (slot * heads * 8 + header) * 2;  // slot_ids, and the share of the gathered ids
-    per_rank += slot * heads * dim * 2;           // mine
+    per_rank += tokens * heads * dim * 2;         // mine: the pages of the rank's own tokens are written
     const uint64_t row_bytes = dim * 2;
     const uint64_t pages_per_row =
         row_bytes <= sim::kSimPageBytes && sim::kSimPageBytes % row_bytes == 0 ? 1 : (row_bytes + sim::kSimPageBytes - 1) / sim::kSimPageBytes + 1;
@@ -108,13 +143,20 @@ EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, co
     const uint64_t whole_rows = group * slot * heads * dim * 2;
     per_rank += 2 * std::min(touched_rows, whole_rows);
   }
+  // lookup.steps (harness/lookup_steps.h), compiled once for every rank
+  // (harness/emulated_scenario.cc): a CP prefill op holds one shard a CP
+  // rank and its name (the split, a few bytes a CP rank); `split: every`
+  // expands to every split. Each op's halo exchange (core/lookup/cp_halo.cc)
+  // all-gathers a frame from every CP rank into every member at once.
+  const uint64_t steps_bytes = compiled_steps_bytes(lookup.steps, deployment.layout.prefill_cp);
+  if (steps_bytes > 0) per_rank += static_cast<uint64_t>(std::max(deployment.layout.prefill_cp, 1)) * kHaloFrameBytes;
   // kernels/direct_table_reference.h: the reference tables, built once per
   // model (the rows and their dequantised bf16 values), and slack for the
   // process's allocator. Where lookups do not overlap, the one rank looking
   // up at a time: its vectors above and their copies in emulated device
   // memory (1 KiB pages with their entries); measured at 4,096 tokens,
   // host_head_sharded: 27.6 MiB over 8 to 32 ranks, 2.7x the buffers.
-  const uint64_t fixed = 3 * tables_bytes + (4u << 20) + (lookups_overlap ? 0 : 3 * lookup_buffers);
+  const uint64_t fixed = 3 * tables_bytes + (2u << 20) + (lookups_overlap ? 0 : 3 * lookup_buffers) + steps_bytes;
   // Calibration (VmHWM, benchmarks/emulator_scale_benchmark table 5): the
   // terms above came to 1.05-1.2x the measured device_collective peak at
   // 1,024 and 4,096 tokens; a quarter more covers allocator rounding and

@@ -13,6 +13,7 @@
 #include "core/deployment/deployment.h"
 #include "core/model/table_spec.h"
 #include "core/base/status.h"
+#include "harness/lookup_steps.h"
 #include "harness/scenario.h"
 
 namespace engram::harness {
@@ -29,9 +30,16 @@ struct EmulatorMemoryEstimate {
 // run of `deployment` (completed: rank_hosts resolved) adds to this process,
 // looking up `lookup` in `model` (the small tables really built).
 // `any_device_collective`: some rank may take device_collective (or plan did
-// not say), whose workspace is the largest term.
+// not say), whose workspace is the largest term. `ranks_per_table_copy`:
+// the fewest ranks that hold one copy of the tables between them (a row-shard
+// group; 1 when the plan does not say).
 EmulatorMemoryEstimate estimate_emulator_memory(const Deployment& deployment, const ModelSpec& model,
-                                                const ScenarioLookup& lookup, bool any_device_collective);
+                                                const ScenarioLookup& lookup, bool any_device_collective,
+                                                int ranks_per_table_copy = 1);
+
+// What lookup.steps take compiled (one copy for every rank of the run):
+// `split: every` over P CP ranks is up to kMaxEverySplits ops of P shards.
+uint64_t compiled_steps_bytes(const LookupSteps& steps, int prefill_cp);
 
 struct MemoryLimit {
   uint64_t bytes = 0;

@@ -14,6 +14,12 @@
 #include "harness/scenario_rank_steps.h"
 
 namespace engram::harness {
+
+CompiledSteps compile_scenario_steps(const ScenarioRankInputs& inputs) {
+  return compile_lookup_steps(inputs.lookup.steps, inputs.hashers->front(), cp_halo_length(*inputs.hashers) + 1,
+                              inputs.seed, inputs.options.layout);
+}
+
 namespace {
 
 // The batches of lookup.tokens / lookup.batches. With a CP group (prefill_cp
@@ -81,10 +87,12 @@ Status run_lookups(RankBackend& backend, EngramRuntime& runtime, const ScenarioR
   const ParallelLayout& layout = inputs.options.layout;
   const int r = backend.world_rank;
   RankLookups lookups(runtime, inputs, r, out);
-  std::optional<CompiledSteps> steps;
-  if (inputs.lookup.steps.any())
-    steps = compile_lookup_steps(inputs.lookup.steps, inputs.hashers->front(), cp_halo_length(*inputs.hashers) + 1,
-                                 inputs.seed, layout);
+  std::optional<CompiledSteps> own_steps;
+  const CompiledSteps* steps = inputs.compiled_steps.get();
+  if (steps == nullptr && inputs.lookup.steps.any()) {
+    own_steps = compile_scenario_steps(inputs);
+    steps = &*own_steps;
+  }
   const bool needs_cp_group =
       layout.prefill_cp > 1 &&
       (!steps || std::any_of(steps->ops.begin(), steps->ops.end(), [](const LookupOp& op) { return op.cp.has_value(); }));

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,6 +28,7 @@
 #include "core/runtime/engram_runtime.h"
 #include "core/model/hashing.h"
 #include "core/placements/placement.h"
+#include "harness/lookup_steps.h"
 #include "harness/scenario.h"
 #include "core/base/status.h"
 #include "core/model/table_spec.h"
@@ -58,7 +60,14 @@ struct ScenarioRankInputs {
   uint64_t seed = 1;                 // the scenario's: decides the token ids
   const std::vector<TableHasher>* hashers = nullptr;  // one per table of options.table_model
   ReferenceLookup reference;         // required when lookup.run
+  // lookup.steps compiled once for every rank of this process (the
+  // emulator's): a `split: every` step over P CP ranks is P ops of P shards,
+  // so a copy per rank grew as P^3. Null: each rank compiles its own.
+  std::shared_ptr<const CompiledSteps> compiled_steps;
 };
+
+// lookup.steps compiled as each rank of `inputs` would (the hashers, seed and layout of `inputs`).
+CompiledSteps compile_scenario_steps(const ScenarioRankInputs& inputs);
 
 // The deployment must be completed (plan's or validate_and_complete's output).
 RuntimeOptions scenario_runtime_options(const Deployment& completed, const ModelSpec& table_model, std::string job_id);

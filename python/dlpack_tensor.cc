@@ -75,6 +75,10 @@ int64_t DlpackTensor::element_count() const {
 bool DlpackTensor::is_contiguous() const {
   const dlpack::Tensor& t = tensor();
   if (t.strides == nullptr) return true;
+  // An empty tensor has no element out of place, whatever its strides say
+  // (torch gives torch.zeros((0, 4)) strides (1, 1)): an idle rank's step.
+  for (int32_t d = 0; d < t.ndim; ++d)
+    if (t.shape[d] == 0) return true;
   int64_t expected = 1;
   for (int32_t d = t.ndim - 1; d >= 0; --d) {
     if (t.shape[d] != 1 && t.strides[d] != expected) return false;

@@ -69,7 +69,7 @@ class DlpackTensor {
 
   const dlpack::Tensor& tensor() const { return managed_->dl_tensor; }
   std::vector<int64_t> shape() const;
-  // Row-major and dense (dimensions of extent 1 may have any stride).
+  // Row-major and dense (dimensions of extent 1 may have any stride; an empty tensor is always contiguous).
   bool is_contiguous() const;
   uintptr_t address() const;
   int64_t element_count() const;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/text_list.h"
 #include "core/engines/engine_profile.h"
 #include "core/model/hashing.h"
 #include "core/model/table_fill.h"
@@ -86,9 +87,9 @@ py::array_t<uint8_t> table_rows(py::handle model_arg, int layer, int64_t first, 
   const TableSpec& table = model.tables[static_cast<size_t>(layer_argument(model, layer))];
   if (first < 0 || count < 0 || first > table.row_count() || count > table.row_count() - first)
     raise_status(invalid_argument(fmt::format(
-        "first {}, count {}: rows [{}, {}) are not inside layer {}'s table of {} rows; give 0 <= first and first + "
+        "first {}, count {}: rows {} are not inside layer {}'s table of {} rows; give 0 <= first and first + "
         "count <= {}",
-        first, count, first, first + count, layer, table.row_count(), table.row_count())));
+        first, count, half_open_range_text(first, count), layer, table.row_count(), table.row_count())));
   if (static_cast<uint64_t>(count) > kMaxTableRowsBytes / table.row_bytes())
     raise_status(invalid_argument(fmt::format("count: {} rows of {} bytes are more than {} bytes at once; ask for at "
                                               "most {} rows a call",

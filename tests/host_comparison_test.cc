@@ -165,6 +165,26 @@ TEST(HostDifferences, WhatCannotBeSeenHereIsSaidNotPassed) {
   EXPECT_NE(c.not_checked[1].find("shm_size_limit: not checked"), std::string::npos);
 }
 
+// A container's memory_limit was never compared, yet doctor --file said the
+// host matched "every fact it states": it is named as not checked.
+TEST(HostDifferences, AContainerMemoryLimitIsSaidNotChecked) {
+  const DeploymentAsWritten file = parse("hosts: [{name: h, gpus: 8, memory_limit: 64GiB}]\n");
+  ObservedHost real = h200_host("h", 8);
+  FactsComparison c = host_differences(file.host(0), real);
+  EXPECT_TRUE(c.differences.empty()) << joined(c.differences);
+  ASSERT_EQ(c.not_checked.size(), 1u) << joined(c.not_checked);
+  EXPECT_EQ(c.not_checked[0],
+            "hosts[0] 'h' memory_limit: not checked: a container's limit over its ranks; no memory cgroup limits "
+            "this process");
+  real.memory_limit_bytes = 16 * kGiB;
+  real.memory_limit_cgroup = "/sys/fs/cgroup/job";
+  c = host_differences(file.host(0), real);
+  ASSERT_EQ(c.not_checked.size(), 1u) << joined(c.not_checked);
+  EXPECT_NE(c.not_checked[0].find("this process's memory cgroup /sys/fs/cgroup/job limits it to 16.0 GiB"),
+            std::string::npos)
+      << c.not_checked[0];
+}
+
 TEST(HostDifferences, ARankInAContainerOfItsOwnSeesTheGpusTheFileLetsItSee) {
   const DeploymentAsWritten file = parse("hosts: [{name: h, gpus: 8, visible_gpus_per_rank: 1}]\n");
   ObservedHost real = h200_host("h", 1);

@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "core/base/text_list.h"
 #include "core/model/hashing.h"
 #include "core/model/table_spec.h"
 
@@ -294,6 +296,28 @@ TEST(RequestHasherBadInput, NamedErrorsAndNothingChanged) {
   EXPECT_NE(used.message().find("not used after release"), std::string::npos) << used.message();
   EXPECT_EQ(rh->release(0).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(RequestHasher::create(h, 0).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// A run's end, begin + count, passed int64 in the bounds message: it
+// printed [1, -9223372036854775808) (and was undefined behaviour).
+TEST(RequestHasherBadInput, ARunWhoseEndPassesInt64IsNamedWithoutOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const std::vector<RequestRun> runs{{0, 1, kMax}};
+  const Status s = check_request_runs(runs, 4, 2, "extend");
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("covers tokens [1, 1 + 9223372036854775807) but the batch holds 4 tokens"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("-9223372036854775808"), std::string::npos) << s.message();
+  const TableHasher h = v41_hasher(0);
+  auto rh = RequestHasher::create(h, 1);
+  ASSERT_TRUE(rh->begin(0).is_ok());
+  std::vector<int64_t> ids(24);
+  const Status extended = rh->extend(std::vector<int64_t>{7}, runs, ids);
+  EXPECT_NE(extended.message().find("[1, 1 + 9223372036854775807)"), std::string::npos) << extended.message();
+  EXPECT_EQ(half_open_range_text(-5, 3), "[-5, -2)");
+  EXPECT_EQ(half_open_range_text(std::numeric_limits<int64_t>::min(), -1),
+            "[-9223372036854775808, -9223372036854775808 + -1)");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "core/base/status.h"
 
@@ -21,6 +22,21 @@ inline uint64_t checked_mul(uint64_t a, uint64_t b) {
   uint64_t product = 0;
   ENGRAM_CHECK(!__builtin_mul_overflow(a, b, &product));
   return product;
+}
+
+// For sizes read from a file or a flag: nullopt where a * b (a + b) does not
+// fit in 64 bits, so the caller names the field that made it overflow
+// (an invalid_argument), where checked_mul would stop the program.
+inline std::optional<uint64_t> product_if_fits(uint64_t a, uint64_t b) {
+  uint64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
+
+inline std::optional<uint64_t> sum_if_fits(uint64_t a, uint64_t b) {
+  uint64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
+  return sum;
 }
 
 // a - b as a signed count of bytes (negative: b does not fit in a).

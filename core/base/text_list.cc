@@ -62,4 +62,10 @@ std::string compress_ranges(std::vector<int> ranks) {
   return out;
 }
 
+std::string half_open_range_text(int64_t begin, int64_t count) {
+  int64_t end = 0;
+  if (__builtin_add_overflow(begin, count, &end)) return fmt::format("[{}, {} + {})", begin, begin, count);
+  return fmt::format("[{}, {})", begin, end);
+}
+
 }  // namespace engram

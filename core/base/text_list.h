@@ -2,6 +2,7 @@
 // rank sets print as ranges: "0-3, 8-11".
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,5 +21,10 @@ std::string join_names(std::vector<std::string> names, size_t max_shown = 4);
 
 // `ranks` need not be sorted; duplicates are ignored. "0-3, 8, 10-11".
 std::string compress_ranges(std::vector<int> ranks);
+
+// "[begin, end)" of `count` items from `begin`, for an error message about a
+// bad range: the end is computed without overflow (a bad begin + count can
+// pass int64; it then reads "[1, 1 + 9223372036854775807)").
+std::string half_open_range_text(int64_t begin, int64_t count);
 
 }  // namespace engram

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/base/checked_math.h"
+#include "core/base/size_text.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
 #include "core/deployment/cp_groups.h"
@@ -149,7 +151,10 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
     }
     auto model = find_gpu_model(h.gpu_model);
     if (!model.is_ok()) {
-      return invalid_argument(fmt::format("hosts[{}].{}", i, model.status().message()));
+      // find_gpu_model's own errors start "gpu_model: "; a GPU file's start with its path.
+      const std::string& message = model.status().message();
+      return invalid_argument(message.starts_with("gpu_model:") ? fmt::format("hosts[{}].{}", i, message)
+                                                                 : fmt::format("hosts[{}].gpu_model: {}", i, message));
     }
     if (model->source_path.empty()) h.gpu_model = model->name;  // one spelling from here on (a GPU file keeps its path)
     if (h.gpu_memory_bytes == 0) {
@@ -157,7 +162,14 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
       ++gpu_memory_defaulted[h.gpu_model];
     }
     if (h.host_memory_bytes == 0) {
-      h.host_memory_bytes = model->host_memory_bytes_per_gpu * static_cast<uint64_t>(h.gpu_count);
+      const auto host_bytes = product_if_fits(model->host_memory_bytes_per_gpu, static_cast<uint64_t>(h.gpu_count));
+      if (!host_bytes || *host_bytes > kMaxSizeBytes)
+        return invalid_argument(fmt::format(
+            "hosts[{}].host_memory: {} host_memory_per_gpu x {} GPUs of host '{}' is more than 1 EiB; give the "
+            "host's host_memory, or a smaller host_memory_per_gpu in {}",
+            i, format_size_short(model->host_memory_bytes_per_gpu), h.gpu_count, excerpt(h.name),
+            model->source_path.empty() ? model->name : model->source_path));
+      h.host_memory_bytes = *host_bytes;
       ++host_memory_defaulted[h.gpu_model];
     }
     if (h.boot_id.empty()) h.boot_id = "boot-" + h.name;  // one boot per named host by default

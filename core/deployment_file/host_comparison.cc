@@ -82,6 +82,17 @@ class Comparer {
                            format_size_short(*real_.memory_limit_bytes)));
       }
     }
+    // A container's limit holds all of its ranks; this process's cgroup may
+    // be that container's, one rank's, or none (doctor run beside it): no
+    // figure here says which, so it is named, not passed.
+    if (file_.states("memory_limit")) {
+      not_checked("memory_limit",
+                  real_.memory_limit_bytes
+                      ? fmt::format("a container's limit over its ranks; this process's memory cgroup {} limits it to "
+                                    "{}, which may be one rank's",
+                                    real_.memory_limit_cgroup, format_size_short(*real_.memory_limit_bytes))
+                      : std::string("a container's limit over its ranks; no memory cgroup limits this process"));
+    }
     if (file_.states("shm_size_limit"))
       not_checked("shm_size_limit", "a Kubernetes emptyDir sizeLimit is not visible from inside the pod");
     return std::move(out_);

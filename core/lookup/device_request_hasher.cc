@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/base/text_list.h"
 #include "core/base/units.h"
 #include "core/model/request_hash_words.h"
 
@@ -274,8 +275,8 @@ Status DeviceRequestHasher::check_device_errors() {
     case DeviceHashErrorCode::kVerifyBlock: {
       ENGRAM_ASSIGN_OR_RETURN(const DeviceRunWords r, read_word<DeviceRunWords>(layout_.runs + index * sizeof(DeviceRunWords)));
       return invalid_argument(fmt::format(
-          "{} on the device: run {} (slot {}, tokens [{}, {})) {}", last_step_, index, r.slot, r.token_begin,
-          r.token_begin + r.token_count,
+          "{} on the device: run {} (slot {}, tokens {}) {}", last_step_, index, r.slot,
+          half_open_range_text(r.token_begin, r.token_count),
           device_hash_error_code(error) == DeviceHashErrorCode::kRun
               ? "is empty, names no slot, leaves the tokens or overlaps the run before it; it was not hashed and its "
                 "slot not advanced (the step's ids are not to be used)"

@@ -93,6 +93,11 @@ Result<GpuModelInfo> parse_gpu_file(std::string_view text, std::string_view sour
     ENGRAM_ASSIGN_OR_RETURN(m.host_memory_bytes_per_gpu, size_at(f, root["host_memory_per_gpu"], "host_memory_per_gpu"));
     if (m.host_memory_bytes_per_gpu > kMaxSizeBytes)
       return f.error(root["host_memory_per_gpu"], "host_memory_per_gpu", "more than 1 EiB");
+    // 0 would read as "not known" downstream, and every table would pass the RAM fit.
+    if (m.host_memory_bytes_per_gpu == 0)
+      return f.error(root["host_memory_per_gpu"], "host_memory_per_gpu",
+                     "0B: a host has some RAM; write its RAM divided by its GPUs (e.g. 128GiB), or leave the field "
+                     "out if you do not know it");
   }
   m.host_memory_source = fmt::format("from {}", source);
   if (root["host_memory_source"]) {

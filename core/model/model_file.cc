@@ -52,7 +52,10 @@ class ModelFields : public YamlFields {
       out.assign(count_for_scalar, value);
       return out;
     }
-    if (!node.IsSequence() || node.size() == 0) {
+    if (node.IsSequence() && node.size() == 0) {
+      return error(node, path, fmt::format("an empty list; give at least one, e.g. {}", example));
+    }
+    if (!node.IsSequence()) {
       return error(node, path, fmt::format("expected a list such as {}, found {}", example, describe(node)));
     }
     for (size_t i = 0; i < node.size(); ++i) {
@@ -73,7 +76,11 @@ class ModelFields : public YamlFields {
   // A message that already names its field, at `node`'s position; the core's
   // "model.<field>" names become this file's "<section>.<field>".
   Status at(const YAML::Node& node, std::string message, std::string_view section = "") const {
-    if (!section.empty() && message.starts_with("model.")) message = std::string(section) + message.substr(5);
+    if (!section.empty() && message.starts_with(fmt::format("model.{}", section))) {
+      message = message.substr(6);  // "model.tables: ..." names the section itself
+    } else if (!section.empty() && message.starts_with("model.")) {
+      message = std::string(section) + message.substr(5);
+    }
     const YAML::Mark m = node.Mark();
     if (m.is_null()) return invalid_argument(fmt::format("{}: {}", source(), message));
     return invalid_argument(fmt::format("{}: line {}, column {}: {}", source(), m.line + 1, m.column + 1, message));

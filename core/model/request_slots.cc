@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/base/text_list.h"
+
 namespace engram {
 namespace {
 
@@ -32,9 +34,9 @@ Status check_request_runs(std::span<const RequestRun> runs, int64_t token_count,
     if (r.token_begin < 0 || r.token_count < 0 || r.token_begin > token_count ||
         r.token_count > token_count - r.token_begin)
       return invalid_argument(fmt::format(
-          "{}: request {} (slot {}): runs[{}] covers tokens [{}, {}) but the batch holds {} tokens; token_begin and "
+          "{}: request {} (slot {}): runs[{}] covers tokens {} but the batch holds {} tokens; token_begin and "
           "token_count must stay inside the token array",
-          operation, i, r.slot, i, r.token_begin, r.token_begin + r.token_count, token_count));
+          operation, i, r.slot, i, half_open_range_text(r.token_begin, r.token_count), token_count));
     if (r.slot != kIdleSlot) {
       if (slot_seen[static_cast<size_t>(r.slot)] != 0)
         return invalid_argument(fmt::format(
@@ -52,9 +54,9 @@ Status check_request_runs(std::span<const RequestRun> runs, int64_t token_count,
     const RequestRun& next = runs[static_cast<size_t>(order[k])];
     if (prev.token_count > 0 && next.token_count > 0 && next.token_begin < prev.token_begin + prev.token_count)
       return invalid_argument(fmt::format(
-          "{}: request {} (tokens [{}, {})) overlaps request {} (tokens [{}, {})); runs must not share tokens",
-          operation, order[k], next.token_begin, next.token_begin + next.token_count, order[k - 1],
-          prev.token_begin, prev.token_begin + prev.token_count));
+          "{}: request {} (tokens {}) overlaps request {} (tokens {}); runs must not share tokens", operation,
+          order[k], half_open_range_text(next.token_begin, next.token_count), order[k - 1],
+          half_open_range_text(prev.token_begin, prev.token_count)));
   }
   return Status::ok();
 }

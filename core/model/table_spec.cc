@@ -1,11 +1,14 @@
 #include "core/model/table_spec.h"
+#include "core/base/checked_math.h"
 #include "core/base/text_excerpt.h"
+#include "core/base/units.h"
 #include "core/model/model_file.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <span>
@@ -16,6 +19,9 @@ namespace engram {
 namespace {
 
 uint64_t mul_mod(uint64_t a, uint64_t b, uint64_t m) {
+  // Below 2^32 the product fits in 64 bits: no 128-bit division (the prime
+  // search near 2^30 spends most of its time here).
+  if (m <= (uint64_t{1} << 32)) return a * b % m;
   return static_cast<uint64_t>(static_cast<unsigned __int128>(a) * b % m);
 }
 
@@ -29,22 +35,36 @@ uint64_t pow_mod(uint64_t base, uint64_t exponent, uint64_t m) {
   return result;
 }
 
+// The fewest Miller-Rabin bases that decide every n below a bound
+// (Jaeschke 1993; Jiang and Deng 2014 for the twelve): the answer is exact
+// either way, fewer bases only make it faster.
+std::span<const uint64_t> miller_rabin_bases(uint64_t n) {
+  static constexpr uint64_t kBases[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+  static constexpr uint64_t kBelow2To32[] = {2, 7, 61};  // every n < 4,759,123,141
+  if (n < 4'759'123'141ull) return kBelow2To32;
+  if (n < 3'474'749'660'383ull) return std::span(kBases, 6);        // 2..13
+  if (n < 341'550'071'728'321ull) return std::span(kBases, 7);      // 2..17
+  if (n < 3'825'123'056'546'413'051ull) return std::span(kBases, 9);  // 2..23
+  return kBases;
+}
+
 }  // namespace
 
-// Miller-Rabin with the first twelve primes as bases: exact for every n
-// below 3.3 * 10^24, so for all of int64, in microseconds even near 2^63
-// (trial division there took minutes).
+// Miller-Rabin after trial division by the first twelve primes: exact for
+// all of int64, in microseconds even near 2^63 (trial division there took
+// minutes).
 bool is_prime(int64_t n) {
   if (n < 2) return false;
-  constexpr uint64_t kBases[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
+  constexpr uint64_t kSmallPrimes[] = {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37};
   const auto u = static_cast<uint64_t>(n);
-  for (uint64_t p : kBases) {
+  for (uint64_t p : kSmallPrimes) {
     if (u % p == 0) return u == p;
   }
+  if (u < 41 * 41) return true;
   uint64_t d = u - 1;
   int twos = 0;
   for (; d % 2 == 0; d /= 2) ++twos;
-  for (uint64_t a : kBases) {
+  for (uint64_t a : miller_rabin_bases(u)) {
     uint64_t x = pow_mod(a, d, u);
     if (x == 1 || x == u - 1) continue;
     bool composite = true;
@@ -70,13 +90,21 @@ int64_t TableSpec::head_offset(int head) const {
   return offset;
 }
 
-uint64_t TableSpec::row_bytes() const {
-  switch (row_format) {
+namespace {
+
+uint64_t row_bytes_of(RowFormat format, int dim) {
+  switch (format) {
     case RowFormat::kFp8E4M3Ue8m0: return static_cast<uint64_t>(dim) + static_cast<uint64_t>(dim / kScaleBlock);
     case RowFormat::kBf16: return static_cast<uint64_t>(dim) * 2;
   }
   return 0;
 }
+
+constexpr double kBytesPerEib = static_cast<double>(uint64_t{1} << 60);
+
+}  // namespace
+
+uint64_t TableSpec::row_bytes() const { return row_bytes_of(row_format, dim); }
 
 uint64_t ModelSpec::table_bytes_total() const {
   uint64_t total = 0;
@@ -91,22 +119,54 @@ int ModelSpec::max_order() const {
   return order;
 }
 
+namespace {
+
+// One search's primes, ascending from its start, as far as it has looked;
+// every prime before `used_front` is already some head's. The reference
+// restarts each order's search at its start and walks past the primes used
+// so far; that walk is the same every time, so it is done once per start
+// and each order resumes where the used primes end (the same primes,
+// without testing the same numbers again: 64 layers x 8 orders x 1,024
+// heads took minutes, and now takes the one walk).
+struct PrimeWalk {
+  std::vector<int64_t> found;
+  size_t used_front = 0;
+  int64_t last_tested = 0;
+};
+
+}  // namespace
+
 std::vector<std::vector<int64_t>> draw_primes(const std::vector<int64_t>& engram_vocab_size_per_order, int layer_count,
-                                              int heads_per_order) {
+                                              int heads_per_order, PrimeSearchWork* work) {
   std::unordered_set<int64_t> used;
+  std::map<int64_t, PrimeWalk> walks;  // by start
   std::vector<std::vector<int64_t>> per_layer(static_cast<size_t>(layer_count));
+  uint64_t tests = 0;
   for (int layer = 0; layer < layer_count; ++layer) {
     for (const int64_t engram_vocab_size : engram_vocab_size_per_order) {
       ENGRAM_CHECK(engram_vocab_size >= 2 && engram_vocab_size <= kMaxEngramVocabSize);
-      int64_t candidate = engram_vocab_size - 1;  // each order restarts here
+      // Each order restarts just above engram_vocab_size - 1.
+      auto [it, fresh] = walks.try_emplace(engram_vocab_size);
+      PrimeWalk& walk = it->second;
+      if (fresh) walk.last_tested = engram_vocab_size - 1;
+      size_t next = walk.used_front;
       for (int head = 0; head < heads_per_order; ++head) {
-        do {
-          ++candidate;
-        } while (!is_prime(candidate) || used.count(candidate) != 0);
-        used.insert(candidate);
-        per_layer[static_cast<size_t>(layer)].push_back(candidate);
+        for (;; ++next) {
+          while (next == walk.found.size()) {
+            ++tests;
+            if (is_prime(++walk.last_tested)) walk.found.push_back(walk.last_tested);
+          }
+          if (used.insert(walk.found[next]).second) break;  // unused until now: this head's
+        }
+        per_layer[static_cast<size_t>(layer)].push_back(walk.found[next]);
+        ++next;
       }
+      walk.used_front = next;  // every prime before it is used now
     }
+  }
+  if (work != nullptr) {
+    work->primality_tests = tests;
+    work->distinct_starts = walks.size();
   }
   return per_layer;
 }
@@ -114,7 +174,7 @@ std::vector<std::vector<int64_t>> draw_primes(const std::vector<int64_t>& engram
 std::vector<std::vector<int64_t>> draw_primes(int64_t engram_vocab_size, int layer_count, int order_count,
                                               int heads_per_order) {
   const std::vector<int64_t> per_order(static_cast<size_t>(order_count), engram_vocab_size);
-  return draw_primes(per_order, layer_count, heads_per_order);
+  return draw_primes(per_order, layer_count, heads_per_order, nullptr);
 }
 
 std::string_view scale_byte_rule_name(ScaleByteRule rule) {
@@ -182,6 +242,21 @@ Result<ModelSpec> make_model_spec(std::string name, std::vector<int64_t> engram_
   for (int o : orders)
     if (o < 1 || o > kMaxHashOrder)
       return invalid_argument(fmt::format("model.orders: {} is out of range; n-gram orders are 1..8", o));
+  // Every head has more than engram_vocab_size - 1 rows, so the tables'
+  // least size is known before the search: a model past the size bound is
+  // refused without drawing its primes (in 128 bits: the product can pass 2^64).
+  if (dim > 0) {
+    unsigned __int128 rows_per_layer = 0;
+    for (int64_t v : engram_vocab_size_per_order) rows_per_layer += static_cast<unsigned __int128>(v) * heads_per_order;
+    const unsigned __int128 least_bytes = rows_per_layer * layer_ids.size() * row_bytes_of(format, dim);
+    if (least_bytes > kMaxSizeBytes)
+      return invalid_argument(fmt::format(
+          "model.tables: {} layer(s) x {} n-gram order(s) x {} heads of at least engram_vocab_size rows x {}-byte "
+          "rows take at least {:.3g} EiB, more than the 1 EiB sizes may reach; give fewer layers, orders or heads, "
+          "a smaller engram_vocab_size or a smaller dim",
+          layer_ids.size(), orders.size(), heads_per_order, row_bytes_of(format, dim),
+          static_cast<double>(least_bytes) / kBytesPerEib));
+  }
   auto primes = draw_primes(engram_vocab_size_per_order, static_cast<int>(layer_ids.size()), heads_per_order);
   for (size_t i = 0; i < layer_ids.size(); ++i) {
     TableSpec t;
@@ -233,6 +308,26 @@ Status validate(const ModelSpec& spec) {
     if (static_cast<int>(t.primes.size()) != static_cast<int>(t.orders.size()) * t.heads_per_order)
       return invalid_argument(fmt::format("layer {}: {} primes for {} orders x {} heads", t.layer_id,
                                           t.primes.size(), t.orders.size(), t.heads_per_order));
+  }
+  // The sizes every later sum and product starts from: checked here, so
+  // table_bytes() and table_bytes_total() never wrap.
+  uint64_t total_bytes = 0;
+  for (const TableSpec& t : spec.tables) {
+    uint64_t rows = 0;
+    bool fits = true;
+    for (int64_t p : t.primes) {
+      const auto sum = p > 0 ? sum_if_fits(rows, static_cast<uint64_t>(p)) : std::nullopt;
+      fits = fits && sum.has_value();
+      rows = sum.value_or(0);
+    }
+    const auto bytes = fits ? product_if_fits(rows, t.row_bytes()) : std::nullopt;
+    const auto total = bytes ? sum_if_fits(total_bytes, *bytes) : std::nullopt;
+    if (!total || *total > kMaxSizeBytes || rows > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return invalid_argument(fmt::format(
+          "model.tables: layer {}'s table ({} heads x {}-byte rows) brings the tables past the 1 EiB sizes may "
+          "reach; give fewer layers, orders or heads, a smaller engram_vocab_size or a smaller dim",
+          t.layer_id, t.head_count(), t.row_bytes()));
+    total_bytes = *total;
   }
   if (spec.compressed_vocab_size < 1)
     return invalid_argument(fmt::format(

@@ -108,9 +108,16 @@ inline constexpr int64_t kDeadId = -1;  // image tokens, idle DP slots, padding
 // the search just above `engram_vocab_size - 1` and skips primes already used.
 std::vector<std::vector<int64_t>> draw_primes(int64_t engram_vocab_size, int layer_count,
                                               int order_count, int heads_per_order);
+// What a prime search did: each number from a start up to the last prime
+// drawn from it is tested once per distinct start, however many orders and
+// layers restart there.
+struct PrimeSearchWork {
+  uint64_t primality_tests = 0;
+  size_t distinct_starts = 0;
+};
 // The same with each order's own starting size (each in 2..kMaxEngramVocabSize).
 std::vector<std::vector<int64_t>> draw_primes(const std::vector<int64_t>& engram_vocab_size_per_order, int layer_count,
-                                              int heads_per_order);
+                                              int heads_per_order, PrimeSearchWork* work = nullptr);
 
 // Builds a spec from its structure, drawing the primes. The token space is
 // the test-sized default: compressed_vocab_size = engram_vocab_size, pad id 0,

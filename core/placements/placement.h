@@ -64,6 +64,7 @@ enum class TableCopyScope : uint8_t {
   kNodeLocalGroup,  // one per node-local set of replicas (the Engram DP groups of its TP ranks hold parts)
   kHost,            // one per host, shared by its ranks
   kNumaNode,        // one per NUMA node of a host that holds ranks' GPUs, shared by that node's ranks
+  kShardGroup,      // one per row-shard group (its members hold row shards), counted where shard 0 is
 };
 
 struct PlacementCost {

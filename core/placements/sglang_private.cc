@@ -28,7 +28,7 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& in) {
   uint64_t bytes = 0;
   for (const TableSpec& t : model.tables)
     bytes += static_cast<uint64_t>(RowShardLayout(t.row_count(), in.shard_group_size).max_shard_rows()) * t.row_bytes();
-  return {.host_private_bytes = bytes};
+  return {.host_private_bytes = bytes, .table_copy = TableCopyScope::kShardGroup};
 }
 
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context) {

@@ -239,6 +239,7 @@ void plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& pl
   for (size_t r = 0; r < plan.ranks.size(); ++r) plan.ranks[r].memory = memory.ranks[r];
   plan.hosts = std::move(memory.hosts);
   if (const std::optional<Warning> kv = kv_cache_exhausted_warning(plan.hosts, d.engine)) warn(*kv);
+  if (const std::optional<Warning> kv = kv_capacity_warning(plan.ranks, spec, d.engine)) warn(*kv);
 }
 
 // Ranks that decided alike, with the reason once: "ranks 0-3: host_shared (...)".

@@ -198,6 +198,56 @@ std::optional<Warning> kv_cache_exhausted_warning(std::span<const HostMemory> ho
                              text, engine.gpu_reserved_bytes ? ", or a smaller --gpu-reserved" : "")};
 }
 
+std::optional<Warning> kv_capacity_warning(std::span<const RankPlan> ranks, const ModelSpec& spec,
+                                           const EngineMemory& engine) {
+  if (spec.serving.kv_bytes_per_token == 0) return std::nullopt;
+  std::vector<int> no_token, no_request;
+  const RankPlan* example = nullptr;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankMemory& m = ranks[r].memory;
+    if (m.kv_cache_left_bytes < 0) continue;  // memory.hbm_exceeded says it
+    if (m.kv_cache_left_tokens == 0) {
+      no_token.push_back(static_cast<int>(r));
+    } else if (engine.context_length_tokens && m.max_concurrency == 0) {
+      no_request.push_back(static_cast<int>(r));
+    } else {
+      continue;
+    }
+    if (example == nullptr) example = &ranks[r];
+  }
+  if (example == nullptr) return std::nullopt;
+  const RankMemory& m = example->memory;
+  std::string text;
+  if (!no_token.empty())
+    text = fmt::format("ranks {}: the KV cache left, {}, holds no token of {} (the model's "
+                       "serving.kv_bytes_per_token): the engine would start and serve nothing",
+                       compress_ranges(no_token), signed_size(m.kv_cache_left_bytes),
+                       format_size_short(spec.serving.kv_bytes_per_token));
+  if (!no_request.empty()) {
+    const RankMemory& n = ranks[static_cast<size_t>(no_request.front())].memory;
+    text += fmt::format("{}ranks {}: the KV cache left holds {} tokens, less than one request of {} tokens "
+                        "(--context-length): maximum concurrency 0",
+                        text.empty() ? "" : "; and ", compress_ranges(no_request), n.kv_cache_left_tokens,
+                        *engine.context_length_tokens);
+  }
+  return Warning{"memory.no_request_fits",
+                 fmt::format("{}. Change one of: shard the rows over more GPUs, cpu_offload: true (tables in host "
+                             "memory), a higher --gpu-memory-fraction{}{}",
+                             text, engine.gpu_reserved_bytes ? ", a smaller --gpu-reserved" : "",
+                             no_request.empty() ? "" : ", a shorter --context-length")};
+}
+
+namespace {
+
+// What a host's table bytes are: whole copies, or slices of copies another
+// host counts (a replica's TP ranks over two hosts count its copy at TP rank 0).
+std::string host_tables_text(int copies) {
+  if (copies == 0) return "table slices (of copies counted on another host)";
+  return fmt::format("{} table cop{}", copies, copies == 1 ? "y" : "ies");
+}
+
+}  // namespace
+
 void add_host_memory_warnings(PlanResult& plan) {
   std::map<size_t, std::set<Placement>> placements_by_host;
   for (const RankPlan& r : plan.ranks)
@@ -217,10 +267,9 @@ void add_host_memory_warnings(PlanResult& plan) {
   const std::string names_of = placement_names(placements);
   append_unique(plan.warnings,
                 Warning{"memory.host_tables_near_ram",
-                        fmt::format("host(s) {} ({}): {} table cop{} in host memory take {} of the host's {} of RAM "
+                        fmt::format("host(s) {} ({}): {} in host memory take {} of the host's {} of RAM "
                                     "({:.0f}%), leaving little for the OS and the engine; {}",
-                                    join_names(names), names_of, example->table_copies,
-                                    example->table_copies == 1 ? "y" : "ies",
+                                    join_names(names), names_of, host_tables_text(example->table_copies),
                                     format_size_short(example->host_table_bytes),
                                     format_size_short(example->host_memory_bytes),
                                     100.0 * static_cast<double>(example->host_table_bytes) /
@@ -266,9 +315,9 @@ Status check_memory_fits(const PlanResult& plan) {
   for (const auto& [key, names] : over) {
     const auto& [tables, memory, copies, placements] = key;
     const std::string names_of = placement_names(placements);
-    problems.push_back(fmt::format("host(s) {} ({}): {} table cop{} in host memory take {}, more than the host's {} "
+    problems.push_back(fmt::format("host(s) {} ({}): {} in host memory take {}, more than the host's {} "
                                    "of RAM; {}",
-                                   join_names(names), names_of, copies, copies == 1 ? "y" : "ies",
+                                   join_names(names), names_of, host_tables_text(copies),
                                    format_size_short(tables), format_size_short(memory), host_fix(placements)));
   }
   check_shm_enforced(plan, problems);

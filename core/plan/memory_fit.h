@@ -19,6 +19,13 @@ namespace engram {
 // figures behind it and what to change; none where every host has some left.
 std::optional<Warning> kv_cache_exhausted_warning(std::span<const HostMemory> hosts, const EngineMemory& engine);
 
+// Key "memory.no_request_fits": ranks whose KV cache left (not negative:
+// that is memory.hbm_exceeded) holds no token, or, with a context length,
+// not one whole request (maximum concurrency 0): the engine starts and
+// serves nothing. Needs the model's kv_bytes_per_token; none otherwise.
+std::optional<Warning> kv_capacity_warning(std::span<const RankPlan> ranks, const ModelSpec& spec,
+                                           const EngineMemory& engine);
+
 // Hosts whose Engram tables fit their RAM but take more than three quarters of
 // it (the OS, the engine and its pinned buffers need the rest): one warning,
 // key "memory.host_tables_near_ram", naming the placement and the fix.

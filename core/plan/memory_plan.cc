@@ -44,6 +44,7 @@ struct CopyCounter {
         return in.tp_rank == 0 && seen.insert({scope, in.node_local_group, 0, in.placement}).second;
       case TableCopyScope::kHost: return seen.insert({scope, in.host, 0, in.placement}).second;
       case TableCopyScope::kNumaNode: return seen.insert({scope, in.host, in.numa_node, in.placement}).second;
+      case TableCopyScope::kShardGroup: return in.shard_index == 0 && seen.insert({scope, rank, 0, in.placement}).second;
     }
     return false;
   }

@@ -36,6 +36,28 @@ def check_host(tables, model, tokens, seed):
     return lines
 
 
+def check_one_step(tables, model, tokens, seed):
+    """One step of `tokens` tokens (0: an idle rank) per layer from torch
+    tensors on the rank's device, made as an engine makes them: an idle
+    rank's torch.zeros((0, heads), dtype=torch.int64) carries strides (1, 1)."""
+    import torch
+
+    device = torch.device(tables.device)
+    lines = []
+    for layer in tables.layers:
+        ids_host = lookup_ids(model, layer, tokens, seed + layer)
+        ids = torch.zeros(ids_host.shape, dtype=torch.int64, device=device)
+        ids.copy_(torch.from_numpy(ids_host))
+        out = torch.full(tables.output_shape(tokens, layer), -1, dtype=torch.int16, device=device)
+        tables.lookup(ids, out, layer=layer)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        np.testing.assert_array_equal(out.cpu().numpy().view(np.uint16),
+                                      engramlab.reference_lookup(model, layer, ids_host))
+        lines.append(f"{tables.placement} layer {layer} step of {tokens} tokens == reference_lookup")
+    return lines
+
+
 def bits(tensor):
     import torch
 

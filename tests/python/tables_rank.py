@@ -22,6 +22,8 @@ def main():
     p.add_argument("--ranks-per-gpu", type=int, default=1)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--expect-placement", required=True)
+    p.add_argument("--step-tokens", help="comma-separated tokens of each rank's one step (0: an idle rank), looked "
+                   "up from torch tensors made as a serving engine makes them, instead of the full check")
     a = p.parse_args()
     with engramlab.EngramTables(a.model, tp=a.tp, dp=a.dp, cpu_offload=a.cpu_offload, peer_shards=a.peer_shards,
                                 ranks_per_gpu=a.ranks_per_gpu, tokens_per_rank_max=a.tokens) as tables:
@@ -29,8 +31,13 @@ def main():
             print(f"rank {tables.rank}: placement {tables.placement}, expected {a.expect_placement}: "
                   f"{tables.facts['reason']}")
             return 1
-        check = tables_check.check_host if tables.device == "cpu" else tables_check.check_gpu
-        for line in check(tables, a.model, a.tokens, seed=tables.rank):
+        if a.step_tokens is not None:
+            tokens = int(a.step_tokens.split(",")[tables.rank])
+            lines = tables_check.check_one_step(tables, a.model, tokens, seed=tables.rank)
+        else:
+            check = tables_check.check_host if tables.device == "cpu" else tables_check.check_gpu
+            lines = check(tables, a.model, a.tokens, seed=tables.rank)
+        for line in lines:
             print(f"rank {tables.rank}/{tables.world_size} on {tables.device}: {line}")
     return 0
 

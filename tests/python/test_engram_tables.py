@@ -107,3 +107,34 @@ def test_two_ranks_share_one_host_table(repo):
         for layer in (1, 14):
             assert f"rank {r}/2 on cpu: host_shared layer {layer} tokens 64: host lookup == reference_lookup" \
                 in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("flags,placement", [(["--dp", "2"], "host_shared")])
+def test_an_idle_rank_beside_a_busy_one(repo, flags, placement):
+    # The normal call of an idle DP rank: torch.zeros((0, heads), int64). It must take its part in the step, so
+    # the busy rank beside it finishes too, bitwise. (TP ranks of one replica bring the same ids: no idle TP rank.)
+    pytest.importorskip("torch")
+    rank = repo / "tests/python/tables_rank.py"
+    run = subprocess.run([engramlab.cli_path, "launch", "-n", "2", "--", sys.executable, str(rank), *flags,
+                          "--cpu-offload", "--expect-placement", placement, "--step-tokens", "0,4"],
+                         capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert run.returncode == 0, run.stdout + run.stderr
+    for r, tokens in ((0, 0), (1, 4)):
+        for layer in (1, 14):
+            assert f"rank {r}/2 on cpu: {placement} layer {layer} step of {tokens} tokens == reference_lookup" \
+                in run.stdout, run.stdout
+
+
+def test_an_empty_tensor_of_any_strides_is_a_step(one_rank_job):
+    torch = pytest.importorskip("torch")
+    with engramlab.EngramTables("tiny", cpu_offload=True, tokens_per_rank_max=16) as tables:
+        # Strides (1, 1), as torch gives torch.zeros((0, 4)) through DLPack in the version: refused
+        # before as not contiguous. And the plain one.
+        empty_ids = (torch.empty_strided((0, 4), (1, 1), dtype=torch.int64), torch.zeros((0, 4), dtype=torch.int64))
+        empty_outs = (torch.zeros((0, 4, 64), dtype=torch.bfloat16), torch.zeros((0, 256), dtype=torch.bfloat16),
+                      torch.zeros((64, 4, 0), dtype=torch.bfloat16).permute(2, 1, 0))
+        for ids in empty_ids:
+            for out in empty_outs:
+                tables.lookup(ids, out, layer=1)
+        tables.lookup(np.zeros((0, 4), dtype=np.int64), np.zeros((0, 4, 64), dtype=np.uint16), layer=14)
+        tables_check.check_host(tables, "tiny", 16, seed=4)  # and a busy step after the idle ones

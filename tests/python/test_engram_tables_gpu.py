@@ -94,3 +94,21 @@ def test_two_ranks_sharing_the_gpu_under_torchrun(repo, placement, flags):
         for layer in (1, 14):
             assert (f"rank {r}/2 on cuda:0: {placement} layer {layer} tokens 1024: eager and CUDA graph replay == "
                     f"reference_lookup") in run.stdout
+
+
+@pytest.mark.parametrize("placement,flags", [
+    ("device_peer", ["--tp", "2", "--peer-shards"]),
+    ("host_shared", ["--dp", "2", "--cpu-offload"]),
+])
+def test_an_idle_rank_beside_a_busy_one_on_the_gpu(repo, placement, flags):
+    # An idle rank's CUDA step, torch.zeros((0, heads), int64) (strides (1, 1)), beside a 4-token rank under
+    # `engramlab launch -n 2`, both ranks on one GPU: both finish, bitwise.
+    rank = repo / "tests/python/tables_rank.py"
+    run = subprocess.run([engramlab.cli_path, "launch", "-n", "2", "--", sys.executable, str(rank), "--ranks-per-gpu",
+                          "2", "--expect-placement", placement, "--step-tokens", "0,4", *flags],
+                         capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert run.returncode == 0, run.stdout + run.stderr
+    for r, tokens in ((0, 0), (1, 4)):
+        for layer in (1, 14):
+            assert f"rank {r}/2 on cuda:0: {placement} layer {layer} step of {tokens} tokens == reference_lookup" \
+                in run.stdout, run.stdout
