@@ -107,6 +107,32 @@ TEST(FuzzJunit, AFailingSeedCarriesItsViolationsAndTheReproduceLine) {
   EXPECT_NE(small.find("seed 9"), std::string::npos) << small;
 }
 
+// Issue 50, item 21: a file name's control characters and non-UTF-8 bytes
+// (Latin-1 \xe9) would make the XML not well-formed, and a dashboard rejects
+// the whole report: they are written as the text \xNN; python's parser
+// reads the report back.
+TEST(FuzzJunit, ControlAndNonUtf8BytesInAFileNameLeaveTheXmlWellFormed) {
+  harness::SwarmReport report;
+  report.first_seed = 1;
+  report.seed_count = 1;
+  harness::SwarmSeedResult bad;
+  bad.seed = 1;
+  bad.passed = false;
+  bad.outcome = "error \x01 \xff";
+  bad.reproduction = "engramlab fuzz --file '/abs/caf\xe9\x1b[31m.yaml'";
+  report.failures.push_back(bad);
+  char name[] = "/tmp/engramlab-junit-bytes-XXXXXX";
+  ASSERT_NE(::mkdtemp(name), nullptr);
+  const std::string dir = name, xml = dir + "/fuzz.xml";
+  std::ofstream(xml) << harness::swarm_junit_xml(report, "/abs/caf\xe9\x1b[31m\x07.yaml");
+  const CommandOutput parsed = run_engramlab(
+      "", "python3 -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+          "c = d.getElementsByTagName('testcase'); print('classname', c[0].getAttribute('classname'))\" " + xml + " #");
+  std::system(("rm -rf '" + dir + "'").c_str());
+  ASSERT_EQ(parsed.exit_code, 0) << parsed.text;
+  EXPECT_NE(parsed.text.find("classname fuzz./abs/caf\\xe9\\x1b[31m\\x07.yaml"), std::string::npos) << parsed.text;
+}
+
 TEST(FuzzFile, SitesAimTheFaults) {
   const CommandOutput out = run_engramlab("fuzz --file " + kScenarios +
                                           "/deployments/tp8_h200_peer.yaml --seeds 60 --sites import,slow --json");
