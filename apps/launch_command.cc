@@ -394,6 +394,14 @@ Stop prepare_signals_and_relay(const LaunchOptions& o) {
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
+  // A starter may hand these over blocked (`scenario run --real` does, so a
+  // SIGTERM from its death, PR_SET_PDEATHSIG, cannot end this launcher before
+  // it can remove --remove-with-parent): a signal held meanwhile is handled
+  // now, and the ranks start unblocked.
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
+  ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
   // A closed stdout (`launch ... | head`) must not kill the launcher, and
   // with it every rank: writes fail with EPIPE and the relay stops instead.
   // The ranks get the default back before exec.
