@@ -236,7 +236,7 @@ TEST(FuzzEmitScenario, RelativeModelAndGpuFilesAreWrittenAbsolute) {
   std::ofstream(dir + "/gpus/g.yaml") << "name: L40S\nmemory: 44.4GiB\nhost_memory_per_gpu: 64GiB\n";
   std::ofstream(dir + "/scenario.yaml")
       << "model: models/m.yaml\nhosts: [{name: a, gpus: 2, gpu_model: gpus/g.yaml}]\nlayout: {tp: 1, dp: 2}\n"
-         "lookup: {model: models/m.yaml, tokens: 4}\nseed: 1\n";
+         "lookup: {model: models/m.yaml, tokens: 4}\nseed: 1\nexpect: {no_leaks: true}\n";
   const CommandOutput emitted = run_engramlab("fuzz --file " + dir + "/scenario.yaml --emit-scenario 3");
   const std::string text = emitted.text;
   std::system(("rm -rf '" + dir + "'").c_str());
