@@ -127,6 +127,8 @@ LaunchRun launch_ranks(const std::string& file, int ranks, const std::string& jo
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t runner = ::getpid();
+  // Who the launcher's --remove-with-parent waits on: it may start after we die.
+  ::setenv("ENGRAMLAB_LAUNCH_PARENT_PID", std::to_string(runner).c_str(), 1);
   const pid_t pid = ::fork();
   if (pid < 0) {
     run.log = fmt::format("fork failed: {}", std::strerror(errno));
