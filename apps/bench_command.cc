@@ -295,6 +295,11 @@ int run_bench(const BenchFlags& f, const CLI::App& cmd) {
   if (!bridge.is_ok()) return fail(f, "", bridge.status(), bridge_exit_code);
   if (*bridge) ranks_per_gpu = ranks_per_gpu_from_file((*bridge)->bridge, (*bridge)->check);
   if (Status checked = operator_checks::check_bench_options(*options, env->rank); !checked.is_ok()) return fail(f, "", checked, 2);
+  // Rank 0 writes the plot and the CSV: their paths are refused before the
+  // bench runs (write_output_file checks them again when it writes).
+  for (const auto& [path, what] : {std::pair{f.svg, "the SVG plot"}, {f.csv, "the CSV"}})
+    if (env->rank == 0 && !path.empty())
+      if (Status usable = check_output_path(path, what); !usable.is_ok()) return fail(f, "", usable, 2);
 #ifdef ENGRAM_HAVE_CUDA_BACKEND
   const bool reference_of_table = f.reference_gib_text == kReferenceOfTable;
   const int reference_gib =

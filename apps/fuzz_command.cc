@@ -16,6 +16,7 @@
 #include "apps/command_registry.h"
 #include "apps/flag_numbers.h"
 #include "core/base/file_replace.h"
+#include "core/base/text_excerpt.h"
 #include "core/base/json_output.h"
 #include "core/base/progress.h"
 #include "core/base/rerun_command.h"
@@ -87,8 +88,14 @@ int run_fuzz(FuzzFlags& flags) {
       names += fmt::format("{}{}", names.empty() ? "" : ", ", sim::fault_site_name(site));
     target = invalid_argument(fmt::format(
         "--sites {}: the placements plan gives {} never reach them; drop --sites or name sites it reaches: {}",
-        flags.sites, flags.file, names));
+        excerpt(flags.sites), excerpt(flags.file, 200), names));
   }
+  // Output paths refused before any seed runs (write_output_file checks
+  // them again when it writes).
+  for (const auto& [path, what] : {std::pair{flags.trace, "the --trace file"}, {flags.timeline, "the --timeline SVG"},
+                                   {flags.junitxml, "the JUnit XML report"}})
+    if (target.is_ok() && !path.empty())
+      if (Status usable = check_output_path(path, what); !usable.is_ok()) target = usable;
   if (!target.is_ok()) {
     std::cerr << "error: " << target.status().message() << "\n";
     if (flags.json) std::cout << dump_json(error_document("fuzz", target.status())) << "\n";

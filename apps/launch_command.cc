@@ -394,6 +394,14 @@ Stop prepare_signals_and_relay(const LaunchOptions& o) {
   action.sa_handler = on_signal;
   sigemptyset(&action.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &action, nullptr);
+  // A starter may hand these over blocked (`scenario run --real` does, so a
+  // SIGTERM from its death, PR_SET_PDEATHSIG, cannot end this launcher before
+  // it can remove --remove-with-parent): a signal held meanwhile is handled
+  // now, and the ranks start unblocked.
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
+  ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
   // A closed stdout (`launch ... | head`) must not kill the launcher, and
   // with it every rank: writes fail with EPIPE and the relay stops instead.
   // The ranks get the default back before exec.
@@ -663,7 +671,12 @@ int launch(LaunchOptions o) {
   for (const auto& arg : o.command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   job.launcher_pid = ::getpid();
-  const pid_t launcher_parent = ::getppid();
+  // The starter's pid as it gave it (scenario run --real does): a starter
+  // killed before this line has already left us to init, and getppid() would
+  // name init, which never dies, so the directory would stay.
+  pid_t launcher_parent = ::getppid();
+  if (const char* given = std::getenv("ENGRAMLAB_LAUNCH_PARENT_PID"); given != nullptr && !o.remove_with_parent.empty())
+    if (const long pid = std::strtol(given, nullptr, 10); pid > 1) launcher_parent = static_cast<pid_t>(pid);
   const char* socket_dir = std::getenv("ENGRAMLAB_SOCKET_DIR");
   struct stat socket_dir_st{};
   job.socket_dir_was_there =

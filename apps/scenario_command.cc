@@ -177,6 +177,15 @@ int run_scenarios(const ScenarioFlags& flags) {
     return harness::run_scenarios_real(scenarios, {.here = flags.here});
   }
 
+  // Output paths refused before any scenario runs (write_output_file checks
+  // them again when it writes); several scenarios' drawings take names
+  // derived from the paths, checked as they are written.
+  for (const auto& [path, what] : {std::pair{scenarios.size() == 1 ? flags.trace : "", "the --trace file"},
+                                   {scenarios.size() == 1 ? flags.timeline : "", "the --timeline SVG"},
+                                   {flags.junitxml, "the JUnit XML report"}})
+    if (!path.empty())
+      if (const Status usable = check_output_path(path, what); !usable.is_ok()) return fail(usable);
+
   std::vector<harness::ScenarioOutcome> outcomes;
   {
     Progress progress("scenario run", "scenarios", scenarios.size(),

@@ -45,8 +45,8 @@ int write_record(const ScenarioRankFlags& flags, const ScenarioRankRecord& recor
   if (flags.result_dir.empty()) {
     std::cout << line << std::flush;
   } else {
-    const Status wrote = replace_file_contents(rank_result_path(flags.result_dir, record.rank), line,
-                                               fmt::format("rank {}'s record", record.rank));
+    const Status wrote = write_output_file(rank_result_path(flags.result_dir, record.rank), line,
+                                         fmt::format("rank {}'s record", record.rank));
     if (!wrote.is_ok()) {
       std::fprintf(stderr, "rank %d: %s\n", record.rank, wrote.message().c_str());
       return 2;

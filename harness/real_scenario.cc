@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -125,14 +127,32 @@ LaunchRun launch_ranks(const std::string& file, int ranks, const std::string& jo
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t runner = ::getpid();
+  // Who the launcher's --remove-with-parent waits on: it may start after we die.
+  ::setenv("ENGRAMLAB_LAUNCH_PARENT_PID", std::to_string(runner).c_str(), 1);
   const pid_t pid = ::fork();
   if (pid < 0) {
     run.log = fmt::format("fork failed: {}", std::strerror(errno));
     return run;
   }
   if (pid == 0) {
+    // Blocked until the launcher has its handlers (it unblocks them): the
+    // death signal below, arriving while it starts, would otherwise end it
+    // before it can remove `dir` (an empty launch.log left behind).
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
+    ::sigprocmask(SIG_BLOCK, &stops, nullptr);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != runner) ::_exit(1);  // the runner is gone already
+    if (::getppid() != runner) ::_exit(1);  // the runner is gone already: nothing made, nothing left
+    // Made here, after the death signal is set, not by the runner: a runner
+    // killed before this point leaves nothing, and after it the launcher
+    // removes the directory (--remove-with-parent).
+    if (::mkdir(dir.c_str(), 0700) != 0) {
+      const std::string why = fmt::format("engramlab scenario run --real: cannot create the result directory {}: {}\n",
+                                          dir, std::strerror(errno));
+      (void)!::write(2, why.data(), why.size());
+      ::_exit(126);
+    }
     ::setpgid(0, 0);
     const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd >= 0) {
@@ -324,14 +344,13 @@ void read_rank_records(const std::string& dir, int world, RealRanks& out) {
 // there is no result directory.
 std::optional<RealRanks> run_real_ranks(const Scenario& scenario, int index, int world, const HostSpec& host) {
   std::optional<StopSignalsForwarded> forwarding(std::in_place);
-  std::string templ = fmt::format("/tmp/engramlab-real-{}-XXXXXX", ::getpid());
-  const char* dir = ::mkdtemp(templ.data());
-  if (dir == nullptr) {
-    std::cout << "  cannot create a result directory under /tmp: " << std::strerror(errno) << "\n";
-    forwarding.reset();
-    die_of_a_stop_signal_received();
-    return std::nullopt;
-  }
+  // Named here, created by the launcher's child (launch_ranks), so no kill of
+  // this runner falls between the directory's making and its remover's start.
+  // The random part keeps the name from other users; mkdir there refuses a
+  // name already taken.
+  std::random_device random;
+  const uint64_t unguessable = (uint64_t{random()} << 32) | random();
+  const std::string dir = fmt::format("/tmp/engramlab-real-{}-{:016x}", ::getpid(), unguessable);
   const std::string job_id = fmt::format("real-{}-{}", ::getpid(), index);
   // The scenario's host, not this machine, decides which fixes warnings name.
   ::setenv("ENGRAMLAB_ENVIRONMENT", runtime_environment_name(host.environment), 1);

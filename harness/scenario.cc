@@ -435,7 +435,9 @@ Result<Scenario> parse_scenario_text(std::string_view text, std::string_view sou
 
 Result<Scenario> load_scenario_file(const std::string& path) {
   ENGRAM_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "scenario"));
-  return parse_scenario_text(text, path);
+  ENGRAM_ASSIGN_OR_RETURN(Scenario s, parse_scenario_text(text, path));
+  s.source_text = std::move(text);
+  return s;
 }
 
 Result<ScenarioFiles> scenario_files(const std::string& path) {

@@ -146,6 +146,7 @@ struct Scenario {
   std::string name;
   std::string description;
   std::string source;  // file path (or the name given to parse_scenario_text)
+  std::string source_text;  // the file as read, once (set by load_scenario_file; emitted scenarios copy its words)
   Deployment deployment;
   uint64_t seed = 1;
   std::vector<ScenarioFault> planned_faults;

@@ -6,11 +6,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/base/check.h"
 #include "core/base/rerun_command.h"
 #include "core/base/units.h"
 #include "core/deployment/shard_groups.h"
+#include "core/model/gpu_models.h"
 #include "core/model/table_spec.h"
 #include "harness/scenario_check.h"
 
@@ -105,12 +107,33 @@ void write_faults(const sim::FaultPlan& plan, const sim::FaultReport& report, YA
   if (faults.size() > 0) root["faults"] = faults;
 }
 
-// A model file named relative to the source file (`model: ../models/x.yaml`)
-// would not resolve from where the emitted scenario goes: it is written as
-// the path the source's parse resolved it to.
-void keep_model_file_reachable(const std::string& resolved_model, YAML::Node& root) {
-  if (root["model"] && root["model"].IsScalar() && names_a_model_file(root["model"].Scalar()))
-    root["model"] = resolved_model;
+// A model or GPU file named relative to the source file (`model:
+// ../models/x.yaml`, `lookup: {model: x.yaml}`, `hosts: [{gpu_model:
+// gpus/h.yaml}]`) would not resolve from where the emitted scenario goes:
+// each is written as the path the source's parse resolved it to.
+void absolute_model_node(YAML::Node node, const std::string& resolved) {
+  if (!node) return;
+  if (node.IsScalar() && names_a_model_file(node.Scalar())) node = resolved;
+  else if (node.IsMap() && node["name"] && node["name"].IsScalar() && names_a_model_file(node["name"].Scalar()))
+    node["name"] = resolved;
+}
+
+// `source`: the file the words come from; a relative GPU file resolves from
+// its directory, as the deployment parser resolves it.
+void keep_model_files_reachable(const std::string& model, const ScenarioLookup* lookup, const std::string& source,
+                                YAML::Node& root) {
+  if (root["model"]) absolute_model_node(root["model"], model);
+  if (lookup != nullptr && root["lookup"].IsMap() && root["lookup"]["model"])
+    absolute_model_node(root["lookup"]["model"], lookup->model);
+  YAML::Node hosts = root["hosts"];
+  if (!hosts.IsSequence()) return;
+  const std::filesystem::path from = std::filesystem::path(absolute_file_path(source)).parent_path();
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    YAML::Node gpu = hosts[i].IsMap() ? hosts[i]["gpu_model"] : YAML::Node();
+    if (!gpu || !gpu.IsScalar() || !names_a_gpu_file(gpu.Scalar())) continue;
+    const std::filesystem::path file(gpu.Scalar());
+    if (file.is_relative()) hosts[i]["gpu_model"] = (from / file).lexically_normal().string();
+  }
 }
 
 // "0-3" or "5".
@@ -171,12 +194,12 @@ std::string swarm_case_scenario_yaml(uint64_t seed, const SwarmCase& drawn, cons
   root["description"] = fmt::format("emitted by fuzz --emit-scenario {}: {}", seed, drawn.description);
   const Deployment& d = drawn.job.deployment;
   YAML::Node file;
-  if (!target.file.empty()) file = YAML::LoadFile(target.file);
+  if (!target.file.empty()) file = YAML::Load(target.file_text);  // parsed once already: valid
   if (file.IsMap()) {
     // The file's own words for its deployment (counts, names, sizes as written).
     for (const char* key : {"model", "hosts", "rank_hosts", "layout", "config"})
       if (file[key]) root[key] = file[key];
-    keep_model_file_reachable(d.model, root);
+    keep_model_files_reachable(d.model, nullptr, target.file, root);
   } else {
     write_drawn_deployment(d, root);
   }
@@ -190,6 +213,7 @@ std::string swarm_case_scenario_yaml(uint64_t seed, const SwarmCase& drawn, cons
   write_faults(drawn.job.faults, out.world.faults, root);
   if (file.IsMap() && file["lookup"]) {
     root["lookup"] = file["lookup"];
+    if (target.lookup) keep_model_files_reachable(d.model, &*target.lookup, target.file, root);
   } else {
     YAML::Node lookup;
     lookup["model"] = drawn.job.lookup.model;
@@ -236,7 +260,8 @@ Result<EmittedScenario> emit_rated_scenario(const Scenario& scenario, uint64_t s
   ENGRAM_CHECK(!scenario.fault_rates.empty());
   EmulatedOutcome out;
   run_scenario(scenario, seed, &out);
-  YAML::Node file = YAML::LoadFile(scenario.source);
+  // The text read when the scenario was loaded: the file is not read again.
+  YAML::Node file = YAML::Load(scenario.source_text);
   YAML::Node root;
   root["name"] = fmt::format("{}_seed_{}", scenario.name, seed);
   root["description"] = fmt::format("emitted by scenario run --emit --seed {} from {}", seed, scenario.source);
@@ -245,7 +270,7 @@ Result<EmittedScenario> emit_rated_scenario(const Scenario& scenario, uint64_t s
     const std::string key = it->first.as<std::string>();
     if (key != "name" && key != "description" && key != "seed" && key != "expect") root[key] = it->second;
   }
-  keep_model_file_reachable(scenario.deployment.model, root);
+  keep_model_files_reachable(scenario.deployment.model, &scenario.lookup, scenario.source, root);
   root["seed"] = seed;
   write_expect(scenario.lookup.run, out, root);
   YAML::Emitter emitter;

@@ -36,6 +36,7 @@ struct SwarmCase {
 // and the fault sites drawn. Empty: everything is drawn, as before.
 struct SwarmTarget {
   std::string file;                      // absolute; names the target in reproduction lines
+  std::string file_text;                 // the file as read, once (emitted scenarios copy its words)
   std::optional<Deployment> deployment;  // as written; absent: drawn from the seed
   std::optional<ScenarioLookup> lookup;  // the file's own lookup, when it is a scenario
   bool timeouts_written = false;         // the file sets timeouts: they are not drawn

@@ -7,6 +7,8 @@
 
 #include "core/base/did_you_mean.h"
 #include "core/base/rerun_command.h"
+#include "core/base/text_excerpt.h"
+#include "core/base/yaml_fields.h"
 #include "core/deployment_file/deployment_yaml.h"
 #include "harness/scenario.h"
 
@@ -31,13 +33,13 @@ Result<std::vector<sim::FaultSite>> parse_fault_site_list(std::string_view text)
     auto site = sim::parse_fault_site(name);
     if (!site.is_ok()) {
       const std::string guess = did_you_mean(name, known);
-      return invalid_argument(fmt::format("--sites: '{}' is not a fault site{}; the sites are: {}", name,
+      return invalid_argument(fmt::format("--sites: '{}' is not a fault site{}; the sites are: {}", excerpt(name),
                                           guess.empty() ? "" : " (" + guess + ")", sim::fault_site_names()));
     }
     if (std::find(sites.begin(), sites.end(), site.value()) == sites.end()) sites.push_back(site.value());
   }
   if (sites.empty() && !text.empty())
-    return invalid_argument(fmt::format("--sites: '{}' names no site; give a comma-separated list of: {}", text,
+    return invalid_argument(fmt::format("--sites: '{}' names no site; give a comma-separated list of: {}", excerpt(text),
                                         sim::fault_site_names()));
   return sites;
 }
@@ -46,22 +48,19 @@ Result<SwarmTarget> load_swarm_target(const std::string& file, std::string_view 
   SwarmTarget target;
   ENGRAM_ASSIGN_OR_RETURN(target.sites, parse_fault_site_list(sites_text));
   if (file.empty()) return target;
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(file);
-  } catch (const YAML::Exception& e) {
-    return invalid_argument(fmt::format("--file '{}': cannot be read as YAML ({}); give a deployment or scenario file",
-                                        file, e.what()));
-  }
+  // Read once: the kind of file, its parse and what an emitted scenario
+  // copies all come from this one text.
+  ENGRAM_ASSIGN_OR_RETURN(target.file_text, read_text_file(file, "--file"));
+  ENGRAM_ASSIGN_OR_RETURN(YAML::Node root, load_yaml_text(target.file_text, file));
   bool scenario = false;
   if (root.IsMap())
     for (const char* key : kScenarioOnlyKeys) scenario = scenario || static_cast<bool>(root[key]);
   if (scenario) {
-    ENGRAM_ASSIGN_OR_RETURN(Scenario s, load_scenario_file(file));
+    ENGRAM_ASSIGN_OR_RETURN(Scenario s, parse_scenario(root, file));
     target.deployment = s.deployment;
     target.lookup = s.lookup;
   } else {
-    ENGRAM_ASSIGN_OR_RETURN(target.deployment, load_deployment_file(file));
+    ENGRAM_ASSIGN_OR_RETURN(target.deployment, parse_deployment(root, file));
   }
   target.timeouts_written = root.IsMap() && static_cast<bool>(root["timeouts"]);
   target.file = absolute_file_path(file);

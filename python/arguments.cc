@@ -19,11 +19,38 @@ std::string ndim_choices(const std::vector<int>& ndim) {
 
 }  // namespace
 
+std::string str_argument(py::handle object, const std::string& name) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(object.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    throw py::value_error(fmt::format("{}: the str holds a lone surrogate (half of a UTF-16 pair, e.g. '\\udc80'), "
+                                      "which is no text and cannot be UTF-8; give valid text",
+                                      name));
+  }
+  return std::string(data, static_cast<size_t>(size));
+}
+
 std::string path_argument(py::handle object, const char* name) {
-  if (py::isinstance<py::str>(object)) return object.cast<std::string>();
+  // A path's str may carry undecodable bytes as surrogates (os.fsdecode's
+  // surrogateescape): os.fsencode gives them back; any other lone surrogate
+  // is refused naming the argument.
+  auto path_of_str = [name](py::handle text) {
+    Py_ssize_t size = 0;
+    if (const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size)) return std::string(data, static_cast<size_t>(size));
+    PyErr_Clear();
+    try {
+      return py::module_::import("os").attr("fsencode")(text).cast<std::string>();
+    } catch (const py::error_already_set&) {
+      throw py::value_error(fmt::format("{}: the path holds a lone surrogate (half of a UTF-16 pair) that is no "
+                                        "file name's byte; give the path as valid text, or as bytes",
+                                        name));
+    }
+  };
+  if (py::isinstance<py::str>(object)) return path_of_str(object);
   if (py::hasattr(object, "__fspath__")) {
     py::object path = py::module_::import("os").attr("fspath")(object);
-    if (py::isinstance<py::str>(path)) return path.cast<std::string>();
+    if (py::isinstance<py::str>(path)) return path_of_str(path);
     if (py::isinstance<py::bytes>(path)) return path.cast<std::string>();
   }
   throw py::type_error(fmt::format("{}: a {}; give a str or a pathlib.Path", name, type_name(object)));

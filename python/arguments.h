@@ -16,8 +16,12 @@ namespace engram::python {
 
 namespace py = pybind11;
 
-// A str or os.PathLike, as a path.
+// A str or os.PathLike, as a path. A lone surrogate is a ValueError naming
+// `name` (not pybind11's cast error), but for os.fsdecode's escaped bytes.
 std::string path_argument(py::handle object, const char* name);
+
+// A str as UTF-8; a lone surrogate is a ValueError naming `name`.
+std::string str_argument(py::handle object, const std::string& name);
 
 // The ids of a host argument: a numpy array, a CPU tensor or a list of ints,
 // of dtype int64 exactly (int32 is refused, not widened: it is the dtype a

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <string>
+
+#include "python/arguments.h"
 
 namespace engram::python {
 namespace {
@@ -19,15 +22,24 @@ Json json_at(py::handle object, const std::string& path, int depth) {
       throw py::value_error(fmt::format("{}: {} does not fit in 64 bits", path, py::str(object).cast<std::string>()));
     return static_cast<int64_t>(value);
   }
-  if (py::isinstance<py::float_>(object)) return object.cast<double>();
-  if (py::isinstance<py::str>(object)) return object.cast<std::string>();
+  if (py::isinstance<py::float_>(object)) {
+    // JSON has no NaN or infinity: written, either would read back as null
+    // ("found nothing"), naming neither the value nor the fix.
+    const double value = object.cast<double>();
+    if (!std::isfinite(value))
+      throw py::value_error(fmt::format("{}: {} is not a number this field can hold; give a finite number (a count: "
+                                        "a whole number)",
+                                        path, py::repr(object).cast<std::string>()));
+    return value;
+  }
+  if (py::isinstance<py::str>(object)) return str_argument(object, path);
   if (py::isinstance<py::dict>(object)) {
     Json out = Json::object();
     for (auto [key, value] : object.cast<py::dict>()) {
       if (!py::isinstance<py::str>(key))
         throw py::type_error(fmt::format("{}: key {} is a {}; keys are strings", path, py::repr(key).cast<std::string>(),
                                          py::type::of(key).attr("__name__").cast<std::string>()));
-      const std::string name = key.cast<std::string>();
+      const std::string name = str_argument(key, path + " key");
       out[name] = json_at(value, path + "." + name, depth + 1);
     }
     return out;

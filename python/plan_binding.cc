@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/base/yaml_fields.h"
 #include "core/deployment_file/deployment_yaml.h"
 #include "core/plan/memory_fit.h"
 #include "core/report/plan_report.h"
@@ -30,11 +31,17 @@ Result<Deployment> deployment_of(py::handle deployment) {
     return parse_deployment_text(json.dump(2), "deployment (dict, as JSON)");
   }
   if (py::isinstance<py::str>(deployment)) {
-    const std::string text = deployment.cast<std::string>();
+    const std::string text = str_argument(deployment, "deployment");
+    if (text.empty())
+      return invalid_argument("deployment: an empty str; give a dict, YAML text or the path of a deployment file");
     if (is_yaml_text(text)) return parse_deployment_text(text, "deployment (YAML text)");
   }
-  if (py::isinstance<py::str>(deployment) || py::hasattr(deployment, "__fspath__"))
-    return load_deployment_file(path_argument(deployment, "deployment"));
+  if (py::isinstance<py::str>(deployment) || py::hasattr(deployment, "__fspath__")) {
+    // Read here, so errors name the argument (not the command line's --file).
+    const std::string path = path_argument(deployment, "deployment");
+    ENGRAM_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "deployment"));
+    return parse_deployment_text(text, path);
+  }
   throw py::type_error(fmt::format("deployment: a {}; give a dict, YAML text or the path of a deployment file",
                                    py::type::of(deployment).attr("__name__").cast<std::string>()));
 }

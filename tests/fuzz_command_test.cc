@@ -107,6 +107,32 @@ TEST(FuzzJunit, AFailingSeedCarriesItsViolationsAndTheReproduceLine) {
   EXPECT_NE(small.find("seed 9"), std::string::npos) << small;
 }
 
+// Issue 50, item 21: a file name's control characters and non-UTF-8 bytes
+// (Latin-1 \xe9) would make the XML not well-formed, and a dashboard rejects
+// the whole report: they are written as the text \xNN; python's parser
+// reads the report back.
+TEST(FuzzJunit, ControlAndNonUtf8BytesInAFileNameLeaveTheXmlWellFormed) {
+  harness::SwarmReport report;
+  report.first_seed = 1;
+  report.seed_count = 1;
+  harness::SwarmSeedResult bad;
+  bad.seed = 1;
+  bad.passed = false;
+  bad.outcome = "error \x01 \xff";
+  bad.reproduction = "engramlab fuzz --file '/abs/caf\xe9\x1b[31m.yaml'";
+  report.failures.push_back(bad);
+  char name[] = "/tmp/engramlab-junit-bytes-XXXXXX";
+  ASSERT_NE(::mkdtemp(name), nullptr);
+  const std::string dir = name, xml = dir + "/fuzz.xml";
+  std::ofstream(xml) << harness::swarm_junit_xml(report, "/abs/caf\xe9\x1b[31m\x07.yaml");
+  const CommandOutput parsed = run_engramlab(
+      "", "python3 -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+          "c = d.getElementsByTagName('testcase'); print('classname', c[0].getAttribute('classname'))\" " + xml + " #");
+  std::system(("rm -rf '" + dir + "'").c_str());
+  ASSERT_EQ(parsed.exit_code, 0) << parsed.text;
+  EXPECT_NE(parsed.text.find("classname fuzz./abs/caf\\xe9\\x1b[31m\\x07.yaml"), std::string::npos) << parsed.text;
+}
+
 TEST(FuzzFile, SitesAimTheFaults) {
   const CommandOutput out = run_engramlab("fuzz --file " + kScenarios +
                                           "/deployments/tp8_h200_peer.yaml --seeds 60 --sites import,slow --json");
@@ -193,6 +219,36 @@ TEST(FuzzEmitScenario, EmittedScenarioRerunsWithTheSameTraceHash) {
 
 TEST(FuzzEmitScenario, EmittedScenarioAroundAFileRerunsWithTheSameTraceHash) {
   for (uint64_t seed : {2, 5}) expect_emitted_scenario_reproduces("--file " + kScenarios + "/deployments/two_nodes_interleaved.yaml", seed);
+}
+
+
+// Issue 50, item 9: a scenario naming its model and GPU files relative to
+// itself (top-level model, lookup.model, hosts[].gpu_model) emits a scenario
+// whose every such path is absolute: it loads from anywhere, and never runs
+// against another file of that name.
+TEST(FuzzEmitScenario, RelativeModelAndGpuFilesAreWrittenAbsolute) {
+  char dir_templ[] = "/tmp/engramlab-emit-paths-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_templ), nullptr);
+  const std::string dir = dir_templ;
+  ASSERT_EQ(std::system(("mkdir -p " + dir + "/models " + dir + "/gpus && cp " + std::string(ENGRAM_SOURCE_DIR) +
+                         "/models/tiny.yaml " + dir + "/models/m.yaml").c_str()),
+            0);
+  std::ofstream(dir + "/gpus/g.yaml") << "name: L40S\nmemory: 44.4GiB\nhost_memory_per_gpu: 64GiB\n";
+  std::ofstream(dir + "/scenario.yaml")
+      << "model: models/m.yaml\nhosts: [{name: a, gpus: 2, gpu_model: gpus/g.yaml}]\nlayout: {tp: 1, dp: 2}\n"
+         "lookup: {model: models/m.yaml, tokens: 4}\nseed: 1\nexpect: {no_leaks: true}\n";
+  const CommandOutput emitted = run_engramlab("fuzz --file " + dir + "/scenario.yaml --emit-scenario 3");
+  const std::string text = emitted.text;
+  std::system(("rm -rf '" + dir + "'").c_str());
+  ASSERT_EQ(emitted.exit_code, 0) << text;
+  EXPECT_EQ(text.find("model: models/m.yaml"), std::string::npos) << text;
+  EXPECT_EQ(text.find("gpu_model: gpus/g.yaml"), std::string::npos) << text;
+  size_t absolute_models = 0;
+  for (size_t at = text.find(dir + "/models/m.yaml"); at != std::string::npos;
+       at = text.find(dir + "/models/m.yaml", at + 1))
+    ++absolute_models;
+  EXPECT_GE(absolute_models, 2u) << "the top-level model and lookup.model:\n" << text;
+  EXPECT_NE(text.find(dir + "/gpus/g.yaml"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -189,6 +189,61 @@ TEST_P(RealRunSignals, KillingTheRunnerEndsEveryRankAndLeavesNothing) {
   fs::remove_all(engram::ipc::default_socket_dir(job_id));
 }
 
+// Issue 50, item 11: a SIGKILL early in the run, at each point where the
+// run has made something (its directory; the launcher's log in it; the
+// launcher itself; the ranks), still leaves no directory: the launcher
+// starts with the death signal blocked until its handlers are in place, and
+// a launcher that finds its runner gone before it starts removes the empty
+// directory. Each point is hit several times: the window was ~1 in 3.
+TEST_F(RealRunSignals, ASigkillAtEveryEarlyPointLeavesNoRunDirectory) {
+  const std::string file = write_slow_scenario(work_);
+  enum Point { kDirectory, kLaunchLog, kLauncher, kRanks };
+  for (Point point : {kDirectory, kLaunchLog, kLauncher, kRanks}) {
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      SCOPED_TRACE("point " + std::to_string(point) + ", attempt " + std::to_string(attempt));
+      const pid_t runner = ::fork();
+      ASSERT_GE(runner, 0);
+      if (runner == 0) {
+        ::setpgid(0, 0);
+        ::setenv("ENGRAMLAB_SHM_DIR", shm_dir_.c_str(), 1);
+        const int fd = ::open("/dev/null", O_WRONLY);
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+        ::execl(kEngramlab.c_str(), "engramlab", "scenario", "run", "--real", "--here", file.c_str(), nullptr);
+        ::_exit(127);
+      }
+      const std::string job_id = "real-" + std::to_string(runner) + "-0";
+      const std::string run_dir_prefix = "engramlab-real-" + std::to_string(runner) + "-";
+      auto reached = [&] {
+        const auto dirs = entries_starting("/tmp", run_dir_prefix);
+        switch (point) {
+          case kDirectory: return !dirs.empty();
+          case kLaunchLog: return !dirs.empty() && fs::exists(dirs.front() + "/launch.log");
+          case kLauncher: return !processes_of_job(job_id).empty();
+          case kRanks: return processes_of_job(job_id).size() >= 3;
+        }
+        return false;
+      };
+      const auto by = Clock::now() + 30s;
+      while (!reached() && Clock::now() < by) std::this_thread::yield();
+      ASSERT_TRUE(reached()) << "the run never reached the point";
+      ASSERT_EQ(::kill(runner, SIGKILL), 0);
+      int status = 0;
+      ::waitpid(runner, &status, 0);
+      auto all_gone = [&] {
+        return processes_of_job(job_id).empty() && entries_starting("/tmp", run_dir_prefix).empty();
+      };
+      const auto until = Clock::now() + 10s;
+      while (!all_gone() && Clock::now() < until) std::this_thread::sleep_for(10ms);
+      EXPECT_TRUE(entries_starting("/tmp", run_dir_prefix).empty()) << "the run's directory stayed";
+      for (pid_t p : processes_of_job(job_id)) ::kill(p, SIGKILL);
+      for (const std::string& dir : entries_starting("/tmp", run_dir_prefix)) fs::remove_all(dir);
+      fs::remove_all(engram::ipc::default_socket_dir(job_id));
+      for (const std::string& seg : entries_starting(shm_dir_, "engramlab-")) fs::remove_all(seg);
+    }
+  }
+}
+
 // Crash hygiene: once built, the node's tables have no names, so SIGKILL of
 // every rank (no handler runs, nobody cleans) leaves /dev/shm empty. The
 // maps prove the ranks held the tables when they were killed.

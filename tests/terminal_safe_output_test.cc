@@ -48,6 +48,34 @@ TEST(TerminalSafe, ExcerptsEscapeC0DelAndC1Controls) {
   EXPECT_FALSE(has_control_characters("h200-0.example"));
 }
 
+// Issue 50, item 13: Unicode bidi controls reorder what a terminal shows
+// (U+202E makes "h200-0\u202e1-tsoh" display as another name): escaped like
+// the C0/C1 controls, and a host name holding one is refused; a YAML syntax
+// error and fuzz --sites echo no raw ESC.
+TEST(TerminalSafe, BidiControlsAndEscInYamlErrorsAndSitesAreEscaped) {
+  EXPECT_EQ(excerpt("h200\u202e0-a"), "h200\\u{202e}0-a");
+  for (const char* bidi : {"\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068",
+                           "\u2069", "\u200e", "\u200f", "\u061c"}) {
+    EXPECT_TRUE(has_control_characters(std::string("a") + bidi)) << excerpt(bidi);
+    EXPECT_EQ(excerpt(std::string("a") + bidi).find(bidi), std::string::npos);
+  }
+  EXPECT_FALSE(has_control_characters("caf\xc3\xa9 \xe2\x80\x94 dash"));  // an em dash is no control
+
+  auto host = parse_deployment_text("hosts: [{name: \"h200\u202e0\", gpus: 1}]\nlayout: {tp: 1}\n", "d.yaml");
+  ASSERT_FALSE(host.is_ok());
+  EXPECT_THAT(host.status().message(), HasSubstr("h200\\u{202e}0"));
+  EXPECT_THAT(host.status().message(), Not(HasSubstr("\u202e")));
+
+  auto syntax = parse_deployment_text("hosts: [\"a\x1b[2J\n", "d.yaml");
+  ASSERT_FALSE(syntax.is_ok());
+  EXPECT_FALSE(has_raw_control(syntax.status().message())) << excerpt(syntax.status().message(), 400);
+
+  const testing::ProcessRun sites = testing::run(kEngramlab + " fuzz --seeds 1 --sites \"$(printf 'imp\\033[2Jort')\"");
+  EXPECT_EQ(sites.exit_code, 2) << sites.output;
+  EXPECT_FALSE(has_raw_control(sites.output)) << excerpt(sites.output, 400);
+  EXPECT_THAT(sites.output, HasSubstr("imp\\x1b[2Jort"));
+}
+
 // Plain and single-quoted words: tests/shell_quote_test.cc. Here: control
 // characters, which a terminal would act on.
 TEST(TerminalSafe, ShellWordsReadBackAsThemselves) {

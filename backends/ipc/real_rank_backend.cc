@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -28,6 +29,19 @@ Result<RealBackendOptions> real_backend_options(const EnvLookup& env) {
       return invalid_argument(fmt::format("ENGRAMLAB_SHM_DIR='{}' is not a directory ({}); point it at a tmpfs "
                                           "mount such as /dev/shm, or unset it",
                                           excerpt(*dir, kEchoedValueBytes), std::strerror(errno ? errno : ENOTDIR)));
+    // Segments are created there and opened by the peers after the fill: a
+    // directory another user owns, or may write without the sticky bit, lets
+    // that user replace them in between.
+    if (st.st_uid != ::geteuid() && st.st_uid != 0)
+      return invalid_argument(fmt::format("ENGRAMLAB_SHM_DIR='{}' is owned by uid {}, another user (you are uid {}), "
+                                          "who could replace the job's segments between the fill and the peers' open; "
+                                          "use a directory of your own or /dev/shm",
+                                          excerpt(*dir, kEchoedValueBytes), st.st_uid, ::geteuid()));
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+      return invalid_argument(fmt::format("ENGRAMLAB_SHM_DIR='{}' may be written by other users (mode {:04o}, no sticky "
+                                          "bit), who could replace the job's segments between the fill and the peers' "
+                                          "open; chmod go-w it, or chmod +t it as /dev/shm is",
+                                          excerpt(*dir, kEchoedValueBytes), st.st_mode & 07777));
     options.shm_dir = *dir;
   }
   if (auto dir = env("ENGRAMLAB_SOCKET_DIR"); dir && !dir->empty()) options.socket_dir = *dir;

@@ -116,14 +116,17 @@ Status listen_on_master(const TcpCollectivesOptions& options, tcp::acceptor& acc
 
 // A split group's leader listens on an ephemeral port of the address it
 // reached its own leader from; 0 when it cannot.
-int32_t listen_for_split(tcp::acceptor& acceptor, const std::string& address_text) {
-  error_code ec;
+// The split leader's port; 0 when it could not listen, with `ec` saying why
+// (EMFILE/ENFILE: out of file descriptors, which the split names).
+int32_t listen_for_split(tcp::acceptor& acceptor, const std::string& address_text, error_code& ec) {
   const auto address = asio::ip::make_address(address_text, ec);
   if (!ec) acceptor.open(tcp::endpoint(address, 0).protocol(), ec);
   if (!ec) acceptor.bind(tcp::endpoint(address, 0), ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   return ec ? 0 : acceptor.local_endpoint().port();
 }
+
+bool out_of_fds(const error_code& ec) { return ec.value() == EMFILE || ec.value() == ENFILE; }
 
 }  // namespace
 
@@ -535,14 +538,21 @@ Result<std::unique_ptr<Collectives>> TcpCollectives::split_unguarded(int color, 
                                                fmt::format("rank {} joining group '{}' of {} ranks{}", me, group->tag_,
                                                            members.size(), leader ? " as its leader" : ""));
   constexpr int32_t kOutOfFds = -1;
-  const int32_t my_port = !fds.is_ok() ? kOutOfFds
-                          : leader     ? listen_for_split(acceptor, addresses_[static_cast<size_t>(group_rank_)])
-                                       : 0;
+  error_code listen_error;
+  int32_t my_port = !fds.is_ok() ? kOutOfFds
+                    : leader     ? listen_for_split(acceptor, addresses_[static_cast<size_t>(group_rank_)], listen_error)
+                                 : 0;
+  if (out_of_fds(listen_error)) my_port = kOutOfFds;  // the peers name the cause too
   std::vector<int32_t> ports(static_cast<size_t>(n));
   ENGRAM_ASSIGN_OR_RETURN(auto port_bytes,
                           round(kOpSplit, "split", std::as_bytes(std::span(&my_port, 1)), ports.size() * 4));
   std::memcpy(ports.data(), port_bytes.data(), port_bytes.size());
   if (!fds.is_ok()) return Status(fds.code(), fds.message(), {.rank = me, .step = "split"});
+  if (out_of_fds(listen_error)) {
+    const Status exhausted =
+        fd_exhausted(fmt::format("cannot open the listening socket of group '{}'", group->tag_), listen_error.message());
+    return Status(exhausted.code(), exhausted.message(), {.rank = me, .step = "split"});
+  }
   for (int r : members) {
     if (ports[static_cast<size_t>(r)] != kOutOfFds) continue;
     const int short_rank = world_ranks_[static_cast<size_t>(r)];
@@ -561,7 +571,8 @@ Result<std::unique_ptr<Collectives>> TcpCollectives::split_unguarded(int color, 
   const int32_t leader_port = ports[static_cast<size_t>(leader_parent_rank)];
   if (leader_port == 0) {
     return Status(ErrorCode::kUnavailable,
-                  fmt::format("the leader of split color {} could not open a port on {}", color, leader_address),
+                  fmt::format("the leader of split color {} could not open a port on {} (its own error says why)",
+                              color, leader_address),
                   {.rank = me, .peer = leader_world_rank, .step = "split"});
   }
   auto& impl = *group->impl_;

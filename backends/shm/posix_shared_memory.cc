@@ -132,6 +132,18 @@ Status PosixSharedMemory::describe_existing(const std::string& name) const {
                       "else?); remove it or pick a different --job-id",
                   {.step = "shm create"});
   }
+  // Another user's file under this job's name: not ours, so not a stale
+  // segment of ours, and neither `shm clean` nor rm (in a sticky /dev/shm)
+  // can remove it for us. Job ids are easy to guess; the name was taken.
+  if (::lstat(path.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
+    return Status(ErrorCode::kAlreadyExists,
+                  fmt::format("shm segment '{}' cannot be created: {} already exists and is owned by uid {}, another "
+                              "user (you are uid {}): it is not a segment of yours, and you cannot remove it; run "
+                              "with another --job-id (or point ENGRAMLAB_SHM_DIR at a directory only you can write), "
+                              "and ask that user or an administrator about it",
+                              name, path, st.st_uid, ::geteuid()),
+                  {.step = "shm create"});
+  }
   // Non-blocking: the name may have become a FIFO since the lstat.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd >= 0) {

@@ -25,8 +25,32 @@ size_t utf8_sequence_bytes(std::string_view text, size_t at) {
   return length;
 }
 
+namespace {
+
+// Unicode's bidirectional formatting characters (U+061C, U+200E, U+200F,
+// U+202A..U+202E, U+2066..U+2069): shown raw, they reorder what a terminal
+// displays around them, so a name can pose as another (U+202E, the
+// right-to-left override, "Trojan Source").
+bool is_bidi_control(std::string_view text, size_t at, size_t n) {
+  if (n == 2) return static_cast<unsigned char>(text[at]) == 0xD8 && static_cast<unsigned char>(text[at + 1]) == 0x9C;
+  if (n != 3 || static_cast<unsigned char>(text[at]) != 0xE2) return false;
+  const auto b1 = static_cast<unsigned char>(text[at + 1]);
+  const auto b2 = static_cast<unsigned char>(text[at + 2]);
+  if (b1 == 0x80) return b2 == 0x8E || b2 == 0x8F || (b2 >= 0xAA && b2 <= 0xAE);
+  return b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9;
+}
+
+uint32_t code_point(std::string_view text, size_t at, size_t n) {
+  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(text[at + i])); };
+  return n == 2 ? ((b(0) & 0x1F) << 6) | (b(1) & 0x3F) : ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+}
+
+}  // namespace
+
 bool has_control_characters(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
+    const size_t n = utf8_sequence_bytes(text, i);
+    if (n > 1 && is_bidi_control(text, i, n)) return true;
     const auto c = static_cast<unsigned char>(text[i]);
     if (c < 0x20 || c == 0x7F) return true;
     if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
@@ -55,6 +79,11 @@ std::string excerpt(std::string_view text, size_t max_bytes) {
       else if (c == '\t') out += "\\t";
       else out += fmt::format("\\x{:02x}", c);
       ++at;
+      continue;
+    }
+    if (n > 1 && is_bidi_control(text, at, n)) {
+      out += fmt::format("\\u{{{:04x}}}", code_point(text, at, n));
+      at += n;
       continue;
     }
     if (at + n > max_bytes) break;  // never cut a character in half

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/base/did_you_mean.h"
+#include "core/base/input_file.h"
 #include "core/base/text_excerpt.h"
-#include "core/base/file_type.h"
 
 namespace engram {
 namespace {
@@ -169,7 +169,7 @@ Result<YAML::Node> load_yaml_text(std::string_view text, std::string_view source
                                         shown_source(source_name), e.mark.line + 1, e.mark.column + 1, kMaxYamlDepth));
   } catch (const YAML::ParserException& e) {
     return invalid_argument(fmt::format("{}: line {}, column {}: not valid YAML: {}", shown_source(source_name), e.mark.line + 1,
-                                        e.mark.column + 1, e.msg));
+                                        e.mark.column + 1, excerpt(e.msg, 200)));
   } catch (const YAML::Exception& e) {
     return invalid_argument(fmt::format("{}: not valid YAML: {}", shown_source(source_name), excerpt(e.what(), 200)));
   }
@@ -186,43 +186,7 @@ Result<YAML::Node> load_yaml_text(std::string_view text, std::string_view source
 }
 
 Result<std::string> read_text_file(const std::string& path, std::string_view what, size_t max_bytes) {
-  // Non-blocking: opening a FIFO for reading would otherwise wait for a writer.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
-    return invalid_argument(
-        fmt::format("{}: cannot read '{}': {}; check the path", what, excerpt(path, 200), std::strerror(errno)));
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st{};
-  if (::fstat(fd, &st) != 0) {
-    return invalid_argument(fmt::format("{}: cannot read '{}': {}", what, excerpt(path, 200), std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return invalid_argument(fmt::format("{}: '{}' is {}, not a regular file; give a YAML file", what,
-                                        excerpt(path, 200), "a " + file_type_name(st.st_mode)));
-  }
-  auto too_large = [&] {
-    return invalid_argument(fmt::format("{}: '{}' is larger than {} bytes, the most a deployment or scenario file "
-                                        "may be",
-                                        what, excerpt(path, 200), max_bytes));
-  };
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) return too_large();
-  std::string text;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return invalid_argument(fmt::format("{}: reading '{}' failed: {}", what, excerpt(path, 200), std::strerror(errno)));
-    }
-    if (n == 0) break;
-    text.append(buffer, static_cast<size_t>(n));
-    if (text.size() > max_bytes) return too_large();  // it grew while we read
-  }
-  return text;
+  return read_input_file(path, what, max_bytes, "a deployment or scenario file");
 }
 
 }  // namespace engram

@@ -66,9 +66,8 @@ class YamlFields {
 // line L, column C: not valid YAML: <what>".
 Result<YAML::Node> load_yaml_text(std::string_view text, std::string_view source_name);
 
-// The whole file: a regular file of at most `max_bytes`, opened without
-// blocking (a FIFO or a device is refused at once). "<what>: cannot read
-// '<path>': <why>; check the path" when it cannot be opened.
+// The whole file, read once by read_input_file (core/base/input_file.h: a
+// regular file of at most `max_bytes`, the link rule, no FIFO or device).
 Result<std::string> read_text_file(const std::string& path, std::string_view what,
                                    size_t max_bytes = kMaxYamlFileBytes);
 

@@ -115,6 +115,10 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
   }
   // Defaults are announced once per GPU model, however many hosts use them.
   std::map<std::string, int> gpu_memory_defaulted, host_memory_defaulted;
+  // Each model as first found: a GPU file is read once, so the figures
+  // reported below are the ones used (a file changed meanwhile cannot make
+  // them disagree, or fail a second read).
+  std::map<std::string, GpuModelInfo> models_found;
   for (size_t i = 0; i < d.hosts.size(); ++i) {
     HostSpec& h = d.hosts[i];
     if (h.name.empty()) return invalid_argument(fmt::format("hosts[{}].name: empty; give each host a name", i));
@@ -149,7 +153,8 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
           "hosts[{}].visible_gpus_per_rank: {} for host '{}'; use 0 (all) up to its {} GPUs", i,
           h.visible_gpus_per_rank, h.name, h.gpu_count));
     }
-    auto model = find_gpu_model(h.gpu_model);
+    const auto seen = models_found.find(h.gpu_model);
+    auto model = seen != models_found.end() ? Result<GpuModelInfo>(seen->second) : find_gpu_model(h.gpu_model);
     if (!model.is_ok()) {
       // find_gpu_model's own errors start "gpu_model: "; a GPU file's start with its path.
       const std::string& message = model.status().message();
@@ -157,6 +162,7 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
                                                                  : fmt::format("hosts[{}].gpu_model: {}", i, message));
     }
     if (model->source_path.empty()) h.gpu_model = model->name;  // one spelling from here on (a GPU file keeps its path)
+    models_found.try_emplace(h.gpu_model, *model);
     if (h.gpu_memory_bytes == 0) {
       h.gpu_memory_bytes = model->memory_bytes;
       ++gpu_memory_defaulted[h.gpu_model];
@@ -187,13 +193,13 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
         it->second, i, excerpt(d.hosts[i].name), excerpt(d.hosts[i].boot_id)));
   }
   for (const auto& [name, hosts] : gpu_memory_defaulted) {
-    const GpuModelInfo m = find_gpu_model(name).value();
+    const GpuModelInfo& m = models_found.at(name);
     d.defaults_used.push_back({fmt::format("gpu_memory ({} host{} of {})", hosts, hosts == 1 ? "" : "s", name),
                                format_gib(m.memory_bytes) + " per GPU",
                                fmt::format("{}; give gpu_memory (--gpu-memory) for another board", m.memory_source)});
   }
   for (const auto& [name, hosts] : host_memory_defaulted) {
-    const GpuModelInfo m = find_gpu_model(name).value();
+    const GpuModelInfo& m = models_found.at(name);
     d.defaults_used.push_back({fmt::format("host_memory ({} host{} of {})", hosts, hosts == 1 ? "" : "s", name),
                                format_gib(m.host_memory_bytes_per_gpu) + " per GPU",
                                fmt::format("{}; give host_memory (--host-memory) for this host's RAM",

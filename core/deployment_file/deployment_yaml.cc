@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <vector>
 
 #include "core/base/did_you_mean.h"
@@ -84,9 +85,21 @@ constexpr const char* kConfigKeys[] = {"cpu_offload",         "peer_shards", "dp
 
 // A GPU model the plan knows, checked where the file names it, so a
 // misspelt one is reported with the file's other errors. A path (a GPU
-// file) is left to the plan.
-Status check_gpu_model(const Parser& p, const YAML::Node& node, std::string_view path, const std::string& name) {
-  if (name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml")) return Status::ok();
+// file) is made absolute relative to the file that names it (as a model
+// file is: the same deployment plans alike from any directory) and left to
+// the plan.
+Status check_gpu_model(const Parser& p, const YAML::Node& node, std::string_view path, std::string& name) {
+  if (names_a_gpu_file(name)) {
+    std::filesystem::path file(name);
+    std::error_code ec;
+    if (file.is_relative()) {
+      const std::filesystem::path from = std::filesystem::path(p.source()).parent_path();
+      if (!from.empty() && std::filesystem::is_directory(from, ec)) file = from / file;
+    }
+    const std::filesystem::path absolute = std::filesystem::absolute(file, ec);
+    if (!ec) name = absolute.lexically_normal().string();
+    return Status::ok();
+  }
   if (find_gpu_model(name).is_ok()) return Status::ok();
   const std::vector<std::string> known = known_gpu_models();
   const std::string guess = did_you_mean(name, known);

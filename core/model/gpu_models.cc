@@ -115,10 +115,12 @@ Result<GpuModelInfo> parse_gpu_file(std::string_view text, std::string_view sour
   return m;
 }
 
+bool names_a_gpu_file(std::string_view gpu_model) {
+  return gpu_model.find('/') != std::string_view::npos || gpu_model.ends_with(".yaml") || gpu_model.ends_with(".yml");
+}
+
 Result<GpuModelInfo> find_gpu_model(std::string_view gpu_model) {
-  const bool is_file = gpu_model.find('/') != std::string_view::npos || gpu_model.ends_with(".yaml") ||
-                       gpu_model.ends_with(".yml");
-  if (is_file) {
+  if (names_a_gpu_file(gpu_model)) {
     const std::string path(gpu_model);
     ENGRAM_ASSIGN_OR_RETURN(std::string text, read_text_file(path, "gpu_model file"));
     ENGRAM_ASSIGN_OR_RETURN(GpuModelInfo m, parse_gpu_file(text, path));

@@ -39,9 +39,13 @@ struct GpuModelInfo {
   std::string source_path;             // the GPU file ("" for a built-in model)
 };
 
+// A path rather than a model name: holds a '/' or ends in .yaml / .yml.
+bool names_a_gpu_file(std::string_view gpu_model);
+
 // Case-insensitive name, or the path of a GPU file (ends in .yaml/.yml or
 // holds a '/'); anything else is an invalid_argument error naming the known
-// ones and the file form.
+// ones and the file form. A GPU file is read (once per call: callers keep
+// the result rather than ask again).
 Result<GpuModelInfo> find_gpu_model(std::string_view gpu_model);
 Result<uint64_t> default_gpu_memory_bytes(std::string_view gpu_model);
 std::vector<std::string> known_gpu_models();

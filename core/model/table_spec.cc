@@ -5,6 +5,7 @@
 #include "core/model/model_file.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -363,14 +364,24 @@ Result<ModelSpec> build_model(const std::string& name) {
 
 Result<ModelSpec> model_preset(const std::string& name) {
   // Drawing V4.1's 48 primes costs about a millisecond; plan and every
-  // emulated rank ask for it, so models are built once per process. A file
-  // is keyed by its path: a run reads each model file once.
+  // emulated rank ask for it, so models are built once per process. A model
+  // file's entry is kept with the file's identity (device, inode, size,
+  // modification and change times) when it was read: an edited file is read
+  // and built again, so a long-lived process (Python's) sees the edit, while
+  // an unchanged one costs a stat.
   static std::mutex mutex;
-  static std::map<std::string, ModelSpec, std::less<>> built;
+  static std::map<std::string, std::pair<std::string, ModelSpec>, std::less<>> built;
+  std::string identity;
+  if (names_a_model_file(name)) {
+    struct stat st{};
+    if (::stat(name.c_str(), &st) == 0)
+      identity = fmt::format("{}:{}:{}:{}.{}:{}.{}", st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
+                             st.st_mtim.tv_nsec, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+  }
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = built.find(name); it != built.end()) return it->second;
+  if (auto it = built.find(name); it != built.end() && it->second.first == identity) return it->second.second;
   auto spec = build_model(name);
-  if (spec.is_ok()) built.emplace(name, spec.value());
+  if (spec.is_ok()) built.insert_or_assign(name, std::pair{std::move(identity), spec.value()});
   return spec;
 }
 
