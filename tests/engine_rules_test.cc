@@ -192,7 +192,7 @@ TEST(EngineRules, Point2MinusZeroPerEngine) {
   EXPECT_EQ(engine_profile(EngineId::kEngramlab).minus_zero, MinusZeroRule::kWritePlusZero);
   ModelSpec model;
   model.tables = {minus_zero_table(MinusZeroRule::kWritePlusZero)};
-  apply_engine_scale_rule(engine_profile(EngineId::kVllm), model);
+  apply_engine_value_rules(engine_profile(EngineId::kVllm), model);
   EXPECT_EQ(model.tables[0].minus_zero, MinusZeroRule::kKeep);
 
   for (MinusZeroRule rule : {MinusZeroRule::kKeep, MinusZeroRule::kWritePlusZero}) {

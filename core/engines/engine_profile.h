@@ -232,8 +232,14 @@ Status engine_refuses(const EngineProfile& engine, std::string_view field, std::
 void apply_engine_defaults(const EngineProfile& engine, Deployment& deployment);
 // "0 -> +0, 255 -> +inf": how the engine decodes scale bytes 0 and 255.
 std::string scale_bytes_text(const EngineProfile& engine);
-// Every table's scale-byte and minus-zero rules set to the engine's.
+// Every table's scale-byte rule set to the engine's. The runtime and the
+// scenarios use this one: engramlab's collective lookups (the device read of
+// host_head_sharded, device_collective) sum rows with +0, so they write -0
+// as +0 under every engine, and their references must too.
 void apply_engine_scale_rule(const EngineProfile& engine, ModelSpec& model);
+// Scale bytes and -0 as the engine's own paths give them (vLLM and SGLang
+// keep -0 where they do not sum): reference_lookup and the CPU row loops.
+void apply_engine_value_rules(const EngineProfile& engine, ModelSpec& model);
 // The engine's hashing rules on a request hasher: SGLang asserts equal
 // verify blocks per request (issue 39173), so a ragged verify is refused.
 void apply_engine_hash_rules(const EngineProfile& engine, RequestHasher& hasher);

@@ -314,6 +314,10 @@ std::string scale_bytes_text(const EngineProfile& engine) {
 }
 
 void apply_engine_scale_rule(const EngineProfile& engine, ModelSpec& model) {
+  for (TableSpec& t : model.tables) t.scale_byte_rule = engine.scale_byte_rule;
+}
+
+void apply_engine_value_rules(const EngineProfile& engine, ModelSpec& model) {
   for (TableSpec& t : model.tables) {
     t.scale_byte_rule = engine.scale_byte_rule;
     t.minus_zero = engine.minus_zero;
