@@ -26,6 +26,7 @@
 #include "core/engines/engine_profile.h"
 #include "core/base/json_output.h"
 #include "core/plan/memory_fit.h"
+#include "core/plan/plan_explain.h"
 #include "core/report/engine_comparison.h"
 #include "core/report/plan_report.h"
 #include "core/base/text_excerpt.h"
@@ -57,6 +58,7 @@ struct PlanFlags {
   std::string context_length, allow_negative_kv;
   std::string engine, host_layout, thp_packing, embedding_across_dp, extra_ranks;
   bool compare_engines = false;
+  bool explain = false;
   bool json = false;
   std::string given_empty;  // a flag given an empty value (`--file ''`): refused, not taken as absent
 };
@@ -243,23 +245,24 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   return d;
 }
 
-// --engine NAME[,NAME...] and --compare-engines: the engines to plan under
-// (none: the file's, else engramlab).
-Result<std::vector<EngineId>> engines_asked(const PlanFlags& f) {
-  std::vector<EngineId> out;
+// --engine NAME[+VARIANT][,...] and --compare-engines: the engines (or
+// their named variants) to plan under (none: the file's, else engramlab).
+Result<std::vector<EngineChoice>> engines_asked(const PlanFlags& f) {
+  std::vector<EngineChoice> out;
   if (f.compare_engines) {
     if (!f.engine.empty())
       return invalid_argument("--compare-engines: plans under every engine; give it or --engine NAME,..., not both");
-    for (const EngineProfile& e : engine_registry()) out.push_back(e.id);
+    for (const EngineProfile& e : engine_registry()) out.push_back({e.id, ""});
     return out;
   }
   size_t start = 0;
   while (!f.engine.empty() && start <= f.engine.size()) {
     const size_t comma = std::min(f.engine.find(',', start), f.engine.size());
-    ENGRAM_ASSIGN_OR_RETURN(const EngineId id, parse_engine(f.engine.substr(start, comma - start), "--engine"));
-    if (std::find(out.begin(), out.end(), id) != out.end())
-      return invalid_argument(fmt::format("--engine: '{}' is named twice; name each engine once", engine_name(id)));
-    out.push_back(id);
+    ENGRAM_ASSIGN_OR_RETURN(EngineChoice choice, parse_engine_choice(f.engine.substr(start, comma - start), "--engine"));
+    if (std::find(out.begin(), out.end(), choice) != out.end())
+      return invalid_argument(fmt::format("--engine: '{}' is named twice; name each engine once",
+                                          profile_label(engine_profile(choice.id, choice.variant))));
+    out.push_back(std::move(choice));
     start = comma + 1;
   }
   return out;
@@ -274,9 +277,12 @@ int run_plan(const PlanFlags& flags) {
   };
   auto deployment = build_deployment(flags);
   if (!deployment.is_ok()) return fail(deployment.status());
-  const Result<std::vector<EngineId>> engines = engines_asked(flags);
+  const Result<std::vector<EngineChoice>> engines = engines_asked(flags);
   if (!engines.is_ok()) return fail(engines.status());
-  if (engines->size() == 1) deployment->engine.profile = engines->front();
+  if (engines->size() == 1) {
+    deployment->engine.profile = engines->front().id;
+    deployment->engine.variant = engines->front().variant;
+  }
   if (engines->size() > 1) {
     // A column per engine; an engine's refusal is its column, not the exit code.
     const std::vector<EngineColumn> columns = compare_engines(deployment.value(), engines.value());
@@ -295,6 +301,7 @@ int run_plan(const PlanFlags& flags) {
     std::cout << dump_json(j) << "\n";
   } else {
     std::cout << format_plan_report(checked->plan);
+    if (flags.explain) std::cout << format_decided_by(checked->plan.decided_by);
   }
   if (!fits.is_ok()) {
     std::fputs(fmt::format("engramlab plan: error: {}\n", fits.to_string()).c_str(), stderr);
@@ -364,10 +371,14 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
                               shard_group_name(ShardGroup::kWorld)));
   cmd->add_option("--tokens-per-rank", f.tokens_per_rank, "DP slot size for the collective buffer (default 1024)");
   cmd->add_option("--engine", f.engine,
-                  fmt::format("whose rules to plan by: {} (default engramlab, or the file's engine.name); several, "
+                  fmt::format("whose rules to plan by: {}, or a named variant ENGINE+VARIANT (`engramlab engines "
+                              "show ENGINE` lists them) (default engramlab, or the file's engine.name); several, "
                               "comma separated, compare them in one table",
                               engine_names_text()));
   cmd->add_flag("--compare-engines", f.compare_engines, "plan under every engine, a column each");
+  cmd->add_flag("--explain", f.explain,
+                "after the plan, each decision and the rule of the engine that made it, with its source (in --json: "
+                "decided_by, always)");
   std::string layouts;
   for (const EngineProfile& e : engine_registry()) {
     layouts += fmt::format("{}{}:", layouts.empty() ? "" : "; ", e.name);

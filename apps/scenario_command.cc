@@ -112,9 +112,9 @@ int run_scenarios(const ScenarioFlags& flags) {
     if (!value.is_ok()) return fail(value.status());
     seed = value.value();
   }
-  std::optional<EngineId> engine;
+  std::optional<EngineChoice> engine;
   if (!flags.engine.empty()) {
-    auto id = parse_engine(flags.engine, "--engine");
+    auto id = parse_engine_choice(flags.engine, "--engine");
     if (!id.is_ok()) return fail(id.status());
     if (flags.real)
       return fail(invalid_argument("--engine: real processes read each scenario's file again; write engine: {name: "
@@ -133,7 +133,10 @@ int run_scenarios(const ScenarioFlags& flags) {
     for (const std::string& file : files->files) {
       auto scenario = harness::load_scenario_file(file);
       if (!scenario.is_ok()) return fail(scenario.status());
-      if (engine) scenario->deployment.engine.profile = *engine;  // over the file's engine.name
+      if (engine) {  // over the file's engine.name
+        scenario->deployment.engine.profile = engine->id;
+        scenario->deployment.engine.variant = engine->variant;
+      }
       scenarios.push_back(std::move(scenario).value());
     }
   }

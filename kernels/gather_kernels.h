@@ -21,6 +21,7 @@ struct RowLayout {
   int dim = 0;             // bf16 values written per row
   uint64_t row_bytes = 0;  // stride of rows in a shard
   ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;  // scale bytes 0 and 255 (kernels/row_dequant.cuh ScaleDecoder)
+  MinusZeroRule minus_zero = MinusZeroRule::kWritePlusZero;  // -0 written +0, or kept
 };
 RowLayout row_layout(const TableSpec& table);
 

@@ -21,7 +21,8 @@ uint16_t value_at(const TableSpec& table, const uint8_t* row, int i) {
     std::memcpy(&bits, row + 2 * i, 2);
     if (bf16_is_nan(bits)) bits = static_cast<uint16_t>(kBf16CanonicalNan | (bits & 0x8000u));
   }
-  return bits == 0x8000u ? uint16_t{0} : bits;  // -0 -> +0, as the collective's sum does
+  // -0 -> +0, as the collective's sum does, unless the table's engine keeps it.
+  return bits == 0x8000u && table.minus_zero == MinusZeroRule::kWritePlusZero ? uint16_t{0} : bits;
 }
 
 }  // namespace

@@ -125,8 +125,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         uint32_t v[8];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-          v[k] = device::dequant_fp8((packed.x >> (8 * k)) & 0xffu, scale);
-          v[k + 4] = device::dequant_fp8((packed.y >> (8 * k)) & 0xffu, scale);
+          v[k] = device::dequant_fp8((packed.x >> (8 * k)) & 0xffu, scale, source.scales.minus_zero_bits);
+          v[k + 4] = device::dequant_fp8((packed.y >> (8 * k)) & 0xffu, scale, source.scales.minus_zero_bits);
         }
         reinterpret_cast<uint4*>(dst)[c] =
             make_uint4(v[0] | (v[1] << 16), v[2] | (v[3] << 16), v[4] | (v[5] << 16), v[6] | (v[7] << 16));
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     } else {
       for (int i = lane; i < dim; i += 32) {
         const float scale = device::e8m0_scale(__ldg(row + dim + i / kScaleBlock), source.scales);
-        dst[i] = static_cast<uint16_t>(device::dequant_fp8(__ldg(row + i), scale));
+        dst[i] = static_cast<uint16_t>(device::dequant_fp8(__ldg(row + i), scale, source.scales.minus_zero_bits));
       }
     }
   } else {
@@ -142,12 +142,14 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     if constexpr (kVector) {
       for (int c = lane; c < dim / 4; c += 32) {
         const uint2 packed = __ldg(reinterpret_cast<const uint2*>(values) + c);
-        const uint32_t a = device::canonical_bf16(packed.x & 0xffffu) | (device::canonical_bf16(packed.x >> 16) << 16);
-        const uint32_t b = device::canonical_bf16(packed.y & 0xffffu) | (device::canonical_bf16(packed.y >> 16) << 16);
+        const uint32_t z = source.scales.minus_zero_bits;
+        const uint32_t a = device::canonical_bf16(packed.x & 0xffffu, z) | (device::canonical_bf16(packed.x >> 16, z) << 16);
+        const uint32_t b = device::canonical_bf16(packed.y & 0xffffu, z) | (device::canonical_bf16(packed.y >> 16, z) << 16);
         reinterpret_cast<uint2*>(dst)[c] = make_uint2(a, b);
       }
     } else {
-      for (int i = lane; i < dim; i += 32) dst[i] = static_cast<uint16_t>(device::canonical_bf16(__ldg(values + i)));
+      for (int i = lane; i < dim; i += 32)
+        dst[i] = static_cast<uint16_t>(device::canonical_bf16(__ldg(values + i), source.scales.minus_zero_bits));
     }
   }
 }

@@ -34,11 +34,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   if constexpr (kFormat == RowFormat::kFp8E4M3Ue8m0) {
     for (int i = lane; i < dim; i += 32) {
       const float scale = device::e8m0_scale(src[dim + i / kScaleBlock], scales);
-      dst[i] = static_cast<uint16_t>(device::dequant_fp8(src[i], scale));
+      dst[i] = static_cast<uint16_t>(device::dequant_fp8(src[i], scale, scales.minus_zero_bits));
     }
   } else {
     const uint16_t* values = reinterpret_cast<const uint16_t*>(src);
-    for (int i = lane; i < dim; i += 32) dst[i] = static_cast<uint16_t>(device::canonical_bf16(values[i]));
+    for (int i = lane; i < dim; i += 32)
+      dst[i] = static_cast<uint16_t>(device::canonical_bf16(values[i], scales.minus_zero_bits));
   }
 }
 
@@ -74,7 +75,7 @@ Status dequant_staged(const HostRowsArgs& args, const void* staging_rows, cudaSt
   const int64_t slots = args.tokens * args.head_count;
   ENGRAM_ASSIGN_OR_RETURN(const dim3 grid, detail::row_grid(slots, 1, "dequant_staged"));
   const auto* staging = static_cast<const uint8_t*>(staging_rows);
-  const device::ScaleDecoder decoder = device::scale_decoder(args.layout.scale_byte_rule);
+  const device::ScaleDecoder decoder = device::layout_decoder(args.layout);
   if (detail::is_fast_row(args.layout) && args.layout.row_bytes % 8 == 0 && detail::aligned(staging_rows, 8) &&
       detail::aligned(args.out, 16)) {
     dequant_staged_fp8_256<<<grid, kThreadsPerBlock, 0, stream>>>(args.ids, slots, args.ids_per_token,
@@ -110,7 +111,7 @@ Status gather_range(const HostRowsArgs& args, const void* base, cudaStream_t str
   source.end = args.first_row + args.row_count;
   source.base = static_cast<const uint8_t*>(base);
   source.row_bytes = args.layout.row_bytes;
-  source.scales = device::scale_decoder(args.layout.scale_byte_rule);
+  source.scales = device::layout_decoder(args.layout);
   const WindowIds window{args.ids_per_token, args.head_begin, args.head_count};
   return launch_rows(args.ids, args.tokens * args.head_count, args.layout, source, vector, args.out, stream,
                      "gather_range", window);

@@ -2,9 +2,11 @@
 // section 4, core/model/row_format.h): value = bf16_rne(float(fp8 E4M3) *
 // scale), the scale 2^(e-127) built by putting e into a float's exponent
 // bits, but for scale bytes 0 and 255, which follow the table's
-// scale_byte_rule (ScaleDecoder: vLLM +0 and +inf, SGLang 2^-127 and NaN);
+// scale_byte_rule (ScaleDecoder: vLLM +0 and +inf, SGLang's CUDA kernel
+// 2^-127 and +inf, SGLang's torch fallback 2^-127 and NaN);
 // NaN written as canonical 0x7fc0 carrying the FP8 byte's sign; -0 written as
-// +0 so that every placement equals the collective path's sum with zeros.
+// +0 so that every placement equals the collective path's sum with zeros,
+// unless the table's engine keeps it (ScaleDecoder::minus_zero_bits).
 #pragma once
 
 #include <cstdint>
@@ -19,12 +21,22 @@ namespace engram::kernels::device {
 struct ScaleDecoder {
   uint32_t e0_bits = 0u;             // vLLM: +0 (exponent bits 0)
   uint32_t e255_bits = 0x7f800000u;  // vLLM: +inf (exponent bits 255)
+  // What a -0 result is written as: 0 (+0, engramlab's rule) or 0x8000
+  // (kept: the table's MinusZeroRule::kKeep, vLLM's and SGLang's profiles).
+  uint32_t minus_zero_bits = 0u;
 };
-inline ScaleDecoder scale_decoder(ScaleByteRule rule) {
-  if (rule == ScaleByteRule::kSglang) return ScaleDecoder{0x00400000u, 0x7fc00000u};  // 2^-127 (subnormal), NaN
-  return ScaleDecoder{};
+inline ScaleDecoder scale_decoder(ScaleByteRule rule, MinusZeroRule minus_zero = MinusZeroRule::kWritePlusZero) {
+  ScaleDecoder d;
+  if (rule != ScaleByteRule::kVllm) d.e0_bits = 0x00400000u;           // SGLang: 2^-127 (subnormal)
+  if (rule == ScaleByteRule::kSglangTorch) d.e255_bits = 0x7fc00000u;  // its torch fallback: NaN
+  d.minus_zero_bits = minus_zero == MinusZeroRule::kKeep ? 0x8000u : 0u;
+  return d;
 }
-
+// The decoder of a kernel layout (any struct with scale_byte_rule and minus_zero).
+template <class Layout>
+inline ScaleDecoder layout_decoder(const Layout& layout) {
+  return scale_decoder(layout.scale_byte_rule, layout.minus_zero);
+}
 // IEEE multiply that never flushes subnormals, whatever -ftz the build uses:
 // FP8 subnormals and tiny scales produce float subnormals the CPU keeps.
 __device__ __forceinline__ float mul_rn_no_ftz(float a, float b) {
@@ -43,7 +55,7 @@ __device__ __forceinline__ uint32_t float_to_bf16_bits(float value) {
   return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
 }
 
-__device__ __forceinline__ uint32_t dequant_fp8(uint32_t fp8, float scale) {
+__device__ __forceinline__ uint32_t dequant_fp8(uint32_t fp8, float scale, uint32_t minus_zero_bits = 0u) {
   const uint32_t sign = (fp8 & 0x80u) << 8;
   const uint32_t magnitude = fp8 & 0x7fu;
   if (magnitude == 0x7fu) return sign | 0x7fc0u;  // E4M3 NaN (e4m3fn has no inf)
@@ -55,7 +67,7 @@ __device__ __forceinline__ uint32_t dequant_fp8(uint32_t fp8, float scale) {
   const uint32_t bits = __float_as_uint(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return sign | 0x7fc0u;  // 0 * inf
   const uint32_t out = float_to_bf16_bits(value) | sign;
-  return out == 0x8000u ? 0u : out;
+  return out == 0x8000u ? minus_zero_bits : out;
 }
 
 // Four FP8 values (the bytes of `packed`, low first) under one scale -> four
@@ -66,7 +78,7 @@ __device__ __forceinline__ uint32_t dequant_fp8(uint32_t fp8, float scale) {
 // with 0x7fc0, for FP8 NaN and 0 * inf alike) and -0 -> +0 are patched in
 // afterwards. About a quarter of the scalar path's instructions, which shows
 // at decode sizes, where a lookup is one dependent chain.
-__device__ __forceinline__ uint2 dequant_fp8x4(uint32_t packed, float scale) {
+__device__ __forceinline__ uint2 dequant_fp8x4(uint32_t packed, float scale, uint32_t minus_zero_bits = 0u) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   uint32_t words[2];
 #pragma unroll
@@ -85,20 +97,21 @@ __device__ __forceinline__ uint2 dequant_fp8x4(uint32_t packed, float scale) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(hi), "f"(lo));
     const uint32_t nan = __vcmpgtu2(bits & 0x7fff7fffu, 0x7f807f80u);
     bits = (bits & ~nan) | (nan & (sign | 0x7fc07fc0u));
-    words[half] = bits & ~__vcmpeq2(bits, 0x80008000u);
+    // -0 halves cleared to +0 unless the table keeps them.
+    words[half] = minus_zero_bits != 0u ? bits : bits & ~__vcmpeq2(bits, 0x80008000u);
   }
   return make_uint2(words[0], words[1]);
 #else
   uint32_t v[4];
 #pragma unroll
-  for (int b = 0; b < 4; ++b) v[b] = dequant_fp8((packed >> (8 * b)) & 0xffu, scale);
+  for (int b = 0; b < 4; ++b) v[b] = dequant_fp8((packed >> (8 * b)) & 0xffu, scale, minus_zero_bits);
   return make_uint2(v[0] | (v[1] << 16), v[2] | (v[3] << 16));
 #endif
 }
 
-__device__ __forceinline__ uint32_t canonical_bf16(uint32_t bits) {
+__device__ __forceinline__ uint32_t canonical_bf16(uint32_t bits, uint32_t minus_zero_bits = 0u) {
   if ((bits & 0x7fffu) > 0x7f80u) return (bits & 0x8000u) | 0x7fc0u;
-  return bits == 0x8000u ? 0u : bits;
+  return bits == 0x8000u ? minus_zero_bits : bits;
 }
 
 }  // namespace engram::kernels::device

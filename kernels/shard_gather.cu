@@ -25,6 +25,7 @@ RowLayout row_layout(const TableSpec& table) {
   layout.dim = table.dim;
   layout.row_bytes = table.row_bytes();
   layout.scale_byte_rule = table.scale_byte_rule;
+  layout.minus_zero = table.minus_zero;
   return layout;
 }
 
@@ -38,7 +39,7 @@ Status gather_peer(const GatherPeerArgs& args, cudaStream_t stream) {
     return detail::launch_v41_peer(args, peer_variant_for(args.tokens * args.heads), stream);
   }
   PeerSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes,
-                    device::scale_decoder(args.layout.scale_byte_rule)};
+                    device::layout_decoder(args.layout)};
   return launch_rows(args.ids, args.tokens * args.heads, args.layout, source, vector, args.out, stream, "gather_peer");
 }
 
@@ -58,7 +59,7 @@ Status gather_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
   const bool vector = can_vectorise(args.layout, args.out) && aligned(args.shard_base, 8);
   if (vector && is_fast_row(args.layout)) return detail::launch_v41_owned(args, stream);
   OwnedSource source{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
-                     args.layout.row_bytes, device::scale_decoder(args.layout.scale_byte_rule)};
+                     args.layout.row_bytes, device::layout_decoder(args.layout)};
   if (args.zero_missing) {
     return launch_rows(args.ids, args.tokens * args.heads, args.layout, RangeSource{source}, vector, args.out, stream,
                        "gather_owned");

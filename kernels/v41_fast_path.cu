@@ -280,13 +280,13 @@ namespace detail {
 
 Status launch_v41_peer(const GatherPeerArgs& args, const PeerVariant& variant, cudaStream_t stream) {
   PeerWarpSource source{args.shard_starts, args.shard_bases, args.shard_count, args.layout.row_bytes,
-                        device::scale_decoder(args.layout.scale_byte_rule)};
+                        device::layout_decoder(args.layout)};
   return launch_peer_shape<0>(variant, args.ids, args.tokens * args.heads, source, args.out, stream);
 }
 
 Status launch_v41_owned(const GatherOwnedArgs& args, cudaStream_t stream) {
   OwnedWarpSource fast{args.shard_begin, args.shard_end, static_cast<const uint8_t*>(args.shard_base),
-                       args.layout.row_bytes, device::scale_decoder(args.layout.scale_byte_rule)};
+                       args.layout.row_bytes, device::layout_decoder(args.layout)};
   if (args.zero_missing) {
     return launch_owned_fp8_256(args.ids, args.tokens * args.heads, RangeWarpSource{fast}, args.out, stream,
                                 "gather_owned");
@@ -302,7 +302,7 @@ Status launch_v41_range(const HostRowsArgs& args, const void* base, cudaStream_t
   source.end = args.first_row + args.row_count;
   source.base = static_cast<const uint8_t*>(base);
   source.row_bytes = args.layout.row_bytes;
-  source.scales = device::scale_decoder(args.layout.scale_byte_rule);
+  source.scales = device::layout_decoder(args.layout);
   ENGRAM_ASSIGN_OR_RETURN(const dim3 grid, row_grid(slots, 1, "gather_range"));
   gather_fp8_256<1, false, false><<<grid, dim3(kThreadsPerBlock), 0, stream>>>(args.ids, slots, source, args.out,
                                                                                  window);

@@ -21,8 +21,8 @@ __device__ __forceinline__ void store_values(uint4* dst, uint2 data, uint2 scale
   const int block = lane >> 2;  // 4 lanes share a 32-value scale block
   const uint32_t scale_word = block < 4 ? scales.x : scales.y;
   const float scale = device::e8m0_scale((scale_word >> (8 * (block & 3))) & 0xffu, decoder);
-  const uint2 low = device::dequant_fp8x4(data.x, scale);
-  const uint2 high = device::dequant_fp8x4(data.y, scale);
+  const uint2 low = device::dequant_fp8x4(data.x, scale, decoder.minus_zero_bits);
+  const uint2 high = device::dequant_fp8x4(data.y, scale, decoder.minus_zero_bits);
   const uint4 value = make_uint4(low.x, low.y, high.x, high.y);
   if constexpr (kStream) {
     __stcs(dst, value);

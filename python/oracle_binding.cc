@@ -59,17 +59,22 @@ py::array_t<int64_t> hash_ids(py::handle tokens_arg, py::handle model_arg, int l
   return row_ids;
 }
 
-ScaleByteRule engine_argument(const std::string& engine) {
-  Result<EngineId> id = parse_engine(engine, "engine");
+// The engine's (or its variant's) rules for scale bytes and -0 set on the table.
+void apply_engine_argument(const std::string& engine, bool summed, TableSpec& table) {
+  Result<EngineChoice> id = parse_engine_choice(engine, "engine");
   ok_or_raise(id.status());
-  return engine_profile(id.value()).scale_byte_rule;
+  const EngineProfile& profile = engine_profile(id->id, id->variant);
+  table.scale_byte_rule = profile.scale_byte_rule;
+  // A path that sums the owner's row with +0 from every other rank (SGLang's
+  // all-reduce at tp > 1) makes -0 +0 whatever the engine keeps elsewhere.
+  table.minus_zero = summed ? MinusZeroRule::kWritePlusZero : profile.minus_zero;
 }
 
 py::array_t<uint16_t> reference_lookup(py::handle model_arg, int layer, py::handle row_ids_arg,
-                                       const std::string& engine, uint64_t fill_seed) {
+                                       const std::string& engine, uint64_t fill_seed, bool summed) {
   const ModelSpec model = model_argument(model_arg);
   TableSpec table = model.tables[static_cast<size_t>(layer_argument(model, layer))];
-  table.scale_byte_rule = engine_argument(engine);
+  apply_engine_argument(engine, summed, table);
   const HostInt64Array ids = host_int64_array(row_ids_arg, "row_ids", {1, 2});
   std::vector<int64_t> shape = ids.shape;
   shape.push_back(table.dim);
@@ -137,11 +142,13 @@ an Engram layer id of the model (e.g. 1 or 14). sequence_starts: None (one seque
 nonzero where a new sequence begins. The keywords set the model's token space (its pad id, DEAD rule, ...).
 Returns int64 [n, heads].)");
   m.def("reference_lookup", &reference_lookup, py::arg("model"), py::arg("layer"), py::arg("row_ids"),
-        py::arg("engine") = "engramlab", py::arg("fill_seed") = 1,
+        py::arg("engine") = "engramlab", py::arg("fill_seed") = 1, py::arg("summed") = false,
         R"(The bitwise CPU reference of the lookup: each id's row of the filled test table (fill_seed, as the
-runtime fills it), dequantised to bf16 under the engine's UE8M0 scale-byte rule ("engramlab" and "vllm": byte 0 is
-+0 and 255 +inf; "sglang": 2^-127 and NaN), -0 written as +0, NaN canonical; DEAD (-1) and out-of-table ids give a
-zero row. row_ids: int64 [n] or [n, heads]. Returns the bf16 bits as uint16 [*row_ids.shape, dim] (the package's
+runtime fills it), dequantised to bf16 under the engine's rules (engine: "engramlab", "vllm", "sglang" or a variant
+such as "sglang+torch-fallback"): scale bytes 0 / 255 ("engramlab" and "vllm": +0 / +inf; "sglang": 2^-127 / +inf,
+its CUDA kernel; "sglang+torch-fallback": 2^-127 / NaN); -0 written as +0 under "engramlab", kept under "vllm" and
+"sglang" unless summed=True (a path that all-reduces the row with +0 from the other ranks: SGLang at tp > 1 outside
+its shared host table); NaN canonical; DEAD (-1) and out-of-table ids give a zero row. row_ids: int64 [n] or [n, heads]. Returns the bf16 bits as uint16 [*row_ids.shape, dim] (the package's
 reference_lookup(..., dtype=torch.bfloat16) gives a torch tensor).)");
   m.def("table_rows", &table_rows, py::arg("model"), py::arg("layer"), py::arg("first"), py::arg("count"),
         py::arg("fill_seed") = 1,

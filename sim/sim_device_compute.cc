@@ -33,6 +33,7 @@ TableSpec row_table(const DeviceRowLayout& layout) {
   t.row_format = layout.format;
   t.dim = layout.dim;
   t.scale_byte_rule = layout.scale_byte_rule;  // the CPU reference decodes by either rule
+  t.minus_zero = layout.minus_zero;
   return t;
 }
 

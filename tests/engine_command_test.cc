@@ -80,7 +80,7 @@ TEST(EngineCommand, SeveralEnginesGiveOneTableAndOneJsonDocument) {
   EXPECT_EQ(r.exit_code, 0) << r.text;
   EXPECT_THAT(r.text, AllOf(HasSubstr("| vllm | sglang | engramlab"),
                             HasSubstr("| host_shared | device_collective | device_collective"),
-                            HasSubstr("0 -> 2^-127, 255 -> NaN"), HasSubstr("KV cache left")));
+                            HasSubstr("0 -> 2^-127, 255 -> +inf"), HasSubstr("KV cache left")));
   auto all = run_engramlab(kTp2Dp4 + "--shm-size 200GiB --compare-engines");
   EXPECT_EQ(all.exit_code, 0) << all.text;
   EXPECT_THAT(all.text, HasSubstr("| engramlab | vllm | sglang"));
@@ -95,10 +95,11 @@ TEST(EngineCommand, SeveralEnginesGiveOneTableAndOneJsonDocument) {
 }
 
 // The collectives line names each engine's device group by what its
-// placement cuts (core/placements: PlacementOps::group_text,
-// rows_back_collective): vLLM's device_head_sharded splits heads and trades
-// head slices back all-to-all; SGLang's and engramlab's device_collective
-// splits rows and reduce-scatters them.
+// placement cuts and how the engine brings rows back: vLLM's
+// device_head_sharded splits heads over TP x its Engram DP group and
+// all-gathers head slices over the Engram DP group, each rank keeping its
+// own tokens (_gather_engram_rows), then heads over TP; SGLang's and
+// engramlab's device_collective splits rows and reduce-scatters them.
 TEST(EngineCommand, TheComparisonNamesEachDeviceGroupByWhatItsPlacementCuts) {
   const std::string device = kTp2Dp4 + "--cpu-offload=false --engine vllm,sglang ";
   auto r = run_engramlab(device);
@@ -107,7 +108,9 @@ TEST(EngineCommand, TheComparisonNamesEachDeviceGroupByWhatItsPlacementCuts) {
   ASSERT_NE(line, std::string::npos) << r.text;
   const std::string collectives = r.text.substr(line, r.text.find('\n', line) - line);
   const std::string vllm = collectives.substr(0, collectives.find(" | ", collectives.find(" | ") + 3));
-  EXPECT_THAT(vllm, AllOf(HasSubstr("all-gather ids (head slices of "), HasSubstr("all-to-all head slices (head slices"),
+  EXPECT_THAT(vllm, AllOf(HasSubstr("all-gather ids (Engram DP group of "),
+                          HasSubstr("all-gather head slices, each rank keeping its own tokens (Engram DP group of "),
+                          HasSubstr("all-gather heads over TP (TP group of 2)"), Not(HasSubstr("all-to-all")),
                           Not(HasSubstr("row shards")), Not(HasSubstr("reduce-scatter"))));
   EXPECT_THAT(collectives.substr(vllm.size()), AllOf(HasSubstr("all-gather ids (row shards of 8)"),
                                                      HasSubstr("reduce-scatter rows (sum) (row shards of 8)")));
@@ -115,26 +118,106 @@ TEST(EngineCommand, TheComparisonNamesEachDeviceGroupByWhatItsPlacementCuts) {
   ASSERT_EQ(j.exit_code, 0) << j.text;
   const nlohmann::json doc = nlohmann::json::parse(j.text);
   const nlohmann::json& steps = doc["engines"][0]["collectives_per_step"];
-  ASSERT_EQ(steps.size(), 2u) << steps.dump();
-  EXPECT_EQ(steps[1]["name"], "all-to-all head slices");
-  EXPECT_THAT(steps[0]["group"].get<std::string>(), HasSubstr("head slices of "));
+  ASSERT_EQ(steps.size(), 3u) << steps.dump();
+  EXPECT_EQ(steps[1]["name"], "all-gather head slices, each rank keeping its own tokens");
+  EXPECT_THAT(steps[0]["group"].get<std::string>(), HasSubstr("Engram DP group of "));
   EXPECT_EQ(doc["engines"][1]["collectives_per_step"][1]["name"], "reduce-scatter rows (sum)");
   EXPECT_EQ(doc["engines"][1]["collectives_per_step"][1]["group"], "row shards of 8");
 }
 
-// Under sequence parallelism vLLM's head slices come back to each TP rank
-// for its own token shard alone (device_head_sharded trades token shards):
-// half the bytes per token at TP 2; SGLang's row shards are unchanged.
-TEST(EngineCommand, SequenceParallelHalvesVllmsDeviceTrafficAtTp2) {
-  auto r = run_engramlab(kTp2Dp4 + "--cpu-offload=false --sequence-parallel --engine vllm,sglang --json", "",
-                         "2>/dev/null");
+// Under sequence parallelism vLLM's main all-gathers over TP and each rank
+// keeps its token slice (no fewer bytes); the all-to-all that hands each TP
+// rank its own token shard alone, half the bytes per token at TP 2, is open
+// PR 56435: the variant vllm+sp-all-to-all.
+TEST(EngineCommand, SequenceParallelHalvesTrafficOnlyUnderTheAllToAllVariant) {
+  auto r = run_engramlab(
+      kTp2Dp4 + "--cpu-offload=false --sequence-parallel --engine vllm,vllm+sp-all-to-all,sglang --json", "",
+      "2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.text;
   const nlohmann::json doc = nlohmann::json::parse(r.text);
-  const nlohmann::json& vllm = doc["engines"][0]["collectives_per_step"];
-  ASSERT_EQ(vllm.size(), 2u) << vllm.dump();
-  EXPECT_EQ(vllm[1]["name"], "all-to-all head slices of each TP rank's token shard");
-  EXPECT_EQ(doc["engines"][0]["collective_bytes_per_token"].get<uint64_t>() * 2,
+  EXPECT_EQ(doc["engines"][1]["engine"], "vllm+sp-all-to-all");
+  const nlohmann::json& main = doc["engines"][0]["collectives_per_step"];
+  EXPECT_EQ(main.back()["name"], "all-gather over TP, each rank keeping its token slice") << main.dump();
+  const nlohmann::json& variant = doc["engines"][1]["collectives_per_step"];
+  ASSERT_EQ(variant.size(), 2u) << variant.dump();
+  EXPECT_EQ(variant[1]["name"], "all-to-all head slices of each TP rank's token shard");
+  EXPECT_EQ(doc["engines"][1]["collective_bytes_per_token"].get<uint64_t>() * 2,
+            doc["engines"][2]["collective_bytes_per_token"].get<uint64_t>());
+  EXPECT_GT(doc["engines"][0]["collective_bytes_per_token"].get<uint64_t>(),
             doc["engines"][1]["collective_bytes_per_token"].get<uint64_t>());
+}
+
+// `engines show`: every rule with its source, the version the profile
+// models, its variants; --json the same as data; bad names exit 2.
+TEST(EngineCommand, EnginesShowListsEveryRuleWithItsSource) {
+  auto r = run_engramlab("engines show vllm");
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, AllOf(HasSubstr("engine vllm: version main: nvidia/engram.py @ 1c0e50e5"),
+                            HasSubstr("rows_back: rows come back by an all-gather over the Engram DP group"),
+                            HasSubstr("source: vllm-project/vllm vllm/models/deepseek_v4_1/nvidia/engram.py @ 1c0e50e5 "
+                                      "(merged)"),
+                            HasSubstr("vllm+sp-all-to-all"), HasSubstr("PR 56435 (open)"), HasSubstr("not counted")));
+  auto j = run_engramlab("engines show sglang+numa-shared --json", "", "2>/dev/null");
+  ASSERT_EQ(j.exit_code, 0) << j.text;
+  const nlohmann::json doc = nlohmann::json::parse(j.text);
+  EXPECT_EQ(doc["engine"], "sglang+numa-shared");
+  ASSERT_GT(doc["rules"].size(), 10u);
+  for (const nlohmann::json& rule : doc["rules"]) {
+    EXPECT_FALSE(rule["source"]["repo"].get<std::string>().empty()) << rule.dump();
+    EXPECT_FALSE(rule["source"]["path"].get<std::string>().empty()) << rule.dump();
+    EXPECT_FALSE(rule["source"]["state"].get<std::string>().empty()) << rule.dump();
+  }
+  EXPECT_EQ(doc["host_layouts"][2]["name"], "numa_shared");
+  auto bad = run_engramlab("engines show vllm+numa-shared");
+  EXPECT_EQ(bad.exit_code, 2) << bad.text;
+  EXPECT_THAT(bad.text, AllOf(HasSubstr("'numa-shared' is not a variant of engine vllm"),
+                              HasSubstr("sglang+numa-shared"), HasSubstr("vllm+sp-all-to-all")));
+  auto unknown = run_engramlab(kTp2Dp4 + "--engine sglang+nope");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.text;
+  EXPECT_THAT(unknown.text, AllOf(HasSubstr("'nope' is not a variant of engine sglang"), HasSubstr("sglang+symm-mem")));
+  // A setting the variant does not have.
+  auto setting = run_engramlab(kTp2Dp4 + "--engine sglang+numa-shared --host-layout file");
+  EXPECT_EQ(setting.exit_code, 2) << setting.text;
+  EXPECT_THAT(setting.text, AllOf(HasSubstr("engine sglang+numa-shared has no host layout 'file'"),
+                                  HasSubstr("shared, per_rank, numa_shared"), HasSubstr("sglang+file")));
+}
+
+// plan --explain: per decision, the rule of the engine that made it.
+TEST(EngineCommand, PlanExplainNamesTheRuleOfTheEngineBehindEachDecision) {
+  auto r = run_engramlab(kTp2Dp4 + "--engine vllm --dp-shared-memory false --explain");
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, AllOf(HasSubstr("decided by:"), HasSubstr("ranks 0-7: host_head_sharded\n    by vllm rule "
+                                                                 "host_placement:"),
+                            HasSubstr("by vllm rule rows_back: rows come back by an all-gather"),
+                            HasSubstr("source: vllm-project/vllm vllm/models/deepseek_v4_1/nvidia/engram.py")));
+  auto j = run_engramlab(kTp2Dp4 + "--engine vllm --json", "", "2>/dev/null");
+  ASSERT_EQ(j.exit_code, 0) << j.text;
+  const nlohmann::json doc = nlohmann::json::parse(j.text);
+  ASSERT_FALSE(doc["decided_by"].empty());
+  EXPECT_EQ(doc["engine"]["name"], "vllm");
+  EXPECT_EQ(doc["not_counted"].size(), 2u);
+  EXPECT_EQ(doc["engine_extra_bytes"], 0);
+}
+
+// Acceptance: vLLM TP2 x DP4 on one node shows all-gather traffic at the
+// group size; SGLang's column names its host layouts as upstream does.
+TEST(EngineCommand, CompareEnginesShowsVllmAllGatherAtTheGroupSizeAndSglangsLayouts) {
+  auto r = run_engramlab("plan --tp 2 --dp 4 --hosts 1 --gpus-per-host 8 --gpu-model GB200 --compare-engines --json",
+                         "", "2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  const nlohmann::json doc = nlohmann::json::parse(r.text);
+  const nlohmann::json& vllm = doc["engines"][1];
+  ASSERT_EQ(vllm["engine"], "vllm");
+  EXPECT_EQ(vllm["placement"], "host_head_sharded");  // 64 MiB /dev/shm: the fallback
+  const nlohmann::json& rows = vllm["collectives_per_step"][1];
+  EXPECT_EQ(rows["name"], "all-gather rows, each rank keeping its own tokens");
+  EXPECT_EQ(rows["group"], "node-local DP group of 4");
+  EXPECT_EQ(rows["bytes_per_token"].get<uint64_t>(), 4u * 24 * 256 * 2);
+  EXPECT_EQ(doc["engines"][2]["host_layouts"], "shared, per_rank (default shared)");
+  auto text = run_engramlab("plan --tp 2 --dp 4 --hosts 1 --gpus-per-host 8 --gpu-model GB200 --compare-engines");
+  ASSERT_EQ(text.exit_code, 0) << text.text;
+  EXPECT_THAT(text.text, AllOf(HasSubstr("all-gather rows, each rank keeping its own tokens (node-local DP group of 4)"),
+                               HasSubstr("| shared, per_rank (default shared)")));
 }
 
 }  // namespace

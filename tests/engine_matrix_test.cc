@@ -29,7 +29,7 @@ TEST(EngineMatrix, VllmHostLayoutsOnTheEmulator) {
 // lookup decoded by SGLang's scale-byte rule (byte 0 -> 2^-127, 255 -> NaN).
 TEST(EngineMatrix, SglangLayoutsOnTheEmulatorDecodeBySglangsRule) {
   const auto cases = testing::tp_matrix_cases_of_engine(
-      "sglang", {{"device_collective", "64MiB", "cpu_offload: false"}, {"sglang_private", "64MiB", "host_layout: private"}});
+      "sglang", {{"device_collective", "64MiB", "cpu_offload: false"}, {"sglang_private", "64MiB", "host_layout: per_rank"}});
   ASSERT_EQ(cases.size(), 12u);
   testing::run_tp_matrix_on_emulator(cases);
 }

@@ -16,6 +16,7 @@
 #include "core/model/row_format.h"
 #include "core/plan/deployment_plan.h"
 #include "core/report/engine_comparison.h"
+#include "tests/engine_test_support.h"
 #include "tests/golden_messages.h"
 
 namespace engram {
@@ -27,32 +28,11 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 HostSpec host(std::string name, int gpus, uint64_t tmpfs_bytes = 0) {
-  HostSpec h;
-  h.name = std::move(name);
-  h.gpu_count = gpus;
-  h.gpu_model = "GB200";
-  h.host_memory_bytes = 4ull << 40;
-  h.tmpfs_bytes_total = tmpfs_bytes;
-  return h;
+  return testing::gb200_host(std::move(name), gpus, tmpfs_bytes);
 }
 
-// `node_of_rank` as vLLM's tests write it: the world's node per rank; the
-// Engram ranks are the first tp x dp of it, the rest extra ranks.
 Deployment world_of(const std::vector<int>& node_of_rank, int dp, int replica_size, EngineId engine) {
-  Deployment d;
-  int nodes = 0;
-  for (int n : node_of_rank) nodes = std::max(nodes, n + 1);
-  for (int n = 0; n < nodes; ++n)
-    d.hosts.push_back(host("node" + std::to_string(n),
-                           static_cast<int>(std::count(node_of_rank.begin(), node_of_rank.end(), n))));
-  d.layout.tp = replica_size;
-  d.layout.dp = dp;
-  d.layout.extra_ranks = static_cast<int>(node_of_rank.size()) - dp * replica_size;
-  d.rank_hosts.assign(node_of_rank.begin(), node_of_rank.begin() + dp * replica_size);
-  d.config.cpu_offload = true;  // host tables: the group decides their sharing
-  d.config.cpu_offload_given = true;
-  d.engine.profile = engine;
-  return d;
+  return testing::vllm_world_of(node_of_rank, dp, replica_size, engine);
 }
 
 Result<PlanResult> plan(const Deployment& d) {
@@ -130,11 +110,13 @@ TEST(EngineProfile, EngramlabKeepsItsOwnGroupsWhereVllmFallsBack) {
 // SGLang has no node-local Engram DP group (docs/design.md section 9): each rank is its own.
 TEST(EngineProfile, SglangHasNoNodeLocalGroup) {
   const Deployment d = world_of(repeat({{0, 4}}), 4, 1, EngineId::kSglang);
-  const NodeLocalGroups g = engine_profile(EngineId::kSglang).node_local_groups(d);
+  const NodeLocalGroups g = engine_profile(EngineId::kSglang).node_local_groups(engine_profile(EngineId::kSglang), d);
   EXPECT_EQ(g.group_count, 4);
   EXPECT_EQ(g.size_by_rank, std::vector<int>(4, 1));
-  EXPECT_EQ(engine_profile(EngineId::kEngramlab).node_local_groups(d).size_by_rank, std::vector<int>(4, 4));
-  EXPECT_EQ(engine_profile(EngineId::kVllm).node_local_groups(d).size_by_rank, std::vector<int>(4, 4));
+  const EngineProfile& ours = engine_profile(EngineId::kEngramlab);
+  const EngineProfile& vllm = engine_profile(EngineId::kVllm);
+  EXPECT_EQ(ours.node_local_groups(ours, d).size_by_rank, std::vector<int>(4, 4));
+  EXPECT_EQ(vllm.node_local_groups(vllm, d).size_by_rank, std::vector<int>(4, 4));
 }
 
 // The registry: names, order, and a name that is none of them.
@@ -227,7 +209,7 @@ TEST(EngineProfile, VllmRefusesTpAboveTheHeadCount) {
   }
   for (EngineId id : {EngineId::kEngramlab, EngineId::kSglang}) {
     d.engine.profile = id;
-    if (id == EngineId::kSglang) d.config.host_layout = "private";
+    if (id == EngineId::kSglang) d.config.host_layout = "per_rank";
     EXPECT_TRUE(refusal(d).is_ok()) << engine_name(id) << ": " << refusal(d).to_string();
   }
   d.config.host_layout.clear();
@@ -297,19 +279,21 @@ TEST(EngineProfile, SettingsAndLayoutsAnEngineDoesNotHave) {
   d.engine.profile = EngineId::kSglang;
   d.config.host_layout = "tmpfs";
   EXPECT_THAT(refusal(d).message(),
-              HasSubstr("engine sglang has no host layout 'tmpfs'; it offers auto, shared, private, numa_shared, file"));
+              HasSubstr("engine sglang has no host layout 'tmpfs'; it offers shared, per_rank"));
 }
 
-// SGLang's host layouts build SGLang's placements by name (its `private`
-// is row shards over the group, not our host_private: sglang_private.h).
+// SGLang's host layouts build SGLang's placements by name (its `per_rank`
+// is row shards over the group, not our host_private: sglang_private.h);
+// `file` exists only in forks: the variant sglang+file.
 TEST(EngineProfile, SglangHostLayoutsByName) {
   Deployment d = two_hosts(EngineId::kSglang, 1, 4);
-  d.config.host_layout = "private";
+  d.config.host_layout = "per_rank";
   const Result<PlanResult> p = plan(d);
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();
   EXPECT_TRUE(p->deployment.config.cpu_offload);  // a layout written asks for host tables
   EXPECT_EQ(p->ranks[0].placement, Placement::kSglangPrivate);
   d.config.host_layout = "file";
+  d.engine.variant = "file";
   const Result<PlanResult> file = plan(d);
   ASSERT_TRUE(file.is_ok()) << file.status().to_string();
   EXPECT_EQ(file->ranks[0].placement, Placement::kSglangFile);
@@ -334,8 +318,9 @@ TEST(EngineProfile, APlacementThisBuildLacksIsNamed) {
 
 // The scale-byte rule is the profile's: vLLM's reference decodes byte 0 to
 // +0 and 255 to +inf (tests/distributed/test_engram_dp_shard.py `_reference`:
-// `(scales << 23).view(float32)`); SGLang's to 2^-127 and NaN (its
-// engram_gather `_E8M0_ZERO = 2.0**-127`; its scale-byte test asserts 2**-127).
+// `(scales << 23).view(float32)`); SGLang's CUDA engram_gather to 2^-127
+// (`_E8M0_ZERO = 2.0**-127`; its scale-byte test asserts 2**-127) and +inf
+// (the exponent bits); its torch fallback to 2^-127 and NaN.
 TEST(EngineProfile, ScaleByteRuleOfEachEngine) {
   EXPECT_EQ(engine_profile(EngineId::kEngramlab).scale_byte_rule, ScaleByteRule::kVllm);
   EXPECT_EQ(engine_profile(EngineId::kVllm).scale_byte_rule, ScaleByteRule::kVllm);
@@ -343,7 +328,8 @@ TEST(EngineProfile, ScaleByteRuleOfEachEngine) {
   EXPECT_EQ(sglang, ScaleByteRule::kSglang);
   EXPECT_EQ(ue8m0_to_float(0, sglang), std::ldexp(1.0f, -127));  // SGLang's test: exactly 2**-127
   EXPECT_EQ(dequantize_fp8_e4m3_to_bf16(0x38, 0, sglang), 0x0040);  // 1.0 x 2^-127 in bf16
-  EXPECT_TRUE(std::isnan(ue8m0_to_float(255, sglang)));
+  EXPECT_TRUE(std::isinf(ue8m0_to_float(255, sglang)));
+  EXPECT_TRUE(std::isnan(ue8m0_to_float(255, engine_profile(EngineId::kSglang, "torch-fallback").scale_byte_rule)));
   EXPECT_EQ(ue8m0_to_float(0, engine_profile(EngineId::kVllm).scale_byte_rule), 0.0f);
   EXPECT_TRUE(std::isinf(ue8m0_to_float(255, engine_profile(EngineId::kVllm).scale_byte_rule)));
   ModelSpec model = model_preset("tiny").value();
@@ -401,7 +387,7 @@ TEST(EngineProfile, ComparisonHasAColumnPerEngine) {
     EXPECT_EQ(c->collective_bytes_per_token, 48u * 8 + 48u * 256 * 2);
     EXPECT_LT(c->kv_cache_left_bytes_min, vllm.kv_cache_left_bytes_min);
   }
-  EXPECT_EQ(sglang.scale_bytes, "0 -> 2^-127, 255 -> NaN");
+  EXPECT_EQ(sglang.scale_bytes, "0 -> 2^-127, 255 -> +inf");
   const std::string table = format_engine_comparison(cols);
   EXPECT_THAT(table, HasSubstr("| vllm | sglang | engramlab"));
   EXPECT_THAT(table, HasSubstr("| host_shared | device_collective | device_collective"));

@@ -24,7 +24,7 @@
 namespace engram {
 namespace {
 
-constexpr ScaleByteRule kRules[] = {ScaleByteRule::kVllm, ScaleByteRule::kSglang};
+constexpr ScaleByteRule kRules[] = {ScaleByteRule::kVllm, ScaleByteRule::kSglang, ScaleByteRule::kSglangTorch};
 
 // OCP E4M3fn: bias 7, no infinity, S.1111.111 is NaN, subnormals m/8 * 2^-6.
 double fp8_by_definition(int code) {
@@ -39,8 +39,8 @@ double fp8_by_definition(int code) {
 double scale_by_definition(int byte, ScaleByteRule rule) {
   if (byte == 0) return rule == ScaleByteRule::kVllm ? 0.0 : std::ldexp(1.0, -127);
   if (byte == 255)
-    return rule == ScaleByteRule::kVllm ? std::numeric_limits<double>::infinity()
-                                        : std::numeric_limits<double>::quiet_NaN();
+    return rule == ScaleByteRule::kSglangTorch ? std::numeric_limits<double>::quiet_NaN()
+                                               : std::numeric_limits<double>::infinity();
   return std::ldexp(1.0, byte - 127);
 }
 
@@ -114,7 +114,8 @@ TEST(ScaleByteRule, TheReferenceItselfAgreesWithTheEnginesNamedFacts) {
   EXPECT_EQ(expected_lookup(0x38, 0, ScaleByteRule::kVllm), 0x0000);    // 1.0 * +0
   EXPECT_EQ(expected_lookup(0x38, 255, ScaleByteRule::kVllm), 0x7f80);  // 1.0 * +inf
   EXPECT_EQ(expected_lookup(0x00, 255, ScaleByteRule::kVllm), 0x7fc0);  // 0 * inf
-  EXPECT_EQ(expected_lookup(0x38, 255, ScaleByteRule::kSglang), 0x7fc0);
+  EXPECT_EQ(expected_lookup(0x38, 255, ScaleByteRule::kSglang), 0x7f80);       // its CUDA kernel: +inf
+  EXPECT_EQ(expected_lookup(0x38, 255, ScaleByteRule::kSglangTorch), 0x7fc0);  // its torch fallback: NaN
   EXPECT_EQ(expected_lookup(0xb8, 127, ScaleByteRule::kSglang), 0xbf80);  // -1.0
   EXPECT_EQ(expected_lookup(0x7e, 254, ScaleByteRule::kVllm), 0x7f80);    // 448 * 2^127 overflows
 }
@@ -194,6 +195,7 @@ TEST(ScaleByteRule, DefaultIsVllmAndTheDeviceLayoutCarriesTheRule) {
   EXPECT_EQ(TableSpec{}.scale_byte_rule, ScaleByteRule::kVllm);
   EXPECT_EQ(scale_byte_rule_name(ScaleByteRule::kVllm), "vllm");
   EXPECT_EQ(scale_byte_rule_name(ScaleByteRule::kSglang), "sglang");
+  EXPECT_EQ(scale_byte_rule_name(ScaleByteRule::kSglangTorch), "sglang_torch");
   for (ScaleByteRule rule : kRules) EXPECT_EQ(device_row_layout(all_bytes_table(rule)).scale_byte_rule, rule);
 }
 

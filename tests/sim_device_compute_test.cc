@@ -223,13 +223,13 @@ TEST(SimDeviceCompute, EveryFp8ByteTimesEveryScaleByteUnderEachEnginesRule) {
     EXPECT_EQ(mismatches, 0);
     by_engine.push_back(std::move(got));
   }
-  // engramlab and vLLM decode alike; SGLang differs only in rows 0 and 255.
+  // engramlab and vLLM decode alike; SGLang's CUDA kernel differs only in row 0 (2^-127; 255 is +inf for all).
   ASSERT_EQ(by_engine.size(), 3u);
   EXPECT_EQ(by_engine[0], by_engine[1]);
   for (int e = 0; e < 256; ++e) {
     const bool same = std::equal(by_engine[1].begin() + e * 256, by_engine[1].begin() + (e + 1) * 256,
                                  by_engine[2].begin() + e * 256);
-    EXPECT_EQ(same, e != 0 && e != 255) << "scale byte " << e;
+    EXPECT_EQ(same, e != 0) << "scale byte " << e;
   }
 }
 

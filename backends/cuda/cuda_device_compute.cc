@@ -26,6 +26,7 @@ kernels::RowLayout kernel_layout(const DeviceRowLayout& l) {
   out.dim = l.dim;
   out.row_bytes = l.row_bytes;
   out.scale_byte_rule = l.scale_byte_rule;
+  out.minus_zero = l.minus_zero;
   return out;
 }
 

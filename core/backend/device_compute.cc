@@ -13,6 +13,7 @@ DeviceRowLayout device_row_layout(const TableSpec& table) {
   layout.dim = table.dim;
   layout.row_bytes = table.row_bytes();
   layout.scale_byte_rule = table.scale_byte_rule;
+  layout.minus_zero = table.minus_zero;
   return layout;
 }
 

@@ -43,6 +43,8 @@ struct DeviceRowLayout {
   int dim = 0;             // bf16 values written per row
   uint64_t row_bytes = 0;  // stride of rows in a shard
   ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;  // scale bytes 0 and 255 (core/model/row_format.h)
+  // -0 kept or written +0 (the emulator follows it; the CUDA kernels write +0 always).
+  MinusZeroRule minus_zero = MinusZeroRule::kWritePlusZero;
 };
 DeviceRowLayout device_row_layout(const TableSpec& table);
 

@@ -157,6 +157,9 @@ struct EngineMemory {
   bool negative_kv_allowed = false;
   // Whose rules plan this deployment (engine.name, --engine).
   EngineId profile = EngineId::kEngramlab;
+  // A named variant of it (`--engine vllm+sp-all-to-all`: "sp-all-to-all");
+  // empty: the engine's main (core/engines/engine_profile.h).
+  std::string variant;
   bool operator==(const EngineMemory&) const = default;
 };
 

@@ -288,9 +288,13 @@ void parse_engine(const Parser& p, const YAML::Node& node, EngineMemory& m, Fiel
   if (const YAML::Node n = node["name"]) {
     std::string text;
     if (e.set(text, p.text(n, "engine.name"))) {
-      Result<EngineId> id = engram::parse_engine(text, "engine.name");
-      if (id.is_ok()) m.profile = id.value();
-      else e.add(p.error(n, "engine.name", std::string(id.status().message().substr(id.status().message().find(": ") + 2))));
+      Result<EngineChoice> id = engram::parse_engine_choice(text, "engine.name");
+      if (id.is_ok()) {
+        m.profile = id->id;
+        m.variant = id->variant;
+      } else {
+        e.add(p.error(n, "engine.name", std::string(id.status().message().substr(id.status().message().find(": ") + 2))));
+      }
     }
   }
   if (const YAML::Node n = node["gpu_memory_fraction"]) {

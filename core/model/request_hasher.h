@@ -53,7 +53,7 @@ class RequestHasher {
   Status extend(std::span<const int64_t> tokens, std::span<const RequestRun> runs, std::span<int64_t> row_ids);
   // Hashes each run as a verify block (anchor, then drafts) after its slot's
   // history, history unchanged; the block waits for commit(). Blocks may
-  // differ in length (ragged verify).
+  // differ in length (ragged verify) unless require_equal_verify_blocks.
   Status verify(std::span<const int64_t> tokens, std::span<const RequestRun> runs, std::span<int64_t> row_ids);
   // Appends the anchor and the accepted drafts of each slot's pending block.
   Status commit(std::span<const VerifyCommit> commits);
@@ -62,6 +62,9 @@ class RequestHasher {
 
   // The slot's verify block waiting for its commit (anchor, then drafts).
   std::span<const int64_t> pending_block(int slot) const;
+  // verify refuses ragged blocks from now on, saying `why` (an engine's rule:
+  // core/engines apply_engine_hash_rules).
+  void require_equal_verify_blocks(std::string why) { slots_.require_equal_verify_blocks(std::move(why)); }
 
  private:
   RequestHasher(TableHasher table_hasher, RequestSlots slots)

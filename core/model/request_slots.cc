@@ -147,6 +147,17 @@ Status RequestSlots::check_verify(const TableHasher& hasher, std::span<const int
       return invalid_argument(fmt::format(
           "verify: request {} (slot {}): runs[{}].token_count is 0; a verify block holds the anchor and its drafts",
           i, runs[i].slot, i));
+  if (!equal_verify_why_.empty()) {
+    const RequestRun* first = nullptr;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i].slot == kIdleSlot) continue;
+      if (first == nullptr) first = &runs[i];
+      else if (runs[i].token_count != first->token_count)
+        return invalid_argument(fmt::format(
+            "verify: request {} (slot {}): runs[{}].token_count is {}, the batch's first request's is {}; {}", i,
+            runs[i].slot, i, runs[i].token_count, first->token_count, equal_verify_why_));
+    }
+  }
   return Status::ok();
 }
 

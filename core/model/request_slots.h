@@ -67,6 +67,9 @@ class RequestSlots {
                       size_t row_ids_size) const;
   // commit: each slot once, waiting for commit, accepting 0..drafts of its block.
   Status check_commit(std::span<const VerifyCommit> commits) const;
+  // From now on verify refuses blocks of different lengths in one batch,
+  // saying `why` (an engine that asserts it: SGLang). Empty: ragged allowed.
+  void require_equal_verify_blocks(std::string why) { equal_verify_why_ = std::move(why); }
 
   // The state changes of a checked operation.
   void begin(int slot);
@@ -75,6 +78,7 @@ class RequestSlots {
   void committed(std::span<const VerifyCommit> commits);
 
  private:
+  std::string equal_verify_why_;
   Status check_slot_argument(int slot, std::string_view operation) const;
   Status check_batch(const TableHasher& hasher, std::span<const int64_t> tokens, std::span<const RequestRun> runs,
                      size_t row_ids_size, std::string_view operation) const;

@@ -74,10 +74,10 @@ constexpr std::array<uint16_t, 256> kFp8ShiftMask = make_shift_mask_table();
 float fp8_e4m3_to_float(uint8_t fp8) { return kFp8ToFloat[fp8]; }
 
 float ue8m0_to_float(uint8_t scale_e8m0, ScaleByteRule rule) {
-  if (rule == ScaleByteRule::kSglang) {
-    if (scale_e8m0 == 0) return std::bit_cast<float>(0x00400000u);  // 2^-127, a float subnormal
-    if (scale_e8m0 == 255) return std::bit_cast<float>(0x7fc00000u);
-  }
+  if (rule != ScaleByteRule::kVllm && scale_e8m0 == 0) return std::bit_cast<float>(0x00400000u);  // 2^-127, a float subnormal
+  // SGLang's torch fallback decodes through float8_e8m0fnu, whose 255 is NaN;
+  // its CUDA kernel (and vLLM) put the byte into the exponent bits: +inf.
+  if (rule == ScaleByteRule::kSglangTorch && scale_e8m0 == 255) return std::bit_cast<float>(0x7fc00000u);
   return std::bit_cast<float>(static_cast<uint32_t>(scale_e8m0) << 23);
 }
 
@@ -108,8 +108,9 @@ uint64_t row_bytes_for(RowFormat format, int dim) {
 }
 
 void dequantize_row(RowFormat format, int dim, ScaleByteRule rule, std::span<const std::byte> row,
-                    std::span<uint16_t> out) {
+                    std::span<uint16_t> out, MinusZeroRule minus_zero) {
   ENGRAM_CHECK(row.size() == row_bytes_for(format, dim));
+  const bool keep_minus_zero = minus_zero == MinusZeroRule::kKeep;
   ENGRAM_CHECK(out.size() == static_cast<size_t>(dim));
   const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
   if (format == RowFormat::kFp8E4M3Ue8m0) {
@@ -123,18 +124,22 @@ void dequantize_row(RowFormat format, int dim, ScaleByteRule rule, std::span<con
         for (int i = base; i < base + kScaleBlock; ++i)
           out[static_cast<size_t>(i)] = static_cast<uint16_t>(kFp8ToBf16Unit[bytes[i]] +
                                                               (exponent_delta & kFp8ShiftMask[bytes[i]]));
+        // Only FP8 -0 (0x80) gives -0 in this range of scales; the table holds it as +0.
+        if (keep_minus_zero)
+          for (int i = base; i < base + kScaleBlock; ++i)
+            if (bytes[i] == 0x80u) out[static_cast<size_t>(i)] = 0x8000u;
         continue;
       }
       const float scale = ue8m0_to_float(scales[block], rule);
       for (int i = base; i < base + kScaleBlock; ++i)
-        out[static_cast<size_t>(i)] = bf16_lookup_canonical(dequantize_with_scale(bytes[i], scale));
+        out[static_cast<size_t>(i)] = bf16_lookup_value(dequantize_with_scale(bytes[i], scale), minus_zero);
     }
     return;
   }
   for (int i = 0; i < dim; ++i) {
     uint16_t value;
     std::memcpy(&value, bytes + 2 * i, 2);  // rows need not be 2-byte aligned
-    out[static_cast<size_t>(i)] = bf16_lookup_canonical(value);
+    out[static_cast<size_t>(i)] = bf16_lookup_value(value, minus_zero);
   }
 }
 

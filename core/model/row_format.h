@@ -6,7 +6,8 @@
 // E4M3fn: bias 7, no infinity, 0x7f/0xff are NaN, subnormals m/8 * 2^-6,
 // largest magnitude 448. UE8M0: 2^(e-127) for e in 1..254; the ends follow
 // the table's ScaleByteRule (vLLM: 0 -> +0, 255 -> +inf, the exponent bits
-// alone; SGLang: 0 -> 2^-127, 255 -> NaN).
+// alone; SGLang's CUDA kernel: 0 -> 2^-127, 255 -> +inf; its torch fallback:
+// 0 -> 2^-127, 255 -> NaN).
 // bf16 rows: `dim` plain bf16 values.
 #pragma once
 
@@ -38,16 +39,22 @@ inline uint16_t bf16_lookup_canonical(uint16_t bits) {
   if ((bits & 0x7f80u) == 0x7f80u && (bits & 0x007fu) != 0) return static_cast<uint16_t>(0x7fc0u | (bits & 0x8000u));
   return bits;
 }
+// The lookup rule under a table's MinusZeroRule: as above, but -0 kept where
+// the rule keeps it.
+inline uint16_t bf16_lookup_value(uint16_t bits, MinusZeroRule minus_zero) {
+  if (bits == 0x8000u && minus_zero == MinusZeroRule::kKeep) return bits;
+  return bf16_lookup_canonical(bits);
+}
 
 uint64_t row_bytes_for(RowFormat format, int dim);
 
 // Dequantises one stored row into `dim` bf16 values by the lookup rule
-// (bf16_lookup_canonical applied to every value). Sizes are checked.
+// (bf16_lookup_value applied to every value). Sizes are checked.
 void dequantize_row(RowFormat format, int dim, ScaleByteRule rule, std::span<const std::byte> row,
-                    std::span<uint16_t> out);
-// The same with the table's format, dim and scale-byte rule.
+                    std::span<uint16_t> out, MinusZeroRule minus_zero = MinusZeroRule::kWritePlusZero);
+// The same with the table's format, dim, scale-byte and minus-zero rules.
 inline void dequantize_row(const TableSpec& table, std::span<const std::byte> row, std::span<uint16_t> out) {
-  dequantize_row(table.row_format, table.dim, table.scale_byte_rule, row, out);
+  dequantize_row(table.row_format, table.dim, table.scale_byte_rule, row, out, table.minus_zero);
 }
 
 // --- Encoding (tests, fillers) ---

@@ -182,6 +182,15 @@ std::string_view scale_byte_rule_name(ScaleByteRule rule) {
   switch (rule) {
     case ScaleByteRule::kVllm: return "vllm";
     case ScaleByteRule::kSglang: return "sglang";
+    case ScaleByteRule::kSglangTorch: return "sglang_torch";
+  }
+  return "?";
+}
+
+std::string_view minus_zero_rule_name(MinusZeroRule rule) {
+  switch (rule) {
+    case MinusZeroRule::kWritePlusZero: return "plus_zero";
+    case MinusZeroRule::kKeep: return "keep";
   }
   return "?";
 }

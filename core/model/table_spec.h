@@ -23,10 +23,20 @@ inline constexpr int kScaleBlock = 32;  // FP8 values per UE8M0 scale
 // How a UE8M0 scale byte's two ends decode; bytes 1..254 are 2^(e-127) under
 // both. The engines disagree, so a table says which engine's bytes it holds.
 enum class ScaleByteRule : uint8_t {
-  kVllm,    // the exponent bits alone: 0 -> +0, 255 -> +inf (vLLM's reference, our CUDA kernels)
-  kSglang,  // torch float8_e8m0fnu: 0 -> 2^-127, 255 -> NaN (SGLang's engram_gather)
+  kVllm,         // the exponent bits alone: 0 -> +0, 255 -> +inf (vLLM's reference, our CUDA kernels)
+  kSglang,       // SGLang's CUDA engram_gather: 0 -> 2^-127 (its _E8M0_ZERO), 255 -> +inf (the exponent bits)
+  kSglangTorch,  // SGLang's torch fallback (ROCm but gfx950, CPU), torch float8_e8m0fnu: 0 -> 2^-127, 255 -> NaN
 };
-std::string_view scale_byte_rule_name(ScaleByteRule rule);  // "vllm", "sglang"
+std::string_view scale_byte_rule_name(ScaleByteRule rule);  // "vllm", "sglang", "sglang_torch"
+// What a -0 value becomes on the way out. engramlab's own rule writes +0 on
+// every path, so every path equals its collective one (a sum with +0 makes
+// -0 +0); an engine that only gathers (vLLM) keeps -0, and one that sums
+// where it all-reduces (SGLang) keeps it elsewhere: its sum does the rest.
+enum class MinusZeroRule : uint8_t {
+  kWritePlusZero,  // -0 -> +0 on every path (engramlab)
+  kKeep,           // -0 stays 0x8000 unless a sum turns it into +0 (vLLM, SGLang)
+};
+std::string_view minus_zero_rule_name(MinusZeroRule rule);  // "plus_zero", "keep"
 // Which rule an engine decodes by is its profile's (core/engines/engine_profile.h).
 
 struct TableSpec {
@@ -37,6 +47,7 @@ struct TableSpec {
   RowFormat row_format = RowFormat::kFp8E4M3Ue8m0;
   int dim = 0;                          // values per row
   ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;  // FP8 rows only
+  MinusZeroRule minus_zero = MinusZeroRule::kWritePlusZero;
 
   int head_count() const { return static_cast<int>(primes.size()); }
   int64_t row_count() const;            // sum of primes

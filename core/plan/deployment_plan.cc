@@ -19,6 +19,7 @@
 #include "core/model/table_spec.h"
 #include "core/exchange/handle_type_plan.h"
 #include "core/plan/memory_fit.h"
+#include "core/plan/plan_explain.h"
 
 namespace engram {
 namespace {
@@ -113,7 +114,7 @@ Result<Decisions> decide_ranks(const Deployment& d, const EngineProfile& engine,
     PlacementDecision& dec = out.by_rank[i];
     dec = decide_rank_placement(d.config, shared, facts, table_total);
     // The engine builds its own placement for what the rules decided.
-    ENGRAM_ASSIGN_OR_RETURN(const Placement built, engine.placement_of(d, dec.placement));
+    ENGRAM_ASSIGN_OR_RETURN(const Placement built, engine.placement_of(engine, d, dec.placement));
     if (built != dec.placement) {
       dec.reason += fmt::format("; engine {} builds {} here", engine.name, placement_name(built));
       dec.placement = built;
@@ -290,7 +291,7 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   ENGRAM_ASSIGN_OR_RETURN(ModelSpec spec, resolve_model(d.model, d.model_hash, "model"));
   const uint64_t table_total = spec.table_bytes_total();
   // The engine's defaults and refusals before any rule reads the config.
-  const EngineProfile& engine = engine_profile(d.engine.profile);
+  const EngineProfile& engine = engine_profile_of(d.engine);
   apply_engine_defaults(engine, d);
   ENGRAM_RETURN_IF_ERROR(validate_for_engine(engine, d, spec));
 
@@ -303,7 +304,7 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   plan.reasons.push_back(plan.dp_shared_memory.reason);
 
   // 1. The rules, per rank, from per-host facts.
-  const NodeLocalGroups local = engine.node_local_groups(d);
+  const NodeLocalGroups local = engine.node_local_groups(engine, d);
   const std::vector<HostShmFacts> shm_facts = host_shm_facts(d, local);
   ENGRAM_RETURN_IF_ERROR(validate_strict_when_asked(d, plan.dp_shared_memory, shm_facts, table_total));
   ENGRAM_ASSIGN_OR_RETURN(const Decisions decisions,
@@ -312,6 +313,12 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   ENGRAM_ASSIGN_OR_RETURN(const HandleTypeByGroup handle_by_group, assign_shard_groups(d, local, plan.ranks));
   ENGRAM_RETURN_IF_ERROR(check_gpu_sharing(d, plan.ranks));
   ENGRAM_RETURN_IF_ERROR(check_pid_namespaces(d, plan.ranks));
+  // The engine's own checks where it creates the tables (vLLM: /dev/shm free space).
+  if (engine.check_at_creation != nullptr) {
+    std::vector<Placement> placement_by_host(d.hosts.size(), Placement::kDeviceCollective);
+    for (const RankPlan& rp : plan.ranks) placement_by_host[static_cast<size_t>(rp.host)] = rp.placement;
+    ENGRAM_RETURN_IF_ERROR(engine.check_at_creation(d, spec, placement_by_host));
+  }
 
   // 3. Warnings: once per cause, into the sink (process-wide dedup) and the result.
   auto warn = [&](const Warning& w) {
@@ -321,7 +328,9 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
   if (decisions.peer_precedence) warn(peer_precedence_warning());
   // One warning per cause, from host_shared's own check of every host.
   if (decisions.fell_back)
-    for (const Warning& w : fallback_warnings(host_shared_fitness(shm_facts, table_total), table_total)) warn(w);
+    for (const Warning& w : fallback_warnings(host_shared_fitness(shm_facts, table_total), table_total,
+                                              engine.fallback_wording))
+      warn(w);
 
   // 4. Memory, then 5. the summaries people read.
   plan_rank_memory(spec, d, plan, warn);
@@ -337,6 +346,8 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
                                        format_size_short(host.gpu_memory_bytes)));
   }
   plan.memory_limits = memory_limit_scopes(d);
+  plan.decided_by = explain_decisions(engine, d, plan, spec);
+  plan.engine_extra = engine_extra_memory(engine);
   plan.deployment = std::move(d);
   return plan;
 }

@@ -10,6 +10,7 @@
 #include "core/backend/device_memory.h"
 #include "core/plan/config_resolution.h"
 #include "core/deployment/deployment.h"
+#include "core/engines/engine_profile.h"
 #include "core/plan/memory_plan.h"
 #include "core/plan/placement_rules.h"
 #include "core/placements/placement.h"
@@ -72,6 +73,11 @@ struct PlanResult {
   std::vector<std::string> reasons;
   std::vector<HostMemory> hosts;   // hosts that hold ranks
   std::vector<MemoryLimitScope> memory_limits;  // the deployment's (plan) or the gathered cgroups' (runtime)
+  // plan --explain: each decision and the rule of the engine that made it.
+  std::vector<DecidedBy> decided_by;
+  // What the engine holds beside the tables on each host: bytes counted and
+  // what is "not counted" (core/engines/engine_profile.h engine_extra_memory).
+  EngineExtraMemory engine_extra;
 };
 
 // invalid_argument for bad input; failed_precondition when an explicit

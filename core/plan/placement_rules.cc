@@ -69,9 +69,28 @@ PlacementDecision decide_rank_placement(const EngramConfig& config, const DpShar
 
 namespace {
 
+// vLLM's wording of the same causes: only the /dev/shm-size one names the
+// container fixes; the others say the tables fall back to per rank.
+std::string vllm_fallback_text(FallbackCause cause, const std::string& where, const std::string& sized_where,
+                               const std::string& needed) {
+  switch (cause) {
+    case FallbackCause::kGroupSizeOne:
+      return fmt::format("vLLM: Engram dp_shared_memory needs a node-local Engram DP group with size > 1, and it has "
+                         "size 1 on host(s) {}; falling back to Engram tables per rank.",
+                         where);
+    case FallbackCause::kShmMissing:
+      return fmt::format("vLLM: /dev/shm is missing on host(s) {}; falling back to Engram tables per rank.", where);
+    case FallbackCause::kShmTooSmall:
+      return fmt::format("vLLM: /dev/shm on host(s) {} is smaller than the Engram tables' {}; increase /dev/shm "
+                         "(e.g. --shm-size or --ipc=host); falling back to Engram tables per rank.",
+                         sized_where, needed);
+  }
+  return "";
+}
+
 // The warning for one cause, over the hosts where it holds.
 Warning fallback_warning(FallbackCause cause, const std::vector<const HostShmUnmet*>& hosts,
-                         uint64_t table_bytes_total) {
+                         uint64_t table_bytes_total, FallbackWording wording) {
   ENGRAM_CHECK(!hosts.empty());
   std::vector<std::string> names;
   EnvironmentSet environments;
@@ -94,6 +113,10 @@ Warning fallback_warning(FallbackCause cause, const std::vector<const HostShmUnm
   const std::string needed = format_size_short(table_bytes_total);
   Warning w;
   w.key = std::string("dp_shared_memory.fallback.") + fallback_cause_name(cause);
+  if (wording == FallbackWording::kVllm) {
+    w.text = vllm_fallback_text(cause, where, sized_where, needed);
+    return w;
+  }
   switch (cause) {
     case FallbackCause::kGroupSizeOne:
       w.text = fmt::format(
@@ -124,13 +147,14 @@ Warning fallback_warning(FallbackCause cause, const std::vector<const HostShmUnm
 
 }  // namespace
 
-std::vector<Warning> fallback_warnings(std::span<const HostShmUnmet> unfit, uint64_t table_bytes_total) {
+std::vector<Warning> fallback_warnings(std::span<const HostShmUnmet> unfit, uint64_t table_bytes_total,
+                                       FallbackWording wording) {
   std::vector<Warning> out;
   for (FallbackCause cause : {FallbackCause::kGroupSizeOne, FallbackCause::kShmMissing, FallbackCause::kShmTooSmall}) {
     std::vector<const HostShmUnmet*> hosts;
     for (const HostShmUnmet& u : unfit)
       if (std::find(u.causes.begin(), u.causes.end(), cause) != u.causes.end()) hosts.push_back(&u);
-    if (!hosts.empty()) out.push_back(fallback_warning(cause, hosts, table_bytes_total));
+    if (!hosts.empty()) out.push_back(fallback_warning(cause, hosts, table_bytes_total, wording));
   }
   return out;
 }

@@ -19,6 +19,7 @@
 #include "core/plan/config_resolution.h"
 #include "core/deployment/deployment.h"
 #include "core/deployment/runtime_environment.h"
+#include "core/engines/engine_profile.h"
 #include "core/placements/host_shared.h"
 #include "core/placements/placement.h"
 #include "core/base/status.h"
@@ -43,8 +44,11 @@ PlacementDecision decide_rank_placement(const EngramConfig& config, const DpShar
 // The once-per-process fallback warnings, from host_shared's capability check
 // (host_shared_fitness): one per cause, naming every host where it holds
 // with its own /dev/shm size (hosts of one size together) and the fixes of
-// those hosts' environments (all where one is unknown).
-std::vector<Warning> fallback_warnings(std::span<const HostShmUnmet> unfit, uint64_t table_bytes_total);
+// those hosts' environments (all where one is unknown). Under vLLM's wording
+// only the /dev/shm-size warning names --shm-size / --ipc=host; the other two
+// say the tables fall back to per rank, as vLLM words them.
+std::vector<Warning> fallback_warnings(std::span<const HostShmUnmet> unfit, uint64_t table_bytes_total,
+                                       FallbackWording wording = FallbackWording::kEngramlab);
 Warning peer_precedence_warning();
 
 }  // namespace engram

@@ -18,9 +18,12 @@ constexpr uint64_t kIdBytes = 8;   // int64 row ids
 constexpr uint64_t kBf16Bytes = 2;
 
 // The collectives one rank of `rp`'s placement runs per decode step, over
-// every table of the model, from its placement's traits (a model of the
-// payload each token adds, not a measurement).
-std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResult& plan) {
+// every table of the model, from its placement's traits and the engine's
+// rules of how rows come back (a model of the payload each of the rank's
+// tokens brings it, not a measurement). An all-gather that keeps the rank's
+// own tokens (vLLM's _gather_engram_rows) brings the group size times an
+// all-to-all's bytes.
+std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResult& plan, const EngineProfile& engine) {
   const PlacementOps& ops = placement_ops(rp.placement);
   const int tp = plan.deployment.layout.tp;
   uint64_t heads = 0, heads_tp_slice = 0;
@@ -33,14 +36,39 @@ std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResul
   // Every table of a model has one dim: its row bytes less the FP8 scales, or bf16 values.
   dim = plan.model.row_format == "bf16" ? plan.model.row_bytes / kBf16Bytes
                                         : plan.model.row_bytes * kScaleBlock / (kScaleBlock + 1);
+  const bool sp = plan.deployment.config.sequence_parallel && tp > 1;
+  const bool gather_keep_own = engine.rows_back == RowsBack::kAllGatherKeepOwn;
+  // The TP half of a head-split lookup: heads over TP, or under sequence
+  // parallelism the engine's way of handing each TP rank its token shard.
+  auto tp_half = [&](std::vector<StepCollective>& out) {
+    if (tp < 2) return;
+    const std::string group = fmt::format("TP group of {}", tp);
+    if (!sp) out.push_back({"all-gather heads over TP", group, kBf16Bytes * heads * dim});
+    else if (engine.sp_rows_back == SpRowsBack::kAllGatherKeepSlice)
+      out.push_back({"all-gather over TP, each rank keeping its token slice", group, kBf16Bytes * heads * dim});
+    else out.push_back({"all-to-all heads over TP", group, kBf16Bytes * heads * dim});
+  };
   std::vector<StepCollective> out;
   if (ops.needs_device) {
     const int g = ops.group == PlacementGroup::kShardGroup ? rp.shard_group_size : rp.node_local_group_size;
     if (!ops.collective_lookup || g < 2) return out;
     ENGRAM_CHECK_MSG(ops.rows_back_collective != nullptr, "a collective device lookup names how its rows come back");
     const std::string group = fmt::format("{} of {}", placement_group_text(ops), g);
+    if (ops.trades_token_shards && gather_keep_own) {
+      // vLLM main's device path: ids and rows over the Engram DP half of the
+      // group (all-gather, keeping its own tokens), then heads over TP.
+      const int edp = std::max(g / std::max(tp, 1), 1);
+      if (edp > 1) {
+        const std::string dp_group = fmt::format("Engram DP group of {}", edp);
+        out.push_back({"all-gather ids", dp_group, kIdBytes * heads});
+        out.push_back({"all-gather head slices, each rank keeping its own tokens", dp_group,
+                       kBf16Bytes * heads_tp_slice * dim * static_cast<uint64_t>(edp)});
+      }
+      tp_half(out);
+      return out;
+    }
     // A placement that trades token shards moves each TP rank's shard alone under sequence parallelism.
-    const bool shards = ops.trades_token_shards && plan.deployment.config.sequence_parallel && tp > 1;
+    const bool shards = ops.trades_token_shards && sp;
     const uint64_t per = shards ? static_cast<uint64_t>(tp) : 1;
     out.push_back({"all-gather ids", group, kIdBytes * heads / per});
     out.push_back({shards ? std::string(ops.rows_back_collective) + " of each TP rank's token shard"
@@ -49,13 +77,14 @@ std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResul
     return out;
   }
   if (ops.collective_lookup && rp.node_local_group_size > 1) {
-    const std::string group = fmt::format("node-local DP group of {}", rp.node_local_group_size);
+    const uint64_t g = static_cast<uint64_t>(rp.node_local_group_size);
+    const std::string group = fmt::format("node-local DP group of {}", g);
     out.push_back({"all-gather ids", group, kIdBytes * heads_tp_slice});
-    out.push_back({"all-to-all rows back", group, kBf16Bytes * heads_tp_slice * dim});
+    if (gather_keep_own)
+      out.push_back({"all-gather rows, each rank keeping its own tokens", group, kBf16Bytes * heads_tp_slice * dim * g});
+    else out.push_back({"all-to-all rows back", group, kBf16Bytes * heads_tp_slice * dim});
   }
-  if (tp > 1)
-    out.push_back({plan.deployment.config.sequence_parallel ? "all-to-all heads over TP" : "all-gather heads over TP",
-                   fmt::format("TP group of {}", tp), kBf16Bytes * heads * dim});
+  tp_half(out);
   return out;
 }
 
@@ -65,13 +94,19 @@ uint64_t total_bytes(const std::vector<StepCollective>& c) {
   return sum;
 }
 
-EngineColumn column_of(const Deployment& deployment, EngineId id) {
-  const EngineProfile& engine = engine_profile(id);
+EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice) {
+  const EngineProfile& engine = engine_profile(choice.id, choice.variant);
   EngineColumn c;
-  c.engine = id;
+  c.engine = choice.id;
+  c.label = profile_label(engine);
   c.scale_bytes = scale_bytes_text(engine);
+  for (const HostLayoutOption& l : engine.host_layouts)
+    c.host_layouts += fmt::format("{}{}", c.host_layouts.empty() ? "" : ", ", l.name);
+  if (!c.host_layouts.empty()) c.host_layouts += " (default " + std::string(engine.host_layouts.front().name) + ")";
+  c.not_counted = engine_extra_memory(engine).not_counted;
   Deployment d = deployment;
-  d.engine.profile = id;
+  d.engine.profile = choice.id;
+  d.engine.variant = choice.variant;
   WarningSink sink;
   Result<FitCheckedPlan> checked = plan_with_memory_fit(d, sink);
   if (!checked.is_ok()) {
@@ -98,7 +133,7 @@ EngineColumn column_of(const Deployment& deployment, EngineId id) {
   for (const RankPlan& rp : plan.ranks) {
     c.node_local_group_min = std::min(c.node_local_group_min, rp.node_local_group_size);
     c.node_local_group_max = std::max(c.node_local_group_max, rp.node_local_group_size);
-    std::vector<StepCollective> steps = step_collectives(rp, plan);
+    std::vector<StepCollective> steps = step_collectives(rp, plan, engine);
     if (c.collectives.empty() || total_bytes(steps) > c.collective_bytes_per_token) {
       c.collective_bytes_per_token = total_bytes(steps);
       c.collectives = std::move(steps);
@@ -130,10 +165,16 @@ std::string collectives_text(const EngineColumn& c) {
 
 }  // namespace
 
-std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineId> engines) {
+std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineChoice> engines) {
   std::vector<EngineColumn> out;
-  for (EngineId id : engines) out.push_back(column_of(deployment, id));
+  for (const EngineChoice& e : engines) out.push_back(column_of(deployment, e));
   return out;
+}
+
+std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineId> engines) {
+  std::vector<EngineChoice> choices;
+  for (EngineId id : engines) choices.push_back({id, ""});
+  return compare_engines(deployment, choices);
 }
 
 std::string format_engine_comparison(std::span<const EngineColumn> columns) {
@@ -141,7 +182,7 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
                                      "node-local group", "HBM per GPU",       "host tables per node",
                                      "copies per node",  "collectives/step",  "bytes/token/step",
                                      "KV cache left",    "scale bytes 0/255", "warnings",
-                                     "verdict"};
+                                     "verdict",          "host layouts",      "not counted"};
   std::vector<std::vector<std::string>> cells;
   for (const EngineColumn& c : columns) {
     std::vector<std::string> v;
@@ -149,6 +190,7 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
       v.assign(labels.size(), "-");
       v[10] = c.scale_bytes;
       v[12] = "refused: " + std::string(c.status.message());
+      v[13] = c.host_layouts.empty() ? "-" : c.host_layouts;
       cells.push_back(std::move(v));
       continue;
     }
@@ -169,13 +211,17 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
     for (const std::string& k : c.warnings) w += (w.empty() ? "" : ", ") + k;
     v.push_back(w.empty() ? "none" : w);
     v.push_back(c.fits.is_ok() ? "fits" : "cannot run: " + std::string(c.fits.message()));
+    v.push_back(c.host_layouts.empty() ? "-" : c.host_layouts);
+    std::string nc;
+    for (const std::string& n : c.not_counted) nc += (nc.empty() ? "" : "; ") + n.substr(0, n.find(" ("));
+    v.push_back(nc.empty() ? "none" : nc);
     cells.push_back(std::move(v));
   }
   // One row per fact, a column per engine; long cells stay whole.
   size_t label_width = 0;
   for (const std::string& l : labels) label_width = std::max(label_width, l.size());
   std::string out = fmt::format("{:<{}}", "engine", label_width);
-  for (const EngineColumn& c : columns) out += fmt::format(" | {}", engine_name(c.engine));
+  for (const EngineColumn& c : columns) out += fmt::format(" | {}", c.label.empty() ? engine_name(c.engine) : c.label);
   out += "\n";
   for (size_t row = 0; row < labels.size(); ++row) {
     out += fmt::format("{:<{}}", labels[row], label_width);
@@ -191,8 +237,10 @@ Json engine_comparison_json(std::span<const EngineColumn> columns) {
   Json engines = Json::array();
   for (const EngineColumn& c : columns) {
     Json j;
-    j["engine"] = engine_name(c.engine);
+    j["engine"] = c.label.empty() ? std::string(engine_name(c.engine)) : c.label;
     j["scale_bytes"] = c.scale_bytes;
+    j["host_layouts"] = c.host_layouts;
+    j["not_counted"] = c.not_counted;
     if (!c.status.is_ok()) {
       j["error"] = error_json_or_null(c.status);
       engines.push_back(std::move(j));

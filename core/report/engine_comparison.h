@@ -13,6 +13,7 @@
 #include "core/base/status.h"
 #include "core/deployment/deployment.h"
 #include "core/deployment/engine_id.h"
+#include "core/engines/engine_profile.h"
 
 namespace engram {
 
@@ -26,6 +27,9 @@ struct StepCollective {
 
 struct EngineColumn {
   EngineId engine = EngineId::kEngramlab;
+  std::string label;             // "vllm", or "vllm+sp-all-to-all" for a variant
+  std::string host_layouts;      // the engine's host layouts as it names them, default said
+  std::vector<std::string> not_counted;  // what the engine holds beside the tables with no number
   Status status;                 // why the engine refuses or cannot build it (plan not run)
   Status fits;                   // the memory fit's verdict where planned
   std::string placement;         // "host_shared", or "host_shared (ranks 0-3), host_head_sharded (ranks 4-7)"
@@ -46,6 +50,8 @@ struct EngineColumn {
 // under each engine in `engines`. A refusal is the column's status, not an
 // error: the comparison shows it.
 std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineId> engines);
+// The same over engines or their variants (`--engine vllm,vllm+sp-all-to-all`).
+std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineChoice> engines);
 
 std::string format_engine_comparison(std::span<const EngineColumn> columns);
 // The --json document: json_document("plan") with "engines" (a column each,

@@ -125,11 +125,11 @@ std::string format_plan_report(const PlanResult& plan) {
                      d.layout.ep, d.layout.elastic_ep ? "on" : "off", d.layout.prefill_cp);
   {
     // The engine whose rules planned this (core/engines/).
-    const EngineProfile& engine = engine_profile(d.engine.profile);
+    const EngineProfile& engine = engine_profile_of(d.engine);
     out += fmt::format("engine: {} (tables split over TP by {} on the GPU, by {} in host memory; scale bytes {}; "
-                       "from {})\n",
-                       engine.name, tp_split_name(engine.device_tp_split), tp_split_name(engine.host_tp_split),
-                       scale_bytes_text(engine), engine.source);
+                       "from {}; version {})\n",
+                       profile_label(engine), tp_split_name(engine.device_tp_split), tp_split_name(engine.host_tp_split),
+                       scale_bytes_text(engine), engine.source, engine.version.ref);
   }
   out += fmt::format("config: cpu_offload {}, peer_shards {}, dp_shared_memory {}, shard_group {}, "
                      "tokens_per_rank_max {}, sequence_parallel {}\n",
@@ -231,13 +231,21 @@ Json plan_json(const PlanResult& plan) {
   config["tokens_per_rank_max"] = d.config.tokens_per_rank_max;
   config["sequence_parallel"] = d.config.sequence_parallel;
   if (!d.config.placement.empty()) config["placement"] = d.config.placement;  // only where written: the rules decide otherwise
-  j["engine"] = {{"name", engine_name(d.engine.profile)},
-                 {"tp_split_device", tp_split_name(engine_profile(d.engine.profile).device_tp_split)},
-                 {"scale_byte_rule", scale_byte_rule_name(engine_profile(d.engine.profile).scale_byte_rule)},
+  j["engine"] = {{"name", profile_label(engine_profile_of(d.engine))},
+                 {"version", engine_profile_of(d.engine).version.ref},
+                 {"tp_split_device", tp_split_name(engine_profile_of(d.engine).device_tp_split)},
+                 {"scale_byte_rule", scale_byte_rule_name(engine_profile_of(d.engine).scale_byte_rule)},
                  {"gpu_memory_fraction", d.engine.gpu_memory_fraction},
                  {"gpu_reserved_bytes", d.engine.gpu_reserved_bytes ? Json(*d.engine.gpu_reserved_bytes) : Json(nullptr)},
                  {"gpu_reserved_from_model", d.engine.reserved_from_model},
                  {"context_length", d.engine.context_length_tokens ? Json(*d.engine.context_length_tokens) : Json(nullptr)}};
+  // What the engine holds beside the tables (core/engines: counted bytes, or named).
+  j["engine_extra_bytes"] = plan.engine_extra.bytes_per_host;
+  j["not_counted"] = plan.engine_extra.not_counted;
+  j["decided_by"] = Json::array();
+  for (const DecidedBy& e : plan.decided_by)
+    j["decided_by"].push_back({{"decision", e.decision}, {"engine", e.engine}, {"rule", e.rule_key},
+                               {"rule_text", e.rule_text}, {"source", e.source}});
   j["defaults_used"] = Json::array();
   for (const DefaultUsed& u : d.defaults_used)
     j["defaults_used"].push_back({{"field", u.field}, {"value", u.value}, {"source", u.source}});

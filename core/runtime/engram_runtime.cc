@@ -226,7 +226,7 @@ EngramRuntime::EngramRuntime(RankBackend& backend, RuntimeOptions options)
     : backend_(backend), options_(std::move(options)), state_(std::make_unique<State>()) {
   // Every path this rank looks up by (CPU rows, the host stager, the device
   // kernels) decodes scale bytes 0 and 255 as the planning engine does.
-  apply_engine_scale_rule(engine_profile(options_.engine.profile), options_.table_model);
+  apply_engine_scale_rule(engine_profile_of(options_.engine), options_.table_model);
 }
 
 EngramRuntime::~EngramRuntime() {

@@ -35,9 +35,9 @@ size_t hash_of(const EngramConfig& config) {
 
 size_t hash_of(const EngineMemory& engine) {
   const auto& [gpu_memory_fraction, gpu_reserved_bytes, reserved_from_model, fraction_given, context_length_tokens,
-               negative_kv_allowed, profile] = engine;
+               negative_kv_allowed, profile, variant] = engine;
   return combine(gpu_memory_fraction, gpu_reserved_bytes, reserved_from_model, fraction_given, context_length_tokens,
-                 negative_kv_allowed, profile);
+                 negative_kv_allowed, profile, variant);
 }
 
 }  // namespace

@@ -62,11 +62,11 @@ cli_path = _find_cli()
 _engramlab._set_rerun_binary(cli_path)
 
 
-def reference_lookup(model, layer, row_ids, engine="engramlab", fill_seed=1, dtype="uint16"):
+def reference_lookup(model, layer, row_ids, engine="engramlab", fill_seed=1, dtype="uint16", summed=False):
     """The bitwise CPU reference rows of row_ids (see _engramlab.reference_lookup):
     uint16 bits [*row_ids.shape, dim], or with dtype=torch.bfloat16 (or
     "bfloat16") the same bits as a CPU torch.bfloat16 tensor."""
-    bits = _engramlab.reference_lookup(model, layer, row_ids, engine, fill_seed)
+    bits = _engramlab.reference_lookup(model, layer, row_ids, engine, fill_seed, summed)
     if dtype == "uint16":
         return bits
     import torch  # only where a tensor is asked for

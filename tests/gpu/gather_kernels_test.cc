@@ -107,19 +107,22 @@ TEST(GatherKernels, EveryFp8ValueUnderEveryScaleMatchesTheCpuRule) {
   EXPECT_TRUE(same_bf16(expected, download(d_out), dim));
 }
 
-// Scale bytes 0 and 255 by the table's rule (vLLM: +0 and +inf; SGLang:
-// 2^-127 and NaN) on every kernel path: peer, owned, range (a registered
+// Scale bytes 0 and 255 by the table's rule (vLLM: +0 and +inf; SGLang's
+// CUDA kernel: 2^-127 and +inf; its torch fallback: 2^-127 and NaN), and -0
+// written +0 or kept (MinusZeroRule: vLLM and SGLang keep it) on every kernel path: peer, owned, range (a registered
 // host table) and staged host rows, the V4.1 fast path (dim 256) and the
 // warp-per-row kernel (dim 64); every FP8 byte under every scale byte,
 // against core's CPU rule (tests/scale_byte_rule_test.cc checks that one
 // against the formats' definitions).
 TEST(GatherKernels, EachScaleByteRuleOnEveryPathMatchesTheCpuRule) {
   ENGRAM_SKIP_WITHOUT_GPUS(1);
-  for (ScaleByteRule rule : {ScaleByteRule::kVllm, ScaleByteRule::kSglang}) {
+  for (ScaleByteRule rule : {ScaleByteRule::kVllm, ScaleByteRule::kSglang, ScaleByteRule::kSglangTorch})
+  for (MinusZeroRule zero : {MinusZeroRule::kWritePlusZero, MinusZeroRule::kKeep}) {
     for (int dim : {256, 64}) {
-      SCOPED_TRACE(fmt::format("rule {}, dim {}", scale_byte_rule_name(rule), dim));
+      SCOPED_TRACE(fmt::format("rule {}, -0 {}, dim {}", scale_byte_rule_name(rule), minus_zero_rule_name(zero), dim));
       RowLayout layout = layout_of(RowFormat::kFp8E4M3Ue8m0, dim);
       layout.scale_byte_rule = rule;
+      layout.minus_zero = zero;
       // Row s: values i % 256 under scale s in every block.
       std::vector<uint8_t> table(256 * layout.row_bytes);
       for (int s = 0; s < 256; ++s) {
@@ -139,7 +142,7 @@ TEST(GatherKernels, EachScaleByteRuleOnEveryPathMatchesTheCpuRule) {
         dequantize_row(RowFormat::kFp8E4M3Ue8m0, dim, rule,
                        std::span(reinterpret_cast<const std::byte*>(&table[static_cast<size_t>(ids[k]) * layout.row_bytes]),
                                  layout.row_bytes),
-                       std::span(&expected[k * static_cast<size_t>(dim)], static_cast<size_t>(dim)));
+                       std::span(&expected[k * static_cast<size_t>(dim)], static_cast<size_t>(dim)), zero);
       }
       // Staged rows: slot k's row at k x row_bytes (a zero row where the id reads none).
       std::vector<uint8_t> staged(ids.size() * layout.row_bytes, 0);

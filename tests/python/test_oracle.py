@@ -67,8 +67,10 @@ def ue8m0_to_float32(scales, engine):
     scales = scales.astype(np.int64)
     with np.errstate(all="ignore"):
         value = np.ldexp(np.float32(1.0), (scales - 127).astype(np.int32)).astype(np.float32)
-    if engine == "sglang":  # torch.float8_e8m0fnu: 0 is 2^-127, 255 NaN
+    if engine == "sglang+torch-fallback":  # torch.float8_e8m0fnu: 0 is 2^-127, 255 NaN
         return np.where(scales == 255, np.float32(np.nan), value).astype(np.float32)
+    if engine == "sglang":  # its CUDA engram_gather: 0 is 2^-127, 255 the exponent bits' +inf
+        return np.where(scales == 255, np.float32(np.inf), value).astype(np.float32)
     # vLLM: the byte put into a float's exponent bits: 0 is +0, 255 +inf
     return np.where(scales == 0, np.float32(0), np.where(scales == 255, np.float32(np.inf), value)).astype(np.float32)
 
@@ -80,31 +82,34 @@ def float32_to_bf16_bits(values, nan_sign):
     return np.where(nan, (0x7FC0 | nan_sign).astype(np.uint16), rounded)
 
 
-def lookup_rule(bits):
-    """-0 written as +0 (the collective's sum), NaN canonical with its sign."""
-    bits = np.where(bits == 0x8000, 0, bits)
+def lookup_rule(bits, keep_minus_zero=False):
+    """-0 written as +0 (the collective's sum) unless the engine keeps it, NaN canonical with its sign."""
+    if not keep_minus_zero:
+        bits = np.where(bits == 0x8000, 0, bits)
     nan = ((bits & 0x7F80) == 0x7F80) & ((bits & 0x7F) != 0)
     return np.where(nan, 0x7FC0 | (bits & 0x8000), bits).astype(np.uint16)
 
 
-def decode_fp8_rows(rows, dim, engine):
+def decode_fp8_rows(rows, dim, engine, keep_minus_zero=False):
     codes, scales = rows[:, :dim], rows[:, dim:]
     with np.errstate(all="ignore"):  # 2^128 is +inf, and 0 x inf NaN, on purpose
         products = e4m3_to_float32(codes) * np.repeat(ue8m0_to_float32(scales, engine), 32, axis=1)
     sign = ((codes.astype(np.uint16) & 0x80) << 8).astype(np.uint16)
-    return lookup_rule(float32_to_bf16_bits(products.astype(np.float32), sign))
+    return lookup_rule(float32_to_bf16_bits(products.astype(np.float32), sign), keep_minus_zero)
 
 
 def decode_bf16_rows(rows, dim):
     return lookup_rule(rows.view(np.uint16).reshape(len(rows), dim))
 
 
-@pytest.mark.parametrize("engine", ["engramlab", "vllm", "sglang"])
+@pytest.mark.parametrize("engine", ["engramlab", "vllm", "sglang", "sglang+torch-fallback"])
 def test_reference_lookup_equals_the_rule_on_every_row(engine):
     info = engramlab.model_info("tiny")
     for table in info["tables"]:
         rows = engramlab.table_rows("tiny", table["layer"], 0, table["rows"])
-        want = decode_fp8_rows(rows, table["dim"], "sglang" if engine == "sglang" else "vllm")
+        # vLLM never sums a row and SGLang's reference path (tp 1) does not either: -0 stays -0.
+        want = decode_fp8_rows(rows, table["dim"], engine if engine.startswith("sglang") else "vllm",
+                               keep_minus_zero=engine != "engramlab")
         got = engramlab.reference_lookup("tiny", table["layer"], np.arange(table["rows"], dtype=np.int64),
                                          engine=engine)
         assert got.dtype == np.uint16 and got.shape == (table["rows"], table["dim"])
@@ -122,8 +127,14 @@ def test_the_rows_hold_what_the_engines_disagree_on():
     sglang = engramlab.reference_lookup("tiny", 1, ids, engine="sglang")
     differs = (vllm != sglang).reshape(1006, 2, 32).any(axis=2)
     assert differs.any()
-    assert not differs[(scales != 0) & (scales != 255)].any()
-    assert (vllm == 0x8000).sum() == 0  # -0 never leaves a lookup
+    # SGLang's CUDA kernel and vLLM read byte 255 alike (+inf): they differ on byte 0 only.
+    assert not differs[scales != 0].any()
+    torch_fallback = engramlab.reference_lookup("tiny", 1, ids, engine="sglang+torch-fallback")
+    assert (torch_fallback != sglang).reshape(1006, 2, 32).any(axis=2)[scales == 255].any()
+    # -0: vLLM keeps it, engramlab writes +0, SGLang's summed (all-reduce) path makes it +0.
+    assert (vllm == 0x8000).sum() > 0
+    assert (engramlab.reference_lookup("tiny", 1, ids) == 0x8000).sum() == 0
+    assert (engramlab.reference_lookup("tiny", 1, ids, engine="sglang", summed=True) == 0x8000).sum() == 0
 
 
 def test_bf16_rows_and_dead_and_out_of_table_ids():
