@@ -53,4 +53,13 @@ Status lookup_host_private(Collectives& tp_group, const LookupRequest& request,
   return lookup_tp_slice(tp_group, request, private_slice_bytes, "host_private: the private copy");
 }
 
+// As host_shared, from the replica's own copy: the same rows and links.
+StepTime host_private_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  b.launch();
+  b.host_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
+  b.tp_assembly();
+  return b.finish();
+}
+
 }  // namespace engram

@@ -387,4 +387,14 @@ Status lookup_host_shared(Collectives& tp_group, const LookupRequest& request,
   return lookup_tp_slice(tp_group, request, node_slice_bytes, "host_shared: the shared table");
 }
 
+// Each rank reads its TP slice of its own tokens' heads from the node's
+// copy, then the TP ranks assemble the heads.
+StepTime host_shared_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  b.launch();
+  b.host_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
+  b.tp_assembly();
+  return b.finish();
+}
+
 }  // namespace engram

@@ -32,4 +32,14 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 }
 
 }  // namespace sglang_file_ops
+// A table file mapped MAP_SHARED, unpinned: the GPU cannot address it, so
+// the CPU gathers every row and copies them over.
+StepTime sglang_file_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  b.launch();
+  b.cpu_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
+  b.tp_assembly();
+  return b.finish();
+}
+
 }  // namespace engram

@@ -45,4 +45,13 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 }
 
 }  // namespace sglang_numa_shared_ops
+// A memfd copy per NUMA node: read as host_shared reads.
+StepTime sglang_numa_shared_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  b.launch();
+  b.host_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
+  b.tp_assembly();
+  return b.finish();
+}
+
 }  // namespace engram

@@ -31,4 +31,13 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 }
 
 }  // namespace sglang_shared_ops
+// The node's memfd copy registered for the GPU: read as host_shared reads.
+StepTime sglang_shared_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  b.launch();
+  b.host_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
+  b.tp_assembly();
+  return b.finish();
+}
+
 }  // namespace engram
