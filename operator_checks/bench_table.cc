@@ -1,5 +1,7 @@
 #include "operator_checks/bench_table.h"
 
+#include "core/model/gpu_models.h"
+
 #include <fmt/format.h>
 
 #include <optional>
@@ -269,7 +271,13 @@ std::string format_bench_table(const BenchReport& r) {
 std::string format_bench_csv(const BenchReport& r) {
   std::string csv =
       "series,tokens_per_rank,latency_us_p10,latency_us_p50,latency_us_p90,latency_us_p50_slowest_rank,read_bytes,"
-      "effective_gbps,one_process_us_p50,runtime_over_one_process,note\n";
+      "effective_gbps,one_process_us_p50,runtime_over_one_process,note,gpu_model,ranks,group_size,table_bytes,heads\n";
+  // What the step model's calibration needs of the run (plan --calibration,
+  // core/plan/step_calibration.h): the GPU model (from rank 0's device name,
+  // where the reference ran), the ranks (the placements' group), the table.
+  const std::string run = fmt::format(
+      ",{},{},{},{},{}", r.reference ? gpu_model_of_device_name(r.reference->device_name) : std::string("unknown"),
+      r.world_size, r.world_size, static_cast<uint64_t>(r.table_rows) * r.row_bytes, r.heads);
   auto quoted = [](std::string text) {
     std::string q = "\"";
     for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
@@ -278,14 +286,15 @@ std::string format_bench_csv(const BenchReport& r) {
   auto add = [&](const std::string& series, size_t i, const LatencyPercentiles& l, double slowest,
                  std::optional<LatencyPercentiles> ref) {
     const uint64_t bytes = r.ceilings[i].read_bytes;
-    csv += fmt::format("{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{:.3f},{},{},\n", series, r.token_counts[i], l.p10_us,
+    csv += fmt::format("{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{:.3f},{},{},{}\n", series, r.token_counts[i], l.p10_us,
                        l.p50_us, l.p90_us, slowest, bytes, gbps(bytes, slowest),
                        ref ? fmt::format("{:.3f}", ref->p50_us) : "",
-                       ref ? fmt::format("{:.4f}", l.p50_us / ref->p50_us) : "");
+                       ref ? fmt::format("{:.4f}", l.p50_us / ref->p50_us) : "", run);
   };
   for (const BenchPlacementRow& row : r.placements) {
     if (!row.ran) {
-      csv += fmt::format("{},,,,,,,,,,{}\n", placement_name(row.placement), quoted("not run: " + row.not_run_reason));
+      csv += fmt::format("{},,,,,,,,,,{}{}\n", placement_name(row.placement), quoted("not run: " + row.not_run_reason),
+                         run);
       continue;
     }
     for (size_t i = 0; i < r.token_counts.size(); ++i)

@@ -1,4 +1,5 @@
 #include "core/placements/host_private.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -55,11 +56,7 @@ Status lookup_host_private(Collectives& tp_group, const LookupRequest& request,
 
 // As host_shared, from the replica's own copy: the same rows and links.
 StepTime host_private_ops::step_time(const StepCostInput& in, const StepConstants& c) {
-  StepBuilder b(in, c);
-  b.launch();
-  b.host_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
-  b.tp_assembly();
-  return b.finish();
+  return host_slice_step(in, c);
 }
 
 }  // namespace engram

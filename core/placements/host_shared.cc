@@ -1,4 +1,5 @@
 #include "core/placements/host_shared.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -390,11 +391,7 @@ Status lookup_host_shared(Collectives& tp_group, const LookupRequest& request,
 // Each rank reads its TP slice of its own tokens' heads from the node's
 // copy, then the TP ranks assemble the heads.
 StepTime host_shared_ops::step_time(const StepCostInput& in, const StepConstants& c) {
-  StepBuilder b(in, c);
-  b.launch();
-  b.host_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
-  b.tp_assembly();
-  return b.finish();
+  return host_slice_step(in, c);
 }
 
 }  // namespace engram

@@ -1,4 +1,5 @@
 #include "core/placements/sglang_file.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -35,11 +36,7 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 // A table file mapped MAP_SHARED, unpinned: the GPU cannot address it, so
 // the CPU gathers every row and copies them over.
 StepTime sglang_file_ops::step_time(const StepCostInput& in, const StepConstants& c) {
-  StepBuilder b(in, c);
-  b.launch();
-  b.cpu_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
-  b.tp_assembly();
-  return b.finish();
+  return host_slice_step(in, c, /*cpu_gathers=*/true);
 }
 
 }  // namespace engram

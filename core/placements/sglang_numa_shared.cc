@@ -1,4 +1,5 @@
 #include "core/placements/sglang_numa_shared.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -47,11 +48,7 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 }  // namespace sglang_numa_shared_ops
 // A memfd copy per NUMA node: read as host_shared reads.
 StepTime sglang_numa_shared_ops::step_time(const StepCostInput& in, const StepConstants& c) {
-  StepBuilder b(in, c);
-  b.launch();
-  b.host_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
-  b.tp_assembly();
-  return b.finish();
+  return host_slice_step(in, c);
 }
 
 }  // namespace engram

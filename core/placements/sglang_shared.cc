@@ -1,4 +1,5 @@
 #include "core/placements/sglang_shared.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -33,11 +34,7 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 }  // namespace sglang_shared_ops
 // The node's memfd copy registered for the GPU: read as host_shared reads.
 StepTime sglang_shared_ops::step_time(const StepCostInput& in, const StepConstants& c) {
-  StepBuilder b(in, c);
-  b.launch();
-  b.host_rows(static_cast<double>(in.tokens) * ((in.heads + in.tp - 1) / in.tp));
-  b.tp_assembly();
-  return b.finish();
+  return host_slice_step(in, c);
 }
 
 }  // namespace engram
