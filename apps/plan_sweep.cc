@@ -15,21 +15,18 @@
 #include "core/base/units.h"
 #include "core/engines/engine_profile.h"
 #include "core/plan/memory_fit.h"
+#include "core/plan/placement_config.h"
 #include "core/plan/step_time_plan.h"
 
 namespace engram::app {
 namespace {
 
-// The config that asks the plan for `placement` (its registration says how),
-// as the bench asks.
-EngramConfig config_for(Placement placement, EngramConfig base) {
-  base.cpu_offload = false;
-  base.cpu_offload_given = true;
-  base.peer_shards = false;
-  base.dp_shared_memory.reset();
-  base.placement.clear();
-  if (const auto ask = placement_ops(placement).ask_plan_for) ask(base);
-  return base;
+// The config that asks the plan for `placement`, cpu_offload as written
+// (the engine's default does not turn it back on).
+EngramConfig config_for(Placement placement, const EngramConfig& base) {
+  EngramConfig config = config_asking_for(placement, base);
+  config.cpu_offload_given = true;
+  return config;
 }
 
 struct SweepRow {
