@@ -179,7 +179,7 @@ int run_sweep(const Deployment& base, const SweepSpec& spec, bool json) {
     std::cout << dump_json(doc) << "\n";
     return 0;
   }
-  std::string out = fmt::format("sweep ({} rules; step time: the slowest rank's p50 per layer, calibration: {}):\n",
+  std::string out = fmt::format("sweep (as {} plans it; step time: the slowest rank's p50 per layer, calibration: {}):\n",
                                 engine_name(base.engine.profile), constants.calibration);
   std::string head = fmt::format("{:>4} {:>4} {:>10} {:<20} {:<22} {:>10} {:>10}", "tp", "dp", "/dev/shm", "asked",
                                  "builds (* engine's own)", "KV left", "host/node");

@@ -11,7 +11,7 @@ EngineStepRules engine_step_rules(EngineId engine, const Deployment& deployment)
       // (core/placements/host_head_sharded.cc), buffers of the step's tokens,
       // no side stream (docs/perf_notes.md lines 377-397: a side-stream
       // prefetch is measured, not built into the runtime).
-      r.source = "engramlab's runtime (core/placements/device_collective.cc, host_head_sharded.cc)";
+      r.source = "engramlab's runtime: row shards summed back by reduce-scatter, head rows by all-to-all, no side stream";
       break;
     case EngineId::kVllm:
       // Head rows come back by an all-gather over the Engram DP group, each

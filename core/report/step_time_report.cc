@@ -6,9 +6,9 @@ namespace engram {
 
 std::string format_step_times(const PlanStepTimes& times) {
   std::string out = fmt::format(
-      "step time (one lookup of one layer per rank, model p50, {} rules; calibration: {}):\n", times.engine,
+      "step time (one lookup of one layer per rank, model p50, as {} runs it; calibration: {}):\n", times.engine,
       times.calibration);
-  out += fmt::format("  engine rules: {}\n", times.rules_source);
+  out += fmt::format("  engine: {}\n", times.rules_source);
   for (const PlacementStepRow& row : times.rows) {
     out += fmt::format("  {} (ranks {}; group of {} over {}, TP {}):\n", placement_name(row.placement), row.ranks_text,
                        row.group_size, link_kind_name(row.group_link), row.tp);
