@@ -19,6 +19,7 @@
 #include "apps/command_registry.h"
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
+#include "apps/plan_sweep.h"
 #include "core/plan/deployment_plan.h"
 #include "core/deployment_file/deployment_yaml.h"
 #include "core/deployment/shard_groups.h"
@@ -29,6 +30,9 @@
 #include "core/plan/plan_explain.h"
 #include "core/report/engine_comparison.h"
 #include "core/report/plan_report.h"
+#include "core/report/step_time_report.h"
+#include "core/plan/step_calibration.h"
+#include "core/plan/step_time_plan.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
 
@@ -57,6 +61,9 @@ struct PlanFlags {
   std::string memory_limit, memory_limit_per_rank, shm_size_limit;  // containers
   std::string context_length, allow_negative_kv;
   std::string engine, host_layout, thp_packing, embedding_across_dp, extra_ranks;
+  std::string tokens, calibration;
+  std::vector<std::string> sweep;  // --sweep KEY=V1,V2 ... (apps/plan_sweep.h)  // step times: token counts, a bench CSV to fit the model on
+  bool calibration_check = false;  // judge --calibration's points with the built-in constants, no fit
   bool compare_engines = false;
   bool explain = false;
   bool json = false;
@@ -268,6 +275,55 @@ Result<std::vector<EngineChoice>> engines_asked(const PlanFlags& f) {
   return out;
 }
 
+// --tokens 1,64,1024,8192: the token counts of the step-time table (none:
+// the deployment's tokens per rank).
+Result<std::vector<int>> step_tokens(const PlanFlags& f, const Deployment& d) {
+  std::vector<int> out;
+  if (f.tokens.empty()) return std::vector<int>{d.config.tokens_per_rank_max};
+  size_t start = 0;
+  while (start <= f.tokens.size()) {
+    const size_t comma = std::min(f.tokens.find(',', start), f.tokens.size());
+    ENGRAM_ASSIGN_OR_RETURN(const int t, whole_number_flag<int>("--tokens", f.tokens.substr(start, comma - start), 1,
+                                                                kMaxTokensPerRank));
+    out.push_back(t);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The step model's constants: the GPU model's built-in calibration, or the
+// fit of --calibration FILE (which must be a run of that GPU model).
+struct StepModel {
+  StepConstants constants;
+  std::optional<CalibrationFit> fit;
+};
+Result<StepModel> step_model(const PlanFlags& f, const Deployment& d) {
+  const std::string gpu = d.hosts.empty() ? std::string("H200") : d.hosts.front().gpu_model;
+  StepModel m{step_constants_for(gpu), std::nullopt};
+  if (f.calibration.empty()) return m;
+  ENGRAM_ASSIGN_OR_RETURN(const CalibrationFile file, load_calibration(f.calibration));
+  ENGRAM_RETURN_IF_ERROR(check_calibration_gpu(file, gpu));
+  m.fit = fit_calibration(file, m.constants);
+  m.constants = m.fit->constants;
+  return m;
+}
+
+Json calibration_fit_json(const CalibrationFit& fit) {
+  Json j;
+  j["calibration"] = fit.constants.calibration;
+  j["rms_log_error"] = fit.rms_log_error;
+  Json constants;
+  for (const StepConstantField& c : step_constant_fields()) constants[c.name] = fit.constants.*c.member;
+  j["constants"] = std::move(constants);
+  j["not_fitted"] = fit.not_fitted;
+  j["points"] = Json::array();
+  for (const PointFit& p : fit.points)
+    j["points"].push_back({{"series", p.point.series}, {"tokens_per_rank", p.point.tokens}, {"ranks", p.point.ranks},
+                           {"line", p.point.line}, {"measured_us_p50", p.point.p50_us},
+                           {"model_us_p50", p.predicted_us}, {"ratio", p.ratio}});
+  return j;
+}
+
 int run_plan(const PlanFlags& flags) {
   auto fail = [&](const Status& s) {
     const int code = s.code() == ErrorCode::kInvalidArgument ? 2 : 1;
@@ -283,6 +339,28 @@ int run_plan(const PlanFlags& flags) {
     deployment->engine.profile = engines->front().id;
     deployment->engine.variant = engines->front().variant;
   }
+  const Result<std::vector<int>> tokens = step_tokens(flags, deployment.value());
+  if (!tokens.is_ok()) return fail(tokens.status());
+  if (!flags.sweep.empty()) {
+    const Result<SweepSpec> spec = parse_sweep(flags.sweep, deployment.value());
+    if (!spec.is_ok()) return fail(spec.status());
+    return run_sweep(deployment.value(), spec.value(), flags.json);
+  }
+  if (flags.calibration_check) {
+    // A fresh bench run held to the shipped model's bounds: exit 1 where a point is outside.
+    if (flags.calibration.empty())
+      return fail(invalid_argument("--calibration-check: give --calibration FILE (a bench CSV) to check"));
+    const std::string gpu = deployment->hosts.empty() ? std::string("H200") : deployment->hosts.front().gpu_model;
+    const Result<CalibrationFile> file = load_calibration(flags.calibration);
+    if (!file.is_ok()) return fail(file.status());
+    if (Status s = check_calibration_gpu(file.value(), gpu); !s.is_ok()) return fail(s);
+    const StepConstants shipped = step_constants_for(gpu);
+    int misses = 0;
+    std::cout << format_calibration_check(judge_calibration(file.value(), shipped), shipped, misses);
+    return misses == 0 ? 0 : 1;
+  }
+  const Result<StepModel> model = step_model(flags, deployment.value());
+  if (!model.is_ok()) return fail(model.status());
   if (engines->size() > 1) {
     // A column per engine; an engine's refusal is its column, not the exit code.
     const std::vector<EngineColumn> columns = compare_engines(deployment.value(), engines.value());
@@ -297,11 +375,15 @@ int run_plan(const PlanFlags& flags) {
   const Status& fits = checked->fits;
   if (flags.json) {
     Json j = plan_json(checked->plan);
+    j["step_time"] = step_times_json(plan_step_times(checked->plan, model->constants, tokens.value()));
+    j["calibration_fit"] = model->fit ? calibration_fit_json(*model->fit) : Json(nullptr);
     j["error"] = error_json_or_null(fits);
     std::cout << dump_json(j) << "\n";
   } else {
     std::cout << format_plan_report(checked->plan);
     if (flags.explain) std::cout << format_decided_by(checked->plan.decided_by);
+    if (model->fit) std::cout << "\n" << format_calibration_fit(*model->fit);
+    std::cout << "\n" << format_step_times(plan_step_times(checked->plan, model->constants, tokens.value()));
   }
   if (!fits.is_ok()) {
     std::fputs(fmt::format("engramlab plan: error: {}\n", fits.to_string()).c_str(), stderr);
@@ -379,6 +461,19 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--explain", f.explain,
                 "after the plan, each decision and the rule of the engine that made it, with its source (in --json: "
                 "decided_by, always)");
+  cmd->add_option("--tokens", f.tokens,
+                  "token counts per rank of the step-time table, comma separated, e.g. 1,64,1024,8192 (default: "
+                  "--tokens-per-rank)");
+  cmd->add_option("--sweep", f.sweep,
+                  "plan every combination of KEY=V1,V2 words (tp, dp, tokens, shm, placement=all|NAME,...), a row each: "
+                  "what the engine builds (*), the verdict, KV left, host tables per node, step time per token count");
+  cmd->add_flag("--calibration-check", f.calibration_check,
+                "with --calibration FILE: hold every point of FILE to the built-in model (1.25x device, 1.5x host); "
+                "exit 1 where one is outside");
+  cmd->add_option("--calibration", f.calibration,
+                  "a bench CSV of the deployment's GPU model (engramlab bench --csv): fit the step model on it, print "
+                  "the fit's error per series and size, and time the plan with it (default: the built-in calibration, "
+                  "docs/calibration_1xh200.csv for H200)");
   std::string layouts;
   for (const EngineProfile& e : engine_registry()) {
     layouts += fmt::format("{}{}:", layouts.empty() ? "" : "; ", e.name);

@@ -12,6 +12,7 @@
 
 #include "core/base/check.h"
 #include "core/base/splitmix64.h"
+#include "core/plan/placement_config.h"
 #include "operator_checks/device_buffers.h"
 #include "operator_checks/lookup_checks.h"
 #include "operator_checks/replay_timing.h"
@@ -19,15 +20,7 @@
 namespace engram::operator_checks {
 namespace {
 
-// The config that asks the plan for `placement` (its registration says how).
-EngramConfig config_for(Placement placement, EngramConfig base) {
-  base.cpu_offload = false;
-  base.peer_shards = false;
-  base.dp_shared_memory.reset();
-  base.placement.clear();
-  if (const auto ask = placement_ops(placement).ask_plan_for) ask(base);
-  return base;
-}
+EngramConfig config_for(Placement placement, EngramConfig base) { return config_asking_for(placement, base); }
 
 // Host memory for the pinned copy: page-aligned (as the engines' pinned
 // buffers are), registered with the device for as long as this lives, and

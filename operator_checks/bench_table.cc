@@ -1,5 +1,7 @@
 #include "operator_checks/bench_table.h"
 
+#include "core/model/gpu_models.h"
+
 #include <fmt/format.h>
 
 #include <optional>
@@ -269,45 +271,61 @@ std::string format_bench_table(const BenchReport& r) {
 std::string format_bench_csv(const BenchReport& r) {
   std::string csv =
       "series,tokens_per_rank,latency_us_p10,latency_us_p50,latency_us_p90,latency_us_p50_slowest_rank,read_bytes,"
-      "effective_gbps,one_process_us_p50,runtime_over_one_process,note\n";
+      "effective_gbps,one_process_us_p50,runtime_over_one_process,note,gpu_model,ranks,group_size,table_bytes,heads\n";
+  // What the step model's calibration needs of the run (plan --calibration,
+  // core/plan/step_calibration.h): the GPU model (from rank 0's device name,
+  // where the reference ran), the ranks (the placements' group), the table.
+  const std::string gpu = r.reference ? gpu_model_of_device_name(r.reference->device_name) : std::string("unknown");
+  const std::string run = fmt::format(",{},{},{},{},{}", gpu, r.world_size, r.world_size,
+                                      static_cast<uint64_t>(r.table_rows) * r.row_bytes, r.heads);
+  // The one-process kernels and copies run on rank 0's GPU alone over one local table.
+  const std::string alone = r.reference ? fmt::format(",{},1,1,{},{}", gpu,
+                                                      static_cast<uint64_t>(r.reference->table_rows) *
+                                                          r.reference->row_bytes,
+                                                      r.heads)
+                                        : run;
   auto quoted = [](std::string text) {
     std::string q = "\"";
     for (char c : text) q += c == '"' ? std::string("\"\"") : std::string(1, c);
     return q + "\"";
   };
   auto add = [&](const std::string& series, size_t i, const LatencyPercentiles& l, double slowest,
-                 std::optional<LatencyPercentiles> ref) {
+                 std::optional<LatencyPercentiles> ref, const std::string& where) {
     const uint64_t bytes = r.ceilings[i].read_bytes;
-    csv += fmt::format("{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{:.3f},{},{},\n", series, r.token_counts[i], l.p10_us,
+    csv += fmt::format("{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{:.3f},{},{},{}\n", series, r.token_counts[i], l.p10_us,
                        l.p50_us, l.p90_us, slowest, bytes, gbps(bytes, slowest),
                        ref ? fmt::format("{:.3f}", ref->p50_us) : "",
-                       ref ? fmt::format("{:.4f}", l.p50_us / ref->p50_us) : "");
+                       ref ? fmt::format("{:.4f}", l.p50_us / ref->p50_us) : "", where);
   };
   for (const BenchPlacementRow& row : r.placements) {
     if (!row.ran) {
-      csv += fmt::format("{},,,,,,,,,,{}\n", placement_name(row.placement), quoted("not run: " + row.not_run_reason));
+      csv += fmt::format("{},,,,,,,,,,{}{}\n", placement_name(row.placement), quoted("not run: " + row.not_run_reason),
+                         run);
       continue;
     }
     for (size_t i = 0; i < r.token_counts.size(); ++i)
       add(placement_name(row.placement), i, row.cells[i].latency, row.cells[i].latency_us_p50_slowest_rank,
-          one_process_for(r, row.placement, i));
+          one_process_for(r, row.placement, i), run);
   }
   for (size_t i = 0; i < r.token_counts.size(); ++i) {
     const BenchCeilings& c = r.ceilings[i];
-    if (c.hbm_copy.ran) add("ceiling_hbm_copy", i, c.hbm_copy.latency, c.hbm_copy.latency_us_p50_slowest_rank, {});
+    if (c.hbm_copy.ran)
+      add("ceiling_hbm_copy", i, c.hbm_copy.latency, c.hbm_copy.latency_us_p50_slowest_rank, {}, alone);
     if (c.pinned_host_copy.ran)
-      add("ceiling_pinned_host_copy", i, c.pinned_host_copy.latency, c.pinned_host_copy.latency_us_p50_slowest_rank, {});
+      add("ceiling_pinned_host_copy", i, c.pinned_host_copy.latency, c.pinned_host_copy.latency_us_p50_slowest_rank, {},
+          alone);
     if (!r.reference || i >= r.reference->points.size()) continue;
     const OneProcessPoint& p = r.reference->points[i];
-    if (p.nvlink_copy_ran) add("ceiling_nvlink_copy", i, p.nvlink_copy, p.nvlink_copy.p50_us, {});
-    add("one_process_peer_kernel", i, p.peer_kernel, p.peer_kernel.p50_us, {});
-    add("one_process_plain_kernel", i, p.plain_kernel, p.plain_kernel.p50_us, {});
-    if (p.nccl_path_ran) add("one_process_nccl_path", i, p.nccl_path, p.nccl_path.p50_us, {});
+    if (p.nvlink_copy_ran) add("ceiling_nvlink_copy", i, p.nvlink_copy, p.nvlink_copy.p50_us, {}, alone);
+    add("one_process_peer_kernel", i, p.peer_kernel, p.peer_kernel.p50_us, {}, alone);
+    add("one_process_plain_kernel", i, p.plain_kernel, p.plain_kernel.p50_us, {}, alone);
+    if (p.nccl_path_ran) add("one_process_nccl_path", i, p.nccl_path, p.nccl_path.p50_us, {}, alone);
     if (!r.reference_after || i >= r.reference_after->points.size()) continue;
     const OneProcessPoint& after = r.reference_after->points[i];
-    add("one_process_peer_kernel_after", i, after.peer_kernel, after.peer_kernel.p50_us, {});
-    add("one_process_plain_kernel_after", i, after.plain_kernel, after.plain_kernel.p50_us, {});
-    if (after.nccl_path_ran) add("one_process_nccl_path_after", i, after.nccl_path, after.nccl_path.p50_us, {});
+    add("one_process_peer_kernel_after", i, after.peer_kernel, after.peer_kernel.p50_us, {}, alone);
+    add("one_process_plain_kernel_after", i, after.plain_kernel, after.plain_kernel.p50_us, {}, alone);
+    if (after.nccl_path_ran)
+      add("one_process_nccl_path_after", i, after.nccl_path, after.nccl_path.p50_us, {}, alone);
   }
   return csv;
 }

@@ -184,4 +184,20 @@ uint64_t collective_buffer_bytes(const ModelSpec& spec, int group_size, int toke
   return static_cast<uint64_t>(group_size) * static_cast<uint64_t>(tokens_per_rank_max) * widest * 2;
 }
 
+// Ids all-gathered over the shard group, each rank's owned rows gathered
+// into a zero-filled [group x tokens] buffer, the rows summed back
+// (reduce-scatter; an engine that all-reduces says so in its rules).
+StepTime device_collective_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  const int g = in.group_size;
+  const double tokens = in.rules.pads_to_slot ? std::max(in.tokens, in.tokens_slot) : in.tokens;
+  const double rows = tokens * in.heads;  // owned: g x tokens x heads / g
+  b.launch();
+  b.collective("ids", CollectiveKind::kAllGather, g, in.group_link, step_ids_bytes(in, g));
+  b.local_gather("owned rows + zero fill", rows, g * rows);
+  b.collective("rows back", in.rules.row_shards_back, g, in.group_link, g * rows * static_cast<double>(in.out_row_bytes));
+  if (g == 1) b.hbm_copy("copy out", 2 * rows * static_cast<double>(in.out_row_bytes));
+  return b.finish();
+}
+
 }  // namespace engram

@@ -20,6 +20,7 @@ namespace engram {
 
 // Its registration (placement_registry.cc); the hooks are in device_collective.cc.
 namespace device_collective_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Status capable(const RankBackend& backend);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
@@ -31,7 +32,7 @@ inline constexpr PlacementOps kDeviceCollectiveOps{
     .collective_lookup = true, .needs_a_gpu_per_rank = true, .cost = device_collective_ops::cost,
     .capable = device_collective_ops::capable, .build = device_collective_ops::build,
     .steps = kMapsDeviceMemory, .doctor_verdict = device_collective_ops::doctor_verdict, .doctor_position = 1,
-    .bench_reference = BenchReference::kNcclPath};
+    .bench_reference = BenchReference::kNcclPath, .step_time = device_collective_ops::step_time};
 
 // [group x tokens_per_rank_max x heads x dim] bf16, one buffer reused by every
 // layer (layers run one after another), sized for the widest table.

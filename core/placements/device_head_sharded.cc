@@ -445,4 +445,22 @@ uint64_t device_head_sharded_buffer_bytes(const ModelSpec& spec, int group_size,
   return ids_bytes + chunks_bytes + reassembly_bytes;
 }
 
+// Ids all-gathered over the shard group, each rank's head slice looked up
+// for every token of the group, the rows brought back (engramlab: an
+// all-to-all; vLLM: an all-gather, each rank keeping its own tokens).
+StepTime device_head_sharded_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  const int g = in.group_size;
+  const double tokens = in.rules.pads_to_slot ? std::max(in.tokens, in.tokens_slot) : in.tokens;
+  const double slice = (in.heads + g - 1) / g;
+  const double rows = g * tokens * slice;
+  b.launch();
+  b.collective("ids", CollectiveKind::kAllGather, g, in.group_link, step_ids_bytes(in, g));
+  b.local_gather("head slice rows", rows, rows);
+  const CollectiveKind back = in.rules.head_shards_back;
+  const double bytes = (back == CollectiveKind::kAllGather ? g * rows : rows) * static_cast<double>(in.out_row_bytes);
+  b.collective("rows back", back, g, in.group_link, bytes);
+  return b.finish();
+}
+
 }  // namespace engram

@@ -42,6 +42,7 @@ namespace engram {
 
 // Its registration (placement_registry.cc); the hooks are in device_head_sharded.cc.
 namespace device_head_sharded_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Status capable(const RankBackend& backend);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
@@ -58,7 +59,7 @@ inline constexpr PlacementOps kDeviceHeadShardedOps{
     .build = device_head_sharded_ops::build, .ask_plan_for = device_head_sharded_ops::ask_plan_for,
     .steps = kMapsDeviceMemory, .report_heads = device_head_sharded_ops::report_heads,
     .doctor_verdict = device_head_sharded_ops::doctor_verdict, .doctor_position = 5,
-    .bench_reference = BenchReference::kNcclPath};
+    .bench_reference = BenchReference::kNcclPath, .step_time = device_head_sharded_ops::step_time};
 
 // HBM of member `index`'s head slices over a group of `group_size`, every
 // table's slice one allocation rounded up to the granularity.

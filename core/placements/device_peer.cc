@@ -200,4 +200,13 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 
 }  // namespace device_peer_ops
 
+// One gather kernel reading each own token's rows from the owning shard:
+// (group - 1) / group of them over the group's link.
+StepTime device_peer_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  b.launch();
+  b.peer_gather("rows from the shards", static_cast<double>(in.tokens) * in.heads, in.group_size);
+  return b.finish();
+}
+
 }  // namespace engram

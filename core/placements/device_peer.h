@@ -21,6 +21,7 @@ namespace engram {
 
 // Its registration (placement_registry.cc); the hooks are in device_peer.cc.
 namespace device_peer_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Status capable(const RankBackend& backend);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
@@ -32,6 +33,6 @@ inline constexpr PlacementOps kDevicePeerOps{
     .group = PlacementGroup::kShardGroup, .shares_device_memory = true, .cost = device_peer_ops::cost,
     .capable = device_peer_ops::capable, .build = device_peer_ops::build, .ask_plan_for = device_peer_ops::ask_plan_for,
     .steps = kExportsDeviceMemory | kMapsDeviceMemory, .doctor_verdict = device_peer_ops::doctor_verdict,
-    .doctor_position = 0, .has_collective_cross_check = true, .bench_reference = BenchReference::kPeerKernel};
+    .doctor_position = 0, .has_collective_cross_check = true, .bench_reference = BenchReference::kPeerKernel, .step_time = device_peer_ops::step_time};
 
 }  // namespace engram

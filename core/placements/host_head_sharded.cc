@@ -273,4 +273,22 @@ Status lookup_host_head_sharded(Collectives& group, Collectives& tp_group, const
   return exchange_tp_heads(tp_group, request, blocks, local);
 }
 
+// Ids all-gathered over the node-local group, each rank's heads read for
+// every member's tokens, the rows brought back, then TP assembly.
+StepTime host_head_sharded_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  const int k = in.group_size;
+  const double tokens = in.rules.pads_to_slot ? std::max(in.tokens, in.tokens_slot) : in.tokens;
+  const double slice = (in.heads + in.tp * k - 1) / (in.tp * k);
+  const double rows = k * tokens * slice;
+  b.launch();
+  b.collective("ids", CollectiveKind::kAllGather, k, in.group_link, step_ids_bytes(in, k));
+  b.host_rows(rows);
+  const CollectiveKind back = in.rules.head_shards_back;
+  const double bytes = (back == CollectiveKind::kAllGather ? k * rows : rows) * static_cast<double>(in.out_row_bytes);
+  b.collective("rows back", back, k, in.group_link, bytes);
+  b.tp_assembly();
+  return b.finish();
+}
+
 }  // namespace engram

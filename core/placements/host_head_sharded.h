@@ -28,6 +28,7 @@ namespace engram {
 
 // Its registration (placement_registry.cc); the hooks are in host_head_sharded.cc.
 namespace host_head_sharded_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
@@ -41,7 +42,7 @@ inline constexpr PlacementOps kHostHeadShardedOps{
                        "per node so the groups are larger",
     .build = host_head_sharded_ops::build, .ask_plan_for = host_head_sharded_ops::ask_plan_for,
     .report_heads = host_head_sharded_ops::report_heads, .doctor_verdict = host_head_sharded_ops::doctor_verdict,
-    .doctor_position = 3};
+    .doctor_position = 3, .step_time = host_head_sharded_ops::step_time};
 
 // The rows shard `shard` of `shard_count` holds: its heads' buckets,
 // contiguous (shard_count = tp * g, shard = engram_head_shard_rank(...)).

@@ -1,4 +1,5 @@
 #include "core/placements/host_private.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -51,6 +52,11 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 Status lookup_host_private(Collectives& tp_group, const LookupRequest& request,
                            std::span<const std::byte> private_slice_bytes) {
   return lookup_tp_slice(tp_group, request, private_slice_bytes, "host_private: the private copy");
+}
+
+// As host_shared, from the replica's own copy: the same rows and links.
+StepTime host_private_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  return host_slice_step(in, c);
 }
 
 }  // namespace engram

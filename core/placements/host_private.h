@@ -17,6 +17,7 @@ namespace engram {
 
 // Its registration (placement_registry.cc); the hooks are in host_private.cc.
 namespace host_private_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
@@ -28,7 +29,7 @@ inline constexpr PlacementOps kHostPrivateOps{
     .host_memory_fix = "host_private keeps one table per replica (each TP rank its slice): with dp > 1 and the replicas "
                        "co-located, leave dp_shared_memory unset (or true) for host_shared, one copy per node",
     .build = host_private_ops::build, .ask_plan_for = host_private_ops::ask_plan_for,
-    .report_heads = report_tp_slice_heads, .doctor_verdict = host_private_ops::doctor_verdict, .doctor_position = 4};
+    .report_heads = report_tp_slice_heads, .doctor_verdict = host_private_ops::doctor_verdict, .doctor_position = 4, .step_time = host_private_ops::step_time};
 
 // private_slice_bytes: this TP rank's slice of its replica's copy (the
 // whole table at TP1). Collective over tp_group above TP1.

@@ -1,4 +1,5 @@
 #include "core/placements/host_shared.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -385,6 +386,12 @@ std::string host_table_slice_segment_name(const std::string& job_id, int layer_i
 Status lookup_host_shared(Collectives& tp_group, const LookupRequest& request,
                           std::span<const std::byte> node_slice_bytes) {
   return lookup_tp_slice(tp_group, request, node_slice_bytes, "host_shared: the shared table");
+}
+
+// Each rank reads its TP slice of its own tokens' heads from the node's
+// copy, then the TP ranks assemble the heads.
+StepTime host_shared_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  return host_slice_step(in, c);
 }
 
 }  // namespace engram

@@ -22,6 +22,7 @@ namespace engram {
 
 // Its registration (placement_registry.cc); the hooks are in host_shared.cc.
 namespace host_shared_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
@@ -33,7 +34,7 @@ inline constexpr PlacementOps kHostSharedOps{
     .host_memory_fix = "host_shared already keeps one copy per node: give hosts with more RAM",
     .build = host_shared_ops::build, .ask_plan_for = host_shared_ops::ask_plan_for,
     .steps = kCreatesHostSegments, .report_heads = report_tp_slice_heads,
-    .doctor_verdict = host_shared_ops::doctor_verdict, .doctor_position = 2, .bench_pinned_copy_share_min = 0.6};
+    .doctor_verdict = host_shared_ops::doctor_verdict, .doctor_position = 2, .bench_pinned_copy_share_min = 0.6, .step_time = host_shared_ops::step_time};
 
 // ------------------------------------------------------------ capability
 // Whether a node's ranks can share one /dev/shm copy: host_shared's own

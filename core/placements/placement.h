@@ -30,6 +30,7 @@
 #include "core/lookup/lookup_types.h"
 #include "core/model/table_spec.h"
 #include "core/placements/placement_steps.h"
+#include "core/placements/step_cost.h"
 
 namespace engram {
 
@@ -263,6 +264,9 @@ struct PlacementOps {
   // The share of the pinned host-to-device copy's rate the bench holds it
   // to at 8192 tokens (0: no such target).
   double bench_pinned_copy_share_min = 0;
+  // The time of one lookup step of one layer on one rank: its rows and bytes
+  // over each link, its collectives, its launch (core/placements/step_cost.h).
+  StepTime (*step_time)(const StepCostInput& input, const StepConstants& constants) = nullptr;
 };
 
 // The registration table, in Placement order.

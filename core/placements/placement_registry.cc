@@ -41,7 +41,8 @@ static_assert(entries_complete(),
 // take a function's address compared with nullptr as a constant expression
 // under -fsanitize=undefined, so this half cannot be a static_assert.
 bool hooks_complete(const PlacementOps& ops) {
-  return ops.name != nullptr && ops.cost != nullptr && ops.build != nullptr && ops.doctor_verdict != nullptr &&
+  return ops.name != nullptr && ops.cost != nullptr && ops.step_time != nullptr && ops.build != nullptr &&
+         ops.doctor_verdict != nullptr &&
          // A device placement is checked for a device before it builds.
          ops.needs_device == (ops.capable != nullptr);
 }
@@ -60,7 +61,7 @@ constexpr std::array<PlacementOps, kPlacementCount> kTable = make_table();
 const std::array<PlacementOps, kPlacementCount>& checked_table() {
   static const bool complete = [] {
     for (const PlacementOps& ops : kTable)
-      ENGRAM_CHECK_MSG(hooks_complete(ops), "a placement entry without a name, cost, build or doctor verdict, or a "
+      ENGRAM_CHECK_MSG(hooks_complete(ops), "a placement entry without a name, cost, step time, build or doctor verdict, or a "
                                             "device placement without its capability check (or the reverse)");
     return true;
   }();

@@ -1,4 +1,5 @@
 #include "core/placements/sglang_file.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -32,4 +33,10 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 }
 
 }  // namespace sglang_file_ops
+// A table file mapped MAP_SHARED, unpinned: the GPU cannot address it, so
+// the CPU gathers every row and copies them over.
+StepTime sglang_file_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  return host_slice_step(in, c, /*cpu_gathers=*/true);
+}
+
 }  // namespace engram

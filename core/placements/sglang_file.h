@@ -13,6 +13,7 @@
 namespace engram {
 
 namespace sglang_file_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
@@ -24,6 +25,6 @@ inline constexpr PlacementOps kSglangFileOps{
     .host_memory_fix = "sglang_file keeps one copy per node in the page cache: give hosts with more RAM (or accept "
                        "reads from disk where the page cache cannot hold it)",
     .build = sglang_file_ops::build, .ask_plan_for = sglang_file_ops::ask_plan_for,
-    .doctor_verdict = sglang_file_ops::doctor_verdict, .doctor_position = 9};
+    .doctor_verdict = sglang_file_ops::doctor_verdict, .doctor_position = 9, .step_time = sglang_file_ops::step_time};
 
 }  // namespace engram

@@ -1,4 +1,5 @@
 #include "core/placements/sglang_numa_shared.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -45,4 +46,9 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 }
 
 }  // namespace sglang_numa_shared_ops
+// A memfd copy per NUMA node: read as host_shared reads.
+StepTime sglang_numa_shared_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  return host_slice_step(in, c);
+}
+
 }  // namespace engram

@@ -16,6 +16,7 @@
 namespace engram {
 
 namespace sglang_numa_shared_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
@@ -27,6 +28,6 @@ inline constexpr PlacementOps kSglangNumaSharedOps{
     .host_memory_fix = "sglang_numa_shared keeps a copy per NUMA node: set config.placement: sglang_shared for one "
                        "copy per node, or give hosts with more RAM",
     .build = sglang_numa_shared_ops::build, .ask_plan_for = sglang_numa_shared_ops::ask_plan_for,
-    .doctor_verdict = sglang_numa_shared_ops::doctor_verdict, .doctor_position = 8};
+    .doctor_verdict = sglang_numa_shared_ops::doctor_verdict, .doctor_position = 8, .step_time = sglang_numa_shared_ops::step_time};
 
 }  // namespace engram

@@ -103,4 +103,17 @@ Status lookup_sglang_private(Collectives& group, Collectives& tp_group, const Lo
   return Status::ok();
 }
 
+// Row shards over the group in host memory: each rank reads the rows it
+// owns of every token (tokens x heads / group), then the group sums them
+// (all-reduce).
+StepTime sglang_private_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  StepBuilder b(in, c);
+  const int g = in.group_size;
+  const double rows = static_cast<double>(in.tokens) * in.heads;
+  b.launch();
+  b.host_rows(rows / g);
+  b.collective("rows summed", CollectiveKind::kAllReduce, g, in.group_link, rows * static_cast<double>(in.out_row_bytes));
+  return b.finish();
+}
+
 }  // namespace engram

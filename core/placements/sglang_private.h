@@ -21,6 +21,7 @@
 namespace engram {
 
 namespace sglang_private_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
@@ -32,7 +33,7 @@ inline constexpr PlacementOps kSglangPrivateOps{
     .host_memory_fix = "sglang_private already splits one table over the row-shard group: widen the group "
                        "(config.shard_group: world) or give hosts with more RAM",
     .build = sglang_private_ops::build, .ask_plan_for = sglang_private_ops::ask_plan_for,
-    .doctor_verdict = sglang_private_ops::doctor_verdict, .doctor_position = 7};
+    .doctor_verdict = sglang_private_ops::doctor_verdict, .doctor_position = 7, .step_time = sglang_private_ops::step_time};
 
 // shard_bytes: this member's rows of the table, RowShardLayout(rows,
 // group.size()).shard_begin(group.rank()) on. Collective over `group`

@@ -1,4 +1,5 @@
 #include "core/placements/sglang_shared.h"
+#include "core/placements/host_slice_step.h"
 
 #include <fmt/format.h>
 
@@ -31,4 +32,9 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 }
 
 }  // namespace sglang_shared_ops
+// The node's memfd copy registered for the GPU: read as host_shared reads.
+StepTime sglang_shared_ops::step_time(const StepCostInput& in, const StepConstants& c) {
+  return host_slice_step(in, c);
+}
+
 }  // namespace engram

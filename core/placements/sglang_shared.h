@@ -15,6 +15,7 @@
 namespace engram {
 
 namespace sglang_shared_ops {
+StepTime step_time(const StepCostInput& input, const StepConstants& constants);
 PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
@@ -25,6 +26,6 @@ inline constexpr PlacementOps kSglangSharedOps{
     .needs_one_pid_namespace = true, .cost = sglang_shared_ops::cost,
     .host_memory_fix = "sglang_shared already keeps one copy per node: give hosts with more RAM",
     .build = sglang_shared_ops::build, .ask_plan_for = sglang_shared_ops::ask_plan_for,
-    .doctor_verdict = sglang_shared_ops::doctor_verdict, .doctor_position = 6};
+    .doctor_verdict = sglang_shared_ops::doctor_verdict, .doctor_position = 6, .step_time = sglang_shared_ops::step_time};
 
 }  // namespace engram

@@ -10,6 +10,7 @@
 #include "core/engines/engine_profile.h"
 #include "core/model/row_format.h"
 #include "core/plan/memory_fit.h"
+#include "core/plan/step_time_plan.h"
 
 namespace engram {
 namespace {
@@ -149,6 +150,11 @@ EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice)
   }
   if (plan.hosts.empty()) c.kv_cache_left_bytes_min = 0;
   for (const Warning& w : plan.warnings) c.warnings.push_back(w.key);
+  const StepConstants constants =
+      step_constants_for(plan.deployment.hosts.empty() ? "H200" : plan.deployment.hosts.front().gpu_model);
+  c.step_tokens = plan.deployment.config.tokens_per_rank_max;
+  c.step_time_us_p50 = plan_step_time_us_max(plan, constants, c.step_tokens);
+  c.step_calibration = constants.calibration;
   return c;
 }
 
@@ -182,7 +188,8 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
                                      "node-local group", "HBM per GPU",       "host tables per node",
                                      "copies per node",  "collectives/step",  "bytes/token/step",
                                      "KV cache left",    "scale bytes 0/255", "warnings",
-                                     "verdict",          "host layouts",      "not counted"};
+                                     "verdict",          "host layouts",      "not counted",
+                                     "step time p50"};
   std::vector<std::vector<std::string>> cells;
   for (const EngineColumn& c : columns) {
     std::vector<std::string> v;
@@ -215,6 +222,7 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
     std::string nc;
     for (const std::string& n : c.not_counted) nc += (nc.empty() ? "" : "; ") + n.substr(0, n.find(" ("));
     v.push_back(nc.empty() ? "none" : nc);
+    v.push_back(fmt::format("{:.1f} us at {} tokens/rank", c.step_time_us_p50, c.step_tokens));
     cells.push_back(std::move(v));
   }
   // One row per fact, a column per engine; long cells stay whole.
@@ -263,6 +271,9 @@ Json engine_comparison_json(std::span<const EngineColumn> columns) {
     j["kv_cache_left_bytes_min"] = c.kv_cache_left_bytes_min;
     j["warnings"] = c.warnings;
     j["fits"] = error_json_or_null(c.fits);
+    j["step_time_us_p50"] = c.step_time_us_p50;
+    j["step_tokens_per_rank"] = c.step_tokens;
+    j["step_calibration"] = c.step_calibration;
     engines.push_back(std::move(j));
   }
   Json doc = json_document("plan");

@@ -44,6 +44,11 @@ struct EngineColumn {
   int64_t kv_cache_left_bytes_min = 0;
   std::string scale_bytes;                  // "0 -> +0, 255 -> +inf"
   std::vector<std::string> warnings;        // warning keys
+  // The slowest rank's modelled step time at the deployment's tokens per
+  // rank (core/plan/step_time_plan.h), and the calibration behind it.
+  double step_time_us_p50 = 0;
+  int step_tokens = 0;
+  std::string step_calibration;
 };
 
 // Plans `deployment` (flags and file as given, engine.profile ignored)
