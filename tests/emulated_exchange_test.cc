@@ -1,0 +1,137 @@
+// The real backend's handle exchange (backends/cuda over the real rendezvous
+// and fd channel) in real processes over the emulated CUDA driver, on the
+// worlds of the issue: 2 GB300 nodes of one NVLink domain (FABRIC), one B300
+// (POSIX fds), 2 hosts without IMEX (the clear error before any import), an
+// NVL72 rack with an import fault, ranks sharing a GPU. Each rank reads every
+// peer's shard through its mapping on the CPU, byte by byte against the fill
+// rule (tests/emulated_rank_worker_main.cc), and the outcome (handle type, or
+// the error's kind and words) equals the emulator's for the same deployment.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <mutex>
+
+#include "core/exchange/handle_exchange.h"
+#include "sim/world.h"
+#include "tests/emulated_driver_world.h"
+
+namespace engram {
+namespace {
+
+using testing::count;
+using testing::make_emulated_world;
+using testing::run_emulated_ranks;
+
+constexpr uint64_t kShardBytes = 3ull << 20;  // rounds up to 4 MiB: the exchange's rounding runs too
+
+struct EmulatorOutcome {
+  std::string handle_type;  // of rank 0, when every rank succeeded
+  Status first_failure;
+};
+
+// The same deployment on the emulator (sim/): every rank runs the exchange.
+EmulatorOutcome on_the_emulator(const Deployment& d, sim::FaultPlan faults = {}) {
+  sim::WorldSpec spec;
+  spec.hosts = d.hosts;
+  spec.ranks = sim::ranks_filling_gpus(d.hosts);
+  spec.faults = std::move(faults);
+  auto shared_type = std::make_shared<std::string>();
+  auto run = sim::run_world(spec, [shared_type](RankBackend& backend) -> Status {
+    auto shared = exchange_shareable_handles(backend, *backend.world, kShardBytes);
+    if (!shared.is_ok()) return shared.status();
+    if (backend.world_rank == 0) *shared_type = handle_type_name(shared->handle_type());
+    return shared->teardown();
+  });
+  EmulatorOutcome out;
+  EXPECT_TRUE(run.is_ok()) << run.status().to_string();
+  if (!run.is_ok()) return out;
+  for (const Status& s : run->statuses)
+    if (!s.is_ok() && out.first_failure.is_ok()) out.first_failure = s;
+  EXPECT_TRUE(run->leaks.empty()) << run->summary();
+  if (out.first_failure.is_ok()) out.handle_type = *shared_type;
+  return out;
+}
+
+void expect_exchanged(const std::string& yaml, int ranks, const std::string& handle_type, const std::string& extra = "") {
+  auto world = make_emulated_world(yaml);
+  ASSERT_TRUE(world.is_ok()) << world.status().to_string();
+  const auto run = run_emulated_ranks(**world, fmt::format("exchange --bytes {}{}", kShardBytes, extra));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(count(run.output, "handle " + handle_type + ", " + std::to_string(ranks) + " ranks: EXCHANGE OK"),
+            static_cast<size_t>(ranks))
+      << run.output;
+  EXPECT_EQ(count(run.output, "NOTHING LEFT"), static_cast<size_t>(ranks)) << run.output;
+  EXPECT_EQ(on_the_emulator((*world)->deployment).handle_type, handle_type);
+}
+
+TEST(EmulatedDriverExchange, TwoGb300NodesOfOneDomainShareFabricHandles) {
+  expect_exchanged(R"(
+hosts:
+  - {name: gb300, count: 2, gpus: 4, gpu_model: GB300, nvlink_domain: nvl72-a, imex_channel: true, fabric_attribute: true}
+layout: {tp: 8, dp: 1}
+)",
+                   8, "fabric");
+}
+
+TEST(EmulatedDriverExchange, EightRanksOnOneB300SharePosixFds) {
+  expect_exchanged(R"(
+hosts:
+  - {name: b300-0, gpus: 8, gpu_model: B300}
+layout: {tp: 8, dp: 1}
+)",
+                   8, "posix_fd");
+}
+
+TEST(EmulatedDriverExchange, RanksSharingAGpuSharePosixFds) {
+  expect_exchanged(R"(
+hosts:
+  - {name: h200-0, gpus: 2, gpu_model: H200, ranks_per_gpu: 2}
+layout: {tp: 4, dp: 1}
+)",
+                   4, "posix_fd", " --ranks-per-gpu 2");
+}
+
+TEST(EmulatedDriverExchange, TwoHostsWithoutImexFailBeforeAnyImportNamingTheHosts) {
+  auto world = make_emulated_world(R"(
+hosts:
+  - {name: h200, count: 2, gpus: 4, gpu_model: H200, nvlink_domain: nvl-h200, fabric_attribute: true, imex_channel: false}
+layout: {tp: 8, dp: 1}
+)");
+  ASSERT_TRUE(world.is_ok()) << world.status().to_string();
+  const auto run = run_emulated_ranks(**world, fmt::format("exchange --bytes {} --expect refused", kShardBytes));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(count(run.output, "EXCHANGE REFUSED: failed_precondition"), 8u) << run.output;
+  for (const char* words : {"spans 2 hosts", "IMEX channel missing on", "h200-0", "h200-1"})
+    EXPECT_EQ(count(run.output, words) >= 8, true) << words << "\n" << run.output;
+  // Refused at the agreement, before anyone created, exported or imported.
+  EXPECT_EQ(count(run.output, "cuMemImportFromShareableHandle"), 0u) << run.output;
+  EXPECT_EQ(count(run.output, "NOTHING LEFT"), 8u) << run.output;
+  const EmulatorOutcome sim = on_the_emulator((*world)->deployment);
+  ASSERT_FALSE(sim.first_failure.is_ok());
+  EXPECT_EQ(sim.first_failure.code(), ErrorCode::kFailedPrecondition);
+  for (const char* words : {"spans 2 hosts", "IMEX channel missing on", "h200-0", "h200-1"})
+    EXPECT_NE(sim.first_failure.message().find(words), std::string::npos) << sim.first_failure.to_string();
+}
+
+TEST(EmulatedDriverExchange, Nvl72RackWithAnImportFaultFailsEveryRankAndLeavesNothing) {
+  const std::string yaml = R"(
+hosts:
+  - {name: nvl72-node, count: 18, gpus: 4, gpu_model: GB300, nvlink_domain: nvl72-rack0, imex_channel: true, fabric_attribute: true}
+layout: {tp: 72, dp: 1}
+)";
+  auto world = make_emulated_world(yaml, {{.site = "import", .rank = 5, .nth = 1}});
+  ASSERT_TRUE(world.is_ok()) << world.status().to_string();
+  const auto run = run_emulated_ranks(**world, "exchange --bytes 2097152 --expect refused");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(count(run.output, "fault 'import' fired on rank 5"), 1u) << run.output;
+  EXPECT_EQ(count(run.output, "EXCHANGE REFUSED: permission_denied"), 72u) << run.output;
+  EXPECT_EQ(count(run.output, "NOTHING LEFT"), 72u) << run.output;
+  sim::FaultPlan faults;
+  faults.plan(sim::FaultSite::kImport, 5);
+  const EmulatorOutcome sim = on_the_emulator((*world)->deployment, faults);
+  ASSERT_FALSE(sim.first_failure.is_ok());
+  EXPECT_EQ(sim.first_failure.code(), ErrorCode::kPermissionDenied) << sim.first_failure.to_string();
+}
+
+}  // namespace
+}  // namespace engram
