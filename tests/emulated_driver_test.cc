@@ -220,6 +220,8 @@ TEST_F(EmulatedDriver, FabricImportsAcrossProcessesDomainsAndADeadExporter) {
   int from_child[2];
   ASSERT_EQ(::pipe(to_child), 0);
   ASSERT_EQ(::pipe(from_child), 0);
+  auto before = device_->memory_info();  // this process is rank 0 too: GPU 0 of gb300-a
+  ASSERT_TRUE(before.is_ok());
   const std::string command = worker(0, "export-fabric");
   const pid_t exporter = ::fork();
   if (exporter == 0) {
@@ -238,6 +240,7 @@ TEST_F(EmulatedDriver, FabricImportsAcrossProcessesDomainsAndADeadExporter) {
   ::close(from_child[0]);
   ASSERT_EQ(line.rfind("HANDLE ", 0), 0u) << line;
   const std::string hex = line.substr(7);
+  EXPECT_EQ(device_->memory_info()->first, before->first - 2 * kMiB);  // the exporter's allocation, charged here
 
   auto same_host = testing::run(worker(1, "import-fabric " + hex));
   EXPECT_EQ(count(same_host.output, "IMPORT OK"), 1u) << same_host.output;
@@ -249,10 +252,16 @@ TEST_F(EmulatedDriver, FabricImportsAcrossProcessesDomainsAndADeadExporter) {
   EXPECT_EQ(count(no_imex.output, "IMPORT REFUSED: permission_denied"), 1u) << no_imex.output;
   EXPECT_GE(count(no_imex.output, "no IMEX channel on host h200-0"), 1u) << no_imex.output;
 
+  const std::string sockets_of_exporter =
+      "grep -c 'engramlab-emu-imex.*[.]" + std::to_string(exporter) + "$' /proc/net/unix";
+  EXPECT_EQ(testing::run(sockets_of_exporter).output, "1\n");  // its IMEX service listens
   ::kill(exporter, SIGKILL);
   int status = 0;
   ::waitpid(exporter, &status, 0);
   ::close(to_child[1]);
+  // SIGKILL left nothing: its memory is back and its IMEX socket is gone.
+  EXPECT_EQ(device_->memory_info()->first, before->first);
+  EXPECT_EQ(testing::run(sockets_of_exporter).output, "0\n");
   auto dead = testing::run(worker(1, "import-fabric " + hex));
   EXPECT_EQ(count(dead.output, "IMPORT REFUSED: invalid_argument"), 1u) << dead.output;
   EXPECT_GE(count(dead.output, "no longer exists"), 1u) << dead.output;
