@@ -10,6 +10,10 @@
 
 #include <memory>
 #include <mutex>
+#include <regex>
+#include <set>
+
+#include "core/base/splitmix64.h"
 
 #include "core/exchange/handle_exchange.h"
 #include "sim/world.h"
@@ -141,6 +145,63 @@ layout: {tp: 72, dp: 1}
     EXPECT_EQ(s.code(), r == 5 ? ErrorCode::kPermissionDenied : ErrorCode::kUnavailable) << s.to_string();
     if (r != 5) EXPECT_NE(s.message().find("rank 5 failed at step import"), std::string::npos) << s.to_string();
   }
+}
+
+// Drawn fault plans on real processes through the real backend: each seed
+// draws a world (odd: one B300 host, POSIX fds; even: two GB300 hosts of one
+// domain, FABRIC), a site (export, import, map, access, slow or none) and a
+// rank; every rank's outcome (ok, or the error's kind) must equal the
+// emulator's for the same plan, every armed site must fire, and nothing may be
+// left in any rank. The real FABRIC probe exports once before the exchange
+// (the emulator's probe does not), so on FABRIC worlds an export fault is
+// armed at the second export, the exchange's own.
+TEST(EmulatedDriverExchange, DrawnFaultsOver200SeedsMatchTheEmulatorAndLeaveNothing) {
+  static const char* kSites[] = {"export", "import", "map", "access", "slow", "none"};
+  std::map<std::string, int> fired;
+  int failed_seeds = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const bool posix = seed % 2 == 1;
+    const std::string site = kSites[splitmix64_at(seed, 0) % std::size(kSites)];
+    const int rank = static_cast<int>(splitmix64_at(seed, 1) % 2);
+    const std::string yaml =
+        posix ? "hosts:\n  - {name: b300-0, gpus: 2, gpu_model: B300}\nlayout: {tp: 2, dp: 1}\n"
+              : "hosts:\n  - {name: gb300, count: 2, gpus: 1, gpu_model: GB300, nvlink_domain: nvl72-a, "
+                "imex_channel: true, fabric_attribute: true}\nlayout: {tp: 2, dp: 1}\n";
+    std::vector<emulated::WorldFault> armed;
+    sim::FaultPlan plan;
+    if (site != "none") {
+      armed.push_back({.site = site, .rank = rank, .nth = site == "export" && !posix ? 2 : 1, .delay_ms = 20});
+      const std::map<std::string, sim::FaultSite> sim_site = {{"export", sim::FaultSite::kExport},
+                                                              {"import", sim::FaultSite::kImport},
+                                                              {"map", sim::FaultSite::kMap},
+                                                              {"access", sim::FaultSite::kAccess}};
+      if (sim_site.count(site)) plan.plan(sim_site.at(site), rank);
+    }
+    auto world = make_emulated_world(yaml, armed);
+    ASSERT_TRUE(world.is_ok()) << world.status().to_string();
+    const auto run = run_emulated_ranks(**world, "exchange --bytes 2097152 --expect refused");
+    const EmulatorOutcome sim = on_the_emulator((*world)->deployment, plan);
+    bool seed_ok = count(run.output, "NOTHING LEFT") == 2 && run.exit_code == 0;
+    if (site != "none") {
+      const bool did_fire = count(run.output, "fault '" + site + "' fired on rank " + std::to_string(rank)) == 1;
+      seed_ok &= did_fire;
+      fired[site] += did_fire;
+    }
+    for (int r = 0; r < 2 && r < static_cast<int>(sim.statuses.size()); ++r) {
+      const Status& expected = sim.statuses[static_cast<size_t>(r)];
+      const std::string word = expected.is_ok() ? "EXCHANGE OK" : std::string("EXCHANGE REFUSED: ") +
+                                                                      error_code_name(expected.code());
+      seed_ok &= std::regex_search(run.output, std::regex("rank " + std::to_string(r) + ": [^\n]*" + word));
+    }
+    if (!seed_ok) {
+      ++failed_seeds;
+      ADD_FAILURE() << "seed " << seed << " (" << (posix ? "posix" : "fabric") << ", fault " << site << " on rank "
+                    << rank << "):\n" << run.output;
+    }
+  }
+  EXPECT_EQ(failed_seeds, 0);
+  for (const char* site : kSites)
+    if (std::string(site) != "none") EXPECT_GT(fired[site], 0) << site << " never fired";
 }
 
 }  // namespace
