@@ -3,13 +3,16 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -58,6 +61,19 @@ Process load() {
   std::snprintf(id, sizeof id, "%016llx",
                 static_cast<unsigned long long>(fnv1a(std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino))));
   p.world_id = id;
+  // Marks this process as one of the world's, for the ledger's scan: an
+  // abstract socket, which has no file and goes with the process.
+  p.member_fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string member = "engramlab-emu-proc." + p.world_id + "." + std::to_string(::getpid());
+  std::memcpy(addr.sun_path + 1, member.data(), member.size());
+  if (p.member_fd >= 0 &&
+      ::bind(p.member_fd, reinterpret_cast<sockaddr*>(&addr),
+             static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + member.size())) != 0) {
+    p.error = std::string("cannot bind the world's member socket: ") + std::strerror(errno);
+    return p;
+  }
   const char* rank_text = env("RANK");
   if (rank_text == nullptr) rank_text = env("OMPI_COMM_WORLD_RANK");
   if (rank_text == nullptr) rank_text = env("SLURM_PROCID");
@@ -124,15 +140,23 @@ bool parse_memfd_link(const Process& p, const std::string& link, int& host, int&
 }
 
 uint64_t used_bytes(const Process& p, int host, int gpu) {
+  // The world's processes, from their member sockets (/proc/net/unix lists
+  // abstract names as "@name"); only their descriptors are read.
+  std::set<std::string> pids;
+  {
+    std::ifstream sockets("/proc/net/unix");
+    const std::string prefix = "@engramlab-emu-proc." + p.world_id + ".";
+    for (std::string line; std::getline(sockets, line);) {
+      const size_t at = line.find(prefix);
+      if (at != std::string::npos) pids.insert(line.substr(at + prefix.size()));
+    }
+  }
   std::set<ino_t> counted;
   uint64_t bytes = 0;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return 0;
-  while (const dirent* e = ::readdir(proc)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const std::string fd_dir = std::string("/proc/") + e->d_name + "/fd";
+  for (const std::string& pid : pids) {
+    const std::string fd_dir = "/proc/" + pid + "/fd";
     DIR* fds = ::opendir(fd_dir.c_str());
-    if (fds == nullptr) continue;  // gone, or not ours to read
+    if (fds == nullptr) continue;  // gone since
     while (const dirent* f = ::readdir(fds)) {
       if (f->d_name[0] == '.') continue;
       const std::string path = fd_dir + "/" + f->d_name;
@@ -149,7 +173,6 @@ uint64_t used_bytes(const Process& p, int host, int gpu) {
     }
     ::closedir(fds);
   }
-  ::closedir(proc);
   return bytes;
 }
 

@@ -6,7 +6,8 @@
 //
 // The ledger keeps no state of its own: the memory in use on emulated GPU g
 // of host h is the size of every distinct memfd named for (world, h, g) that
-// any process holds open (/proc/<pid>/fd); the driver holds one descriptor
+// a process of the world holds open (/proc/<pid>/fd; the world's processes
+// are those bound to its abstract member socket); the driver holds one descriptor
 // per allocation handle and per mapping. A process killed by SIGKILL drops
 // its descriptors, so its memory comes back without anyone cleaning up, and
 // nothing exists on disk to outlive the job. Creation is serialised by an
@@ -28,6 +29,7 @@ struct Process {
   std::string world_id;      // 16 hex digits: names memfds and the IMEX sockets of this world
   World world;
   int world_fd = -1;         // the world file, held open for flock
+  int member_fd = -1;        // abstract socket "engramlab-emu-proc.<world>.<pid>": this process is of the world
   int rank = 0;
   int host = 0;
   std::vector<int> visible;  // CUDA ordinal -> GPU index on the host
