@@ -21,6 +21,8 @@
 //   emulated_rank_worker import-fabric <128 hex> [--bytes N]
 //       Imports, maps and checks the exporter's fill; prints "IMPORT OK" or
 //       "IMPORT REFUSED: <status>".
+//   emulated_rank_worker trace
+//       One VMM sequence on GPU 0 with each step's driver answer, a line each.
 #include <unistd.h>
 
 #include <algorithm>
@@ -221,6 +223,91 @@ int import_fabric(int argc, char** argv) {
   return result;
 }
 
+// The CUDA error name a failed call's status carries, or "ok".
+std::string code_of(const Status& s) {
+  if (s.is_ok()) return "ok";
+  const std::string& m = s.message();
+  const size_t at = m.find("CUDA_ERROR_");
+  if (at == std::string::npos) return error_code_name(s.code());
+  return m.substr(at, m.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", at) - at);
+}
+
+// One VMM sequence on GPU 0, a line per step with what the driver answered:
+// the same lines from the real driver and the emulated one mean they agree
+// (tests/gpu/emulated_driver_agreement_test.cc).
+int trace() {
+  auto opened = cuda::CudaDeviceMemory::open(0);
+  if (!opened.is_ok()) {
+    std::printf("open: %s\n", opened.status().to_string().c_str());
+    return 1;
+  }
+  cuda::CudaDeviceMemory& d = **opened;
+  auto info = d.info();
+  if (!info.is_ok()) {
+    std::printf("info: %s\n", info.status().to_string().c_str());
+    return 1;
+  }
+  const uint64_t g = info->granularity_bytes;
+  std::printf("info: name=%s vmm=%d posix_fd=%d fabric_attribute=%d granularity=%llu\n", info->name.c_str(),
+              info->vmm_supported, info->posix_fd_supported, info->fabric_attribute,
+              static_cast<unsigned long long>(g));
+  std::printf("probe_fabric: %s\n", code_of(d.probe_fabric()).c_str());
+  auto fabric = d.create(g, HandleType::kFabric);
+  std::printf("create_fabric: %s\n", code_of(fabric.status()).c_str());
+  if (fabric.is_ok()) (void)d.release(*fabric);
+  // POSIX: create, export, import, map, access, write, read back.
+  Status posix = Status::ok();
+  auto mine = d.create(g, HandleType::kPosixFd);
+  posix = mine.status();
+  if (posix.is_ok()) {
+    auto handle = d.export_handle(*mine, HandleType::kPosixFd);
+    posix = handle.status();
+    if (posix.is_ok()) {
+      auto imported = d.import_handle(*handle);
+      (void)d.close_fd(handle->fd);
+      posix = imported.status();
+      if (posix.is_ok()) {
+        auto range = d.reserve(g);
+        posix = range.status();
+        if (posix.is_ok()) {
+          posix = d.map(*range, g, *imported);
+          if (posix.is_ok()) posix = d.set_access(*range, g);
+          std::vector<std::byte> out(4096, std::byte{0x5a});
+          std::vector<std::byte> back(4096);
+          if (posix.is_ok()) posix = d.copy_to_device(*range, out);
+          if (posix.is_ok()) posix = d.copy_from_device(back, *range);
+          if (posix.is_ok() && back != out) posix = Status(ErrorCode::kInternal, "read back differs");
+          (void)d.unmap(*range, g);
+          (void)d.free_reservation(*range, g);
+        }
+        (void)d.release(*imported);
+      }
+    }
+    (void)d.release(*mine);
+  }
+  std::printf("posix_round_trip: %s\n", code_of(posix).c_str());
+  ShareableHandle forged;
+  forged.type = HandleType::kFabric;
+  for (size_t i = 0; i < forged.fabric.size(); ++i) forged.fabric[i] = static_cast<uint8_t>(i * 31 + 7);
+  std::printf("forged_fabric_import: %s\n", code_of(d.import_handle(forged).status()).c_str());
+  auto two = d.create(2 * g, HandleType::kPosixFd);
+  auto small = d.reserve(g);
+  if (two.is_ok() && small.is_ok()) {
+    std::printf("map_past_reservation: %s\n", code_of(d.map(*small, 2 * g, *two)).c_str());
+    std::printf("access_unmapped: %s\n", code_of(d.set_access(*small, g)).c_str());
+  }
+  if (small.is_ok()) (void)d.free_reservation(*small, g);
+  if (two.is_ok()) {
+    (void)d.release(*two);
+    std::printf("release_twice: %s\n", code_of(d.release(*two)).c_str());
+  }
+  const uint64_t past = (info->memory_bytes_total / g + 1) * g;
+  auto huge = d.create(past, HandleType::kPosixFd);
+  std::printf("create_past_memory: %s\n", code_of(huge.status()).c_str());
+  if (huge.is_ok()) (void)d.release(*huge);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,6 +316,7 @@ int main(int argc, char** argv) {
   if (mode == "exchange") return exchange(argc, argv);
   if (mode == "export-fabric") return export_fabric(argc, argv);
   if (mode == "import-fabric") return import_fabric(argc, argv);
+  if (mode == "trace") return trace();
   std::fprintf(stderr, "usage: emulated_rank_worker exchange|export-fabric|import-fabric ...\n");
   return 2;
 }
