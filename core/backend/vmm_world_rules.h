@@ -30,6 +30,10 @@ struct FabricHost {
 // - attribute 0: CUDA_ERROR_NOT_SUPPORTED;
 // - attribute set, no IMEX channel: CUDA_ERROR_NOT_PERMITTED, measured on
 //   one H200 VM (the seed's probe).
+// The import side is documented: "If shHandleType is CU_MEM_HANDLE_TYPE_FABRIC
+// and the importer process has not been granted access to the same IMEX
+// channel as the exporter process, this API will error as
+// CUDA_ERROR_NOT_PERMITTED" (cuda.h 13.0, cuMemImportFromShareableHandle).
 // NCCL expects exactly these two from a FABRIC cuMemCreate and retries
 // without FABRIC on either (NVIDIA/nccl, src/allocator.cc L53-68,
 // tag v2.28.9-1, merged).
