@@ -55,6 +55,28 @@ Process load() {
     p.error = std::string("ENGRAMLAB_EMULATED_WORLD=") + path + ": " + why;
     return p;
   }
+  // Faults armed from the environment as well as from the file:
+  // ENGRAMLAB_EMULATED_FAULTS="site:rank[:nth[:delay_ms]],..." (a scenario's or a
+  // fuzz seed's plan handed to every rank by its launcher).
+  if (const char* armed = env("ENGRAMLAB_EMULATED_FAULTS")) {
+    std::stringstream list(armed);
+    for (std::string item; std::getline(list, item, ',');) {
+      std::string fields[4];
+      std::stringstream parts(item);
+      for (std::string& f : fields) std::getline(parts, f, ':');
+      std::string line = "engramlab-emulated-world 1\nhost name=x gpus=1 memory_bytes=1 granularity_bytes=1\nfault site=" +
+                         fields[0] + " rank=" + (fields[1].empty() ? "-1" : fields[1]) +
+                         (fields[2].empty() ? "" : " nth=" + fields[2]) +
+                         (fields[3].empty() ? "" : " delay_ms=" + fields[3]) + "\n";
+      World one;
+      if (!parse_world(line, one, why)) {
+        p.error = "ENGRAMLAB_EMULATED_FAULTS: '" + item + "': " + why.substr(why.find(": ") + 2) +
+                  " (write site:rank[:nth[:delay_ms]])";
+        return p;
+      }
+      p.world.faults.push_back(one.faults.front());
+    }
+  }
   struct stat st{};
   ::fstat(p.world_fd, &st);
   char id[17];
