@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "apps/emulated_driver_launch.h"
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
 #include "apps/local_world_size.h"
@@ -92,6 +93,7 @@ struct LaunchOptions {
   std::string remove_with_parent;
   std::string engine;  // --engine: "" not given
   std::string file;    // --file: a deployment planned before any rank starts
+  std::string emulate_driver;  // --emulate-driver: the deployment whose world the ranks emulate
   std::vector<std::string> command;
 };
 
@@ -418,6 +420,7 @@ struct NodeJob {
   std::string token;
   bool socket_dir_was_there = false;
   pid_t launcher_pid = 0;
+  std::optional<EmulatedDriverJob> emulated;  // --emulate-driver
 };
 
 // Variables of other launchers would describe another job, or (torchrun's)
@@ -443,6 +446,13 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, const NodeJob&
       {"ENGRAMLAB_SOCKET_DIR_KEEP", job.socket_dir_was_there ? "1" : "0"}};
   std::vector<std::pair<std::string, std::string>> handed = ours;
   if (!job.engine.empty()) handed.push_back({kEngineEnv, job.engine});
+  if (job.emulated) {
+    // The emulated host's local rank replaces this node's.
+    for (auto& [key, value] : emulated_driver_environment(*job.emulated, rank)) {
+      std::erase_if(handed, [&key](const auto& kv) { return kv.first == key; });
+      handed.push_back({key, value});
+    }
+  }
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry(*e);
@@ -640,11 +650,37 @@ void drain_pipes(std::vector<OutputPipe>& pipes) {
 }
 
 int launch(LaunchOptions o) {
+  std::optional<EmulatedDriverJob> emulated;
+  // However launch() returns, the world file's directory goes with the job.
+  struct RemoveWorld {
+    std::optional<EmulatedDriverJob>& job;
+    ~RemoveWorld() {
+      if (job) remove_emulated_driver_job(*job);
+    }
+  } remove_world{emulated};
+  if (!o.emulate_driver.empty()) {
+    auto prepared = prepare_emulated_driver(o.emulate_driver);
+    if (!prepared.is_ok()) {
+      std::fprintf(stderr, "engramlab launch: %s\n", prepared.status().message().c_str());
+      return prepared.status().code() == ErrorCode::kInvalidArgument ? 2 : 1;
+    }
+    emulated = std::move(prepared).value();
+    const std::string ranks = std::to_string(emulated->local.size());
+    if (o.nproc_per_node_text.empty()) o.nproc_per_node_text = ranks;
+    if (o.nproc_per_node_text != ranks || o.nnodes_text != "1") {
+      std::fprintf(stderr,
+                   "engramlab launch: --emulate-driver %s places %s ranks on its emulated hosts; start them all "
+                   "on this node (--nproc-per-node %s, one node), or leave --nproc-per-node out\n",
+                   o.emulate_driver.c_str(), ranks.c_str(), ranks.c_str());
+      return 2;
+    }
+  }
   if (Status s = check_options(o); !s.is_ok()) {
     std::fprintf(stderr, "engramlab launch: %s\n", s.message().c_str());
     return 2;
   }
   NodeJob job;
+  job.emulated = emulated;
   job.world = o.nnodes * o.nproc_per_node;
   job.first_rank = o.node_rank * o.nproc_per_node;
   // The engine and the file's plan, before anything is started.
@@ -686,8 +722,9 @@ int launch(LaunchOptions o) {
     if (Stop stop = start_rank(o, job, local, argv, out_dest, err_dest, ranks)) return *stop;
 
   const bool socket_dir_was_there = job.socket_dir_was_there;
-  auto end_of_job_cleanup = [&o, launcher_parent, socket_dir_was_there] {
+  auto end_of_job_cleanup = [&o, launcher_parent, socket_dir_was_there, emulated] {
     remove_socket_dir_of_ended_job(o.job_id, socket_dir_was_there);
+    if (emulated) remove_emulated_driver_job(*emulated);
     remove_dir_of_dead_parent(o.remove_with_parent, launcher_parent);
   };
   LaunchGuard guard(ranks.group, o.grace_ms, end_of_job_cleanup);
@@ -742,6 +779,9 @@ const CommandRegistration registration("60-launch", [](CLI::App& app, int& exit_
                   "a deployment file planned under the engine before any rank starts, as `plan --file` plans it: "
                   "a config the engine refuses (exit 2) or that cannot run (exit 1) starts nothing; its world "
                   "must be the launch's");
+  cmd->add_option("--emulate-driver", o->emulate_driver,
+                  "a deployment file whose world every rank runs in over the emulated CUDA driver and NVML (no GPU "
+                  "needed): its hosts, GPUs, NVLink domains and IMEX channels; starts its ranks on this node");
   cmd->add_option("command", o->command, "the command each rank runs, after `--`")->required();
   cmd->footer(std::string("Across nodes, set the job token once, before starting every node's launcher:\n  ") +
               ipc::kJobTokenLine + "\n");

@@ -21,7 +21,7 @@ install(TARGETS engramlab RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # The exported libraries, each as engramlab::<name without engram_>.
 set(ENGRAM_EXPORTED_TARGETS engram_core ${ENGRAM_CORE_LAYER_TARGETS} engram_host_backend engram_kernels_cpu)
-foreach(optional engram_kernels_cuda engram_cuda_backend)
+foreach(optional engram_kernels_cuda engram_cuda_driver engram_cuda_backend)
   if(TARGET ${optional})
     list(APPEND ENGRAM_EXPORTED_TARGETS ${optional})
   endif()

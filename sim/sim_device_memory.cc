@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/backend/vmm_world_rules.h"
 #include "core/model/gpu_models.h"
 #include "core/base/units.h"
 
@@ -199,18 +200,15 @@ Result<DeviceInfo> SimDeviceMemory::info() {
 }
 
 Status SimDeviceMemory::fabric_capability(const char* call) const {
+  // The rule the emulated driver applies too (core/backend/vmm_world_rules.h).
   const HostSpec& host = context_.host_of(rank_);
-  if (!host.fabric_attribute)
-    return cuda_error("CUDA_ERROR_NOT_SUPPORTED",
-                      fmt::format("{}: {} ({}) does not support FABRIC handles "
-                                  "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED is 0)",
-                                  call, context_.where(rank_), host.gpu_model));
-  if (!host.imex_channel)
-    return cuda_error("CUDA_ERROR_NOT_PERMITTED",
-                      fmt::format("{}: no IMEX channel on host {} (/dev/nvidia-caps-imex-channels/channel0 is "
-                                  "missing) although the device reports FABRIC support: start nvidia-imex and "
-                                  "expose the channel to the container",
-                                  call, host.name));
+  if (auto refused = vmm_rules::fabric_refusal({.name = host.name,
+                                                .where = context_.where(rank_),
+                                                .gpu_model = host.gpu_model,
+                                                .fabric_attribute = host.fabric_attribute,
+                                                .imex_channel = host.imex_channel},
+                                               call))
+    return cuda_error(refused->cu_error, std::move(refused->why));
   return Status::ok();
 }
 
@@ -347,12 +345,10 @@ Result<AllocationHandle> SimDeviceMemory::import_handle(const ShareableHandle& h
     if (!world_.same_machine(my_host, p->host) && !world_.same_nvlink_domain(my_host, p->host)) {
       const HostSpec& mine = context_.hosts()[static_cast<size_t>(my_host)];
       const HostSpec& theirs = context_.hosts()[static_cast<size_t>(p->host)];
-      return fail(cuda_error(
-          "CUDA_ERROR_NOT_PERMITTED",
-          fmt::format("cuMemImportFromShareableHandle(FABRIC): the allocation lives on host {} in NVLink/IMEX "
-                      "domain '{}', this rank runs on host {} in domain '{}': fabric handles import only within "
-                      "one IMEX domain",
-                      theirs.name, theirs.nvlink_domain, mine.name, mine.nvlink_domain)));
+      auto refused = vmm_rules::fabric_import_refusal(theirs.name, theirs.nvlink_domain, mine.name,
+                                                      mine.nvlink_domain, /*same_machine=*/false);
+      ENGRAM_CHECK(refused.has_value());
+      return fail(cuda_error(refused->cu_error, std::move(refused->why)));
     }
   }
   world_.add_reference(physical_id);

@@ -188,6 +188,20 @@ Result<std::string> pci_bus_id(int ordinal) {
   return std::string(text);
 }
 
+std::optional<EmulatedHost> emulated_host() {
+  if (!driver_api().is_ok()) return std::nullopt;
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (library == nullptr) return std::nullopt;
+  using HostFn = int (*)(char*, size_t, char*, size_t, int*);
+  auto host = reinterpret_cast<HostFn>(dlsym(library, "engramlabEmulatedHost"));
+  dlclose(library);  // NOLOAD took a reference; the driver stays loaded
+  char name[256] = {};
+  char boot_id[256] = {};
+  int imex = 0;
+  if (host == nullptr || host(name, sizeof name, boot_id, sizeof boot_id, &imex) == 0) return std::nullopt;
+  return EmulatedHost{.hostname = name, .boot_id = boot_id, .imex_channel = imex != 0};
+}
+
 Result<bool> can_access_peer(int from_ordinal, int to_ordinal) {
   ENGRAM_ASSIGN_OR_RETURN(const DriverApi* api, driver_api());
   CUdevice from = 0;

@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include <optional>
 #include <string>
 
 #include "core/base/status.h"
@@ -74,5 +75,16 @@ Result<std::string> pci_bus_id(int ordinal);
 
 // cuDeviceCanAccessPeer(from, to): can `from` map and access `to`'s memory.
 Result<bool> can_access_peer(int from_ordinal, int to_ordinal);
+
+// The machine this process is on when the driver is the emulated one
+// (backends/emulated_driver): every emulated host of a job shares one real
+// machine, so only the driver knows which host a rank stands for. nullopt on
+// a real driver (it has no such symbol) or without a loaded driver.
+struct EmulatedHost {
+  std::string hostname;
+  std::string boot_id;
+  bool imex_channel = false;
+};
+std::optional<EmulatedHost> emulated_host();
 
 }  // namespace engram::cuda

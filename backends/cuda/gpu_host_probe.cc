@@ -29,6 +29,11 @@ GpuHostProbe::GpuHostProbe(HostProbe& base, int ordinal, int visible_gpu_count)
 
 PlacementFacts GpuHostProbe::facts() {
   PlacementFacts f = base_.facts();
+  if (auto emulated = emulated_host()) {
+    f.host.hostname = emulated->hostname;
+    f.host.boot_id = emulated->boot_id;
+    f.imex_channel = emulated->imex_channel;
+  }
   f.gpu_ordinal = ordinal_;
   f.visible_gpu_count = visible_gpu_count_;
   f.nvlink_domain = domain_.domain;
