@@ -92,22 +92,10 @@ void BM_Lookup(benchmark::State& state, Placement placement) {
   SoloCollectives solo;
   const std::span<const std::byte> whole(table.bytes);
   for (auto _ : state) {
-    Status s;
-    switch (placement) {
-      case Placement::kHostShared: s = lookup_host_shared(solo, request, whole); break;
-      case Placement::kHostHeadSharded: s = lookup_host_head_sharded(solo, solo, request, whole); break;
-      case Placement::kHostPrivate: s = lookup_host_private(solo, request, whole); break;
-      case Placement::kSglangPrivate: s = lookup_sglang_private(solo, solo, request, whole); break;
-      case Placement::kSglangShared:
-      case Placement::kSglangNumaShared:
-      case Placement::kSglangFile: s = lookup_host_copy(solo, request, whole, placement_name(placement)); break;
-      case Placement::kDeviceCollective:
-      case Placement::kDevicePeer:
-      case Placement::kDeviceHeadSharded:
-        s = failed_precondition(std::string(placement_name(placement)) +
-                                " looks up on a device, not in a CPU benchmark");
-        break;
-    }
+    const PlacementOps& ops = placement_ops(placement);
+    const Status s = ops.lookup_from_whole_table == nullptr
+                         ? failed_precondition(std::string(ops.name) + " looks up on a device, not in a CPU benchmark")
+                         : ops.lookup_from_whole_table(solo, solo, request, whole);
     if (!s.is_ok()) {
       state.SkipWithError(s.to_string().c_str());
       break;

@@ -216,7 +216,6 @@ inline PlacementRun run_placement(Placement placement, const TableSpec& table,
   if (placement == Placement::kDeviceHeadSharded)
     return run_built_placement(placement, table, table_bytes, ids_by_rank, slot_tokens, seed);
   const int group = static_cast<int>(ids_by_rank.size());
-  const uint64_t row_bytes = table.row_bytes();
   const std::vector<std::byte> node_copy(table_bytes.begin(), table_bytes.end());
 
   PlacementRun run;
@@ -232,36 +231,12 @@ inline PlacementRun run_placement(Placement placement, const TableSpec& table,
     request.row_ids = ids_by_rank[static_cast<size_t>(rank)];
     request.tokens_per_rank_max = slot_tokens;
     request.output = run.output[static_cast<size_t>(rank)];
-    switch (placement) {
-      case Placement::kHostShared:
-        return lookup_host_shared(*solo, request, node_copy);
-      case Placement::kHostHeadSharded: {
-        const HeadShardRows rows = head_shard_rows(table, group, rank);
-        std::vector<std::byte> mine(table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.first_row) * row_bytes),
-                                    table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.first_row + rows.row_count) * row_bytes));
-        return lookup_host_head_sharded(world, *solo, request, mine);
-      }
-      case Placement::kHostPrivate: {
-        std::vector<std::byte> private_copy(table_bytes.begin(), table_bytes.end());
-        return lookup_host_private(*solo, request, private_copy);
-      }
-      case Placement::kSglangPrivate: {
-        const RowShardLayout rows(table.row_count(), group);
-        std::vector<std::byte> mine(table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.shard_begin(rank)) * row_bytes),
-                                    table_bytes.begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(rows.shard_end(rank)) * row_bytes));
-        return lookup_sglang_private(world, *solo, request, mine);
-      }
-      case Placement::kSglangShared:
-      case Placement::kSglangNumaShared:
-      case Placement::kSglangFile:
-        return lookup_host_copy(*solo, request, node_copy, placement_name(placement));
-      // A new placement adds its case: -Werror=switch names this switch.
-      case Placement::kDeviceCollective:
-      case Placement::kDevicePeer:
-      case Placement::kDeviceHeadSharded:
-        break;
-    }
-    return internal_error("device placements run on emulated GPUs");
+    // Each host placement cuts its own part out of the whole table (its
+    // ops' lookup_from_whole_table); the device ones ran above.
+    const PlacementOps& ops = placement_ops(placement);
+    if (ops.lookup_from_whole_table == nullptr)
+      return internal_error(std::string(ops.name) + " has no host lookup over a whole table: device placements run on emulated GPUs");
+    return ops.lookup_from_whole_table(world, *solo, request, node_copy);
   });
   run.statuses = std::move(ranks.statuses);
   return run;

@@ -291,4 +291,13 @@ StepTime host_head_sharded_ops::step_time(const StepCostInput& in, const StepCon
   return b.finish();
 }
 
+Status host_head_sharded_ops::lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                                   std::span<const std::byte> whole_table_bytes) {
+  const HeadShardRows rows = head_shard_rows(*request.table, group.size(), group.rank());
+  const uint64_t row_bytes = request.table->row_bytes();
+  return lookup_host_head_sharded(group, tp_group, request,
+                                  whole_table_bytes.subspan(static_cast<size_t>(static_cast<uint64_t>(rows.first_row) * row_bytes),
+                                                            static_cast<size_t>(static_cast<uint64_t>(rows.row_count) * row_bytes)));
+}
+
 }  // namespace engram

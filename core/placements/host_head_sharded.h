@@ -34,6 +34,8 @@ Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
 std::string report_heads(int heads, int tp, int group_size);
 std::string doctor_verdict(const DoctorFacts& facts);
+Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                               std::span<const std::byte> whole_table_bytes);
 }  // namespace host_head_sharded_ops
 inline constexpr PlacementOps kHostHeadShardedOps{
     .id = Placement::kHostHeadSharded, .name = "host_head_sharded", .group = PlacementGroup::kNodeLocalGroup,
@@ -42,7 +44,8 @@ inline constexpr PlacementOps kHostHeadShardedOps{
                        "per node so the groups are larger",
     .build = host_head_sharded_ops::build, .ask_plan_for = host_head_sharded_ops::ask_plan_for,
     .report_heads = host_head_sharded_ops::report_heads, .doctor_verdict = host_head_sharded_ops::doctor_verdict,
-    .doctor_position = 3, .step_time = host_head_sharded_ops::step_time};
+    .doctor_position = 3, .step_time = host_head_sharded_ops::step_time,
+    .lookup_from_whole_table = host_head_sharded_ops::lookup_from_whole_table};
 
 // The rows shard `shard` of `shard_count` holds: its heads' buckets,
 // contiguous (shard_count = tp * g, shard = engram_head_shard_rank(...)).

@@ -59,4 +59,9 @@ StepTime host_private_ops::step_time(const StepCostInput& in, const StepConstant
   return host_slice_step(in, c);
 }
 
+Status host_private_ops::lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                                   std::span<const std::byte> whole_table_bytes) {
+  return lookup_host_private(tp_group, request, whole_table_bytes);
+}
+
 }  // namespace engram

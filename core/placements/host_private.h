@@ -22,6 +22,8 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
 std::string doctor_verdict(const DoctorFacts& facts);
+Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                               std::span<const std::byte> whole_table_bytes);
 }  // namespace host_private_ops
 inline constexpr PlacementOps kHostPrivateOps{
     .id = Placement::kHostPrivate, .name = "host_private", .group = PlacementGroup::kNodeLocalGroup,
@@ -29,7 +31,8 @@ inline constexpr PlacementOps kHostPrivateOps{
     .host_memory_fix = "host_private keeps one table per replica (each TP rank its slice): with dp > 1 and the replicas "
                        "co-located, leave dp_shared_memory unset (or true) for host_shared, one copy per node",
     .build = host_private_ops::build, .ask_plan_for = host_private_ops::ask_plan_for,
-    .report_heads = report_tp_slice_heads, .doctor_verdict = host_private_ops::doctor_verdict, .doctor_position = 4, .step_time = host_private_ops::step_time};
+    .report_heads = report_tp_slice_heads, .doctor_verdict = host_private_ops::doctor_verdict, .doctor_position = 4, .step_time = host_private_ops::step_time,
+    .lookup_from_whole_table = host_private_ops::lookup_from_whole_table};
 
 // private_slice_bytes: this TP rank's slice of its replica's copy (the
 // whole table at TP1). Collective over tp_group above TP1.

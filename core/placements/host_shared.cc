@@ -394,4 +394,9 @@ StepTime host_shared_ops::step_time(const StepCostInput& in, const StepConstants
   return host_slice_step(in, c);
 }
 
+Status host_shared_ops::lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                                   std::span<const std::byte> whole_table_bytes) {
+  return lookup_host_shared(tp_group, request, whole_table_bytes);
+}
+
 }  // namespace engram

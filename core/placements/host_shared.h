@@ -27,6 +27,8 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
 std::string doctor_verdict(const DoctorFacts& facts);
+Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                               std::span<const std::byte> whole_table_bytes);
 }  // namespace host_shared_ops
 inline constexpr PlacementOps kHostSharedOps{
     .id = Placement::kHostShared, .name = "host_shared", .group = PlacementGroup::kNodeLocalGroup,
@@ -34,7 +36,8 @@ inline constexpr PlacementOps kHostSharedOps{
     .host_memory_fix = "host_shared already keeps one copy per node: give hosts with more RAM",
     .build = host_shared_ops::build, .ask_plan_for = host_shared_ops::ask_plan_for,
     .steps = kCreatesHostSegments, .report_heads = report_tp_slice_heads,
-    .doctor_verdict = host_shared_ops::doctor_verdict, .doctor_position = 2, .bench_pinned_copy_share_min = 0.6, .step_time = host_shared_ops::step_time};
+    .doctor_verdict = host_shared_ops::doctor_verdict, .doctor_position = 2, .bench_pinned_copy_share_min = 0.6, .step_time = host_shared_ops::step_time,
+    .lookup_from_whole_table = host_shared_ops::lookup_from_whole_table};
 
 // ------------------------------------------------------------ capability
 // Whether a node's ranks can share one /dev/shm copy: host_shared's own

@@ -267,6 +267,14 @@ struct PlacementOps {
   // The time of one lookup step of one layer on one rank: its rows and bytes
   // over each link, its collectives, its launch (core/placements/step_cost.h).
   StepTime (*step_time)(const StepCostInput& input, const StepConstants& constants) = nullptr;
+  // For the tools that hold a whole table in one process (the lookup tests,
+  // the CPU benchmark): this rank's host lookup with its part cut out of
+  // whole_table_bytes as its build would hold it. group: the placement's
+  // group (its rank and size pick the part); tp_group: the rank's replica.
+  // Null for the device placements, whose rows a device looks up; a caller
+  // asks this field instead of switching over placements.
+  Status (*lookup_from_whole_table)(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                                    std::span<const std::byte> whole_table_bytes) = nullptr;
 };
 
 // The registration table, in Placement order.

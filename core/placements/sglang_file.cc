@@ -39,4 +39,9 @@ StepTime sglang_file_ops::step_time(const StepCostInput& in, const StepConstants
   return host_slice_step(in, c, /*cpu_gathers=*/true);
 }
 
+Status sglang_file_ops::lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                                   std::span<const std::byte> whole_table_bytes) {
+  return lookup_host_copy(tp_group, request, whole_table_bytes, "sglang_file");
+}
+
 }  // namespace engram

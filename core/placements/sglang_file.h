@@ -18,6 +18,8 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
 std::string doctor_verdict(const DoctorFacts& facts);
+Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                               std::span<const std::byte> whole_table_bytes);
 }  // namespace sglang_file_ops
 inline constexpr PlacementOps kSglangFileOps{
     .id = Placement::kSglangFile, .name = "sglang_file", .group = PlacementGroup::kNodeLocalGroup,
@@ -25,6 +27,7 @@ inline constexpr PlacementOps kSglangFileOps{
     .host_memory_fix = "sglang_file keeps one copy per node in the page cache: give hosts with more RAM (or accept "
                        "reads from disk where the page cache cannot hold it)",
     .build = sglang_file_ops::build, .ask_plan_for = sglang_file_ops::ask_plan_for,
-    .doctor_verdict = sglang_file_ops::doctor_verdict, .doctor_position = 9, .step_time = sglang_file_ops::step_time};
+    .doctor_verdict = sglang_file_ops::doctor_verdict, .doctor_position = 9, .step_time = sglang_file_ops::step_time,
+    .lookup_from_whole_table = sglang_file_ops::lookup_from_whole_table};
 
 }  // namespace engram

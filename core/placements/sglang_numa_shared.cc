@@ -51,4 +51,9 @@ StepTime sglang_numa_shared_ops::step_time(const StepCostInput& in, const StepCo
   return host_slice_step(in, c);
 }
 
+Status sglang_numa_shared_ops::lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                                   std::span<const std::byte> whole_table_bytes) {
+  return lookup_host_copy(tp_group, request, whole_table_bytes, "sglang_numa_shared");
+}
+
 }  // namespace engram

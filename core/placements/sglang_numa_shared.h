@@ -21,6 +21,8 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
 std::string doctor_verdict(const DoctorFacts& facts);
+Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                               std::span<const std::byte> whole_table_bytes);
 }  // namespace sglang_numa_shared_ops
 inline constexpr PlacementOps kSglangNumaSharedOps{
     .id = Placement::kSglangNumaShared, .name = "sglang_numa_shared", .group = PlacementGroup::kNodeLocalGroup,
@@ -28,6 +30,7 @@ inline constexpr PlacementOps kSglangNumaSharedOps{
     .host_memory_fix = "sglang_numa_shared keeps a copy per NUMA node: set config.placement: sglang_shared for one "
                        "copy per node, or give hosts with more RAM",
     .build = sglang_numa_shared_ops::build, .ask_plan_for = sglang_numa_shared_ops::ask_plan_for,
-    .doctor_verdict = sglang_numa_shared_ops::doctor_verdict, .doctor_position = 8, .step_time = sglang_numa_shared_ops::step_time};
+    .doctor_verdict = sglang_numa_shared_ops::doctor_verdict, .doctor_position = 8, .step_time = sglang_numa_shared_ops::step_time,
+    .lookup_from_whole_table = sglang_numa_shared_ops::lookup_from_whole_table};
 
 }  // namespace engram

@@ -116,4 +116,15 @@ StepTime sglang_private_ops::step_time(const StepCostInput& in, const StepConsta
   return b.finish();
 }
 
+Status sglang_private_ops::lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                                   std::span<const std::byte> whole_table_bytes) {
+  const RowShardLayout rows(request.table->row_count(), group.size());
+  const uint64_t row_bytes = request.table->row_bytes();
+  const uint64_t first = static_cast<uint64_t>(rows.shard_begin(group.rank()));
+  const uint64_t end = static_cast<uint64_t>(rows.shard_end(group.rank()));
+  return lookup_sglang_private(group, tp_group, request,
+                               whole_table_bytes.subspan(static_cast<size_t>(first * row_bytes),
+                                                         static_cast<size_t>((end - first) * row_bytes)));
+}
+
 }  // namespace engram

@@ -26,6 +26,8 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
 std::string doctor_verdict(const DoctorFacts& facts);
+Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                               std::span<const std::byte> whole_table_bytes);
 }  // namespace sglang_private_ops
 inline constexpr PlacementOps kSglangPrivateOps{
     .id = Placement::kSglangPrivate, .name = "sglang_private", .group = PlacementGroup::kShardGroup,
@@ -33,7 +35,8 @@ inline constexpr PlacementOps kSglangPrivateOps{
     .host_memory_fix = "sglang_private already splits one table over the row-shard group: widen the group "
                        "(config.shard_group: world) or give hosts with more RAM",
     .build = sglang_private_ops::build, .ask_plan_for = sglang_private_ops::ask_plan_for,
-    .doctor_verdict = sglang_private_ops::doctor_verdict, .doctor_position = 7, .step_time = sglang_private_ops::step_time};
+    .doctor_verdict = sglang_private_ops::doctor_verdict, .doctor_position = 7, .step_time = sglang_private_ops::step_time,
+    .lookup_from_whole_table = sglang_private_ops::lookup_from_whole_table};
 
 // shard_bytes: this member's rows of the table, RowShardLayout(rows,
 // group.size()).shard_begin(group.rank()) on. Collective over `group`

@@ -37,4 +37,9 @@ StepTime sglang_shared_ops::step_time(const StepCostInput& in, const StepConstan
   return host_slice_step(in, c);
 }
 
+Status sglang_shared_ops::lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                                   std::span<const std::byte> whole_table_bytes) {
+  return lookup_host_copy(tp_group, request, whole_table_bytes, "sglang_shared");
+}
+
 }  // namespace engram

@@ -20,12 +20,15 @@ PlacementCost cost(const ModelSpec& model, const PlacementCostInput& input);
 Result<std::unique_ptr<PlacementTables>> build(PlacementContext& context);
 void ask_plan_for(EngramConfig& config);
 std::string doctor_verdict(const DoctorFacts& facts);
+Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
+                               std::span<const std::byte> whole_table_bytes);
 }  // namespace sglang_shared_ops
 inline constexpr PlacementOps kSglangSharedOps{
     .id = Placement::kSglangShared, .name = "sglang_shared", .group = PlacementGroup::kNodeLocalGroup,
     .needs_one_pid_namespace = true, .cost = sglang_shared_ops::cost,
     .host_memory_fix = "sglang_shared already keeps one copy per node: give hosts with more RAM",
     .build = sglang_shared_ops::build, .ask_plan_for = sglang_shared_ops::ask_plan_for,
-    .doctor_verdict = sglang_shared_ops::doctor_verdict, .doctor_position = 6, .step_time = sglang_shared_ops::step_time};
+    .doctor_verdict = sglang_shared_ops::doctor_verdict, .doctor_position = 6, .step_time = sglang_shared_ops::step_time,
+    .lookup_from_whole_table = sglang_shared_ops::lookup_from_whole_table};
 
 }  // namespace engram
