@@ -24,7 +24,7 @@ int size_of(const std::vector<int>& node_of_rank, int dp, int replica) {
   return size.is_ok() ? *size : -1;
 }
 
-// tests/distributed/test_engram_dp_shard.py,
+// vLLM's tests/distributed/test_engram_dp_shard.py,
 // test_engram_dp_shard_size_respects_node_boundaries, its newest 9 cases
 // (node_ids, dp_size, replica_size) -> expected: node ids per rank, in rank order.
 TEST(EngramDpShardSize, VllmsNineCases) {

@@ -1,7 +1,7 @@
 // What users write: the machines (topology), the parallel layout and the
 // Engram settings. docs/design.md section 3. Plain data; parsing lives in
-// core/deployment_yaml.*, decisions in core/config_resolution.* and
-// core/placement.*.
+// core/deployment_file/deployment_yaml.*, decisions in core/plan/config_resolution.* and
+// core/plan/placement_rules.*.
 #pragma once
 
 #include <cstdint>

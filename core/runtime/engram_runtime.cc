@@ -21,7 +21,7 @@
 namespace engram {
 namespace {
 
-// The runtime's own part of each rank's start facts (core/gather_facts
+// The runtime's own part of each rank's start facts (core/exchange/gather_facts
 // carries hostname, boot id, NVLink domain and IMEX around it). Explicit
 // padding: the bytes key the plan cache.
 struct RuntimeWireFacts {

@@ -138,7 +138,7 @@ inline std::vector<uint8_t> make_table(RowFormat format, int dim, int64_t rows, 
   return table;
 }
 
-// The lookup rule on the CPU: core/row_format's when it is in the tree, else
+// The lookup rule on the CPU: core/model/row_format's when it is in the tree, else
 // the same rule written out here.
 inline void reference_row(RowFormat format, int dim, const uint8_t* row, uint16_t* out) {
 #ifdef ENGRAM_TEST_HAVE_ROW_FORMAT
