@@ -62,7 +62,8 @@ struct PlanFlags {
   std::string context_length, allow_negative_kv;
   std::string engine, host_layout, thp_packing, embedding_across_dp, extra_ranks;
   std::string tokens, calibration;
-  std::vector<std::string> sweep;  // --sweep KEY=V1,V2 ... (apps/plan_sweep.h)  // step times: token counts, a bench CSV to fit the model on
+  std::vector<std::string> sweep;  // --sweep KEY=V1,V2 ... (apps/plan_sweep.h)
+  std::string sweep_svg;           // --sweep-svg FILE: the sweep's frontier (apps/plan_sweep_svg.h)  // step times: token counts, a bench CSV to fit the model on
   bool calibration_check = false;  // judge --calibration's points with the built-in constants, no fit
   bool compare_engines = false;
   bool explain = false;
@@ -344,8 +345,11 @@ int run_plan(const PlanFlags& flags) {
   if (!flags.sweep.empty()) {
     const Result<SweepSpec> spec = parse_sweep(flags.sweep, deployment.value());
     if (!spec.is_ok()) return fail(spec.status());
-    return run_sweep(deployment.value(), spec.value(), flags.json);
+    return run_sweep(deployment.value(), spec.value(), flags.json, flags.sweep_svg);
   }
+  if (!flags.sweep_svg.empty())
+    return fail(invalid_argument(fmt::format("--sweep-svg '{}' plots a sweep: give --sweep KEY=V1,V2 ... too",
+                                             excerpt(flags.sweep_svg, 200))));
   if (flags.calibration_check) {
     // A fresh bench run held to the shipped model's bounds: exit 1 where a point is outside.
     if (flags.calibration.empty())
@@ -465,6 +469,9 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
   cmd->add_option("--sweep", f.sweep,
                   "plan every combination of KEY=V1,V2 words (tp, dp, tokens, shm, placement=all|NAME,...), a row each: "
                   "what the engine builds (*), the verdict, KV left, host tables per node, step time per token count");
+  cmd->add_option("--sweep-svg", f.sweep_svg,
+                  "with --sweep: write the frontier as an SVG to FILE (step time at the first token count vs KV cache "
+                  "left, area the host tables per node, the engine's own choice ringed, refused ones counted by reason)");
   cmd->add_flag("--calibration-check", f.calibration_check,
                 "with --calibration FILE: hold every point of FILE to the built-in model (1.25x device, 1.5x host); "
                 "exit 1 where one is outside");

@@ -10,6 +10,8 @@
 #include <optional>
 
 #include "apps/flag_numbers.h"
+#include "apps/plan_sweep_svg.h"
+#include "core/base/file_replace.h"
 #include "core/base/json_output.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
@@ -99,7 +101,30 @@ Result<SweepSpec> parse_sweep(const std::vector<std::string>& words, const Deplo
   return s;
 }
 
-int run_sweep(const Deployment& base, const SweepSpec& spec, bool json) {
+namespace {
+
+// The frontier plot's points: each row at the first token count.
+std::vector<SweepPoint> sweep_points(const std::vector<SweepRow>& rows) {
+  std::vector<SweepPoint> points;
+  for (const SweepRow& r : rows) {
+    SweepPoint p;
+    p.label = fmt::format("tp{} dp{} /dev/shm {} asked {}", r.tp, r.dp, format_gib(r.shm_bytes), r.asked);
+    p.placement = r.builds;
+    p.engine_default = r.engine_default;
+    p.fits = r.verdict == "fits";
+    p.refused = r.step_us.empty() || r.verdict.rfind("refused", 0) == 0;
+    p.reason = excerpt(r.verdict, 90);
+    p.step_us = r.step_us.empty() ? 0 : r.step_us.front();
+    p.kv_left_gib = static_cast<double>(r.kv_left_bytes) / static_cast<double>(1ull << 30);
+    p.host_gib_per_node = static_cast<double>(r.host_bytes_per_node) / static_cast<double>(1ull << 30);
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+}  // namespace
+
+int run_sweep(const Deployment& base, const SweepSpec& spec, bool json, const std::string& svg_path) {
   const auto start = std::chrono::steady_clock::now();
   const StepConstants constants = step_constants_for(base.hosts.empty() ? "H200" : base.hosts.front().gpu_model);
   std::vector<uint64_t> shms = spec.shm_bytes;
@@ -160,6 +185,15 @@ int run_sweep(const Deployment& base, const SweepSpec& spec, bool json) {
         }
       }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!svg_path.empty()) {
+    const std::string title = fmt::format("{} deployments as {} plans them", planned, engine_name(base.engine.profile));
+    const Status wrote = write_output_file(svg_path, render_sweep_svg(sweep_points(rows), title, spec.tokens.front()),
+                                           "the sweep's SVG plot");
+    if (!wrote.is_ok()) {
+      std::cerr << "engramlab: " << wrote.to_string() << "\n";
+      return 2;
+    }
+  }
   if (json) {
     Json doc = json_document("plan");
     doc["calibration"] = constants.calibration;
@@ -188,14 +222,14 @@ int run_sweep(const Deployment& base, const SweepSpec& spec, bool json) {
   for (const SweepRow& r : rows) {
     std::string line = fmt::format("{:>4} {:>4} {:>10} {:<20} {:<22} {:>10} {:>10}", r.tp, r.dp, format_gib(r.shm_bytes),
                                    r.asked, (r.engine_default ? "*" : " ") + r.builds,
-                                   r.builds.empty() ? "-" : (r.kv_left_bytes < 0 ? "-" : "") +
-                                                                format_gib(static_cast<uint64_t>(std::llabs(r.kv_left_bytes))),
+                                   r.builds.empty() ? "-" : format_signed_gib(r.kv_left_bytes),
                                    r.builds.empty() ? "-" : format_gib(r.host_bytes_per_node));
     for (size_t i = 0; i < spec.tokens.size(); ++i)
       line += i < r.step_us.size() ? fmt::format(" {:>11.1f}", r.step_us[i]) : fmt::format(" {:>11}", "-");
     out += line + "  " + r.verdict + "\n";
   }
   out += fmt::format("planned {} deployments in {:.2f} s\n", planned, seconds);
+  if (!svg_path.empty()) out += fmt::format("plot: {}\n", svg_path);
   std::cout << out;
   return 0;
 }

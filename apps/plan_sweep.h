@@ -26,7 +26,9 @@ struct SweepSpec {
 Result<SweepSpec> parse_sweep(const std::vector<std::string>& words, const Deployment& base);
 
 // Plans every combination and prints the table (and, timed, the count and
-// the seconds it took). Returns the exit code (0).
-int run_sweep(const Deployment& base, const SweepSpec& spec, bool json);
+// the seconds it took); with svg_path, writes the frontier there too
+// (apps/plan_sweep_svg.h). Returns the exit code (0; 2 where the SVG cannot
+// be written, saying why).
+int run_sweep(const Deployment& base, const SweepSpec& spec, bool json, const std::string& svg_path = "");
 
 }  // namespace engram::app

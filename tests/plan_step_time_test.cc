@@ -1,11 +1,15 @@
 // `engramlab plan`'s step times (issue 49): the table and JSON, the
 // calibration it names, --calibration's fit and check, bad calibration
-// files (exit 2 naming file, line and field), and --sweep.
+// files (exit 2 naming file, line and field), and --sweep with its SVG,
+// rendered by a real renderer (rsvg-convert, tools/setup.sh installs it).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <regex>
 #include <fstream>
 #include <string>
 
@@ -100,6 +104,55 @@ TEST(PlanStepTime, SweepPlansEveryCombinationAndMarksTheEnginesChoice) {
   const auto bad = run_engramlab("plan --sweep tp=1,2 warp=9");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.text, HasSubstr("'warp' is not a sweep key"));
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The frontier SVG: a point per planned row (its hover title), the refused
+// ones counted, and a real renderer draws it into a PNG.
+TEST(PlanStepTime, SweepSvgHasAPointPerPlannedRowAndRendersInARealRenderer) {
+  const std::string base = ::testing::TempDir() + "plan_sweep_svg." + std::to_string(getpid());
+  const std::string svg = base + ".svg", png = base + ".png";
+  const auto r = run_engramlab("plan --hosts 1 --gpus-per-host 8 --shm-size 1TiB --sweep tp=1,2 dp=1,4 tokens=64 "
+                               "placement=all --sweep-svg " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.text;
+  EXPECT_THAT(r.text, HasSubstr("plot: " + svg));
+  const std::string doc = read_all(svg);
+  std::smatch counts;
+  ASSERT_TRUE(std::regex_search(doc, counts, std::regex(R"((\d+) planned, (\d+) refused)"))) << doc;
+  const size_t planned = std::stoul(counts[1]), refused = std::stoul(counts[2]);
+  EXPECT_EQ(planned + refused, 40u) << "tp 2 x dp 2 x 10 placements asked";
+  EXPECT_GT(planned, 0u);
+  EXPECT_GT(refused, 0u);
+  EXPECT_EQ(count_of(doc, "<title>"), planned);
+  EXPECT_THAT(doc, AllOf(HasSubstr("at 64 tokens a rank"), HasSubstr("engine's own choice"), HasSubstr("<polyline")));
+
+  if (std::system("command -v rsvg-convert >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "rsvg-convert is not installed (apt-get install librsvg2-bin; tools/setup.sh installs it)";
+  ASSERT_EQ(std::system(("rsvg-convert -o " + png + " " + svg).c_str()), 0) << "rsvg-convert refused " << svg;
+  const std::string image = read_all(png);
+  EXPECT_EQ(image.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_GT(image.size(), 2000u);
+  std::remove(svg.c_str());
+  std::remove(png.c_str());
+}
+
+TEST(PlanStepTime, SweepSvgNeedsASweepAndAWritablePath) {
+  const auto alone = run_engramlab("plan --sweep-svg x.svg");
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_THAT(alone.text, HasSubstr("--sweep-svg 'x.svg' plots a sweep: give --sweep"));
+  const auto into_dir = run_engramlab("plan --sweep tp=1,2 --sweep-svg " + ::testing::TempDir());
+  EXPECT_EQ(into_dir.exit_code, 2) << into_dir.text;
+  EXPECT_THAT(into_dir.text, HasSubstr("the sweep's SVG plot"));
 }
 
 }  // namespace

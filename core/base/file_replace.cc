@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/base/closing_fd.h"
 #include "core/base/file_type.h"
 #include "core/base/text_excerpt.h"
 
@@ -24,13 +25,6 @@ namespace {
 constexpr int kMaxNameAttempts = 64;
 // "." + prefix + "." + 16 hex digits + ".tmp": the room left for the prefix.
 constexpr size_t kTempOverheadBytes = 1 + 1 + 16 + 4;
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // A hidden name beside the target that fits NAME_MAX whatever the target's
 // length: the target's name is cut to the room left.
@@ -105,7 +99,7 @@ Status check_target(int dir_fd, const std::string& name, const std::string& show
 }
 
 // Opens the directory of `path` and refuses the kernel's pseudo file systems.
-Status open_directory(const std::string& path, std::string_view what, Split& split, Fd& dir) {
+Status open_directory(const std::string& path, std::string_view what, Split& split, ClosingFd& dir) {
   const std::string shown = excerpt(path, 200);
   split = split_path(path);
   if (split.name.empty() || split.name == "." || split.name == "..") {
@@ -132,7 +126,7 @@ Status open_directory(const std::string& path, std::string_view what, Split& spl
 
 Status check_output_path(const std::string& path, std::string_view what) {
   Split split;
-  Fd dir;
+  ClosingFd dir;
   ENGRAM_RETURN_IF_ERROR(open_directory(path, what, split, dir));
   bool exists = false, discard = false;
   mode_t mode = 0;
@@ -142,7 +136,7 @@ Status check_output_path(const std::string& path, std::string_view what) {
 Status write_output_file(const std::string& path, std::string_view text, std::string_view what) {
   const std::string shown = excerpt(path, 200);
   Split split;
-  Fd dir;
+  ClosingFd dir;
   ENGRAM_RETURN_IF_ERROR(open_directory(path, what, split, dir));
   bool exists = false, discard = false;
   mode_t kept_mode = 0;
@@ -150,7 +144,7 @@ Status write_output_file(const std::string& path, std::string_view text, std::st
   if (discard) return Status::ok();
 
   std::string tmp;
-  Fd file;
+  ClosingFd file;
   for (int attempt = 0; attempt < kMaxNameAttempts && file.fd < 0; ++attempt) {
     tmp = temporary_name(split.name);
     // 0666 less the umask, as a plain create would give; a replaced file's

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/base/closing_fd.h"
 #include "core/base/file_type.h"
 #include "core/base/text_excerpt.h"
 
@@ -18,13 +19,6 @@ namespace engram {
 namespace {
 
 constexpr int kMaxLinks = 8;
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 std::mutex& observer_mutex() {
   static std::mutex m;
@@ -58,7 +52,7 @@ Result<std::string> read_input_file(const std::string& path, std::string_view wh
   std::string at = path;
   struct stat named{};
   for (int links = 0;; ++links) {
-    Fd probe{::open(at.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)};
+    ClosingFd probe{::open(at.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)};
     if (probe.fd < 0 || ::fstat(probe.fd, &named) != 0) return cannot(errno);
     if (!S_ISLNK(named.st_mode)) break;
     if (named.st_uid != ::geteuid() && named.st_uid != 0) {
@@ -83,7 +77,7 @@ Result<std::string> read_input_file(const std::string& path, std::string_view wh
   }
   // Non-blocking: were a FIFO swapped in since the check, open would not wait
   // for a writer; it is then refused below as not the file checked.
-  Fd file{::open(at.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)};
+  ClosingFd file{::open(at.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC)};
   struct stat st{};
   if (file.fd < 0 || ::fstat(file.fd, &st) != 0) return cannot(errno);
   if (!S_ISREG(st.st_mode) || st.st_dev != named.st_dev || st.st_ino != named.st_ino) {

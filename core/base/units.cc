@@ -85,6 +85,11 @@ std::string format_gib(uint64_t bytes) {
   return fmt::format("{:.3f} GiB", static_cast<double>(bytes) / static_cast<double>(kGiB));
 }
 
+std::string format_signed_gib(int64_t bytes) {
+  // -(bytes + 1) + 1: the magnitude without negating INT64_MIN.
+  return bytes < 0 ? "-" + format_gib(static_cast<uint64_t>(-(bytes + 1)) + 1) : format_gib(static_cast<uint64_t>(bytes));
+}
+
 std::string format_bytes(uint64_t bytes) {
   if (bytes >= kGiB) return format_gib(bytes);
   if (bytes >= kMiB) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / kMiB);

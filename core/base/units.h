@@ -49,6 +49,8 @@ Result<double> parse_fraction(std::string_view text, std::string_view field);
 
 // "94.415 GiB" (three decimals), or "512 MiB" under 1 GiB.
 std::string format_gib(uint64_t bytes);
+// format_gib of a signed amount ("-44.416 GiB" over a limit); INT64_MIN too.
+std::string format_signed_gib(int64_t bytes);
 std::string format_bytes(uint64_t bytes);
 
 inline uint64_t round_up(uint64_t value, uint64_t multiple) {

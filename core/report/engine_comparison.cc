@@ -158,10 +158,6 @@ EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice)
   return c;
 }
 
-std::string signed_gib(int64_t bytes) {
-  return bytes < 0 ? "-" + format_gib(static_cast<uint64_t>(-(bytes + 1)) + 1) : format_gib(static_cast<uint64_t>(bytes));
-}
-
 std::string collectives_text(const EngineColumn& c) {
   if (c.collectives.empty()) return "none";
   std::string out;
@@ -212,7 +208,7 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
     v.push_back(std::to_string(c.table_copies_per_node_max));
     v.push_back(collectives_text(c));
     v.push_back(format_size_short(c.collective_bytes_per_token));
-    v.push_back(signed_gib(c.kv_cache_left_bytes_min));
+    v.push_back(format_signed_gib(c.kv_cache_left_bytes_min));
     v.push_back(c.scale_bytes);
     std::string w;
     for (const std::string& k : c.warnings) w += (w.empty() ? "" : ", ") + k;

@@ -17,10 +17,6 @@
 namespace engram {
 namespace {
 
-std::string signed_gib(int64_t bytes) {
-  return bytes < 0 ? "-" + format_gib(static_cast<uint64_t>(-bytes)) : format_gib(static_cast<uint64_t>(bytes));
-}
-
 std::string dp_shared_text(const DpSharedMemoryResolution& r, const EngramConfig& c) {
   std::string written = c.dp_shared_memory ? (*c.dp_shared_memory ? "true" : "false") : "unset";
   return fmt::format("{} -> {}", written, r.enabled ? "true (enabled)" : "false (disabled)");
@@ -181,7 +177,7 @@ std::string format_plan_report(const PlanResult& plan) {
     out += fmt::format("  {:<16} {:<18} {:>14} {:>14} {:>14} {:>14} {:>18}\n", g.ranks_text,
                        placement_name(g.placement), format_gib(first.memory.gpu_memory_bytes),
                        format_gib(first.memory.hbm_table_bytes), format_gib(first.memory.hbm_buffer_bytes),
-                       signed_gib(kv_min), host_text);
+                       format_signed_gib(kv_min), host_text);
   }
   out += kv_tokens_text(plan);
   out += "\nmemory per host (hosts alike in one row):\n";
@@ -190,7 +186,7 @@ std::string format_plan_report(const PlanResult& plan) {
   for (const HostRow& row : host_rows(plan.hosts)) {
     const HostMemory& h = row.first;
     out += fmt::format("  {:<24} {:>5} {:>16} {:>16} {:>14} {:>16} {:>7} {:>14}\n", row.label, h.rank_count,
-                       format_gib(h.hbm_bytes_per_gpu_max), signed_gib(h.kv_cache_left_bytes_min),
+                       format_gib(h.hbm_bytes_per_gpu_max), format_signed_gib(h.kv_cache_left_bytes_min),
                        format_gib(h.shm_bytes), format_gib(h.host_table_bytes), h.table_copies,
                        h.host_memory_bytes ? format_gib(h.host_memory_bytes) : std::string("?"));
   }
