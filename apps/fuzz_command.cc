@@ -18,6 +18,7 @@
 #include "core/base/file_replace.h"
 #include "core/base/json_output.h"
 #include "core/base/progress.h"
+#include "core/engines/engine_profile.h"
 #include "core/base/rerun_command.h"
 #include "harness/run_json.h"
 #include "harness/run_timeline.h"
@@ -44,6 +45,8 @@ struct FuzzFlags {
   bool json = false;
   bool progress = false;
   std::string junitxml;  // --junitxml: a testcase per seed
+  std::string engine;    // --engine: whose rules plan the file's deployment (over its engine.name)
+  bool brief = false;    // --brief: the outcomes and the summary line alone (tools/run.sh)
 };
 
 // The whole-number flags, as every command reads them.
@@ -88,6 +91,16 @@ int run_fuzz(FuzzFlags& flags) {
     target = invalid_argument(fmt::format(
         "--sites {}: the placements plan gives {} never reach them; drop --sites or name sites it reaches: {}",
         flags.sites, flags.file, names));
+  }
+  if (target.is_ok() && !flags.engine.empty()) {
+    if (!target->deployment) {
+      target = invalid_argument("--engine: plans a deployment's file by an engine's rules; give --file too");
+    } else if (auto id = parse_engine(flags.engine, "--engine"); !id.is_ok()) {
+      target = id.status();
+    } else {
+      target->deployment->engine.profile = id.value();
+      target->engine = engine_name(id.value());
+    }
   }
   if (!target.is_ok()) {
     std::cerr << "error: " << target.status().message() << "\n";
@@ -135,7 +148,12 @@ int run_fuzz(FuzzFlags& flags) {
     return report.passed() ? 0 : 1;
   }
 
-  std::cout << report.fault_site_table() << "\n" << report.coverage_table() << "\n" << report.outcome_table() << "\n";
+  if (flags.brief) {
+    std::cout << report.outcome_table();
+  } else {
+    std::cout << report.fault_site_table() << "\n" << report.coverage_table() << "\n" << report.outcome_table()
+              << "\n";
+  }
   for (const auto& f : report.failures) {
     std::cout << fmt::format("FAIL seed {}: {}\n  job: {}\n", f.seed, f.outcome, f.description);
     for (const auto& v : f.violations) std::cout << "  - " << v << "\n";
@@ -150,14 +168,15 @@ int run_fuzz(FuzzFlags& flags) {
                                  : fmt::format(" (only a sweep of {} or more seeds must fire every site)",
                                                harness::kEverySiteSweepSeeds));
   }
-  if (const auto unhit = report.probes_never_hit(); !unhit.empty()) {
+  if (const auto unhit = report.probes_never_hit(); !unhit.empty() && !flags.brief) {
     std::string names;
     for (const std::string& probe : unhit) names += fmt::format("{}{}", names.empty() ? "" : "; ", probe);
     std::cout << fmt::format("coverage probes never hit in {} seeds ({} of {}): {}\n", flags.seeds, unhit.size(),
                              unhit.size() + report.coverage.size(), names);
   }
-  std::cout << fmt::format("fuzz: {} seeds from {}{}{}: {} failed; {} of {} fault sites{} fired; {:.1f} s\n",
+  std::cout << fmt::format("fuzz: {} seeds from {}{}{}{}: {} failed; {} of {} fault sites{} fired; {:.1f} s\n",
                            flags.seeds, flags.seed, flags.file.empty() ? "" : " around " + flags.file,
+                           flags.engine.empty() ? "" : " under " + flags.engine,
                            flags.check_determinism ? ", each run twice" : "", report.failures.size(),
                            report.expected_sites.size() - never.size(), report.expected_sites.size(),
                            report.expected_sites.size() == sim::kFaultSiteCount ? "" : " aimed at", 
@@ -184,6 +203,10 @@ CommandRegistration reg("40-fuzz", [](CLI::App& app, int& exit_code) {
                   "write a JUnit XML report (a testcase per seed; a failure holds the violations and the reproduce "
                   "line) for a CI dashboard");
   cmd->add_option("--sites", flags->sites, "comma-separated fault sites to draw faults at (default: every site)");
+  cmd->add_option("--engine", flags->engine,
+                  fmt::format("whose rules plan the --file's deployment: {} (default: the file's engine.name)",
+                              engine_names_text()));
+  cmd->add_flag("--brief", flags->brief, "print the outcomes, failures and the summary line alone");
   cmd->add_flag("--check-determinism", flags->check_determinism, "run each seed twice and compare trace hashes");
   cmd->add_flag("--verbose", flags->verbose, "print each seed's job and outcome first");
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");

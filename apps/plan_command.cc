@@ -7,20 +7,25 @@
 // its ranks hold, nothing left for the KV cache unless --allow-negative-kv);
 // 2 bad input.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
 #include <charconv>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "apps/command_registry.h"
+#include "apps/engine_command_line.h"
+#include "core/base/check.h"
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
 #include "core/plan/deployment_plan.h"
 #include "core/deployment/deployment_yaml.h"
+#include "core/deployment/runtime_environment.h"
 #include "core/deployment/shard_groups.h"
 #include "core/engines/engine_profile.h"
 #include "core/base/json_output.h"
@@ -29,6 +34,7 @@
 #include "core/report/plan_report.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/units.h"
+#include "harness/scenario_emit.h"
 
 namespace engram::app {
 namespace {
@@ -55,6 +61,8 @@ struct PlanFlags {
   std::string memory_limit, memory_limit_per_rank, shm_size_limit;  // containers
   std::string context_length, allow_negative_kv;
   std::string engine, host_layout, thp_packing, embedding_across_dp, extra_ranks;
+  std::string from;  // --from: an engine's command line, read into the flags above (core: engine_command_line.h)
+  bool emit_deployment = false;  // --emit-deployment: the deployment as a file, instead of the plan
   bool compare_engines = false;
   bool json = false;
   std::string given_empty;  // a flag given an empty value (`--file ''`): refused, not taken as absent
@@ -116,7 +124,8 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     HostSpec base;
     base.tmpfs_bytes_total = kDockerDefaultShmBytes;
     if (from_file && !d.hosts.empty()) base = d.hosts.front();
-    if (!from_file && f.shm_size.empty() && f.no_shm.empty()) {
+    const bool bare_metal = f.environment == "bare_metal";  // its /dev/shm default is half the RAM (validation)
+    if (!from_file && f.shm_size.empty() && f.no_shm.empty() && !bare_metal) {
       d.defaults_used.push_back({"--shm-size", "64 MiB",
                                  "Docker's default /dev/shm; give --shm-size (what `df -h /dev/shm` shows on the "
                                  "hosts)"});
@@ -155,6 +164,7 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     if (!f.shm_size.empty()) {
       ENGRAM_ASSIGN_OR_RETURN(h.tmpfs_bytes_total, parse_bytes(f.shm_size, "--shm-size"));
       h.shm_mounted = true;
+      h.shm_size_written = true;
     }
     bool no_shm = false;
     ENGRAM_RETURN_IF_ERROR(apply(f.no_shm, no_shm, bool_of("--no-shm")));
@@ -164,12 +174,14 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
       h.tmpfs_bytes_total = 0;
     }
     // Container limits; a limit of 0 bytes is a limit (every byte refused), as in a deployment file.
+    // On Kubernetes a limit reads as the pod spec's quantity (200G = 200 x 10^9).
+    const SizeUnits limit_units = memory_limit_units(h.environment);
     if (!f.memory_limit.empty()) {
-      ENGRAM_ASSIGN_OR_RETURN(h.memory_limit_bytes, parse_bytes(f.memory_limit, "--memory-limit"));
+      ENGRAM_ASSIGN_OR_RETURN(h.memory_limit_bytes, parse_bytes(f.memory_limit, "--memory-limit", limit_units));
     }
     if (!f.memory_limit_per_rank.empty()) {
       ENGRAM_ASSIGN_OR_RETURN(h.memory_limit_bytes_per_rank,
-                              parse_bytes(f.memory_limit_per_rank, "--memory-limit-per-rank"));
+                              parse_bytes(f.memory_limit_per_rank, "--memory-limit-per-rank", limit_units));
     }
     if (!f.shm_size_limit.empty()) {
       ENGRAM_ASSIGN_OR_RETURN(h.tmpfs_bytes_enforced,
@@ -178,6 +190,20 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     if (!f.nvlink_domain.empty()) h.nvlink_domain = f.nvlink_domain;
     ENGRAM_RETURN_IF_ERROR(apply(f.imex_channel, h.imex_channel, bool_of("--imex-channel")));
     ENGRAM_RETURN_IF_ERROR(apply(f.fabric_attribute, h.fabric_attribute, bool_of("--fabric-attribute")));
+  }
+  // Said once, in both units, where a Kubernetes flag was written with a letter alone.
+  if (!d.hosts.empty()) {
+    const HostSpec& h = d.hosts.front();
+    auto note = [&](const std::string& text, const char* flag, std::optional<uint64_t> bytes) {
+      if (text.empty() || !bytes) return;
+      if (auto reading = kubernetes_letter_reading(text, *bytes))
+        d.defaults_used.push_back({flag, *reading, "read as Kubernetes reads its quantities; write Gi for powers of 1024"});
+    };
+    if (memory_limit_units(h.environment) == SizeUnits::kKubernetes) {
+      note(f.memory_limit, "--memory-limit", h.memory_limit_bytes);
+      note(f.memory_limit_per_rank, "--memory-limit-per-rank", h.memory_limit_bytes_per_rank);
+    }
+    note(f.shm_size_limit, "--shm-size-limit", h.tmpfs_bytes_enforced);
   }
   if (!f.rank_hosts.empty()) {
     d.rank_hosts.clear();
@@ -234,6 +260,25 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   return d;
 }
 
+// What was read from --from, before the plan: the engine, its settings as
+// plan's flags, how each was read, and what was ignored.
+std::string engine_command_line_text(const EngineCommandLine& line) {
+  std::string settings;
+  for (const auto& [flag, value] : line.plan_flags)
+    if (flag != "engine") settings += fmt::format("{}--{} {}", settings.empty() ? "" : " ", flag, value);
+  std::string out = fmt::format("from the {} command line: {}\n", line.engine, settings);
+  for (const std::string& n : line.notes) out += fmt::format("  {}\n", n);
+  if (!line.ignored.empty())
+    out += fmt::format("  ignored (no bearing on Engram): {}\n", fmt::join(line.ignored, ", "));
+  return out + "\n";
+}
+
+Json engine_command_line_json(const EngineCommandLine& line) {
+  Json settings = Json::object();
+  for (const auto& [flag, value] : line.plan_flags) settings[flag] = value;
+  return Json{{"engine", line.engine}, {"plan_flags", settings}, {"notes", line.notes}, {"ignored", line.ignored}};
+}
+
 // --engine NAME[,NAME...] and --compare-engines: the engines to plan under
 // (none: the file's, else engramlab).
 Result<std::vector<EngineId>> engines_asked(const PlanFlags& f) {
@@ -256,22 +301,81 @@ Result<std::vector<EngineId>> engines_asked(const PlanFlags& f) {
   return out;
 }
 
-int run_plan(const PlanFlags& flags) {
+// --from: the engine's command line as plan's flags. A flag given to plan
+// itself wins over the command line's (so a pasted line can be corrected
+// without editing it); --file beside it is refused (two descriptions).
+Result<EngineCommandLine> apply_engine_command_line(PlanFlags& f) {
+  if (!f.file.empty())
+    return invalid_argument("--from: describes the deployment as the engine's command line; give it or --file, not both");
+  if (f.compare_engines && !f.engine.empty())
+    return invalid_argument("--compare-engines: plans under every engine; give it or --engine NAME, not both");
+  ENGRAM_ASSIGN_OR_RETURN(EngineCommandLine line, read_engine_command_line(f.from, f.engine));
+  const std::map<std::string, std::string PlanFlags::*, std::less<>> fields = {
+      {"engine", &PlanFlags::engine},
+      {"tp", &PlanFlags::tp},
+      {"dp", &PlanFlags::dp},
+      {"ep", &PlanFlags::ep},
+      {"hosts", &PlanFlags::hosts},
+      {"gpus-per-host", &PlanFlags::gpus_per_host},
+      {"extra-ranks", &PlanFlags::extra_ranks},
+      {"prefill-cp", &PlanFlags::prefill_cp},
+      {"enable-expert-parallel", &PlanFlags::enable_expert_parallel},
+      {"model", &PlanFlags::model},
+      {"context-length", &PlanFlags::context_length},
+      {"gpu-memory-fraction", &PlanFlags::gpu_memory_fraction},
+      {"cpu-offload", &PlanFlags::cpu_offload},
+      {"dp-shared-memory", &PlanFlags::dp_shared_memory},
+      {"peer-shards", &PlanFlags::peer_shards},
+      {"thp-packing", &PlanFlags::thp_packing},
+      {"embedding-across-dp", &PlanFlags::embedding_across_dp},
+      {"sequence-parallel", &PlanFlags::sequence_parallel},
+      {"host-layout", &PlanFlags::host_layout},
+      {"shard-group", &PlanFlags::shard_group},
+  };
+  for (const auto& [flag, value] : line.plan_flags) {
+    auto it = fields.find(flag);
+    ENGRAM_CHECK_MSG(it != fields.end(), "every setting read from an engine's command line is a plan flag");
+    if (flag == "engine" && f.compare_engines) continue;  // every engine's column
+    std::string& field = f.*(it->second);
+    if (field.empty()) field = value;
+  }
+  return line;
+}
+
+int run_plan(PlanFlags& flags) {
   auto fail = [&](const Status& s) {
     const int code = s.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+    std::cout.flush();
     std::fputs(fmt::format("engramlab plan: error: {}\n", s.to_string()).c_str(), stderr);
     if (flags.json) std::cout << dump_json(error_document("plan", s)) << "\n";
     return code;
   };
+  std::optional<EngineCommandLine> from;
+  if (!flags.from.empty()) {
+    auto read = apply_engine_command_line(flags);
+    if (!read.is_ok()) return fail(read.status());
+    from = std::move(read).value();
+    if (!flags.json && !flags.emit_deployment) std::cout << engine_command_line_text(*from);
+  }
   auto deployment = build_deployment(flags);
   if (!deployment.is_ok()) return fail(deployment.status());
   const Result<std::vector<EngineId>> engines = engines_asked(flags);
   if (!engines.is_ok()) return fail(engines.status());
   if (engines->size() == 1) deployment->engine.profile = engines->front();
+  if (flags.emit_deployment) {
+    if (engines->size() > 1)
+      return fail(invalid_argument("--emit-deployment: writes one engine's deployment; name one with --engine"));
+    std::cout << harness::deployment_file_yaml(deployment.value());
+    return 0;
+  }
   if (engines->size() > 1) {
     // A column per engine; an engine's refusal is its column, not the exit code.
     const std::vector<EngineColumn> columns = compare_engines(deployment.value(), engines.value());
-    if (flags.json) std::cout << dump_json(engine_comparison_json(columns)) << "\n";
+    if (flags.json) {
+      Json j = engine_comparison_json(columns);
+      if (from) j["from_command_line"] = engine_command_line_json(*from);
+      std::cout << dump_json(j) << "\n";
+    }
     else std::cout << format_engine_comparison(columns);
     return 0;
   }
@@ -283,11 +387,13 @@ int run_plan(const PlanFlags& flags) {
   if (flags.json) {
     Json j = plan_json(checked->plan);
     j["error"] = error_json_or_null(fits);
+    if (from) j["from_command_line"] = engine_command_line_json(*from);
     std::cout << dump_json(j) << "\n";
   } else {
     std::cout << format_plan_report(checked->plan);
   }
   if (!fits.is_ok()) {
+    std::cout.flush();  // the report before the error, also where both go to one pipe
     std::fputs(fmt::format("engramlab plan: error: {}\n", fits.to_string()).c_str(), stderr);
     return 1;
   }
@@ -328,7 +434,8 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-shm{true}", f.no_shm, "/dev/shm is not mounted");
   cmd->add_option("--memory-limit", f.memory_limit,
                   "each host's container or pod memory limit over all its ranks, e.g. 200GiB (docker --memory, a "
-                  "pod's resources.limits.memory): their host tables, the /dev/shm copy they write, pinned staging");
+                  "pod's resources.limits.memory): their host tables, the /dev/shm copy they write, pinned staging; with "
+                  "--environment kubernetes a Kubernetes quantity (200G = 200 x 10^9, 200Gi = 200 x 2^30)");
   cmd->add_option("--memory-limit-per-rank", f.memory_limit_per_rank,
                   "each rank's own memory limit (a container or cgroup per rank), e.g. 64GiB");
   cmd->add_option("--shm-size-limit", f.shm_size_limit,
@@ -359,6 +466,12 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
                               "comma separated, compare them in one table",
                               engine_names_text()));
   cmd->add_flag("--compare-engines", f.compare_engines, "plan under every engine, a column each");
+  cmd->add_option("--from", f.from,
+                  "the engine's own command line, quoted as pasted: \"vllm serve MODEL -tp 1 -dp 8 ...\" or "
+                  "\"python -m sglang.launch_server --model-path MODEL --tp 8 ...\" (its Engram settings are read, "
+                  "other flags listed as ignored; plan's own flags override it)");
+  cmd->add_flag("--emit-deployment", f.emit_deployment,
+                "print the deployment (from flags, --file or --from) as a deployment file instead of planning it");
   std::string layouts;
   for (const EngineProfile& e : engine_registry()) {
     layouts += fmt::format("{}{}:", layouts.empty() ? "" : "; ", e.name);

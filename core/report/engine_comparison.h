@@ -40,6 +40,14 @@ struct EngineColumn {
   int64_t kv_cache_left_bytes_min = 0;
   std::string scale_bytes;                  // "0 -> +0, 255 -> +inf"
   std::vector<std::string> warnings;        // warning keys
+  std::vector<DefaultUsed> defaults_used;   // what this engine's plan took without it being written
+  std::string tightest_limit;               // the host memory limit with the least headroom, "" where none
+  // Where the engine refuses a setting only another engine has (peer_shards
+  // under vLLM, thp_packing under SGLang, ...): its refusal, and the
+  // settings left out for the figures above (planned without them), so the
+  // column still answers. status stays ok then.
+  std::string refusal;
+  std::vector<std::string> planned_without;
 };
 
 // Plans `deployment` (flags and file as given, engine.profile ignored)
