@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include <charconv>
+#include <unistd.h>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -33,6 +34,7 @@
 #include "core/report/engine_comparison.h"
 #include "core/report/plan_report.h"
 #include "core/base/text_excerpt.h"
+#include "core/base/terminal_colour.h"
 #include "core/base/units.h"
 #include "harness/scenario_emit.h"
 
@@ -260,6 +262,11 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   return d;
 }
 
+// A report as stdout shows it: coloured on a terminal (not piped, NO_COLOR unset).
+std::string for_terminal(const std::string& report) {
+  return colour_wanted(STDOUT_FILENO) ? colour_report(report) : report;
+}
+
 // What was read from --from, before the plan: the engine, its settings as
 // plan's flags, how each was read, and what was ignored.
 std::string engine_command_line_text(const EngineCommandLine& line) {
@@ -376,7 +383,7 @@ int run_plan(PlanFlags& flags) {
       if (from) j["from_command_line"] = engine_command_line_json(*from);
       std::cout << dump_json(j) << "\n";
     }
-    else std::cout << format_engine_comparison(columns);
+    else std::cout << for_terminal(format_engine_comparison(columns));
     return 0;
   }
   WarningSink sink;  // the report prints the warnings; no second copy on stderr
@@ -390,7 +397,7 @@ int run_plan(PlanFlags& flags) {
     if (from) j["from_command_line"] = engine_command_line_json(*from);
     std::cout << dump_json(j) << "\n";
   } else {
-    std::cout << format_plan_report(checked->plan);
+    std::cout << for_terminal(format_plan_report(checked->plan));
   }
   if (!fits.is_ok()) {
     std::cout.flush();  // the report before the error, also where both go to one pipe

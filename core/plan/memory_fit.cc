@@ -106,6 +106,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     size_t scopes = 0;
     Charge largest;
     EnvironmentSet environments;
+    bool per_rank_field = false;  // the limit is memory_limit_per_rank (one rank under a host's memory_limit is not)
   };
   std::map<Key, Over> over;
   for (const MemoryLimitScope& scope : plan.memory_limits) {
@@ -123,6 +124,9 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     Over& o = over[{scope.limit_bytes, scope.ranks.size(), placements}];
     const HostSpec& host = plan.deployment.hosts[static_cast<size_t>(scope.host)];
     o.environments.add(host.environment);
+    o.per_rank_field = scope.ranks.size() == 1 && host.memory_limit_bytes_per_rank &&
+                       *host.memory_limit_bytes_per_rank == scope.limit_bytes &&
+                       !(host.memory_limit_bytes && *host.memory_limit_bytes == scope.limit_bytes);
     ++o.scopes;
     if (charge.total() > o.largest.total()) o.largest = charge;
     o.ranks.insert(o.ranks.end(), scope.ranks.begin(), scope.ranks.end());
@@ -168,7 +172,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
         "less per rank: a larger tp (host_private and host_head_sharded hold a 1/tp share), dp_shared_memory for "
         "host_shared where /dev/shm holds the tables (one copy per node), or cpu_offload: false (tables on the GPUs)",
         who, one_rank && o.scopes == 1 ? "it" : "them",
-        memory_limit_fix(charge.total(), kHostHeadroomFloorBytesPerRank * ranks_per_scope, one_rank,
+        memory_limit_fix(charge.total(), kHostHeadroomFloorBytesPerRank * ranks_per_scope, o.per_rank_field,
                          o.environments)));
   }
 }
