@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/fixes_once.h"
 #include "core/base/seed_list.h"
 #include "core/base/text_table.h"
 #include "core/base/units.h"
@@ -77,6 +78,36 @@ TEST(KubernetesUnits, ALetterAloneIsSaidInBothUnits) {
   EXPECT_FALSE(kubernetes_letter_reading("200Gi", 200 * kGiB).has_value());
   EXPECT_FALSE(kubernetes_letter_reading("200GB", 200'000'000'000u).has_value());
   EXPECT_FALSE(kubernetes_letter_reading("200B", 200).has_value());
+}
+
+}  // namespace
+}  // namespace engram
+
+namespace engram {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(FixesOnce, ALongFixRepeatedOverLinesIsSaidOnceAndReferencedAfter) {
+  const std::string fix_a = "put fewer ranks on each host, give the host's real RAM with host_memory (--host-memory)";
+  const std::string fix_b = "or keep the tables on the GPUs (cpu_offload: false), which every placement here allows";
+  const std::vector<std::string> said = say_fixes_once({
+      "host_private: does not fit; " + fix_a + "; " + fix_b,
+      "sglang_file: does not fit; " + fix_a + "; " + fix_b,
+      "host_shared: available",
+      "sglang_shared: short fix; " + fix_b,
+  });
+  ASSERT_EQ(said.size(), 4u);
+  EXPECT_EQ(said[0], "host_private: does not fit; [fix 1] " + fix_a + "; [fix 2] " + fix_b);
+  EXPECT_EQ(said[1], "sglang_file: does not fit; (fixes 1-2 above)");
+  EXPECT_EQ(said[2], "host_shared: available");
+  EXPECT_EQ(said[3], "sglang_shared: short fix; (fix 2 above)");
+  // Said once in all: the long text appears a single time.
+  std::string all;
+  for (const std::string& s : said) all += s + "\n";
+  EXPECT_EQ(all.find(fix_a), all.rfind(fix_a));
+  // Nothing repeated: unchanged.
+  EXPECT_THAT(say_fixes_once({"a; b", "c"}), ElementsAre("a; b", "c"));
 }
 
 }  // namespace
