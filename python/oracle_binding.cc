@@ -70,6 +70,12 @@ py::array_t<uint16_t> reference_lookup(py::handle model_arg, int layer, py::hand
   TableSpec table = model.tables[static_cast<size_t>(layer_argument(model, layer))];
   table.scale_byte_rule = engine_argument(engine);
   const HostInt64Array ids = host_int64_array(row_ids_arg, "row_ids", {1, 2});
+  // [n, heads]: a row id per head of this layer (hash_ids' shape); any other width is a slip.
+  if (ids.shape.size() == 2 && ids.shape[1] != table.head_count())
+    raise_status(invalid_argument(fmt::format("row_ids: shape [{}, {}], but layer {} has {} heads; give [n, {}] (as "
+                                              "hash_ids returns) or a flat [n]",
+                                              ids.shape[0], ids.shape[1], layer, table.head_count(),
+                                              table.head_count())));
   std::vector<int64_t> shape = ids.shape;
   shape.push_back(table.dim);
   py::array_t<uint16_t> out = new_array<uint16_t>(shape);
@@ -139,7 +145,8 @@ Returns int64 [n, heads].)");
         py::arg("engine") = "engramlab", py::arg("fill_seed") = 1,
         R"(The bitwise CPU reference of the lookup: each id's row of the filled test table (fill_seed, as the
 runtime fills it), dequantised to bf16 under the engine's UE8M0 scale-byte rule ("engramlab" and "vllm": byte 0 is
-+0 and 255 +inf; "sglang": 2^-127 and NaN), -0 written as +0, NaN canonical; DEAD (-1) and out-of-table ids give a
++0 and 255 +inf; "sglang": 2^-127 and NaN), -0 written as +0, a NaN as 0x7fc0 with the sign of its FP8 byte
+(0xffc0 where that byte is negative); DEAD (-1) and out-of-table ids give a
 zero row. row_ids: int64 [n] or [n, heads]. Returns the bf16 bits as uint16 [*row_ids.shape, dim] (the package's
 reference_lookup(..., dtype=torch.bfloat16) gives a torch tensor).)");
   m.def("table_rows", &table_rows, py::arg("model"), py::arg("layer"), py::arg("first"), py::arg("count"),
