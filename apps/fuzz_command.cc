@@ -19,6 +19,7 @@
 #include "core/base/json_output.h"
 #include "core/base/progress.h"
 #include "core/engines/engine_profile.h"
+#include "core/plan/deployment_plan.h"
 #include "core/base/rerun_command.h"
 #include "harness/run_json.h"
 #include "harness/run_timeline.h"
@@ -73,6 +74,38 @@ int emit_scenario(const FuzzFlags& flags, const harness::SwarmTarget& target) {
   std::cerr << fmt::format("emitted seed {}: run alone it passes with trace hash {:016x}, as the seed's run\n",
                            seed.value(), emitted->trace_hash);
   return 0;
+}
+
+// The coverage probes a sweep around `deployment` can reach, by the part of
+// the code each names (its name's prefix): handle-exchange probes need a
+// placement that shares device memory by handle, /dev/shm probes a
+// node's /dev/shm copy, the host-read probe a host table. Others (weight
+// sharing) stay listed. Every probe where the deployment does not plan.
+struct ProbeReach {
+  bool handles = true, shm = true, host_tables = true;
+};
+
+ProbeReach probe_reach(const Deployment& deployment) {
+  WarningSink sink;
+  auto plan = plan_deployment(deployment, sink);
+  if (!plan.is_ok()) return {};
+  ProbeReach r{false, false, false};
+  for (const PlacementGroupSummary& g : plan->groups) r.handles |= g.handle_type.has_value();
+  for (const HostMemory& h : plan->hosts) {
+    r.shm |= h.shm_bytes > 0;
+    r.host_tables |= h.host_table_bytes > 0;
+  }
+  return r;
+}
+
+bool probe_reachable(const std::string& probe, const ProbeReach& reach) {
+  const auto& [handles, shm, host] = reach;
+  auto starts = [&](std::string_view prefix) { return probe.rfind(prefix, 0) == 0; };
+  if (starts("exchange: ") || starts("peer shard table: ") || starts("sim: access refused") || starts("sim: fd "))
+    return handles;
+  if (starts("sim: shm ") || starts("sim: /dev/shm ")) return shm;
+  if (starts("lookup: a host table")) return host;
+  return true;
 }
 
 int run_fuzz(FuzzFlags& flags) {
@@ -168,11 +201,23 @@ int run_fuzz(FuzzFlags& flags) {
                                  : fmt::format(" (only a sweep of {} or more seeds must fire every site)",
                                                harness::kEverySiteSweepSeeds));
   }
-  if (const auto unhit = report.probes_never_hit(); !unhit.empty() && !flags.brief) {
+  if (auto unhit = report.probes_never_hit(); !unhit.empty() && !flags.brief) {
+    // Around a deployment, only the probes its placements can reach: the rest are not this sweep's to hit.
+    size_t unreachable = 0;
+    if (target->deployment) {
+      const size_t before = unhit.size();
+      const ProbeReach reach = probe_reach(*target->deployment);
+      std::erase_if(unhit, [&](const std::string& p) { return !probe_reachable(p, reach); });
+      unreachable = before - unhit.size();
+    }
     std::string names;
     for (const std::string& probe : unhit) names += fmt::format("{}{}", names.empty() ? "" : "; ", probe);
-    std::cout << fmt::format("coverage probes never hit in {} seeds ({} of {}): {}\n", flags.seeds, unhit.size(),
-                             unhit.size() + report.coverage.size(), names);
+    if (!unhit.empty())
+      std::cout << fmt::format("coverage probes never hit in {} seeds ({} of {}{}): {}\n", flags.seeds, unhit.size(),
+                               unhit.size() + report.coverage.size(),
+                               unreachable ? fmt::format(" this deployment can reach; {} more it cannot", unreachable)
+                                           : std::string(),
+                               names);
   }
   std::cout << fmt::format("fuzz: {} seeds from {}{}{}{}: {} failed; {} of {} fault sites{} fired; {:.1f} s\n",
                            flags.seeds, flags.seed, flags.file.empty() ? "" : " around " + flags.file,
