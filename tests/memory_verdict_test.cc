@@ -119,6 +119,18 @@ TEST(MemoryVerdict, ALetterAloneOutsideKubernetesIsAPowerOf1024AndNotEchoed) {
   EXPECT_TRUE(planned(d).fits.is_ok());
 }
 
+TEST(MemoryVerdict, OneRankUnderAHostsMemoryLimitIsToldToRaiseThatLimit) {
+  auto d = parse_deployment_text(
+      "hosts:\n  - {name: box, gpus: 1, gpu_model: H200, host_memory: 2TiB, memory_limit: 100GiB, environment: docker}\n"
+      "layout: {tp: 1, dp: 1}\nconfig: {cpu_offload: true}\n",
+      "one.yaml");
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  const FitCheckedPlan p = planned(d.value());
+  ASSERT_FALSE(p.fits.is_ok());
+  EXPECT_THAT(p.fits.message(), HasSubstr("memory_limit: 197GiB in the deployment (--memory-limit 197GiB)"));
+  EXPECT_THAT(p.fits.message(), Not(HasSubstr("memory_limit_per_rank")));
+}
+
 TEST(MemoryVerdict, ContextLengthWithoutKvFiguresIsAWarningNotSilence) {
   Deployment d = pod("400Gi");
   d.engine.context_length_tokens = 32768;

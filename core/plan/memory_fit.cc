@@ -124,9 +124,11 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     Over& o = over[{scope.limit_bytes, scope.ranks.size(), placements}];
     const HostSpec& host = plan.deployment.hosts[static_cast<size_t>(scope.host)];
     o.environments.add(host.environment);
-    o.per_rank_field = scope.ranks.size() == 1 && host.memory_limit_bytes_per_rank &&
-                       *host.memory_limit_bytes_per_rank == scope.limit_bytes &&
-                       !(host.memory_limit_bytes && *host.memory_limit_bytes == scope.limit_bytes);
+    // One rank under its own limit: memory_limit_per_rank, unless the host's entry says it is the host's
+    // memory_limit (a container of one rank; the runtime's cgroups cannot tell the two apart).
+    const bool host_limit = host.memory_limit_bytes && *host.memory_limit_bytes == scope.limit_bytes &&
+                            !(host.memory_limit_bytes_per_rank && *host.memory_limit_bytes_per_rank == scope.limit_bytes);
+    o.per_rank_field = scope.ranks.size() == 1 && !host_limit;
     ++o.scopes;
     if (charge.total() > o.largest.total()) o.largest = charge;
     o.ranks.insert(o.ranks.end(), scope.ranks.begin(), scope.ranks.end());
