@@ -98,7 +98,17 @@ struct Ran {
   std::string text;
 };
 
-Ran run_in_repo(const std::string& command) {
+// The interpreter this build's Python module is for (python/python_env.sh),
+// which a README `python3` stands for; "python3" where the build has none.
+std::string module_python() {
+  std::ifstream in(std::string(ENGRAM_BINARY_DIR) + "/python/python_env.sh");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("ENGRAM_PYTHON=", 0) == 0) return line.substr(14);
+  return "python3";
+}
+
+Ran run_in_repo(std::string command) {
+  if (command.rfind("python3 ", 0) == 0) command = module_python() + command.substr(7);
   const std::string apps = std::string(ENGRAM_BINARY_DIR) + "/apps";
   const std::string python = std::string(ENGRAM_BINARY_DIR) + "/python";
   // As a reader runs it: engramlab on PATH, the module importable, no colour, no progress.

@@ -17,7 +17,6 @@ and the `engramlab scenario run FILE --seed S` line that reproduces it.
 """
 
 import fnmatch
-import os
 import re
 
 import pytest
@@ -109,7 +108,7 @@ def pytest_collect_file(parent, file_path):
     config = parent.config
     if not hasattr(config, "engramlab_collected"):
         pytest_configure(config)
-    key = os.path.realpath(file_path)  # a symlinked folder's file is the same file
+    key = str(file_path)  # one node per path, whichever copy of the plugin is asked first
     if key in config.engramlab_collected:
         return None
     globs = config.getini("engramlab_scenario_glob").split() if _ini_known(config) else []
