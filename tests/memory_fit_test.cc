@@ -116,7 +116,7 @@ TEST(MemoryFit, ASizeLimitBelowTheCopyNamesTheOneToSet) {
   const Status s = fit(d);
   ASSERT_EQ(s.code(), ErrorCode::kResourceExhausted);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("host(s) n0 (host_shared): the node's /dev/shm copy takes 188.8 GiB"),
-                                 HasSubstr("more than the 100.0 GiB"), HasSubstr("sizeLimit: 193Gi")));
+                                 HasSubstr("more than the 100.0 GiB"), HasSubstr("sizeLimit: 190Gi")));
   d.hosts[0].tmpfs_bytes_enforced = kFlashTableBytesTotal;
   EXPECT_TRUE(fit(d).is_ok());
 }

@@ -30,7 +30,9 @@ class EnvironmentSet {
 // The headroom a /dev/shm fix adds to the tables it must hold: NCCL's
 // shared-memory transport and the engine's own segments share the node's
 // /dev/shm and are not counted (core/plan/memory_margins.h).
-inline constexpr uint64_t kShmFixHeadroomBytes = 4ull << 30;
+// NCCL's shared-memory segments are megabytes a rank pair, so 1 GiB covers
+// a node of eight ranks with room to spare.
+inline constexpr uint64_t kShmFixHeadroomBytes = 1ull << 30;
 
 // "Docker: --shm-size=193g (or --ipc=host ...); Kubernetes: ...; bare metal:
 // ...; or set dp_shared_memory: false ..." for a tmpfs that must hold
