@@ -71,14 +71,18 @@ log="$build_dir.build.log"
 cmake --build "$build_dir" --target engramlab -j"$jobs" >"$log" 2>&1 &
 build_pid=$!
 trap 'kill "$build_pid" 2>/dev/null || true' EXIT INT TERM
-last=""
+last="" quiet=0
 while kill -0 "$build_pid" 2>/dev/null; do
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     kill -0 "$build_pid" 2>/dev/null || break
     sleep 1
   done
   line="$(grep -E '^\[ *[0-9]+%\]' "$log" | tail -n 1 || true)"
-  if [ -n "$line" ] && [ "$line" != "$last" ]; then
+  quiet=$((quiet + 1))
+  if [ -z "$line" ] && [ "$quiet" -ge 2 ]; then
+    echo "run.sh: building: the first files are compiling ($(elapsed))"; quiet=0
+  elif [ -n "$line" ] && { [ "$line" != "$last" ] || [ "$quiet" -ge 3 ]; }; then
+    quiet=0
     pct="$(sed -E 's/^\[ *([0-9]+%)\].*/\1/' <<<"$line")"
     what="$(sed -E 's/^.*(Building CXX object|Linking CXX executable|Linking CXX static library) //; s/\.o$//; s/CMakeFiles\/[^/]*\.dir\///' <<<"$line")"
     echo "run.sh: building $pct  $what ($(elapsed))"
