@@ -13,7 +13,7 @@
 
 #include "backends/emulated_driver/world_file.h"
 #include "core/deployment/deployment_validate.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "tests/forked_tcp_ranks.h"
 #include "tests/process_run.h"
 #include "tests/temp_dir.h"

@@ -17,7 +17,7 @@
 
 #include "core/base/input_file.h"
 #include "core/deployment/deployment_validate.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/model/gpu_models.h"
 #include "core/model/model_file.h"
 #include "harness/scenario.h"

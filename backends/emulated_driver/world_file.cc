@@ -9,7 +9,7 @@
 #include <map>
 
 #include "core/deployment/deployment_validate.h"
-#include "core/deployment/deployment_yaml.h"
+#include "core/deployment_file/deployment_yaml.h"
 #include "core/model/gpu_models.h"
 
 namespace engram::emulated {

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "core/deployment/deployment.h"
-#include "core/engines/engine_id.h"
+#include "core/deployment/engine_id.h"
 #include "core/placements/step_cost.h"
 
 namespace engram {
