@@ -350,7 +350,7 @@ struct StepModel {
   std::optional<CalibrationFit> fit;
 };
 Result<StepModel> step_model(const PlanFlags& f, const Deployment& d) {
-  const std::string gpu = d.hosts.empty() ? std::string("H200") : d.hosts.front().gpu_model;
+  const std::string gpu = step_gpu_model(d);
   StepModel m{step_constants_for(gpu), std::nullopt};
   if (f.calibration.empty()) return m;
   ENGRAM_ASSIGN_OR_RETURN(const CalibrationFile file, load_calibration(f.calibration));
@@ -457,7 +457,7 @@ int run_plan(PlanFlags& flags) {
     // A fresh bench run held to the shipped model's bounds: exit 1 where a point is outside.
     if (flags.calibration.empty())
       return fail(invalid_argument("--calibration-check: give --calibration FILE (a bench CSV) to check"));
-    const std::string gpu = deployment->hosts.empty() ? std::string("H200") : deployment->hosts.front().gpu_model;
+    const std::string gpu = step_gpu_model(deployment.value());
     const Result<CalibrationFile> file = load_calibration(flags.calibration);
     if (!file.is_ok()) return fail(file.status());
     if (Status s = check_calibration_gpu(file.value(), gpu); !s.is_ok()) return fail(s);
@@ -485,10 +485,8 @@ int run_plan(PlanFlags& flags) {
   // The report first, so the figures behind a "cannot run" are on screen.
   const Status& fits = checked->fits;
   if (flags.json) {
-    Json j = plan_json(checked->plan);
-    j["step_time"] = step_times_json(plan_step_times(checked->plan, model->constants, tokens.value()));
-    j["calibration_fit"] = model->fit ? calibration_fit_json(*model->fit) : Json(nullptr);
-    j["error"] = error_json_or_null(fits);
+    Json j = plan_document(checked.value(), model->constants, tokens.value(),
+                           model->fit ? calibration_fit_json(*model->fit) : Json(nullptr));
     if (from) j["from_command_line"] = engine_command_line_json(*from);
     std::cout << dump_json(j) << "\n";
   } else {

@@ -7,7 +7,8 @@
 #include "core/base/yaml_fields.h"
 #include "core/deployment_file/deployment_yaml.h"
 #include "core/plan/memory_fit.h"
-#include "core/report/plan_report.h"
+#include "core/plan/step_time_plan.h"
+#include "core/report/step_time_report.h"
 #include "python/arguments.h"
 #include "python/errors.h"
 #include "python/json_objects.h"
@@ -50,8 +51,10 @@ py::object plan(py::handle deployment) {
   const Deployment d = value_or_raise(deployment_of(deployment));
   WarningSink sink;  // the document holds the warnings
   const FitCheckedPlan checked = value_or_raise(plan_with_memory_fit(d, sink));
-  Json document = plan_json(checked.plan);
-  document["error"] = error_json_or_null(checked.fits);
+  // `plan --json` without flags: the GPU model's built-in calibration at the
+  // deployment's tokens_per_rank_max.
+  const std::vector<int> tokens{d.config.tokens_per_rank_max};
+  const Json document = plan_document(checked, step_constants_for(step_gpu_model(d)), tokens, Json(nullptr));
   py::object out = json_object(document);
   if (!checked.fits.is_ok()) raise_status(checked.fits, out);
   return out;

@@ -49,7 +49,13 @@ inline ProcessRun run_emulated_ranks(const EmulatedWorld& w, const std::string& 
   const auto places = emulated::local_places(w.deployment.rank_hosts);
   const int world = static_cast<int>(places.size());
   const std::string job = fmt::format("emutest-{}-{}", ::getpid(), w.dir.path.substr(w.dir.path.size() - 6));
-  const uint16_t port = free_loopback_port();
+  // The ranks are separate processes started by a shell, so the listening
+  // socket cannot be handed to rank 0 (as forked_rank_options does): the
+  // port is released just before they start (the released-port pattern,
+  // left here for this one shell-started job).
+  LoopbackListener listener;
+  const uint16_t port = listener.port();
+  listener.close();
   std::string script = "fail=0; pids=; ";
   for (int r = 0; r < world; ++r) {
     script += fmt::format(

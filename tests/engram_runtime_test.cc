@@ -124,7 +124,8 @@ TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
     [[maybe_unused]] const auto& [tp, dp, ep, elastic_ep, prefill_cp, extra_ranks] = base.layout;
     [[maybe_unused]] const auto& [cpu_offload, peer_shards, dp_shared_memory, shard_group, tokens, sp, placement,
                                   offload_given, across_dp, thp, host_layout] = base.config;
-    [[maybe_unused]] const auto& [fraction, reserved, from_model, fraction_given, context, negative_kv, profile] =
+    [[maybe_unused]] const auto& [fraction, reserved, from_model, fraction_given, context, negative_kv, profile,
+                                  variant] =
         base.engine;
   }
   const std::vector<std::pair<std::string, std::function<void(PlanInputs&)>>> changes = {
@@ -156,6 +157,7 @@ TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {
       {"engine.negative_kv_allowed", [](PlanInputs& i) { i.engine.negative_kv_allowed = true; }},
       {"engine.profile vllm", [](PlanInputs& i) { i.engine.profile = EngineId::kVllm; }},
       {"engine.profile sglang", [](PlanInputs& i) { i.engine.profile = EngineId::kSglang; }},
+      {"engine.variant", [](PlanInputs& i) { i.engine.variant = "sp-all-to-all"; }},
   };
   const PlanInputsHash hash;
   std::unordered_set<PlanInputs, PlanInputsHash> entries = {base};

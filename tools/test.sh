@@ -13,20 +13,24 @@ mkdir -p build-logs
 
 # Runs a stage with its output in build-logs/<name>.log; prints the log's
 # tail and stops on failure.
+# Each stage's wall time, for the closing line (CI's budget is 20 minutes).
+stage_times=""
+took() { stage_times="$stage_times $1 $(($2 / 60))m$(($2 % 60))s,"; }
 stage() {
   local name="$1"; shift
-  local log="build-logs/$name.log"
+  local log="build-logs/$name.log" started="$SECONDS"
   if ! "$@" >"$log" 2>&1; then
     tail -n 150 "$log"
     echo "test.sh: stage '$name' failed; full log: $log" >&2
     exit 1
   fi
+  took "$name" $((SECONDS - started))
 }
 
 # ctest with its summary shown: the skipped GPU tests are named, so a run
 # without a GPU says so.
 run_ctest() {
-  local dir="$1" name="$2"
+  local dir="$1" name="$2" started="$SECONDS"
   if ! ctest --test-dir "$dir" -j"$jobs" --output-on-failure --timeout 900 >"build-logs/$name.log" 2>&1; then
     # The summary alone does not say why: the failing tests run again, one
     # at a time, and their own output is shown (and whether they failed
@@ -38,6 +42,7 @@ run_ctest() {
     echo "test.sh: stage '$name' failed; full logs: build-logs/$name.log, build-logs/$name-rerun.log" >&2
     exit 1
   fi
+  took "$name" $((SECONDS - started))
   local log="build-logs/$name.log" skipped
   skipped="$(grep -c '\*\*\*Skipped' "$log" || true)"
   grep -E 'tests passed' "$log"
@@ -172,3 +177,4 @@ python_passed="$(tail -n 1 build-logs/python.log | grep -oE '[0-9]+ passed' | gr
 python_skipped="$(tail -n 1 build-logs/python.log | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)"
 total_skipped=$((total_skipped + python_skipped))
 echo "total: $((total_tests - total_failed - total_skipped + python_skipped + python_passed + 2)) passed, $total_failed failed, $total_skipped skipped"
+echo "time: $((SECONDS / 60))m$((SECONDS % 60))s in all;${stage_times%,}"

@@ -93,4 +93,8 @@ double plan_step_time_us_max(const PlanResult& plan, const StepConstants& consta
   return worst;
 }
 
+std::string step_gpu_model(const Deployment& deployment) {
+  return deployment.hosts.empty() ? std::string("H200") : deployment.hosts.front().gpu_model;
+}
+
 }  // namespace engram

@@ -31,6 +31,10 @@ struct PlanStepTimes {
   std::vector<PlacementStepRow> rows;
 };
 
+// The GPU model a deployment's steps are priced for: its first host's (H200
+// where the deployment names no host); `plan` and engramlab.plan agree on it.
+std::string step_gpu_model(const Deployment& deployment);
+
 // The links of a group: NVLink inside a host or across hosts of one NVLink
 // domain, the network otherwise.
 PlanStepTimes plan_step_times(const PlanResult& plan, const StepConstants& constants, std::span<const int> tokens);

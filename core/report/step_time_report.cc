@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/report/plan_report.h"
+
 namespace engram {
 
 std::string format_step_times(const PlanStepTimes& times) {
@@ -53,6 +55,15 @@ Json step_times_json(const PlanStepTimes& times) {
     }
     j["placements"].push_back(std::move(r));
   }
+  return j;
+}
+
+Json plan_document(const FitCheckedPlan& checked, const StepConstants& constants, std::span<const int> tokens,
+                   Json calibration_fit) {
+  Json j = plan_json(checked.plan);
+  j["step_time"] = step_times_json(plan_step_times(checked.plan, constants, tokens));
+  j["calibration_fit"] = std::move(calibration_fit);
+  j["error"] = error_json_or_null(checked.fits);
   return j;
 }
 
