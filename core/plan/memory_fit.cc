@@ -249,16 +249,10 @@ std::optional<Warning> kv_capacity_warning(std::span<const RankPlan> ranks, cons
                              no_request.empty() ? "" : ", a shorter --context-length")};
 }
 
-namespace {
-
-// What a host's table bytes are: whole copies, or slices of copies another
-// host counts (a replica's TP ranks over two hosts count its copy at TP rank 0).
 std::string host_tables_text(int copies) {
   if (copies == 0) return "table slices (of copies counted on another host)";
   return fmt::format("{} table cop{}", copies, copies == 1 ? "y" : "ies");
 }
-
-}  // namespace
 
 void add_host_memory_warnings(PlanResult& plan) {
   std::map<size_t, std::set<Placement>> placements_by_host;

@@ -7,6 +7,7 @@
 
 #include "core/base/size_text.h"
 #include "core/base/text_list.h"
+#include "core/plan/memory_fit.h"
 
 namespace engram {
 namespace {
@@ -43,8 +44,7 @@ std::vector<MemoryMargin> memory_margins(const PlanResult& plan) {
     const std::string scope = fmt::format("host {}, ranks {}", h.name, ranks_of_host(plan, h.host));
     if (h.host_memory_bytes != 0 && h.host_table_bytes != 0) {
       out.push_back({"RAM", scope, h.host_memory_bytes, h.host_table_bytes,
-                     fmt::format("{} table cop{} {}", h.table_copies, h.table_copies == 1 ? "y" : "ies",
-                                 format_size_short(h.host_table_bytes)),
+                     host_tables_text(h.table_copies) + " " + format_size_short(h.host_table_bytes),
                      headroom(h.host_memory_bytes, h.host_table_bytes),
                      kHostHeadroomFloorBytesPerRank * static_cast<uint64_t>(h.rank_count), h.rank_count});
     }
