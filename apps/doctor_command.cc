@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "apps/command_registry.h"
+#include "core/base/fixes_once.h"
 #include "apps/deployment_bridge.h"
 #include "apps/doctor_cluster.h"
 #include "apps/engine_choice.h"
@@ -398,13 +399,23 @@ void report(const Facts& f, const std::string& model_name, const HostTableSizes&
     }
   }
   const EngineProfile& engine = engine_profile(engine_id);
-  fmt::print("\nengine {} here (model {}, tp {}; its rules from {}):\n", engine.name, model_name, sizes.tp, engine.source);
-  for (const EngineVerdict& v : judge_engine(engine, this_host(f, model_name, sizes.tp, engine_id), !f.gpus.empty()))
-    fmt::print("  {}: {}{}\n", v.asked, v.placement.empty() ? "" : v.placement + ": ", v.verdict);
-  fmt::print("\nplacements here (model {}, tables {}, tp {}, engine {}):\n", model_name, format_gib(sizes.tables_bytes),
-             sizes.tp, engine.name);
+  // The verdicts below repeat long fixes (one per placement): each is said
+  // once, numbered, and referenced after.
+  std::vector<std::string> verdicts;
+  const std::vector<EngineVerdict> engine_verdicts =
+      judge_engine(engine, this_host(f, model_name, sizes.tp, engine_id), !f.gpus.empty());
+  for (const EngineVerdict& v : engine_verdicts)
+    verdicts.push_back(fmt::format("  {}: {}{}", v.asked, v.placement.empty() ? "" : v.placement + ": ", v.verdict));
   for (const PlacementVerdict& v : judge_placements(f, model_name, sizes, engine_id))
-    fmt::print("  {}: {}\n", v.placement, v.verdict);
+    verdicts.push_back(fmt::format("  {}: {}", v.placement, v.verdict));
+  verdicts = say_fixes_once(verdicts);
+  fmt::print("\nengine {} here (model {}, tp {}; its rules from {}):\n", engine.name, model_name, sizes.tp, engine.source);
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    if (i == engine_verdicts.size())
+      fmt::print("\nplacements here (model {}, tables {}, tp {}, engine {}):\n", model_name,
+                 format_gib(sizes.tables_bytes), sizes.tp, engine.name);
+    fmt::print("{}\n", verdicts[i]);
+  }
 }
 
 Json doctor_json(const Facts& f, const std::string& model_name, const HostTableSizes& sizes, EngineId engine_id) {

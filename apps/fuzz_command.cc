@@ -19,6 +19,8 @@
 #include "core/base/text_excerpt.h"
 #include "core/base/json_output.h"
 #include "core/base/progress.h"
+#include "core/engines/engine_profile.h"
+#include "core/plan/deployment_plan.h"
 #include "core/base/rerun_command.h"
 #include "harness/run_json.h"
 #include "harness/run_timeline.h"
@@ -45,6 +47,8 @@ struct FuzzFlags {
   bool json = false;
   bool progress = false;
   std::string junitxml;  // --junitxml: a testcase per seed
+  std::string engine;    // --engine: whose rules plan the file's deployment (over its engine.name)
+  bool brief = false;    // --brief: the outcomes and the summary line alone (tools/run.sh)
 };
 
 // The whole-number flags, as every command reads them.
@@ -73,6 +77,38 @@ int emit_scenario(const FuzzFlags& flags, const harness::SwarmTarget& target) {
   return 0;
 }
 
+// The coverage probes a sweep around `deployment` can reach, by the part of
+// the code each names (its name's prefix): handle-exchange probes need a
+// placement that shares device memory by handle, /dev/shm probes a
+// node's /dev/shm copy, the host-read probe a host table. Others (weight
+// sharing) stay listed. Every probe where the deployment does not plan.
+struct ProbeReach {
+  bool handles = true, shm = true, host_tables = true;
+};
+
+ProbeReach probe_reach(const Deployment& deployment) {
+  WarningSink sink;
+  auto plan = plan_deployment(deployment, sink);
+  if (!plan.is_ok()) return {};
+  ProbeReach r{false, false, false};
+  for (const PlacementGroupSummary& g : plan->groups) r.handles |= g.handle_type.has_value();
+  for (const HostMemory& h : plan->hosts) {
+    r.shm |= h.shm_bytes > 0;
+    r.host_tables |= h.host_table_bytes > 0;
+  }
+  return r;
+}
+
+bool probe_reachable(const std::string& probe, const ProbeReach& reach) {
+  const auto& [handles, shm, host] = reach;
+  auto starts = [&](std::string_view prefix) { return probe.rfind(prefix, 0) == 0; };
+  if (starts("exchange: ") || starts("peer shard table: ") || starts("sim: access refused") || starts("sim: fd "))
+    return handles;
+  if (starts("sim: shm ") || starts("sim: /dev/shm ")) return shm;
+  if (starts("lookup: a host table")) return host;
+  return true;
+}
+
 int run_fuzz(FuzzFlags& flags) {
   if (const Status bad = read_numbers(flags); !bad.is_ok()) {
     std::cerr << "error: " << bad.message() << "\n";
@@ -96,6 +132,17 @@ int run_fuzz(FuzzFlags& flags) {
                                    {flags.junitxml, "the JUnit XML report"}})
     if (target.is_ok() && !path.empty())
       if (Status usable = check_output_path(path, what); !usable.is_ok()) target = usable;
+  if (target.is_ok() && !flags.engine.empty()) {
+    if (!target->deployment) {
+      target = invalid_argument("--engine: plans a deployment's file by an engine's rules; give --file too");
+    } else if (auto id = parse_engine_choice(flags.engine, "--engine"); !id.is_ok()) {
+      target = id.status();
+    } else {
+      target->deployment->engine.profile = id->id;
+      target->deployment->engine.variant = id->variant;
+      target->engine = flags.engine;
+    }
+  }
   if (!target.is_ok()) {
     std::cerr << "error: " << target.status().message() << "\n";
     if (flags.json) std::cout << dump_json(error_document("fuzz", target.status())) << "\n";
@@ -142,7 +189,12 @@ int run_fuzz(FuzzFlags& flags) {
     return report.passed() ? 0 : 1;
   }
 
-  std::cout << report.fault_site_table() << "\n" << report.coverage_table() << "\n" << report.outcome_table() << "\n";
+  if (flags.brief) {
+    std::cout << report.outcome_table();
+  } else {
+    std::cout << report.fault_site_table() << "\n" << report.coverage_table() << "\n" << report.outcome_table()
+              << "\n";
+  }
   for (const auto& f : report.failures) {
     std::cout << fmt::format("FAIL seed {}: {}\n  job: {}\n", f.seed, f.outcome, f.description);
     for (const auto& v : f.violations) std::cout << "  - " << v << "\n";
@@ -157,14 +209,27 @@ int run_fuzz(FuzzFlags& flags) {
                                  : fmt::format(" (only a sweep of {} or more seeds must fire every site)",
                                                harness::kEverySiteSweepSeeds));
   }
-  if (const auto unhit = report.probes_never_hit(); !unhit.empty()) {
+  if (auto unhit = report.probes_never_hit(); !unhit.empty() && !flags.brief) {
+    // Around a deployment, only the probes its placements can reach: the rest are not this sweep's to hit.
+    size_t unreachable = 0;
+    if (target->deployment) {
+      const size_t before = unhit.size();
+      const ProbeReach reach = probe_reach(*target->deployment);
+      std::erase_if(unhit, [&](const std::string& p) { return !probe_reachable(p, reach); });
+      unreachable = before - unhit.size();
+    }
     std::string names;
     for (const std::string& probe : unhit) names += fmt::format("{}{}", names.empty() ? "" : "; ", probe);
-    std::cout << fmt::format("coverage probes never hit in {} seeds ({} of {}): {}\n", flags.seeds, unhit.size(),
-                             unhit.size() + report.coverage.size(), names);
+    if (!unhit.empty())
+      std::cout << fmt::format("coverage probes never hit in {} seeds ({} of {}{}): {}\n", flags.seeds, unhit.size(),
+                               unhit.size() + report.coverage.size(),
+                               unreachable ? fmt::format(" this deployment can reach; {} more it cannot", unreachable)
+                                           : std::string(),
+                               names);
   }
-  std::cout << fmt::format("fuzz: {} seeds from {}{}{}: {} failed; {} of {} fault sites{} fired; {:.1f} s\n",
+  std::cout << fmt::format("fuzz: {} seeds from {}{}{}{}: {} failed; {} of {} fault sites{} fired; {:.1f} s\n",
                            flags.seeds, flags.seed, flags.file.empty() ? "" : " around " + flags.file,
+                           flags.engine.empty() ? "" : " under " + flags.engine,
                            flags.check_determinism ? ", each run twice" : "", report.failures.size(),
                            report.expected_sites.size() - never.size(), report.expected_sites.size(),
                            report.expected_sites.size() == sim::kFaultSiteCount ? "" : " aimed at", 
@@ -191,6 +256,10 @@ CommandRegistration reg("40-fuzz", [](CLI::App& app, int& exit_code) {
                   "write a JUnit XML report (a testcase per seed; a failure holds the violations and the reproduce "
                   "line) for a CI dashboard");
   cmd->add_option("--sites", flags->sites, "comma-separated fault sites to draw faults at (default: every site)");
+  cmd->add_option("--engine", flags->engine,
+                  fmt::format("whose rules plan the --file's deployment: {} (default: the file's engine.name)",
+                              engine_names_text()));
+  cmd->add_flag("--brief", flags->brief, "print the outcomes, failures and the summary line alone");
   cmd->add_flag("--check-determinism", flags->check_determinism, "run each seed twice and compare trace hashes");
   cmd->add_flag("--verbose", flags->verbose, "print each seed's job and outcome first");
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");

@@ -7,20 +7,26 @@
 // its ranks hold, nothing left for the KV cache unless --allow-negative-kv);
 // 2 bad input.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
 #include <charconv>
+#include <unistd.h>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "apps/command_registry.h"
+#include "apps/engine_command_line.h"
+#include "core/base/check.h"
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
 #include "apps/plan_sweep.h"
 #include "core/plan/deployment_plan.h"
+#include "core/deployment/runtime_environment.h"
 #include "core/deployment_file/deployment_yaml.h"
 #include "core/deployment/shard_groups.h"
 #include "core/model/gpu_models.h"
@@ -34,7 +40,9 @@
 #include "core/plan/step_calibration.h"
 #include "core/plan/step_time_plan.h"
 #include "core/base/text_excerpt.h"
+#include "core/base/terminal_colour.h"
 #include "core/base/units.h"
+#include "harness/scenario_emit.h"
 
 namespace engram::app {
 namespace {
@@ -65,6 +73,8 @@ struct PlanFlags {
   std::vector<std::string> sweep;  // --sweep KEY=V1,V2 ... (apps/plan_sweep.h)
   std::string sweep_svg;           // --sweep-svg FILE: the sweep's frontier (apps/plan_sweep_svg.h)  // step times: token counts, a bench CSV to fit the model on
   bool calibration_check = false;  // judge --calibration's points with the built-in constants, no fit
+  std::string from;  // --from: an engine's command line, read into the flags above (core: engine_command_line.h)
+  bool emit_deployment = false;  // --emit-deployment: the deployment as a file, instead of the plan
   bool compare_engines = false;
   bool explain = false;
   bool json = false;
@@ -127,7 +137,8 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     HostSpec base;
     base.tmpfs_bytes_total = kDockerDefaultShmBytes;
     if (from_file && !d.hosts.empty()) base = d.hosts.front();
-    if (!from_file && f.shm_size.empty() && f.no_shm.empty()) {
+    const bool bare_metal = f.environment == "bare_metal";  // its /dev/shm default is half the RAM (validation)
+    if (!from_file && f.shm_size.empty() && f.no_shm.empty() && !bare_metal) {
       d.defaults_used.push_back({"--shm-size", "64 MiB",
                                  "Docker's default /dev/shm; give --shm-size (what `df -h /dev/shm` shows on the "
                                  "hosts)"});
@@ -174,6 +185,7 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     if (!f.shm_size.empty()) {
       ENGRAM_ASSIGN_OR_RETURN(h.tmpfs_bytes_total, parse_bytes(f.shm_size, "--shm-size"));
       h.shm_mounted = true;
+      h.shm_size_written = true;
     }
     bool no_shm = false;
     ENGRAM_RETURN_IF_ERROR(apply(f.no_shm, no_shm, bool_of("--no-shm")));
@@ -183,12 +195,14 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
       h.tmpfs_bytes_total = 0;
     }
     // Container limits; a limit of 0 bytes is a limit (every byte refused), as in a deployment file.
+    // On Kubernetes a limit reads as the pod spec's quantity (200G = 200 x 10^9).
+    const SizeUnits limit_units = memory_limit_units(h.environment);
     if (!f.memory_limit.empty()) {
-      ENGRAM_ASSIGN_OR_RETURN(h.memory_limit_bytes, parse_bytes(f.memory_limit, "--memory-limit"));
+      ENGRAM_ASSIGN_OR_RETURN(h.memory_limit_bytes, parse_bytes(f.memory_limit, "--memory-limit", limit_units));
     }
     if (!f.memory_limit_per_rank.empty()) {
       ENGRAM_ASSIGN_OR_RETURN(h.memory_limit_bytes_per_rank,
-                              parse_bytes(f.memory_limit_per_rank, "--memory-limit-per-rank"));
+                              parse_bytes(f.memory_limit_per_rank, "--memory-limit-per-rank", limit_units));
     }
     if (!f.shm_size_limit.empty()) {
       ENGRAM_ASSIGN_OR_RETURN(h.tmpfs_bytes_enforced,
@@ -197,6 +211,20 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     if (!f.nvlink_domain.empty()) h.nvlink_domain = f.nvlink_domain;
     ENGRAM_RETURN_IF_ERROR(apply(f.imex_channel, h.imex_channel, bool_of("--imex-channel")));
     ENGRAM_RETURN_IF_ERROR(apply(f.fabric_attribute, h.fabric_attribute, bool_of("--fabric-attribute")));
+  }
+  // Said once, in both units, where a Kubernetes flag was written with a letter alone.
+  if (!d.hosts.empty()) {
+    const HostSpec& h = d.hosts.front();
+    auto note = [&](const std::string& text, const char* flag, std::optional<uint64_t> bytes) {
+      if (text.empty() || !bytes) return;
+      if (auto reading = kubernetes_letter_reading(text, *bytes))
+        d.defaults_used.push_back({flag, *reading, "read as Kubernetes reads its quantities; write Gi for powers of 1024"});
+    };
+    if (memory_limit_units(h.environment) == SizeUnits::kKubernetes) {
+      note(f.memory_limit, "--memory-limit", h.memory_limit_bytes);
+      note(f.memory_limit_per_rank, "--memory-limit-per-rank", h.memory_limit_bytes_per_rank);
+    }
+    note(f.shm_size_limit, "--shm-size-limit", h.tmpfs_bytes_enforced);
   }
   if (!f.rank_hosts.empty()) {
     d.rank_hosts.clear();
@@ -251,6 +279,30 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
     d.engine.gpu_reserved_bytes = bytes;
   }
   return d;
+}
+
+// A report as stdout shows it: coloured on a terminal (not piped, NO_COLOR unset).
+std::string for_terminal(const std::string& report) {
+  return colour_wanted(STDOUT_FILENO) ? colour_report(report) : report;
+}
+
+// What was read from --from, before the plan: the engine, its settings as
+// plan's flags, how each was read, and what was ignored.
+std::string engine_command_line_text(const EngineCommandLine& line) {
+  std::string settings;
+  for (const auto& [flag, value] : line.plan_flags)
+    if (flag != "engine") settings += fmt::format("{}--{} {}", settings.empty() ? "" : " ", flag, value);
+  std::string out = fmt::format("from the {} command line: {}\n", line.engine, settings);
+  for (const std::string& n : line.notes) out += fmt::format("  {}\n", n);
+  if (!line.ignored.empty())
+    out += fmt::format("  ignored (no bearing on Engram): {}\n", fmt::join(line.ignored, ", "));
+  return out + "\n";
+}
+
+Json engine_command_line_json(const EngineCommandLine& line) {
+  Json settings = Json::object();
+  for (const auto& [flag, value] : line.plan_flags) settings[flag] = value;
+  return Json{{"engine", line.engine}, {"plan_flags", settings}, {"notes", line.notes}, {"ignored", line.ignored}};
 }
 
 // --engine NAME[+VARIANT][,...] and --compare-engines: the engines (or
@@ -325,13 +377,62 @@ Json calibration_fit_json(const CalibrationFit& fit) {
   return j;
 }
 
-int run_plan(const PlanFlags& flags) {
+// --from: the engine's command line as plan's flags. A flag given to plan
+// itself wins over the command line's (so a pasted line can be corrected
+// without editing it); --file beside it is refused (two descriptions).
+Result<EngineCommandLine> apply_engine_command_line(PlanFlags& f) {
+  if (!f.file.empty())
+    return invalid_argument("--from: describes the deployment as the engine's command line; give it or --file, not both");
+  if (f.compare_engines && !f.engine.empty())
+    return invalid_argument("--compare-engines: plans under every engine; give it or --engine NAME, not both");
+  ENGRAM_ASSIGN_OR_RETURN(EngineCommandLine line, read_engine_command_line(f.from, f.engine));
+  const std::map<std::string, std::string PlanFlags::*, std::less<>> fields = {
+      {"engine", &PlanFlags::engine},
+      {"tp", &PlanFlags::tp},
+      {"dp", &PlanFlags::dp},
+      {"ep", &PlanFlags::ep},
+      {"hosts", &PlanFlags::hosts},
+      {"gpus-per-host", &PlanFlags::gpus_per_host},
+      {"extra-ranks", &PlanFlags::extra_ranks},
+      {"prefill-cp", &PlanFlags::prefill_cp},
+      {"enable-expert-parallel", &PlanFlags::enable_expert_parallel},
+      {"model", &PlanFlags::model},
+      {"context-length", &PlanFlags::context_length},
+      {"gpu-memory-fraction", &PlanFlags::gpu_memory_fraction},
+      {"cpu-offload", &PlanFlags::cpu_offload},
+      {"dp-shared-memory", &PlanFlags::dp_shared_memory},
+      {"peer-shards", &PlanFlags::peer_shards},
+      {"thp-packing", &PlanFlags::thp_packing},
+      {"embedding-across-dp", &PlanFlags::embedding_across_dp},
+      {"sequence-parallel", &PlanFlags::sequence_parallel},
+      {"host-layout", &PlanFlags::host_layout},
+      {"shard-group", &PlanFlags::shard_group},
+  };
+  for (const auto& [flag, value] : line.plan_flags) {
+    auto it = fields.find(flag);
+    ENGRAM_CHECK_MSG(it != fields.end(), "every setting read from an engine's command line is a plan flag");
+    if (flag == "engine" && f.compare_engines) continue;  // every engine's column
+    std::string& field = f.*(it->second);
+    if (field.empty()) field = value;
+  }
+  return line;
+}
+
+int run_plan(PlanFlags& flags) {
   auto fail = [&](const Status& s) {
     const int code = s.code() == ErrorCode::kInvalidArgument ? 2 : 1;
+    std::cout.flush();
     std::fputs(fmt::format("engramlab plan: error: {}\n", s.to_string()).c_str(), stderr);
     if (flags.json) std::cout << dump_json(error_document("plan", s)) << "\n";
     return code;
   };
+  std::optional<EngineCommandLine> from;
+  if (!flags.from.empty()) {
+    auto read = apply_engine_command_line(flags);
+    if (!read.is_ok()) return fail(read.status());
+    from = std::move(read).value();
+    if (!flags.json && !flags.emit_deployment) std::cout << engine_command_line_text(*from);
+  }
   auto deployment = build_deployment(flags);
   if (!deployment.is_ok()) return fail(deployment.status());
   const Result<std::vector<EngineChoice>> engines = engines_asked(flags);
@@ -339,6 +440,12 @@ int run_plan(const PlanFlags& flags) {
   if (engines->size() == 1) {
     deployment->engine.profile = engines->front().id;
     deployment->engine.variant = engines->front().variant;
+  }
+  if (flags.emit_deployment) {
+    if (engines->size() > 1)
+      return fail(invalid_argument("--emit-deployment: writes one engine's deployment; name one with --engine"));
+    std::cout << harness::deployment_file_yaml(deployment.value());
+    return 0;
   }
   const Result<std::vector<int>> tokens = step_tokens(flags, deployment.value());
   if (!tokens.is_ok()) return fail(tokens.status());
@@ -368,8 +475,12 @@ int run_plan(const PlanFlags& flags) {
   if (engines->size() > 1) {
     // A column per engine; an engine's refusal is its column, not the exit code.
     const std::vector<EngineColumn> columns = compare_engines(deployment.value(), engines.value());
-    if (flags.json) std::cout << dump_json(engine_comparison_json(columns)) << "\n";
-    else std::cout << format_engine_comparison(columns);
+    if (flags.json) {
+      Json j = engine_comparison_json(columns);
+      if (from) j["from_command_line"] = engine_command_line_json(*from);
+      std::cout << dump_json(j) << "\n";
+    }
+    else std::cout << for_terminal(format_engine_comparison(columns));
     return 0;
   }
   WarningSink sink;  // the report prints the warnings; no second copy on stderr
@@ -378,16 +489,18 @@ int run_plan(const PlanFlags& flags) {
   // The report first, so the figures behind a "cannot run" are on screen.
   const Status& fits = checked->fits;
   if (flags.json) {
-    std::cout << dump_json(plan_document(checked.value(), model->constants, tokens.value(),
-                                         model->fit ? calibration_fit_json(*model->fit) : Json(nullptr)))
-              << "\n";
+    Json j = plan_document(checked.value(), model->constants, tokens.value(),
+                           model->fit ? calibration_fit_json(*model->fit) : Json(nullptr));
+    if (from) j["from_command_line"] = engine_command_line_json(*from);
+    std::cout << dump_json(j) << "\n";
   } else {
-    std::cout << format_plan_report(checked->plan);
+    std::cout << for_terminal(format_plan_report(checked->plan));
     if (flags.explain) std::cout << format_decided_by(checked->plan.decided_by);
     if (model->fit) std::cout << "\n" << format_calibration_fit(*model->fit);
     std::cout << "\n" << format_step_times(plan_step_times(checked->plan, model->constants, tokens.value()));
   }
   if (!fits.is_ok()) {
+    std::cout.flush();  // the report before the error, also where both go to one pipe
     std::fputs(fmt::format("engramlab plan: error: {}\n", fits.to_string()).c_str(), stderr);
     return 1;
   }
@@ -428,7 +541,8 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-shm{true}", f.no_shm, "/dev/shm is not mounted");
   cmd->add_option("--memory-limit", f.memory_limit,
                   "each host's container or pod memory limit over all its ranks, e.g. 200GiB (docker --memory, a "
-                  "pod's resources.limits.memory): their host tables, the /dev/shm copy they write, pinned staging");
+                  "pod's resources.limits.memory): their host tables, the /dev/shm copy they write, pinned staging; with "
+                  "--environment kubernetes a Kubernetes quantity (200G = 200 x 10^9, 200Gi = 200 x 2^30)");
   cmd->add_option("--memory-limit-per-rank", f.memory_limit_per_rank,
                   "each rank's own memory limit (a container or cgroup per rank), e.g. 64GiB");
   cmd->add_option("--shm-size-limit", f.shm_size_limit,
@@ -479,6 +593,12 @@ CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
                   "a bench CSV of the deployment's GPU model (engramlab bench --csv): fit the step model on it, print "
                   "the fit's error per series and size, and time the plan with it (default: the built-in calibration, "
                   "docs/calibration_1xh200.csv for H200)");
+  cmd->add_option("--from", f.from,
+                  "the engine's own command line, quoted as pasted: \"vllm serve MODEL -tp 1 -dp 8 ...\" or "
+                  "\"python -m sglang.launch_server --model-path MODEL --tp 8 ...\" (its Engram settings are read, "
+                  "other flags listed as ignored; plan's own flags override it)");
+  cmd->add_flag("--emit-deployment", f.emit_deployment,
+                "print the deployment (from flags, --file or --from) as a deployment file instead of planning it");
   std::string layouts;
   for (const EngineProfile& e : engine_registry()) {
     layouts += fmt::format("{}{}:", layouts.empty() ? "" : "; ", e.name);

@@ -28,6 +28,7 @@
 #include "core/base/json_output.h"
 #include "harness/junit_xml.h"
 #include "core/base/progress.h"
+#include "core/base/seed_list.h"
 #include "harness/scenario.h"
 #include "harness/drawn_scenario.h"
 #include "harness/emulated_scenario.h"
@@ -106,12 +107,18 @@ int run_scenarios(const ScenarioFlags& flags) {
     if (flags.json) std::cout << dump_json(error_document("scenario run", status)) << "\n";
     return 2;
   };
-  std::optional<uint64_t> seed;
+  // --seed 7, 1-20 or 1,5,9-12: each scenario at each seed.
+  std::vector<uint64_t> seeds;
   if (!flags.seed.empty()) {
-    auto value = whole_number_flag<uint64_t>("--seed", flags.seed, 0, UINT64_MAX);
+    auto value = parse_seed_list(flags.seed, "--seed");
     if (!value.is_ok()) return fail(value.status());
-    seed = value.value();
+    seeds = std::move(value).value();
   }
+  const std::optional<uint64_t> seed = seeds.empty() ? std::nullopt : std::optional<uint64_t>(seeds.front());
+  if (seeds.size() > 1 && (flags.emit || flags.real || !flags.trace.empty() || !flags.timeline.empty()))
+    return fail(invalid_argument(fmt::format("--seed {}: {} seeds; --emit, --real, --trace and --timeline take one "
+                                             "seed, e.g. --seed {}",
+                                             flags.seed, seeds.size(), seeds.front())));
   std::optional<EngineChoice> engine;
   if (!flags.engine.empty()) {
     auto id = parse_engine_choice(flags.engine, "--engine");
@@ -191,14 +198,18 @@ int run_scenarios(const ScenarioFlags& flags) {
 
   std::vector<harness::ScenarioOutcome> outcomes;
   {
-    Progress progress("scenario run", "scenarios", scenarios.size(),
+    Progress progress("scenario run", "scenarios", scenarios.size() * std::max<size_t>(seeds.size(), 1),
                       flags.progress ? ProgressMode::kAlways : ProgressMode::kAuto);
     progress.keep_ticking();  // one scenario of 1,152 ranks takes seconds on its own
     for (const harness::Scenario& s : scenarios) {
+     for (size_t k = 0; k < std::max<size_t>(seeds.size(), 1); ++k) {
       progress.set_item(s.name);
       const bool draw = !flags.trace.empty() || !flags.timeline.empty();
       harness::EmulatedOutcome run;
-      outcomes.push_back(harness::run_scenario_or_drawn(s, seed, draw ? &run : nullptr));
+      const std::optional<uint64_t> this_seed = seeds.empty() ? std::nullopt : std::optional<uint64_t>(seeds[k]);
+      outcomes.push_back(harness::run_scenario_or_drawn(s, this_seed, draw ? &run : nullptr));
+      // Several seeds: each run named as the pytest plugin names it (`-k NAME-seed5` selects it there).
+      if (seeds.size() > 1) outcomes.back().name += fmt::format("-seed{}", seeds[k]);
       if (draw) {
         // One scenario: the paths as given; several: the scenario's name in each.
         auto path = [&](const std::string& p) { return scenarios.size() == 1 || p.empty() ? p : harness::drawing_path_for(p, s.name); };
@@ -208,6 +219,8 @@ int run_scenarios(const ScenarioFlags& flags) {
       }
       progress.update(outcomes.size());
       if (flags.exitfirst && !outcomes.back().passed) break;
+     }
+     if (flags.exitfirst && !outcomes.empty() && !outcomes.back().passed) break;
     }
   }
   int failed = 0;
@@ -265,9 +278,8 @@ int run_scenarios(const ScenarioFlags& flags) {
   }
   std::cout << fmt::format("\n{} of {} scenarios passed\n", outcomes.size() - static_cast<size_t>(failed),
                            outcomes.size());
-  if (outcomes.size() < scenarios.size())
-    std::cout << fmt::format("-x: stopped after the first failure; {} scenarios not run\n",
-                             scenarios.size() - outcomes.size());
+  if (const size_t runs = scenarios.size() * std::max<size_t>(seeds.size(), 1); outcomes.size() < runs)
+    std::cout << fmt::format("-x: stopped after the first failure; {} scenarios not run\n", runs - outcomes.size());
   return failed == 0 ? 0 : 1;
 }
 
@@ -277,7 +289,9 @@ CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
   cmd->require_subcommand(1);
   CLI::App* run = cmd->add_subcommand("run", "Run scenario files (or every *.yaml in a directory) on the emulator");
   run->add_option("paths", flags->paths, "scenario files or directories")->required();
-  run->add_option("--seed", flags->seed, "replace each scenario's seed");
+  run->add_option("--seed", flags->seed,
+                  "replace each scenario's seed: one (7), a range (1-20) or a list (1,5,9-12); several run each "
+                  "scenario at each, named NAME-seedS");
   run->add_option("--engine", flags->engine,
                   fmt::format("plan every scenario by this engine's rules ({}), over the files' engine.name",
                               engine_names_text()));

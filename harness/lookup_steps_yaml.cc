@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <charconv>
 #include <set>
 
 namespace engram::harness {
@@ -35,6 +36,18 @@ class StepReader {
   bool request(const YAML::Node& node, const std::string& path, int& out) {
     if (requests_ == 0) {
       e_.add(r_.error(node, path, "lookup.requests lists no request; add one, e.g. requests: [{instance: 0}]"));
+      return false;
+    }
+    // A request is named by its index in lookup.requests (0 up), said as such: "'1' is not a whole number in
+    // [0, 0]" told a reader with one request nothing.
+    int64_t value = -1;
+    const bool whole = node.IsScalar() && std::from_chars(node.Scalar().data(), node.Scalar().data() + node.Scalar().size(),
+                                                          value).ec == std::errc();
+    if (whole && (value < 0 || value >= requests_)) {
+      e_.add(r_.error(node, path,
+                      fmt::format("request {} does not exist: lookup.requests lists {} request{}, numbered from 0{}",
+                                  value, requests_, requests_ == 1 ? "" : "s",
+                                  requests_ == 1 ? " (write 0)" : fmt::format(" (0 to {})", requests_ - 1))));
       return false;
     }
     return number(node, path, 0, requests_ - 1, out);

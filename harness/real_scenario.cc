@@ -284,8 +284,13 @@ Skip skip_other_host(const Scenario& scenario, const Result<PlanResult>& plan, c
   if (plan.is_ok())
     for (const RankPlan& rp : plan->ranks) facts_matter |= !is_device_placement(rp.placement);
   const bool same_name = identity.is_ok() && identity->hostname == host.name;
+  // Within 1%, as doctor --file compares /dev/shm sizes (a tmpfs rounds its size to pages).
+  auto within_one_percent = [](uint64_t a, uint64_t b) {
+    const uint64_t high = std::max(a, b), low = std::min(a, b);
+    return (high - low) <= high / 100;
+  };
   const bool same_shm = here_mounted == host.shm_mounted &&
-                        (!here_mounted || shm_info->tmpfs_bytes_total == host.tmpfs_bytes_total);
+                        (!here_mounted || within_one_percent(shm_info->tmpfs_bytes_total, host.tmpfs_bytes_total));
   if (!facts_matter || options.here || (same_name && same_shm)) return std::nullopt;
   const std::string mount =
       host.shm_mounted ? fmt::format("mount -t tmpfs -o size={}k tmpfs {} && ", (host.tmpfs_bytes_total + 1023) / 1024,
@@ -300,7 +305,13 @@ Skip skip_other_host(const Scenario& scenario, const Result<PlanResult>& plan, c
       "  or add --here to run it on this machine as it is and see what differs\n\n",
       same_name ? "" : fmt::format("hostname {} vs {}", identity.is_ok() ? identity->hostname : "?", host.name),
       !same_name && !same_shm ? "; " : "",
-      same_shm ? "" : fmt::format("{} {} vs {}", excerpt(shm_dir, kEchoedValueBytes), here_shm, their_shm),
+      same_shm ? ""
+               : fmt::format("{} {} vs {}", excerpt(shm_dir, kEchoedValueBytes),
+                             // Sizes that print alike are said in bytes, so the difference shows.
+                             here_shm == their_shm && here_mounted ? fmt::format("{} B", shm_info->tmpfs_bytes_total)
+                                                                   : here_shm,
+                             here_shm == their_shm && here_mounted ? fmt::format("{} B", host.tmpfs_bytes_total)
+                                                                   : their_shm),
       shell_quote(inner));
   return "skipped: not this host";
 }

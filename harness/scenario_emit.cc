@@ -79,6 +79,32 @@ void write_drawn_deployment(const Deployment& d, YAML::Node& root) {
   }
 }
 
+// What a drawn deployment leaves out and a written one may hold: each
+// host's environment and limits, the engine's memory settings.
+void write_deployment_extras(const Deployment& d, YAML::Node& root) {
+  for (size_t i = 0; i < d.hosts.size(); ++i) {
+    const HostSpec& h = d.hosts[i];
+    YAML::Node host = root["hosts"][i];
+    if (h.environment != RuntimeEnvironment::kUnknown) host["environment"] = runtime_environment_name(h.environment);
+    if (h.host_memory_bytes != 0) host["host_memory"] = exact_size(h.host_memory_bytes);
+    if (h.gpu_memory_bytes != 0) host["gpu_memory"] = exact_size(h.gpu_memory_bytes);
+    // Exact bytes: a Kubernetes host reads a letter alone as powers of 1000.
+    if (h.memory_limit_bytes) host["memory_limit"] = exact_size(*h.memory_limit_bytes);
+    if (h.memory_limit_bytes_per_rank) host["memory_limit_per_rank"] = exact_size(*h.memory_limit_bytes_per_rank);
+    if (h.tmpfs_bytes_enforced) host["shm_size_limit"] = exact_size(*h.tmpfs_bytes_enforced);
+  }
+  YAML::Node engine = root["engine"] ? root["engine"] : YAML::Node();
+  engine["name"] = engine_name(d.engine.profile);
+  if (d.engine.fraction_given) engine["gpu_memory_fraction"] = d.engine.gpu_memory_fraction;
+  if (d.engine.context_length_tokens) engine["context_length"] = *d.engine.context_length_tokens;
+  if (d.engine.gpu_reserved_bytes && !d.engine.reserved_from_model)
+    engine["gpu_reserved"] = exact_size(*d.engine.gpu_reserved_bytes);
+  if (d.engine.negative_kv_allowed) engine["allow_negative_kv"] = true;
+  root["engine"] = flow(engine);
+  if (d.layout.ep != 1) root["layout"]["ep"] = d.layout.ep;
+  if (!d.config.cpu_offload_given) root["config"].remove("cpu_offload");  // the engine's default, as written
+}
+
 void write_faults(const sim::FaultPlan& plan, const sim::FaultReport& report, YAML::Node& root) {
   YAML::Node faults;
   for (const sim::PlannedFault& f : plan.planned) {
@@ -280,6 +306,15 @@ Result<EmittedScenario> emit_rated_scenario(const Scenario& scenario, uint64_t s
   return checked({.yaml = fmt::format("# drawn by: {}\n{}\n", line, emitter.c_str()),
                   .trace_hash = out.world.trace_hash},
                  fmt::format("{} at seed {}", scenario.source, seed));
+}
+
+std::string deployment_file_yaml(const Deployment& d) {
+  YAML::Node root;
+  write_drawn_deployment(d, root);
+  write_deployment_extras(d, root);
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
 }
 
 }  // namespace engram::harness

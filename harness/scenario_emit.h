@@ -30,6 +30,11 @@ struct EmittedScenario {
 // `fuzz --emit-scenario` and `scenario run --emit` both print this.
 Result<EmittedScenario> emit_swarm_case(uint64_t seed, const SwarmTarget& target);
 
+// A deployment as a deployment file reads it back (`plan --from ...
+// --emit-deployment`, which tools/run.sh runs on the emulator): hosts,
+// layout, config, the engine and its memory settings, the containers' limits.
+std::string deployment_file_yaml(const Deployment& d);
+
 // A scenario whose faults fire by rate (`faults.rates`: which visit fires is
 // drawn from the seed) as the same file at `seed` with the outcome seen as
 // its expectation, checked the same way. `scenario.fault_rates` must not be

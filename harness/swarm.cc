@@ -509,6 +509,7 @@ std::vector<std::string> swarm_rerun_args(uint64_t seed, bool check_determinism,
     for (sim::FaultSite site : target.sites) names += fmt::format("{}{}", names.empty() ? "" : ",", sim::fault_site_name(site));
     rerun.insert(rerun.end(), {"--sites", names});
   }
+  if (!target.engine.empty()) rerun.insert(rerun.end(), {"--engine", target.engine});
   if (check_determinism) rerun.push_back("--check-determinism");
   return rerun;
 }

@@ -41,6 +41,7 @@ struct SwarmTarget {
   std::optional<ScenarioLookup> lookup;  // the file's own lookup, when it is a scenario
   bool timeouts_written = false;         // the file sets timeouts: they are not drawn
   std::vector<sim::FaultSite> sites;          // the sites faults are drawn at; empty: every site
+  std::string engine;  // `fuzz --engine NAME`: set on the deployment, named in reproduction lines; empty: the file's
 };
 
 // Deterministic in `seed` and the target alone.

@@ -18,7 +18,8 @@
 namespace engram::kernels {
 
 // One row as a kernel writes it: `row` (table.row_bytes() bytes) dequantised
-// into `out` (table.dim bf16), -0 written as +0, NaN canonical.
+// into `out` (table.dim bf16), -0 written as +0, a NaN as 0x7fc0 carrying its FP8
+// byte's sign (core/model/row_format.h).
 void row_reference(const TableSpec& table, std::span<const std::byte> row, std::span<uint16_t> out);
 
 // The lookup of `row_ids` over a table filled with `fill_seed`

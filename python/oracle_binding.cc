@@ -76,6 +76,12 @@ py::array_t<uint16_t> reference_lookup(py::handle model_arg, int layer, py::hand
   TableSpec table = model.tables[static_cast<size_t>(layer_argument(model, layer))];
   apply_engine_argument(engine, summed, table);
   const HostInt64Array ids = host_int64_array(row_ids_arg, "row_ids", {1, 2});
+  // [n, heads]: a row id per head of this layer (hash_ids' shape); any other width is a slip.
+  if (ids.shape.size() == 2 && ids.shape[1] != table.head_count())
+    raise_status(invalid_argument(fmt::format("row_ids: shape [{}, {}], but layer {} has {} heads; give [n, {}] (as "
+                                              "hash_ids returns) or a flat [n]",
+                                              ids.shape[0], ids.shape[1], layer, table.head_count(),
+                                              table.head_count())));
   std::vector<int64_t> shape = ids.shape;
   shape.push_back(table.dim);
   py::array_t<uint16_t> out = new_array<uint16_t>(shape);

@@ -45,19 +45,25 @@ std::string checkpoint_names() {
   return out;
 }
 
+// A delay as scenario files write it (delay_ms, slow_delay_ms): in ms
+// where it is whole ms, else in us.
+static std::string delay_text(uint64_t delay_us) {
+  return delay_us % 1000 == 0 ? fmt::format("{} ms", delay_us / 1000) : fmt::format("{} us", delay_us);
+}
+
 std::string FaultPlan::to_string() const {
   std::string out;
   for (const auto& p : planned) {
     if (!out.empty()) out += "; ";
     out += fmt::format("{} rank {} #{}", fault_site_name(p.site), p.rank, p.occurrence);
     if (!p.at.empty()) out += " at " + p.at;
-    if (p.site == FaultSite::kSlow) out += fmt::format(" delay {} us", p.delay_us ? p.delay_us : slow_delay_us);
+    if (p.site == FaultSite::kSlow) out += " delay " + delay_text(p.delay_us ? p.delay_us : slow_delay_us);
   }
   for (int i = 0; i < kFaultSiteCount; ++i)
     if (rate[static_cast<size_t>(i)] > 0) {
       if (!out.empty()) out += "; ";
       out += fmt::format("{} p={}", kFaultSites[static_cast<size_t>(i)].name, rate[static_cast<size_t>(i)]);
-      if (kFaultSites[static_cast<size_t>(i)].site == FaultSite::kSlow) out += fmt::format(" delay {} us", slow_delay_us);
+      if (kFaultSites[static_cast<size_t>(i)].site == FaultSite::kSlow) out += " delay " + delay_text(slow_delay_us);
     }
   return out.empty() ? "no faults" : out;
 }

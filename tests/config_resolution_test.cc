@@ -150,7 +150,7 @@ TEST(StrictValidation, ManyAlikeHostsMakeOneShortLine) {
   Status s = validate_dp_shared_memory_strict(config, layout, hosts, kFlashTableBytesTotal);
   ASSERT_FALSE(s.is_ok());
   EXPECT_THAT(s.message(), HasSubstr("h0, h1, h2, h3 and 284 more"));
-  EXPECT_LT(s.message().size(), 600u);
+  EXPECT_LT(s.message().size(), 700u);  // the 288 names would take some 2,000
 }
 
 }  // namespace

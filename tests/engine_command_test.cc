@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/engramlab_command.h"
 #include "tests/golden_messages.h"
@@ -75,15 +77,46 @@ TEST(EngineCommand, ExtraRanksSizeVllmsGroupNotOurs) {
   EXPECT_THAT(ours.text, HasSubstr("ranks 0-3: host_head_sharded, 1 group of 4 (node-local DP group)"));
 }
 
+// The comparison's text with its column padding collapsed ("vllm    | sglang" -> "vllm | sglang").
+std::string unpadded(std::string text) {
+  std::string out;
+  for (char c : text)
+    if (!(c == ' ' && !out.empty() && out.back() == ' ')) out += c;
+  return out;
+}
+
+// A row of the comparison, each column's cell joined over the lines it wraps onto.
+std::vector<std::string> comparison_row(const std::string& text, const std::string& label, const std::string& next) {
+  const size_t begin = text.find("\n" + label);
+  const size_t end = text.find("\n" + next, begin + 1);
+  std::vector<std::string> cells;
+  std::istringstream lines(text.substr(begin + 1, end - begin - 1));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.size() >= 2 && line.compare(line.size() - 2, 2, " |") == 0) line += ' ';  // an empty last cell
+    size_t start = 0;
+    for (size_t column = 0;; ++column) {
+      const size_t bar = line.find(" | ", start);
+      std::string cell = line.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+      while (!cell.empty() && cell.back() == ' ') cell.pop_back();
+      while (!cell.empty() && cell.front() == ' ') cell.erase(cell.begin());
+      if (cells.size() <= column) cells.emplace_back();
+      if (!cell.empty()) cells[column] += (cells[column].empty() ? "" : " ") + cell;
+      if (bar == std::string::npos) break;
+      start = bar + 3;
+    }
+  }
+  return cells;
+}
+
 TEST(EngineCommand, SeveralEnginesGiveOneTableAndOneJsonDocument) {
   auto r = run_engramlab(kTp2Dp4 + "--shm-size 200GiB --engine vllm,sglang,engramlab");
   EXPECT_EQ(r.exit_code, 0) << r.text;
-  EXPECT_THAT(r.text, AllOf(HasSubstr("| vllm | sglang | engramlab"),
+  EXPECT_THAT(unpadded(r.text), AllOf(HasSubstr("| vllm | sglang | engramlab"),
                             HasSubstr("| host_shared | device_collective | device_collective"),
                             HasSubstr("0 -> 2^-127, 255 -> +inf"), HasSubstr("KV cache left")));
   auto all = run_engramlab(kTp2Dp4 + "--shm-size 200GiB --compare-engines");
   EXPECT_EQ(all.exit_code, 0) << all.text;
-  EXPECT_THAT(all.text, HasSubstr("| engramlab | vllm | sglang"));
+  EXPECT_THAT(unpadded(all.text), HasSubstr("| engramlab | vllm | sglang"));
   auto j = run_engramlab(kTp2Dp4 + "--shm-size 200GiB --engine vllm,sglang --json", "", "2>/dev/null");
   ASSERT_EQ(j.exit_code, 0) << j.text;
   const nlohmann::json doc = nlohmann::json::parse(j.text);
@@ -104,16 +137,16 @@ TEST(EngineCommand, TheComparisonNamesEachDeviceGroupByWhatItsPlacementCuts) {
   const std::string device = kTp2Dp4 + "--cpu-offload=false --engine vllm,sglang ";
   auto r = run_engramlab(device);
   EXPECT_EQ(r.exit_code, 0) << r.text;
-  const size_t line = r.text.find("collectives/step");
-  ASSERT_NE(line, std::string::npos) << r.text;
-  const std::string collectives = r.text.substr(line, r.text.find('\n', line) - line);
-  const std::string vllm = collectives.substr(0, collectives.find(" | ", collectives.find(" | ") + 3));
+  ASSERT_NE(r.text.find("collectives/step"), std::string::npos) << r.text;
+  const std::vector<std::string> collectives = comparison_row(r.text, "collectives/step", "bytes/token/step");
+  ASSERT_EQ(collectives.size(), 3u) << r.text;  // the label, vllm, sglang
+  const std::string& vllm = collectives[1];
   EXPECT_THAT(vllm, AllOf(HasSubstr("all-gather ids (Engram DP group of "),
                           HasSubstr("all-gather head slices, each rank keeping its own tokens (Engram DP group of "),
                           HasSubstr("all-gather heads over TP (TP group of 2)"), Not(HasSubstr("all-to-all")),
                           Not(HasSubstr("row shards")), Not(HasSubstr("reduce-scatter"))));
-  EXPECT_THAT(collectives.substr(vllm.size()), AllOf(HasSubstr("all-gather ids (row shards of 8)"),
-                                                     HasSubstr("reduce-scatter rows (sum) (row shards of 8)")));
+  EXPECT_THAT(collectives[2], AllOf(HasSubstr("all-gather ids (row shards of 8)"),
+                                    HasSubstr("reduce-scatter rows (sum) (row shards of 8)")));
   auto j = run_engramlab(device + "--json", "", "2>/dev/null");
   ASSERT_EQ(j.exit_code, 0) << j.text;
   const nlohmann::json doc = nlohmann::json::parse(j.text);
@@ -216,8 +249,10 @@ TEST(EngineCommand, CompareEnginesShowsVllmAllGatherAtTheGroupSizeAndSglangsLayo
   EXPECT_EQ(doc["engines"][2]["host_layouts"], "shared, per_rank (default shared)");
   auto text = run_engramlab("plan --tp 2 --dp 4 --hosts 1 --gpus-per-host 8 --gpu-model GB200 --compare-engines");
   ASSERT_EQ(text.exit_code, 0) << text.text;
-  EXPECT_THAT(text.text, AllOf(HasSubstr("all-gather rows, each rank keeping its own tokens (node-local DP group of 4)"),
-                               HasSubstr("| shared, per_rank (default shared)")));
+  const std::vector<std::string> collectives = comparison_row(text.text, "collectives/step", "bytes/token/step");
+  ASSERT_EQ(collectives.size(), 4u) << text.text;  // the label, engramlab, vllm, sglang
+  EXPECT_THAT(collectives[2], HasSubstr("all-gather rows, each rank keeping its own tokens (node-local DP group of 4)"));
+  EXPECT_THAT(unpadded(text.text), HasSubstr("| shared, per_rank (default shared)"));
 }
 
 }  // namespace

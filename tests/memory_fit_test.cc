@@ -54,7 +54,7 @@ TEST(MemoryFit, TheSharedCopyIsChargedToItsWriterOnly) {
   ASSERT_EQ(s.code(), ErrorCode::kResourceExhausted) << s.to_string();
   EXPECT_THAT(s.message(), AllOf(HasSubstr("rank 0 on host n0 (host_shared) runs under a memory limit of 64.0 GiB"),
                                  HasSubstr("the node's /dev/shm copy it writes 188.8 GiB"),
-                                 HasSubstr("memory_limit_per_rank: 189GiB"), Not(HasSubstr("rank 1 on"))));
+                                 HasSubstr("memory_limit_per_rank: 197GiB"), Not(HasSubstr("rank 1 on"))));
   d.hosts[0].memory_limit_bytes_per_rank = 190 * kGiB;
   EXPECT_TRUE(fit(d).is_ok());
 }
@@ -69,8 +69,8 @@ TEST(MemoryFit, AContainerLimitCoversEveryRankItHolds) {
   ASSERT_EQ(s.code(), ErrorCode::kResourceExhausted) << s.to_string();
   EXPECT_THAT(s.message(), AllOf(HasSubstr("ranks 0-3 on host n0 (host_private) share a memory limit of"),
                                  HasSubstr("(one container or pod)"), HasSubstr("they will hold together"),
-                                 HasSubstr("memory_limit: 756GiB"), HasSubstr("docker run --memory=756g"),
-                                 HasSubstr("resources.limits.memory: 756Gi over the pod's containers")));
+                                 HasSubstr("memory_limit: 788GiB"), HasSubstr("docker run --memory=788g"),
+                                 HasSubstr("resources.limits.memory: 788Gi over the pod's containers")));
   d.hosts[0].memory_limit_bytes = together;
   EXPECT_TRUE(fit(d).is_ok()) << fit(d).to_string();
   // A limit per rank of one table each holds the same ranks apart.
@@ -116,7 +116,7 @@ TEST(MemoryFit, ASizeLimitBelowTheCopyNamesTheOneToSet) {
   const Status s = fit(d);
   ASSERT_EQ(s.code(), ErrorCode::kResourceExhausted);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("host(s) n0 (host_shared): the node's /dev/shm copy takes 188.8 GiB"),
-                                 HasSubstr("more than the 100.0 GiB"), HasSubstr("sizeLimit: 189Gi")));
+                                 HasSubstr("more than the 100.0 GiB"), HasSubstr("sizeLimit: 190Gi")));
   d.hosts[0].tmpfs_bytes_enforced = kFlashTableBytesTotal;
   EXPECT_TRUE(fit(d).is_ok());
 }

@@ -92,8 +92,8 @@ TEST(MemoryLimitReal, AOneGibCgroupRefusesHostPrivateBeforeTheFillAsPlanAndTheEm
   const std::string planned = plan_error_message(plan.output);
   ASSERT_FALSE(planned.empty()) << plan.output;
   EXPECT_THAT(planned, HasSubstr("(host_private) runs under a memory limit of 1.0 GiB, below the 188.8 GiB"));
-  EXPECT_THAT(planned, HasSubstr("memory_limit_per_rank: 189GiB"));
-  EXPECT_THAT(planned, HasSubstr("systemd MemoryMax=189G"));
+  EXPECT_THAT(planned, HasSubstr("memory_limit_per_rank: 197GiB"));
+  EXPECT_THAT(planned, HasSubstr("systemd MemoryMax=197G"));
 
   // 2. The emulator's ranks.
   const testing::ProcessRun emulated = testing::run(kEngramlab + " scenario run --json " + dir.path + "/scenario.yaml");

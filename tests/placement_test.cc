@@ -153,7 +153,7 @@ TEST(Placement, OneShmWarningNamesEveryHostsSize) {
                                          {"b", true, 100 * kGiB, 4, RuntimeEnvironment::kKubernetes}}),
                            "dp_shared_memory.fallback.shm_too_small");
   EXPECT_THAT(two.text, HasSubstr("host(s) a (64 MiB) and b (100.0 GiB)"));
-  EXPECT_THAT(two.text, AllOf(HasSubstr("--shm-size=189g"), HasSubstr("sizeLimit: 189Gi"), Not(HasSubstr("remount"))));
+  EXPECT_THAT(two.text, AllOf(HasSubstr("--shm-size=190g"), HasSubstr("sizeLimit: 190Gi"), Not(HasSubstr("remount"))));
   auto d = parse_deployment_text(R"(
 hosts:
   - {name: a, gpus: 4, gpu_model: H200, shm_size: 64MiB, environment: docker}
@@ -172,7 +172,7 @@ config: {cpu_offload: true}
   EXPECT_EQ(strict.code(), ErrorCode::kFailedPrecondition);
   EXPECT_THAT(strict.message(), AllOf(HasSubstr("/dev/shm too small on host(s) a: 188.8 GiB needed, 64 MiB available"),
                                       HasSubstr("/dev/shm too small on host(s) b: 188.8 GiB needed, 100.0 GiB available"),
-                                      HasSubstr("--shm-size=189g"), HasSubstr("sizeLimit: 189Gi"),
+                                      HasSubstr("--shm-size=190g"), HasSubstr("sizeLimit: 190Gi"),
                                       Not(HasSubstr("remount"))));
 }
 
@@ -182,9 +182,9 @@ TEST(Placement, FallbackWarningsNameCauseAndFix) {
   EXPECT_THAT(small.text, HasSubstr("64 MiB"));
   EXPECT_THAT(small.text, HasSubstr("host_head_sharded"));
   // Environment unknown: every fix, each under its name, and the opt-out.
-  EXPECT_THAT(small.text, HasSubstr("Docker: start the container with --shm-size=189g, or --ipc=host"));
-  EXPECT_THAT(small.text, HasSubstr("Kubernetes: mount an emptyDir volume with medium: Memory and sizeLimit: 189Gi"));
-  EXPECT_THAT(small.text, HasSubstr("bare metal: mount -o remount,size=189G /dev/shm"));
+  EXPECT_THAT(small.text, HasSubstr("Docker: start the container with --shm-size=190g, or --ipc=host"));
+  EXPECT_THAT(small.text, HasSubstr("Kubernetes: mount an emptyDir volume with medium: Memory and sizeLimit: 190Gi"));
+  EXPECT_THAT(small.text, HasSubstr("bare metal: mount -o remount,size=190G /dev/shm"));
   EXPECT_THAT(small.text, HasSubstr("dp_shared_memory: false"));
   EXPECT_THAT(small.text, Not(HasSubstr("rule")));
   Warning alone = only(warnings_for({{"n0", true, 190 * kGiB, 1}, {"n1", true, 190 * kGiB, 1}}),
@@ -205,7 +205,7 @@ TEST(Placement, FallbackWarningsNameCauseAndFix) {
 TEST(Placement, FallbackWarningsNameOnlyTheFixThatApplies) {
   const Warning bare = only(warnings_for({{"n0", true, 64 * kMiB, 4, RuntimeEnvironment::kBareMetal}}),
                             "dp_shared_memory.fallback.shm_too_small");
-  EXPECT_THAT(bare.text, HasSubstr("mount -o remount,size=189G /dev/shm"));
+  EXPECT_THAT(bare.text, HasSubstr("mount -o remount,size=190G /dev/shm"));
   EXPECT_THAT(bare.text, Not(HasSubstr("--shm-size")));
   EXPECT_THAT(bare.text, Not(HasSubstr("--ipc=host")));
   EXPECT_THAT(bare.text, Not(HasSubstr("emptyDir")));

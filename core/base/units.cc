@@ -70,6 +70,22 @@ Result<uint64_t> parse_bytes(std::string_view text, std::string_view field, Size
   return static_cast<uint64_t>(bytes);
 }
 
+std::optional<std::string> kubernetes_letter_reading(std::string_view text, uint64_t bytes) {
+  size_t end = text.size();
+  while (end > 0 && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  if (end < 2) return std::nullopt;
+  const char letter = static_cast<char>(std::toupper(static_cast<unsigned char>(text[end - 1])));
+  const char before = text[end - 2];
+  if (std::string_view("KMGTP").find(letter) == std::string_view::npos) return std::nullopt;
+  if (!(std::isdigit(static_cast<unsigned char>(before)) || before == '.' || before == ' ')) return std::nullopt;
+  const size_t power = std::string_view("KMGTP").find(letter) + 1;
+  const std::string number(text.substr(0, end - 1));
+  const std::string trimmed = number.substr(0, number.find_last_not_of(' ') + 1);
+  return fmt::format("{}{} = {} x 10^{} B = {:.2f} GiB (a Kubernetes quantity; {}{}i is {} x 2^{})", trimmed, letter,
+                     trimmed, 3 * power, static_cast<double>(bytes) / static_cast<double>(kGiB), trimmed, letter,
+                     trimmed, 10 * power);
+}
+
 Result<double> parse_fraction(std::string_view text, std::string_view field) {
   const std::string copy(text);
   char* end = nullptr;

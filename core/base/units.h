@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,12 @@ enum class SizeUnits : uint8_t {
 // text cut to a readable length.
 Result<uint64_t> parse_bytes(std::string_view text, std::string_view field,
                              SizeUnits units = SizeUnits::kBinaryLetters);
+
+// Where `text` ends in a letter alone (K M G T P, no i or B) read as a
+// Kubernetes quantity, the size in both units so the reader sees which was
+// meant: "200G = 200 x 10^9 B = 186.26 GiB (a Kubernetes quantity; 200Gi is
+// 200 x 2^30)"; nullopt for any other text.
+std::optional<std::string> kubernetes_letter_reading(std::string_view text, uint64_t bytes);
 
 // The units above as a table, for --help (the program's and plan's).
 inline constexpr std::string_view kSizeUnitsHelp =

@@ -45,6 +45,12 @@ struct HostSpec {
   uint64_t host_memory_bytes = 0;   // system RAM; 0: the model's usual host, per GPU x gpu_count
   bool shm_mounted = true;          // /dev/shm present
   uint64_t tmpfs_bytes_total = 0;   // /dev/shm size
+  // shm_size was written (file or flag). Unwritten, a bare_metal host's
+  // /dev/shm is the kernel's tmpfs default, half the RAM (Linux
+  // Documentation/filesystems/tmpfs.rst, "size": "The default is half of
+  // your physical RAM without swap"), set where the RAM is known; other
+  // hosts keep Docker's 64 MiB.
+  bool shm_size_written = false;
   std::string nvlink_domain;        // "" = no NVLink domain beyond this host
   bool imex_channel = false;        // IMEX channel device present
   bool fabric_attribute = false;    // the driver reports FABRIC handle support

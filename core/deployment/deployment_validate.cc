@@ -1,5 +1,7 @@
 #include "core/deployment/deployment_validate.h"
 
+#include "core/base/text_list.h"
+
 #include <map>
 
 #include <fmt/format.h>
@@ -119,6 +121,7 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
   // reported below are the ones used (a file changed meanwhile cannot make
   // them disagree, or fail a second read).
   std::map<std::string, GpuModelInfo> models_found;
+  std::vector<std::string> bare_shm_defaulted;  // bare hosts given the kernel's /dev/shm default
   for (size_t i = 0; i < d.hosts.size(); ++i) {
     HostSpec& h = d.hosts[i];
     if (h.name.empty()) return invalid_argument(fmt::format("hosts[{}].name: empty; give each host a name", i));
@@ -178,6 +181,11 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
       h.host_memory_bytes = *host_bytes;
       ++host_memory_defaulted[h.gpu_model];
     }
+    if (h.environment == RuntimeEnvironment::kBareMetal && !h.shm_size_written && h.shm_mounted) {
+      h.tmpfs_bytes_total = h.host_memory_bytes / 2;
+      h.shm_size_written = true;  // said once, however often the deployment is validated
+      bare_shm_defaulted.push_back(h.name);
+    }
     if (h.boot_id.empty()) h.boot_id = "boot-" + h.name;  // one boot per named host by default
     if (!h.shm_mounted && h.tmpfs_bytes_total != 0) h.tmpfs_bytes_total = 0;  // nothing mounted, nothing there
   }
@@ -191,6 +199,11 @@ Result<Deployment> validate_and_complete(const Deployment& input) {
         "hosts[{}] and hosts[{}] are both named '{}' (boot id '{}'): one machine listed twice? give each host its "
         "own name (two machines that share a hostname: give them different boot_id values)",
         it->second, i, excerpt(d.hosts[i].name), excerpt(d.hosts[i].boot_id)));
+  }
+  if (!bare_shm_defaulted.empty()) {
+    d.defaults_used.push_back({fmt::format("shm_size ({})", join_limited(bare_shm_defaulted)), "half the host's RAM",
+                               "a bare host's /dev/shm as the kernel mounts it (tmpfs's default size); give "
+                               "shm_size (--shm-size: what `df -h /dev/shm` shows) where it was remounted"});
   }
   for (const auto& [name, hosts] : gpu_memory_defaulted) {
     const GpuModelInfo& m = models_found.at(name);

@@ -109,7 +109,17 @@ Status check_gpu_model(const Parser& p, const YAML::Node& node, std::string_view
 }
 
 // One host entry's fields, each error kept and the next field read.
-void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, HostSpec& host, FieldErrors& e) {
+// A size in a Kubernetes field written with a letter alone (200G): taken the
+// Kubernetes way and said in both units beside the defaults, in `read_as`.
+void note_kubernetes_reading(const YAML::Node& node, const std::string& field, std::optional<uint64_t> bytes,
+                             std::vector<DefaultUsed>& read_as) {
+  if (!node || !node.IsScalar() || !bytes) return;
+  if (auto reading = kubernetes_letter_reading(node.Scalar(), *bytes))
+    read_as.push_back({field, *reading, "read as Kubernetes reads its quantities; write Gi for powers of 1024"});
+}
+
+void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, HostSpec& host, FieldErrors& e,
+                std::vector<DefaultUsed>& read_as) {
   host.tmpfs_bytes_total = kDockerDefaultShmBytes;
   if (!h["name"]) e.add(p.error(h, path + ".name", "missing; give each host a name"));
   else if (e.set(host.name, p.name(h["name"], path + ".name", kMaxNameBytes)) && host.name.empty())
@@ -141,6 +151,7 @@ void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, H
     } else {
       e.set(host.tmpfs_bytes_total, p.size_of(s, path + ".shm_size"));
     }
+    host.shm_size_written = true;
   }
   if (h["nvlink_domain"]) e.set(host.nvlink_domain, p.name(h["nvlink_domain"], path + ".nvlink_domain", kMaxNameBytes));
   if (h["imex_channel"]) e.set(host.imex_channel, p.boolean(h["imex_channel"], path + ".imex_channel"));
@@ -152,10 +163,22 @@ void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, H
           p.int_of(h["visible_gpus_per_rank"], path + ".visible_gpus_per_rank", 0, kMaxGpusPerHost));
   }
   if (h["shm_size_limit"]) e.set(host.tmpfs_bytes_enforced, p.size_of(h["shm_size_limit"], path + ".shm_size_limit", SizeUnits::kKubernetes));
+  // A Kubernetes host's memory limits are what its pod spec says, in the
+  // quantities Kubernetes reads (200G = 200 x 10^9, 200Gi = 200 x 2^30):
+  // read any other way, 200G would "fit" where the pod is OOM-killed.
+  const SizeUnits limit_units = memory_limit_units(host.environment);
   if (h["memory_limit_per_rank"]) {
-    e.set(host.memory_limit_bytes_per_rank, p.size_of(h["memory_limit_per_rank"], path + ".memory_limit_per_rank"));
+    e.set(host.memory_limit_bytes_per_rank,
+          p.size_of(h["memory_limit_per_rank"], path + ".memory_limit_per_rank", limit_units));
   }
-  if (h["memory_limit"]) e.set(host.memory_limit_bytes, p.size_of(h["memory_limit"], path + ".memory_limit"));
+  if (h["memory_limit"])
+    e.set(host.memory_limit_bytes, p.size_of(h["memory_limit"], path + ".memory_limit", limit_units));
+  if (limit_units == SizeUnits::kKubernetes) {
+    note_kubernetes_reading(h["memory_limit"], path + ".memory_limit", host.memory_limit_bytes, read_as);
+    note_kubernetes_reading(h["memory_limit_per_rank"], path + ".memory_limit_per_rank",
+                            host.memory_limit_bytes_per_rank, read_as);
+  }
+  note_kubernetes_reading(h["shm_size_limit"], path + ".shm_size_limit", host.tmpfs_bytes_enforced, read_as);
   if (h["shm_used"]) e.set(host.tmpfs_bytes_used, p.size_of(h["shm_used"], path + ".shm_used"));
   if (h["cpu_sockets"]) e.set(host.cpu_sockets, p.int_of(h["cpu_sockets"], path + ".cpu_sockets", 1, 16));
   if (const YAML::Node n = h["pid_namespace"]) {
@@ -175,7 +198,7 @@ void parse_host(const Parser& p, const YAML::Node& h, const std::string& path, H
 }
 
 void parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec>& hosts,
-                 std::vector<std::string>& shm_defaulted, FieldErrors& e) {
+                 std::vector<std::string>& shm_defaulted, std::vector<DefaultUsed>& read_as, FieldErrors& e) {
   if (!node.IsSequence()) {
     e.add(p.error(node, "hosts", fmt::format("expected a list of hosts, found {}", Parser::describe(node))));
     return;
@@ -193,8 +216,9 @@ void parse_hosts(const Parser& p, const YAML::Node& node, std::vector<HostSpec>&
     host.tmpfs_bytes_total = kDockerDefaultShmBytes;
     if (e.add(p.expect_map(h, path))) {
       e.add(p.check_keys(h, path, kHostKeys));
-      parse_host(p, h, path, host, e);
-      if (!h["shm_size"]) shm_defaulted.push_back(host.name);
+      parse_host(p, h, path, host, e, read_as);
+      // A bare host's /dev/shm default is the kernel's (half the RAM), announced where the RAM is known.
+      if (!h["shm_size"] && host.environment != RuntimeEnvironment::kBareMetal) shm_defaulted.push_back(host.name);
     }
     int count = 1;
     const bool counted = h.IsMap() && h["count"];
@@ -394,8 +418,10 @@ Deployment parse_deployment_fields(const YAML::Node& node, std::string_view sour
   e.add(p.check_keys(node, "", kTopKeys, ignored_keys));
   if (node["model"]) e.add(parse_model_field(p, node["model"], "model", d.model, d.model_hash));
   std::vector<std::string> shm_defaulted;
+  std::vector<DefaultUsed> read_as;
   if (!node["hosts"]) e.add(p.error(node, "hosts", "missing; list the hosts, e.g. hosts: [{name: n0, gpus: 8}]"));
-  else parse_hosts(p, node["hosts"], d.hosts, shm_defaulted, e);
+  else parse_hosts(p, node["hosts"], d.hosts, shm_defaulted, read_as, e);
+  d.defaults_used.insert(d.defaults_used.end(), read_as.begin(), read_as.end());
   if (!shm_defaulted.empty()) {
     d.defaults_used.push_back({fmt::format("shm_size ({})", join_limited(shm_defaulted)), "64 MiB",
                                "Docker's default /dev/shm; give shm_size (what `df -h /dev/shm` shows there)"});

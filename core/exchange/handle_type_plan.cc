@@ -29,7 +29,9 @@ Result<HandleType> choose_handle_type(std::span<const HandleFacts> facts_by_rank
   // only here, since every rank of every group decides on the way in).
   std::set<std::string> hosts, domains, no_imex, no_fabric, no_domain, no_posix;
   for (const HandleFacts& f : facts_by_rank) {
-    const std::string host = fmt::format("{}/{}", f.hostname, f.boot_id);  // as HostIdentity::to_string
+    // As HostIdentity::to_string; a plan's hosts by name where the boot id is its default.
+    const bool default_boot = f.predicted && f.boot_id == fmt::format("boot-{}", f.hostname);
+    const std::string host = default_boot ? std::string(f.hostname) : fmt::format("{}/{}", f.hostname, f.boot_id);
     hosts.insert(host);
     if (!f.posix_fd_supported) no_posix.insert(host);
     domains.insert(f.nvlink_domain.empty() ? "(none)" : std::string(f.nvlink_domain));
@@ -44,8 +46,12 @@ Result<HandleType> choose_handle_type(std::span<const HandleFacts> facts_by_rank
   };
   std::vector<std::string> missing;
   if (!no_imex.empty()) missing.push_back(fmt::format("IMEX channel missing on {}", list(no_imex)));
+  const bool predicted = first.predicted;
   if (!no_fabric.empty())
-    missing.push_back(fmt::format("fabric support (FABRIC create/export probe) failing on {}", list(no_fabric)));
+    missing.push_back(predicted ? fmt::format("FABRIC handle support not stated (fabric_attribute: false) on {}",
+                                              list(no_fabric))
+                                : fmt::format("fabric support (FABRIC create/export probe) failing on {}",
+                                              list(no_fabric)));
   if (!no_domain.empty()) missing.push_back(fmt::format("NVLink domain missing on {}", list(no_domain)));
   if (no_domain.empty() && !one_domain)
     missing.push_back(fmt::format("NVLink domain: the ranks span {} domains", domains.size()));

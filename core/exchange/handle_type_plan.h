@@ -22,6 +22,10 @@ struct HandleFacts {
   bool imex_channel = false;
   bool fabric_probe_ok = false;    // a real FABRIC create + export succeeded (the attribute alone can lie)
   bool posix_fd_supported = true;  // the device reports POSIX fd handles (DeviceInfo::posix_fd_supported)
+  // From a deployment's hosts, not a machine (plan): nothing was probed, so
+  // fabric_probe_ok is the stated fabric_attribute, and a host is named by
+  // its name alone where its boot id is the plan's own default.
+  bool predicted = false;
 
   static HandleFacts of(const PlacementFacts& placement, bool fabric_probe_ok, bool posix_fd_supported = true) {
     return {placement.host.hostname, placement.host.boot_id, placement.nvlink_domain, placement.imex_channel,

@@ -47,9 +47,10 @@ ModelSummary summarize(const ModelSpec& spec) {
 
 // Views of `host`'s strings: the deployment outlives the decision.
 HandleFacts handle_facts_of(const HostSpec& host) {
-  // Predicted probe: the attribute alone lies without an IMEX channel.
-  return {host.name, host.boot_id, host.nvlink_domain, host.imex_channel, host.fabric_attribute && host.imex_channel,
-          host.posix_fd_attribute};
+  // Predicted, not probed: FABRIC works where the attribute is stated and
+  // an IMEX channel exists (choose_handle_type asks for both).
+  return {host.name, host.boot_id, host.nvlink_domain, host.imex_channel, host.fabric_attribute,
+          host.posix_fd_attribute, /*predicted=*/true};
 }
 
 // The group a rank's placement cuts its tables over, and its size.

@@ -13,6 +13,7 @@
 #include "core/base/size_text.h"
 #include "core/base/text_list.h"
 #include "core/base/units.h"
+#include "core/plan/memory_margins.h"
 #include "core/plan/shm_fix.h"
 
 namespace engram {
@@ -57,7 +58,7 @@ void check_shm_enforced(const PlanResult& plan, std::vector<std::string>& proble
   }
   for (const auto& [key, names] : over) {
     const auto& [copy, enforced, total] = key;
-    const uint64_t gib = whole_gib_up(copy);
+    const uint64_t gib = whole_gib_up(copy + kShmHeadroomFloorBytesPerNode);  // the copy plus what else lives there
     problems.push_back(fmt::format(
         "host(s) {} (host_shared): the node's /dev/shm copy takes {}, more than the {} its tmpfs lets be written "
         "below the {} total it shows (a Kubernetes emptyDir sizeLimit), so the pod would be evicted while the copy is "
@@ -69,12 +70,15 @@ void check_shm_enforced(const PlanResult& plan, std::vector<std::string>& proble
 }
 
 // How to raise a memory limit to `bytes`, for the environments that apply.
-std::string memory_limit_fix(uint64_t bytes, bool per_rank, EnvironmentSet environments) {
-  const uint64_t gib = whole_gib_up(bytes);
+// Sized as what is charged plus the headroom the engine's processes need.
+std::string memory_limit_fix(uint64_t charged, uint64_t headroom, bool per_rank, EnvironmentSet environments) {
+  const uint64_t gib = whole_gib_up(charged + headroom);
   auto applies = [&environments](RuntimeEnvironment which) { return environments.applies(which); };
-  std::string out = per_rank ? fmt::format("memory_limit_per_rank: {}GiB in the deployment (--memory-limit-per-rank "
-                                           "{}GiB)", gib, gib)
-                             : fmt::format("memory_limit: {}GiB in the deployment (--memory-limit {}GiB)", gib, gib);
+  std::string out = fmt::format("{}GiB (the {} charged + {} headroom for the engine's processes): ", gib,
+                                format_size_short(charged), format_size_short(headroom));
+  out += per_rank ? fmt::format("memory_limit_per_rank: {}GiB in the deployment (--memory-limit-per-rank "
+                                "{}GiB)", gib, gib)
+                  : fmt::format("memory_limit: {}GiB in the deployment (--memory-limit {}GiB)", gib, gib);
   if (applies(RuntimeEnvironment::kDocker)) out += fmt::format("; Docker: docker run --memory={}g", gib);
   if (applies(RuntimeEnvironment::kKubernetes))
     out += fmt::format("; Kubernetes: resources.limits.memory: {}Gi{}", gib,
@@ -102,6 +106,7 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     size_t scopes = 0;
     Charge largest;
     EnvironmentSet environments;
+    bool per_rank_field = false;  // the limit is memory_limit_per_rank (one rank under a host's memory_limit is not)
   };
   std::map<Key, Over> over;
   for (const MemoryLimitScope& scope : plan.memory_limits) {
@@ -119,6 +124,11 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
     Over& o = over[{scope.limit_bytes, scope.ranks.size(), placements}];
     const HostSpec& host = plan.deployment.hosts[static_cast<size_t>(scope.host)];
     o.environments.add(host.environment);
+    // One rank under its own limit: memory_limit_per_rank, unless the host's entry says it is the host's
+    // memory_limit (a container of one rank; the runtime's cgroups cannot tell the two apart).
+    const bool host_limit = host.memory_limit_bytes && *host.memory_limit_bytes == scope.limit_bytes &&
+                            !(host.memory_limit_bytes_per_rank && *host.memory_limit_bytes_per_rank == scope.limit_bytes);
+    o.per_rank_field = scope.ranks.size() == 1 && !host_limit;
     ++o.scopes;
     if (charge.total() > o.largest.total()) o.largest = charge;
     o.ranks.insert(o.ranks.end(), scope.ranks.begin(), scope.ranks.end());
@@ -163,7 +173,9 @@ void check_memory_limits(const PlanResult& plan, std::vector<std::string>& probl
         "{}; the kernel would OOM-kill {} while the tables are filled. Raise the limit: {}; or hold "
         "less per rank: a larger tp (host_private and host_head_sharded hold a 1/tp share), dp_shared_memory for "
         "host_shared where /dev/shm holds the tables (one copy per node), or cpu_offload: false (tables on the GPUs)",
-        who, one_rank && o.scopes == 1 ? "it" : "them", memory_limit_fix(charge.total(), one_rank, o.environments)));
+        who, one_rank && o.scopes == 1 ? "it" : "them",
+        memory_limit_fix(charge.total(), kHostHeadroomFloorBytesPerRank * ranks_per_scope, o.per_rank_field,
+                         o.environments)));
   }
 }
 
@@ -237,16 +249,10 @@ std::optional<Warning> kv_capacity_warning(std::span<const RankPlan> ranks, cons
                              no_request.empty() ? "" : ", a shorter --context-length")};
 }
 
-namespace {
-
-// What a host's table bytes are: whole copies, or slices of copies another
-// host counts (a replica's TP ranks over two hosts count its copy at TP rank 0).
 std::string host_tables_text(int copies) {
   if (copies == 0) return "table slices (of copies counted on another host)";
   return fmt::format("{} table cop{}", copies, copies == 1 ? "y" : "ies");
 }
-
-}  // namespace
 
 void add_host_memory_warnings(PlanResult& plan) {
   std::map<size_t, std::set<Placement>> placements_by_host;
@@ -346,6 +352,7 @@ Result<PlanResult> plan_that_fits(const Deployment& deployment, WarningSink& sin
 Result<FitCheckedPlan> plan_with_memory_fit(const Deployment& deployment, WarningSink& sink) {
   ENGRAM_ASSIGN_OR_RETURN(PlanResult plan, plan_deployment(deployment, sink));
   add_host_memory_warnings(plan);
+  add_memory_margin_warnings(plan);
   Status fits = check_memory_fits(plan);
   return FitCheckedPlan{std::move(plan), std::move(fits)};
 }

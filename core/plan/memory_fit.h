@@ -47,6 +47,12 @@ void add_host_memory_warnings(PlanResult& plan);
 // so all three refuse a deployment with the same text.
 Status check_memory_fits(const PlanResult& plan);
 
+// What a host's table bytes are, for errors and the memory verdict: "1
+// table copy", "2 table copies", or, with none counted there, table slices
+// of copies another host counts (a replica's TP ranks over two hosts count
+// its copy at TP rank 0).
+std::string host_tables_text(int copies);
+
 // plan_deployment, then check_memory_fits: the plan a runner acts on, or
 // the error that refuses it (invalid_argument and failed_precondition from
 // the plan, resource_exhausted from the fit). `limits`, where given, stand

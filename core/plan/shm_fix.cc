@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "core/base/size_text.h"
 #include "core/base/units.h"
 
 namespace engram {
@@ -23,8 +24,8 @@ bool EnvironmentSet::applies(RuntimeEnvironment which) const {
 }
 
 std::string shm_fix_text(uint64_t table_bytes_total, EnvironmentSet environment) {
-  // Docker's g, tmpfs's G and Kubernetes' Gi are all GiB.
-  const uint64_t gib = (table_bytes_total + kGiB - 1) / kGiB;
+  // Docker's g, tmpfs's G and Kubernetes' Gi are all GiB; the tables plus the headroom the rest of /dev/shm needs.
+  const uint64_t gib = (table_bytes_total + kShmFixHeadroomBytes + kGiB - 1) / kGiB;
   std::vector<std::string> fixes;
   if (environment.applies(RuntimeEnvironment::kDocker))
     fixes.push_back(fmt::format("Docker: start the container with --shm-size={}g, or --ipc=host to use the host's "
@@ -35,8 +36,10 @@ std::string shm_fix_text(uint64_t table_bytes_total, EnvironmentSet environment)
   if (environment.applies(RuntimeEnvironment::kBareMetal))
     fixes.push_back(fmt::format("bare metal: mount -o remount,size={}G /dev/shm (as root; the default is half the "
                                 "RAM)", gib));
-  return fmt::format("fix: {}; or set dp_shared_memory: false to opt out (each replica then keeps its own host "
-                     "copy)", join_fixes(fixes));
+  return fmt::format("fix ({}GiB: the tables' {} + {} headroom): {}; or set dp_shared_memory: false to opt out "
+                     "(each replica then keeps its own host copy)",
+                     gib, format_size_short(table_bytes_total), format_size_short(kShmFixHeadroomBytes),
+                     join_fixes(fixes));
 }
 
 std::string colocation_fix_text(EnvironmentSet environment) {

@@ -27,9 +27,16 @@ class EnvironmentSet {
   uint8_t bits_ = 0;
 };
 
-// "Docker: --shm-size=189g (or --ipc=host ...); Kubernetes: ...; bare metal:
+// The headroom a /dev/shm fix adds to the tables it must hold: NCCL's
+// shared-memory transport and the engine's own segments share the node's
+// /dev/shm and are not counted (core/plan/memory_margins.h).
+// NCCL's shared-memory segments are megabytes a rank pair, so 1 GiB covers
+// a node of eight ranks with room to spare.
+inline constexpr uint64_t kShmFixHeadroomBytes = 1ull << 30;
+
+// "Docker: --shm-size=193g (or --ipc=host ...); Kubernetes: ...; bare metal:
 // ...; or set dp_shared_memory: false ..." for a tmpfs that must hold
-// `table_bytes_total`.
+// `table_bytes_total`, sized as the tables plus kShmFixHeadroomBytes.
 std::string shm_fix_text(uint64_t table_bytes_total, EnvironmentSet environments);
 
 // How to make a node's replicas one node-local group.

@@ -1,15 +1,18 @@
 #include "core/report/engine_comparison.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <limits>
 
 #include "core/base/size_text.h"
+#include "core/base/text_table.h"
 #include "core/base/units.h"
 #include "core/engines/engine_profile.h"
 #include "core/model/row_format.h"
 #include "core/plan/memory_fit.h"
+#include "core/plan/memory_margins.h"
 #include "core/plan/step_time_plan.h"
 
 namespace engram {
@@ -95,6 +98,20 @@ uint64_t total_bytes(const std::vector<StepCollective>& c) {
   return sum;
 }
 
+// The deployment without the engine-specific settings it carries (those
+// some engine lacks and refuses by name), and their names; nothing where it
+// carries none.
+std::vector<std::string> drop_engine_settings(Deployment& d) {
+  std::vector<std::string> dropped;
+  EngramConfig& c = d.config;
+  if (c.peer_shards) { c.peer_shards = false; dropped.push_back("peer_shards"); }
+  if (c.thp_packing) { c.thp_packing = false; dropped.push_back("thp_packing"); }
+  if (c.embedding_across_dp) { c.embedding_across_dp = false; dropped.push_back("embedding_across_dp"); }
+  if (!c.host_layout.empty()) { c.host_layout.clear(); dropped.push_back("host_layout"); }
+  if (c.dp_shared_memory.has_value()) { c.dp_shared_memory.reset(); dropped.push_back("dp_shared_memory"); }
+  return dropped;
+}
+
 EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice) {
   const EngineProfile& engine = engine_profile(choice.id, choice.variant);
   EngineColumn c;
@@ -110,9 +127,36 @@ EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice)
   d.engine.variant = choice.variant;
   WarningSink sink;
   Result<FitCheckedPlan> checked = plan_with_memory_fit(d, sink);
+  if (!checked.is_ok() && checked.status().code() == ErrorCode::kInvalidArgument) {
+    // A setting this engine lacks: its refusal, and the column planned without it.
+    Deployment without = d;
+    std::vector<std::string> dropped = drop_engine_settings(without);
+    WarningSink again_sink;
+    Result<FitCheckedPlan> again = dropped.empty() ? checked : plan_with_memory_fit(without, again_sink);
+    if (again.is_ok()) {
+      c.refusal = std::string(checked.status().message());
+      c.planned_without = std::move(dropped);
+      checked = std::move(again);
+    }
+  }
   if (!checked.is_ok()) {
     c.status = checked.status();
     return c;
+  }
+  c.defaults_used = checked->plan.deployment.defaults_used;
+  {
+    // The limit with the least headroom: what a reader checks first.
+    const std::vector<MemoryMargin> margins = memory_margins(checked->plan);
+    const MemoryMargin* tightest = nullptr;
+    for (const MemoryMargin& m : margins)
+      if (tightest == nullptr || m.headroom_bytes < tightest->headroom_bytes) tightest = &m;
+    if (tightest != nullptr)
+      c.tightest_limit = fmt::format("{} {}: {} left{}", tightest->limit, format_size_short(tightest->limit_bytes),
+                                     format_size_short(static_cast<uint64_t>(std::max<int64_t>(tightest->headroom_bytes, 0))),
+                                     tightest->headroom_bytes < 0 ? " (over)"
+                                     : static_cast<uint64_t>(tightest->headroom_bytes) < tightest->floor_bytes
+                                         ? fmt::format(" (below the {} floor)", format_size_short(tightest->floor_bytes))
+                                         : "");
   }
   const PlanResult& plan = checked->plan;
   c.fits = checked->fits;
@@ -158,6 +202,39 @@ EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice)
   return c;
 }
 
+// Wide enough for a placement name and a figure; verdicts wrap.
+constexpr size_t kComparisonCellWidth = 40;
+
+// The defaults the figures rest on, each once; one only some engines took
+// names them.
+std::string format_comparison_defaults(std::span<const EngineColumn> columns) {
+  std::vector<DefaultUsed> seen;
+  std::vector<std::vector<std::string>> engines_of;
+  size_t planned = 0;
+  for (const EngineColumn& c : columns) {
+    if (!c.status.is_ok()) continue;
+    ++planned;
+    for (const DefaultUsed& u : c.defaults_used) {
+      size_t i = 0;
+      while (i < seen.size() && !(seen[i].field == u.field && seen[i].value == u.value && seen[i].source == u.source))
+        ++i;
+      if (i == seen.size()) {
+        seen.push_back(u);
+        engines_of.emplace_back();
+      }
+      engines_of[i].push_back(engine_name(c.engine));
+    }
+  }
+  if (seen.empty()) return "";
+  std::string out = "\ndefaults used (not written by you):\n";
+  for (size_t i = 0; i < seen.size(); ++i) {
+    const std::string whose =
+        engines_of[i].size() == planned ? "" : fmt::format(" [{}]", fmt::join(engines_of[i], ", "));
+    out += fmt::format("  {}{}: {} ({})\n", seen[i].field, whose, seen[i].value, seen[i].source);
+  }
+  return out;
+}
+
 std::string collectives_text(const EngineColumn& c) {
   if (c.collectives.empty()) return "none";
   std::string out;
@@ -183,21 +260,23 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
   std::vector<std::string> labels = {"placement",        "TP split",          "cpu_offload",
                                      "node-local group", "HBM per GPU",       "host tables per node",
                                      "copies per node",  "collectives/step",  "bytes/token/step",
-                                     "KV cache left",    "scale bytes 0/255", "warnings",
-                                     "verdict",          "host layouts",      "not counted",
-                                     "step time p50"};
+                                     "KV cache left",    "tightest limit",    "scale bytes 0/255",
+                                     "warnings",         "verdict",           "host layouts",
+                                     "not counted",      "step time p50"};
   std::vector<std::vector<std::string>> cells;
   for (const EngineColumn& c : columns) {
     std::vector<std::string> v;
     if (!c.status.is_ok()) {
       v.assign(labels.size(), "-");
-      v[10] = c.scale_bytes;
-      v[12] = "refused: " + std::string(c.status.message());
-      v[13] = c.host_layouts.empty() ? "-" : c.host_layouts;
+      v[11] = c.scale_bytes;
+      v[13] = "refused: " + std::string(c.status.message());
+      v[14] = c.host_layouts.empty() ? "-" : c.host_layouts;
       cells.push_back(std::move(v));
       continue;
     }
-    v.push_back(c.placement);
+    const std::string without = fmt::format("{}", fmt::join(c.planned_without, ", "));
+    v.push_back(c.refusal.empty() ? c.placement
+                                  : fmt::format("refused: {}; without {}: {}", c.refusal, without, c.placement));
     v.push_back(c.tp_split);
     v.push_back(c.cpu_offload ? "on" : "off");
     v.push_back(c.node_local_group_min == c.node_local_group_max
@@ -209,11 +288,13 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
     v.push_back(collectives_text(c));
     v.push_back(format_size_short(c.collective_bytes_per_token));
     v.push_back(format_signed_gib(c.kv_cache_left_bytes_min));
+    v.push_back(c.tightest_limit.empty() ? "none" : c.tightest_limit);
     v.push_back(c.scale_bytes);
     std::string w;
     for (const std::string& k : c.warnings) w += (w.empty() ? "" : ", ") + k;
     v.push_back(w.empty() ? "none" : w);
-    v.push_back(c.fits.is_ok() ? "fits" : "cannot run: " + std::string(c.fits.message()));
+    const std::string verdict = c.fits.is_ok() ? "fits" : "cannot run: " + std::string(c.fits.message());
+    v.push_back(c.refusal.empty() ? verdict : fmt::format("refused as asked; without {}: {}", without, verdict));
     v.push_back(c.host_layouts.empty() ? "-" : c.host_layouts);
     std::string nc;
     for (const std::string& n : c.not_counted) nc += (nc.empty() ? "" : "; ") + n.substr(0, n.find(" ("));
@@ -221,19 +302,18 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
     v.push_back(fmt::format("{:.1f} us at {} tokens/rank", c.step_time_us_p50, c.step_tokens));
     cells.push_back(std::move(v));
   }
-  // One row per fact, a column per engine; long cells stay whole.
-  size_t label_width = 0;
-  for (const std::string& l : labels) label_width = std::max(label_width, l.size());
-  std::string out = fmt::format("{:<{}}", "engine", label_width);
-  for (const EngineColumn& c : columns) out += fmt::format(" | {}", c.label.empty() ? engine_name(c.engine) : c.label);
-  out += "\n";
+  // One row per fact, a column per engine, aligned; long cells wrap inside their column.
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"engine"});
+  for (const EngineColumn& c : columns) rows.back().push_back(c.label.empty() ? engine_name(c.engine) : c.label);
   for (size_t row = 0; row < labels.size(); ++row) {
-    out += fmt::format("{:<{}}", labels[row], label_width);
-    for (const std::vector<std::string>& col : cells) out += " | " + col[row];
-    out += "\n";
+    rows.push_back({labels[row]});
+    for (const std::vector<std::string>& col : cells) rows.back().push_back(col[row]);
   }
+  std::string out = format_text_table(rows, kComparisonCellWidth);
   out += "(bytes/token/step: what one token adds to the step's collectives over every table, ids as int64 and "
          "rows as bf16; HBM and KV per GPU at the busiest GPU; see `plan --engine NAME` for one engine's reasons)\n";
+  out += format_comparison_defaults(columns);
   return out;
 }
 
@@ -270,6 +350,13 @@ Json engine_comparison_json(std::span<const EngineColumn> columns) {
     j["step_time_us_p50"] = c.step_time_us_p50;
     j["step_tokens_per_rank"] = c.step_tokens;
     j["step_calibration"] = c.step_calibration;
+    j["refusal"] = c.refusal.empty() ? Json(nullptr) : Json(c.refusal);
+    j["tightest_limit"] = c.tightest_limit.empty() ? Json(nullptr) : Json(c.tightest_limit);
+    j["planned_without"] = c.planned_without;
+    Json defaults = Json::array();
+    for (const DefaultUsed& u : c.defaults_used)
+      defaults.push_back({{"field", u.field}, {"value", u.value}, {"source", u.source}});
+    j["defaults_used"] = std::move(defaults);
     engines.push_back(std::move(j));
   }
   Json doc = json_document("plan");

@@ -49,6 +49,14 @@ struct EngineColumn {
   double step_time_us_p50 = 0;
   int step_tokens = 0;
   std::string step_calibration;
+  std::vector<DefaultUsed> defaults_used;   // what this engine's plan took without it being written
+  std::string tightest_limit;               // the host memory limit with the least headroom, "" where none
+  // Where the engine refuses a setting only another engine has (peer_shards
+  // under vLLM, thp_packing under SGLang, ...): its refusal, and the
+  // settings left out for the figures above (planned without them), so the
+  // column still answers. status stays ok then.
+  std::string refusal;
+  std::vector<std::string> planned_without;
 };
 
 // Plans `deployment` (flags and file as given, engine.profile ignored)

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "core/base/text_table.h"
+#include "core/plan/memory_margins.h"
+
 #include <algorithm>
 #include <vector>
 #include <tuple>
@@ -190,7 +193,50 @@ std::string format_plan_report(const PlanResult& plan) {
                        format_gib(h.shm_bytes), format_gib(h.host_table_bytes), h.table_copies,
                        h.host_memory_bytes ? format_gib(h.host_memory_bytes) : std::string("?"));
   }
+  out += format_memory_verdict(plan);
   return out;
+}
+
+std::string format_memory_verdict(const PlanResult& plan) {
+  std::string out = "\nmemory verdict (each limit the host memory is held against: what the plan charges to it and "
+                    "the headroom left; warned below the floor):\n";
+  const std::vector<MemoryMargin> margins = memory_margins(plan);
+  if (margins.empty()) {
+    out += "  no host memory is used by the tables, and no limit is written\n";
+  } else {
+    std::vector<std::vector<std::string>> rows = {{"limit", "where", "size", "charged", "headroom", "floor"}};
+    for (const MemoryMargin& m : margins) {
+      const std::string left = signed_gib(m.headroom_bytes);
+      rows.push_back({m.limit, m.scope, format_gib(m.limit_bytes), m.charged,
+                      m.headroom_bytes < 0                                        ? left + " (over)"
+                      : static_cast<uint64_t>(m.headroom_bytes) < m.floor_bytes ? left + " (low)"
+                                                                                 : left,
+                      format_gib(m.floor_bytes)});
+    }
+    const std::string table = format_text_table(rows, 60, "  ");
+    size_t start = 0;
+    while (start < table.size()) {
+      const size_t end = table.find('\n', start);
+      out += "  " + table.substr(start, end - start + 1);
+      start = end + 1;
+    }
+  }
+  for (const std::string& n : memory_not_counted(plan)) out += fmt::format("  not counted: {}\n", n);
+  return out;
+}
+
+Json memory_verdict_json(const PlanResult& plan) {
+  Json margins = Json::array();
+  for (const MemoryMargin& m : memory_margins(plan)) {
+    margins.push_back({{"limit", m.limit},
+                       {"where", m.scope},
+                       {"limit_bytes", m.limit_bytes},
+                       {"charged_bytes", m.charged_bytes},
+                       {"charged", m.charged},
+                       {"headroom_bytes", m.headroom_bytes},
+                       {"floor_bytes", m.floor_bytes}});
+  }
+  return Json{{"margins", std::move(margins)}, {"not_counted", memory_not_counted(plan)}};
 }
 
 Json plan_json(const PlanResult& plan) {
@@ -297,6 +343,7 @@ Json plan_json(const PlanResult& plan) {
                           {"host_table_bytes", h.host_table_bytes},
                           {"table_copies", h.table_copies}});
   }
+  j["memory_verdict"] = memory_verdict_json(plan);
   j["warnings"] = warnings_json(plan.warnings);
   j["error"] = nullptr;
   return j;

@@ -15,6 +15,12 @@ std::string format_plan_report(const PlanResult& plan);
 // a field does not apply to a rank's placement.
 Json plan_json(const PlanResult& plan);
 
+// "memory verdict ...": every limit host memory is held against, what is
+// charged to it and the headroom (core/plan/memory_margins.h), and what the
+// plan does not count; the JSON object {"margins": [...], "not_counted": [...]}.
+std::string format_memory_verdict(const PlanResult& plan);
+Json memory_verdict_json(const PlanResult& plan);
+
 // "defaults used (not written by you):" and one line each; "" for none.
 std::string format_defaults_used(const std::vector<DefaultUsed>& defaults);
 

@@ -140,13 +140,13 @@ def test_the_rows_hold_what_the_engines_disagree_on():
 def test_bf16_rows_and_dead_and_out_of_table_ids():
     info = engramlab.model_info("example-3x16-bf16")
     table = info["tables"][0]
-    ids = np.array([[0, -1], [table["rows"], 5]], dtype=np.int64)
+    ids = np.array([0, -1, table["rows"], 5], dtype=np.int64)  # flat: [n, heads] takes one id per head
     got = engramlab.reference_lookup("example-3x16-bf16", table["layer"], ids)
-    assert got.shape == (2, 2, table["dim"])
-    assert not got[0, 1].any() and not got[1, 0].any()  # DEAD and past the table: zero rows
+    assert got.shape == (4, table["dim"])
+    assert not got[1].any() and not got[2].any()  # DEAD and past the table: zero rows
     rows = engramlab.table_rows("example-3x16-bf16", table["layer"], 0, 6)
-    np.testing.assert_array_equal(got[0, 0], decode_bf16_rows(rows[0:1], table["dim"])[0])
-    np.testing.assert_array_equal(got[1, 1], decode_bf16_rows(rows[5:6], table["dim"])[0])
+    np.testing.assert_array_equal(got[0], decode_bf16_rows(rows[0:1], table["dim"])[0])
+    np.testing.assert_array_equal(got[3], decode_bf16_rows(rows[5:6], table["dim"])[0])
 
 
 def test_reference_lookup_as_torch_bfloat16():
@@ -195,3 +195,12 @@ def test_the_v41_reference_needs_no_table_in_memory():
                            engramlab.table_rows("deepseek-v4.1-flash", 14, last, 1)])
     np.testing.assert_array_equal(got[:2], decode_fp8_rows(rows, 256, "vllm"))
     assert not got[2].any()
+
+
+def test_reference_lookup_refuses_ids_of_another_head_count():
+    heads = engramlab.model_info("tiny")["tables"][0]["heads"]
+    layer = engramlab.model_info("tiny")["tables"][0]["layer"]
+    ids = np.zeros((16, heads + 1), dtype=np.int64)
+    with pytest.raises(ValueError, match=rf"row_ids: shape \[16, {heads + 1}\], but layer {layer} has {heads} heads"):
+        engramlab.reference_lookup("tiny", layer, ids)
+    assert engramlab.reference_lookup("tiny", layer, np.zeros((16, heads), dtype=np.int64)).shape[:2] == (16, heads)
