@@ -98,7 +98,7 @@ struct Ran {
   std::string text;
 };
 
-// The interpreter this build's Python module is for (python/python_env.sh),
+// The interpreter this build's Python module is for (<build>/python/python_env.sh),
 // which a README `python3` stands for; "python3" where the build has none.
 std::string module_python() {
   std::ifstream in(std::string(ENGRAM_BINARY_DIR) + "/python/python_env.sh");

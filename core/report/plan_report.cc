@@ -206,7 +206,7 @@ std::string format_memory_verdict(const PlanResult& plan) {
   } else {
     std::vector<std::vector<std::string>> rows = {{"limit", "where", "size", "charged", "headroom", "floor"}};
     for (const MemoryMargin& m : margins) {
-      const std::string left = signed_gib(m.headroom_bytes);
+      const std::string left = format_signed_gib(m.headroom_bytes);
       rows.push_back({m.limit, m.scope, format_gib(m.limit_bytes), m.charged,
                       m.headroom_bytes < 0                                        ? left + " (over)"
                       : static_cast<uint64_t>(m.headroom_bytes) < m.floor_bytes ? left + " (low)"

@@ -11,7 +11,8 @@ engram_cli_packages=(cmake g++ make ccache libboost-dev libboost-system-dev libb
 engram_all_packages=("${engram_cli_packages[@]}" libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
                      python3-numpy   # numpy: the hash ids' reference vectors (tests/hashing_numpy_test.cc)
                      # The Python module (python/) and its tests (tests/python): torch for tensors through DLPack on the CPU.
-                     pybind11-dev python3-dev python3-pytest python3-torch)
+                     pybind11-dev python3-dev python3-pytest python3-torch
+                     librsvg2-bin)   # rsvg-convert: renders the SVGs the tests write (tests/plan_step_time_test.cc)
 
 install_missing() {
   local missing=() p
