@@ -63,21 +63,27 @@ paths_before="$(engramlab_paths)"
 # and sanitizer report) instead of full debug info, which makes each compile
 # about a third dearer (docs/perf_notes.md, "CI time").
 
-# 1. Release build and its suite: every test binary (tests/CMakeLists.txt:
-# one a layer) and a ctest test per scenario file. Both builds compile the
-# tests with one shared precompiled header (ENGRAM_TEST_PCH: faster from cold).
-stage setup tools/setup.sh build -DENGRAM_TEST_PCH=ON -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+# Each test file is compiled once a run, in one of the two builds
+# (tests/CMakeLists.txt, ENGRAM_TEST_BINARIES): every case runs in one of
+# them.
+# 1. Release build and its suite: core_tests (plans, layouts, names: values
+# from values), unsanitized_tests (the files whose cases skip under the
+# sanitizers: memory peaks and limits), the emulated driver's tests, the GPU
+# tests (skipped without a GPU) and a ctest test per scenario file; with the
+# CUDA parts, the benchmarks and the Python module, which the sanitizer build
+# leaves out. Both builds compile the tests with one shared precompiled
+# header (ENGRAM_TEST_PCH: faster from cold) and the libraries in unity
+# batches (ENGRAM_UNITY_BUILD: the heavy headers parsed once a batch).
+stage setup tools/setup.sh build -DENGRAM_TEST_PCH=ON -DENGRAM_UNITY_BUILD=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DENGRAM_TEST_BINARIES="core_tests;unsanitized_tests"
 run_ctest build ctest
 
 # 2. Under ASan + UBSan, the binaries of the layers that own memory and start
 # processes: the emulator's (sim_tests), the real processes' and the
 # commands' (cli_tests: every input a user can give, through the binary),
-# each scenario once more. core_tests (plans, layouts, names: values from
-# values) runs in the release build only, so it is not compiled twice; nor
-# are the CUDA parts, the benchmarks or the Python module, which no test
-# here runs.
+# and each scenario once more.
 stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
-  -DENGRAM_BUILD_BENCHMARKS=OFF -DENGRAM_TEST_PCH=ON \
+  -DENGRAM_BUILD_BENCHMARKS=OFF -DENGRAM_TEST_PCH=ON -DENGRAM_UNITY_BUILD=ON \
   -DENGRAM_TEST_BINARIES="sim_tests;real_process_tests;cli_tests;status_contract_test"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_ctest build-asan ctest-asan
