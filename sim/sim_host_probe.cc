@@ -38,8 +38,7 @@ MemoryFacts SimHostProbe::memory() {
 }
 
 std::optional<int> SimHostProbe::gpu_numa_node() {
-  const HostSpec& host = context_.host_of(rank_);
-  return context_.place(rank_).gpu * std::max(host.cpu_sockets, 1) / std::max(host.gpu_count, 1);
+  return engram::gpu_numa_node(context_.host_of(rank_), context_.place(rank_).gpu);
 }
 
 }  // namespace engram::sim

@@ -101,8 +101,7 @@ ShmWorld::ShmWorld(SimContext& context, std::map<std::string, uint64_t, std::les
 }
 
 int ShmWorld::numa_node_of(int rank) const {
-  const HostSpec& host = context_.host_of(rank);
-  return context_.place(rank).gpu * std::max(host.cpu_sockets, 1) / host.gpu_count;
+  return gpu_numa_node(context_.host_of(rank), context_.place(rank).gpu);
 }
 
 ShmWorld::~ShmWorld() {

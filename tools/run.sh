@@ -17,7 +17,8 @@
 # so it is built without tests, CUDA parts, benchmarks or the Python module,
 # at -O1 without debug info (about half the compile time of build/'s
 # RelWithDebInfo; the emulator's runs here take well under a second either
-# way). tools/test.sh builds everything else, in build/.
+# way), the libraries in unity batches (ENGRAM_UNITY_BUILD). tools/test.sh
+# builds everything else, in build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,7 +61,7 @@ install_missing "${engram_cli_packages[@]}"
 jobs="$(nproc 2>/dev/null || echo 2)"
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   echo "run.sh: configuring $build_dir/ ($(elapsed))"
-  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
+  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DENGRAM_UNITY_BUILD=ON \
       -DENGRAM_BUILD_TESTS=OFF -DENGRAM_WITH_CUDA=OFF -DENGRAM_BUILD_BENCHMARKS=OFF -DENGRAM_BUILD_PYTHON=OFF \
       >"$build_dir.configure.log" 2>&1 || { cat "$build_dir.configure.log" >&2; exit 1; }
 fi

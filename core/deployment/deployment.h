@@ -71,7 +71,7 @@ struct HostSpec {
   // the memory fit counts only the job's own tables, so a fill meets these
   // (ENOSPC, a sizeLimit, the RAM) where it writes.
   uint64_t tmpfs_bytes_used = 0;
-  int cpu_sockets = 1;                       // NUMA nodes; GPU g sits on socket g * sockets / gpus
+  int cpu_sockets = 1;                       // NUMA nodes; which GPU sits on which: gpu_numa_node()
   // The PID namespaces its ranks run in. SGLang's shared host table opens a
   // peer's memfd through /proc/<pid>/fd, which resolves only inside the
   // creator's PID namespace.
@@ -80,6 +80,13 @@ struct HostSpec {
 
 // The ranks a host runs: one per GPU, or ranks_per_gpu on each.
 inline int rank_slots(const HostSpec& host) { return host.gpu_count * host.ranks_per_gpu; }
+// The NUMA node (CPU socket) of GPU `gpu` of this host: GPU g of G sits on
+// socket g * sockets / G, the even split of a dual-socket HGX or NVL72 tray.
+// One rule for the plan (SGLang's per-NUMA-node copies) and the emulator's
+// hosts; a real rank reads its GPU's sysfs numa_node instead (HostProbe).
+inline int gpu_numa_node(const HostSpec& host, int gpu) {
+  return gpu * (host.cpu_sockets < 1 ? 1 : host.cpu_sockets) / (host.gpu_count < 1 ? 1 : host.gpu_count);
+}
 // This rank's share of its GPU's memory.
 inline uint64_t gpu_memory_share_bytes(const HostSpec& host) {
   return host.gpu_memory_bytes / static_cast<uint64_t>(host.ranks_per_gpu < 1 ? 1 : host.ranks_per_gpu);

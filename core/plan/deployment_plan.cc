@@ -232,10 +232,10 @@ void plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& pl
     memory_in[r] = {rp.host,         rp.placement,           std::max(rp.shard_group_size, 1), rp.node_local_group,
                     rp.node_local_group_size, rp.node_local_index, d.layout.tp,                  rp.tp_rank,
                     std::max(rp.shard_index, 0)};
-    // Its GPU's socket, as the emulator places it: GPU g of G on socket g * sockets / G.
+    // Its GPU's socket: the host's fact (gpu_numa_node), which the emulator's hosts read too.
     const HostSpec& host = d.hosts[static_cast<size_t>(rp.host)];
     const int gpu = slot_of_host[static_cast<size_t>(rp.host)]++ / std::max(host.ranks_per_gpu, 1);
-    memory_in[r].numa_node = gpu * std::max(host.cpu_sockets, 1) / std::max(host.gpu_count, 1);
+    memory_in[r].numa_node = gpu_numa_node(host, gpu);
   }
   MemoryPlan memory = plan_memory(spec, d.hosts, memory_in, d.config.tokens_per_rank_max, d.engine);
   for (size_t r = 0; r < plan.ranks.size(); ++r) plan.ranks[r].memory = memory.ranks[r];
