@@ -78,7 +78,7 @@ Result<operator_checks::AcceptanceOptions> options_from(const AcceptanceFlags& f
 }
 
 // The flags a deployment file gives instead (--file).
-constexpr FlagTheFileGives kGivenByTheFile[] = {
+constexpr FlagTheFileGives kAcceptanceGivenByTheFile[] = {
     {"--model", "model"},          {"--tp", "layout.tp"},
     {"--dp", "layout.dp"},         {"--shard-group", "config.shard_group"},
     {"--cpu-offload", "config.cpu_offload"}, {"--peer-shards", "config.peer_shards"},
@@ -160,7 +160,7 @@ void run_acceptance(const AcceptanceFlags& flags, const CLI::App& cmd, Acceptanc
   if (!bridge.is_ok()) return refuse(run, bridge.status());
   run.bridge = std::move(bridge).value();
   if (run.bridge) {
-    if (Status s = refuse_flags_beside_file(cmd, kGivenByTheFile); !s.is_ok()) return refuse(run, s);
+    if (Status s = refuse_flags_beside_file(cmd, kAcceptanceGivenByTheFile); !s.is_ok()) return refuse(run, s);
   }
   auto options = options_from(flags, *env);
   if (!options.is_ok()) return refuse(run, options.status());
@@ -233,7 +233,7 @@ void run_acceptance(const AcceptanceFlags& flags, const CLI::App& cmd, Acceptanc
   run.exit_code = passed ? 0 : 1;
 }
 
-CommandRegistration reg("57-acceptance", [](CLI::App& app, int& exit_code) {
+CommandRegistration acceptance_registration("57-acceptance", [](CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<AcceptanceFlags>();
   CLI::App* cmd = app.add_subcommand(
       "acceptance",

@@ -227,7 +227,7 @@ Json bench_json(const BenchReport& r, const BenchFlags& f, const Json& file_chec
 }
 
 // The flags a deployment file gives instead (--file).
-constexpr FlagTheFileGives kGivenByTheFile[] = {
+constexpr FlagTheFileGives kBenchGivenByTheFile[] = {
     {"--model", "model"},           {"--tp", "layout.tp"},
     {"--dp", "layout.dp"},          {"--shard-group", "config.shard_group"}, {"--placement", "config.placement"},
     {"--placements", "config: the placement plan gives"}, {"--ranks-per-gpu", "hosts[].ranks_per_gpu"},
@@ -248,7 +248,7 @@ Result<std::optional<BenchBridge>> bridge_from(const BenchFlags& f, const CLI::A
   exit_code = 2;
   ENGRAM_ASSIGN_OR_RETURN(std::optional<DeploymentBridge> bridge, load_bridge(f.bridge));
   if (!bridge) return std::optional<BenchBridge>();
-  ENGRAM_RETURN_IF_ERROR(refuse_flags_beside_file(cmd, kGivenByTheFile));
+  ENGRAM_RETURN_IF_ERROR(refuse_flags_beside_file(cmd, kBenchGivenByTheFile));
   ENGRAM_ASSIGN_OR_RETURN(options.runtime, runtime_options_from_file(*bridge, f.rank, env));
   auto plan = plan_of_file(*bridge);
   if (!plan.is_ok() && plan.status().code() != ErrorCode::kInvalidArgument) exit_code = 1;
@@ -349,7 +349,7 @@ int run_bench(const BenchFlags& f, const CLI::App& cmd) {
   return 0;
 }
 
-CommandRegistration reg("55-bench", [](CLI::App& app, int& exit_code) {
+CommandRegistration bench_registration("55-bench", [](CLI::App& app, int& exit_code) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "One rank of the lookup bench, under a launcher (engramlab launch -n N, torchrun, srun; one process "

@@ -82,7 +82,7 @@ complete -o default -o bashdefault -F _engramlab engramlab
                      names_of(commands), subcommand_steps(app), names_of(commands), cases);
 }
 
-CommandRegistration reg("95-completion", [](CLI::App& app, int& exit_code) {
+CommandRegistration completion_registration("95-completion", [](CLI::App& app, int& exit_code) {
   auto shell = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("completion", "Print a shell completion script: source <(engramlab completion bash)");
   cmd->add_option("shell", *shell, "the shell: bash")->required();

@@ -476,7 +476,7 @@ Json doctor_json(const Facts& f, const std::string& model_name, const HostTableS
   return j;
 }
 
-CommandRegistration reg("50-doctor", [](CLI::App& app, int& exit_code) {
+CommandRegistration doctor_registration("50-doctor", [](CLI::App& app, int& exit_code) {
   struct Flags {
     std::string model = "deepseek-v4.1-flash";
     std::string tp_text = "1";

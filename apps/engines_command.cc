@@ -87,7 +87,7 @@ int show(const EnginesFlags& f) {
   return 0;
 }
 
-CommandRegistration reg("25-engines", [](CLI::App& app, int& exit_code) {
+CommandRegistration engines_registration("25-engines", [](CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<EnginesFlags>();
   CLI::App* cmd = app.add_subcommand("engines", "The engine profiles plan and launch predict by, with their sources");
   cmd->require_subcommand(1);

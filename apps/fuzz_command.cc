@@ -237,7 +237,7 @@ int run_fuzz(FuzzFlags& flags) {
   return report.passed() ? 0 : 1;
 }
 
-CommandRegistration reg("40-fuzz", [](CLI::App& app, int& exit_code) {
+CommandRegistration fuzz_registration("40-fuzz", [](CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<FuzzFlags>();
   CLI::App* cmd = app.add_subcommand(
       "fuzz", "Swarm mode: draw topology, config and faults from each seed, run on the emulator, check invariants");

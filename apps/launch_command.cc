@@ -739,7 +739,7 @@ int launch(LaunchOptions o) {
   return exit_code;
 }
 
-const CommandRegistration registration("60-launch", [](CLI::App& app, int& exit_code) {
+const CommandRegistration launch_registration("60-launch", [](CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "launch", "Start the ranks of one job on this host, one node or one node of many (torchrun's flags and "
                 "environment; output prefixed by rank; signals forwarded)");

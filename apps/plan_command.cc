@@ -507,7 +507,7 @@ int run_plan(PlanFlags& flags) {
   return 0;
 }
 
-CommandRegistration reg("20-plan", [](CLI::App& app, int& exit_code) {
+CommandRegistration plan_registration("20-plan", [](CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<PlanFlags>();
   CLI::App* cmd = app.add_subcommand(
       "plan", "Resolve the Engram config, decide each rank's placement and show the memory it costs");

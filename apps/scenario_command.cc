@@ -283,7 +283,7 @@ int run_scenarios(const ScenarioFlags& flags) {
   return failed == 0 ? 0 : 1;
 }
 
-CommandRegistration reg("30-scenario", [](CLI::App& app, int& exit_code) {
+CommandRegistration scenario_registration("30-scenario", [](CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ScenarioFlags>();
   CLI::App* cmd = app.add_subcommand("scenario", "Scenario files: a topology, a config, faults and expectations");
   cmd->require_subcommand(1);

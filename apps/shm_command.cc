@@ -124,7 +124,7 @@ int clean(const ShmFlags& flags) {
   return 0;
 }
 
-CommandRegistration reg("65-shm", [](CLI::App& app, int& exit_code) {
+CommandRegistration shm_registration("65-shm", [](CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<ShmFlags>();
   CLI::App* cmd = app.add_subcommand("shm", "The /dev/shm segments engramlab jobs left: list them, remove stale ones");
   cmd->require_subcommand(1);
