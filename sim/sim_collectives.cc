@@ -162,14 +162,13 @@ Status SimCollectives::all_gather(std::span<const std::byte> mine, std::span<std
   });
 }
 
-Result<std::shared_ptr<const std::vector<std::byte>>> SimCollectives::all_gather_shared(
-    std::span<const std::byte> mine) {
-  std::shared_ptr<const std::vector<std::byte>> result;
+Result<std::shared_ptr<const GatheredBytes>> SimCollectives::all_gather_shared(std::span<const std::byte> mine) {
+  std::shared_ptr<const GatheredBytes> result;
   Status status = rendezvous("all_gather", {mine.begin(), mine.end()}, [&](SimGroup::Operation& op) -> Status {
     // The first member to leave assembles the result; the others share it.
     if (!op.shared_result) {
-      auto all = std::make_shared<std::vector<std::byte>>();
-      all->reserve(mine.size() * static_cast<size_t>(size()));
+      auto all = std::make_shared<GatheredBytes>();
+      all->bytes.reserve(mine.size() * static_cast<size_t>(size()));
       for (int i = 0; i < size(); ++i) {
         const auto& c = op.contributions[static_cast<size_t>(i)];
         if (c.size() != mine.size())
@@ -177,7 +176,7 @@ Result<std::shared_ptr<const std::vector<std::byte>>> SimCollectives::all_gather
                         fmt::format("all_gather: rank {} sent {} bytes, this rank {}",
                                     group_->world_ranks[static_cast<size_t>(i)], c.size(), mine.size()),
                         {world_rank(), group_->world_ranks[static_cast<size_t>(i)], "all_gather"});
-        all->insert(all->end(), c.begin(), c.end());
+        all->bytes.insert(all->bytes.end(), c.begin(), c.end());
       }
       op.shared_result = std::move(all);
       // The contributions are in the result now.

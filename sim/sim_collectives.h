@@ -56,7 +56,7 @@ struct SimGroup {
     int departed_count = 0;
     std::map<int, std::shared_ptr<SimGroup>> split_groups;       // color -> new group (split only)
     std::vector<int> split_index;  // group rank -> its rank in its new group (split only)
-    std::shared_ptr<const std::vector<std::byte>> shared_result;  // all_gather_shared: built once
+    std::shared_ptr<const GatheredBytes> shared_result;  // all_gather_shared: built once, handed to every member
     // Sparse reduce-scatter: each member's runs, cut at chunk bounds and
     // filed under the member whose chunk they fall in.
     struct ChunkRun {
@@ -110,7 +110,7 @@ class SimCollectives final : public Collectives, public SparseReduceScatter {
   int world_rank() const override { return group_->world_ranks[static_cast<size_t>(group_rank_)]; }
 
   Status all_gather(std::span<const std::byte> mine, std::span<std::byte> all) override;
-  Result<std::shared_ptr<const std::vector<std::byte>>> all_gather_shared(std::span<const std::byte> mine) override;
+  Result<std::shared_ptr<const GatheredBytes>> all_gather_shared(std::span<const std::byte> mine) override;
   Status reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) override;
   Status reduce_scatter_sum_bf16_runs(uint64_t count, std::span<const Bf16Run> runs,
                                       std::span<uint16_t> output) override;

@@ -47,8 +47,8 @@ class SimDeviceCollectives final : public DeviceCollectives {
     std::vector<std::byte> in(bytes_per_rank);
     ENGRAM_RETURN_IF_ERROR(compute_.read(mine, in, "ncclAllGather"));
     // Every member receives the same bytes: one copy, held as an extent by each.
-    ENGRAM_ASSIGN_OR_RETURN(auto out, group_.all_gather_shared(in));
-    return compute_.write_shared(all, out, "ncclAllGather");
+    ENGRAM_ASSIGN_OR_RETURN(std::shared_ptr<const GatheredBytes> out, group_.all_gather_shared(in));
+    return compute_.write_shared(all, SharedBytes(out, &out->bytes), "ncclAllGather");
   }
   Status reduce_scatter_sum_bf16(DevicePtr input, DevicePtr output, uint64_t count, StreamRef) override {
     if (auto* sparse = dynamic_cast<SparseReduceScatter*>(&group_)) {

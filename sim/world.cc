@@ -38,7 +38,7 @@ class CheckpointedCollectives final : public Collectives, public SparseReduceSca
     ENGRAM_RETURN_IF_ERROR(enter("all_gather"));
     return inner_->all_gather(mine, all);
   }
-  Result<std::shared_ptr<const std::vector<std::byte>>> all_gather_shared(std::span<const std::byte> mine) override {
+  Result<std::shared_ptr<const GatheredBytes>> all_gather_shared(std::span<const std::byte> mine) override {
     ENGRAM_RETURN_IF_ERROR(enter("all_gather"));
     return inner_->all_gather_shared(mine);
   }

@@ -113,8 +113,9 @@ HostSpec host(std::string name, int gpus, uint64_t tmpfs_bytes, std::string doma
   return h;
 }
 
-// The plan cache's key is the plan's inputs: changing any one field of them
-// gives another key (another equality, another hash, another cache entry).
+// The plans kept with one set of facts are keyed by the plan's inputs:
+// changing any one field of them gives another key (another equality,
+// another hash, another plan).
 // The bindings below stop compiling when a field is added, so this list
 // grows with the structs (as the hash's own bindings make it).
 TEST(PlanInputs, EveryFieldTellsTwoInputsApart) {

@@ -15,6 +15,7 @@
 #include "core/model/table_spec.h"
 #include "core/model/gpu_models.h"
 #include "tests/golden_messages.h"
+#include "tests/temp_dir.h"
 
 namespace engram {
 namespace {
@@ -114,6 +115,32 @@ std::string error_of(const std::string& text) {
   if (spec.is_ok()) return "";
   EXPECT_EQ(spec.status().code(), ErrorCode::kInvalidArgument);
   return spec.status().message();
+}
+
+// model_preset keeps a file's model by the file's identity: a long-lived
+// process (a Python session) sees an edit, in place or by a new file put in
+// its stead. The edit in place changes the size and the new file has a new
+// inode, so the identity differs however coarse the file system's
+// timestamps are.
+TEST(ModelFile, AnEditedFileIsReadAgain) {
+  testing::TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const std::string path = dir.path + "/mine.yaml";
+  auto write = [&](const std::string& at, const std::string& text) { std::ofstream(at) << text; };
+  write(path, model_text());
+  auto first = model_preset(path);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_EQ(first->tables[0].dim, 64);
+  write(path, model_text("dim: 64", "dim: 128"));  // in place
+  auto edited = model_preset(path);
+  ASSERT_TRUE(edited.is_ok()) << edited.status().to_string();
+  EXPECT_EQ(edited->tables[0].dim, 128);
+  write(path + ".new", model_text("heads_per_order: 2", "heads_per_order: 4"));
+  std::filesystem::rename(path + ".new", path);  // replaced, as editors save
+  auto replaced = model_preset(path);
+  ASSERT_TRUE(replaced.is_ok()) << replaced.status().to_string();
+  EXPECT_EQ(replaced->tables[0].head_count(), 8);
+  EXPECT_EQ(replaced->tables[0].dim, 64);
 }
 
 TEST(ModelFile, EveryValueIsBoundedWithAnErrorNamingTheLineTheFieldAndTheFix) {

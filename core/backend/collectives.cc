@@ -4,10 +4,11 @@
 
 namespace engram {
 
-Result<std::shared_ptr<const std::vector<std::byte>>> Collectives::all_gather_shared(std::span<const std::byte> mine) {
-  auto all = std::make_shared<std::vector<std::byte>>(mine.size() * static_cast<size_t>(size()));
-  ENGRAM_RETURN_IF_ERROR(all_gather(mine, *all));
-  return std::shared_ptr<const std::vector<std::byte>>(std::move(all));
+Result<std::shared_ptr<const GatheredBytes>> Collectives::all_gather_shared(std::span<const std::byte> mine) {
+  auto all = std::make_shared<GatheredBytes>();
+  all->bytes.resize(mine.size() * static_cast<size_t>(size()));
+  ENGRAM_RETURN_IF_ERROR(all_gather(mine, all->bytes));
+  return std::shared_ptr<const GatheredBytes>(std::move(all));
 }
 
 void reduce_scatter_sum_bf16_reference(std::span<const std::span<const uint16_t>> inputs_by_rank,

@@ -9,9 +9,20 @@
 #include <span>
 #include <vector>
 
+#include "core/base/derived_once.h"
 #include "core/base/status.h"
 
 namespace engram {
+
+// What all_gather_shared hands its caller: the gathered bytes, and what the
+// members that received this one buffer derive from them (decoded facts, a
+// plan), made once by the first and shared by the rest. Where one buffer
+// goes to many ranks (the emulator's), the memo is theirs and goes with the
+// buffer; where a rank gets a buffer of its own (a real one), so is the memo.
+struct GatheredBytes {
+  std::vector<std::byte> bytes;
+  DerivedOnce derived;
+};
 
 class Collectives {
  public:
@@ -27,9 +38,10 @@ class Collectives {
 
   // The same all-gather, for a caller that only reads the result: a backend
   // that runs many ranks in one process (the emulator) hands every member
-  // one buffer, so N ranks hold N contributions, not N x N. The default
-  // gathers into a buffer of the caller's own.
-  virtual Result<std::shared_ptr<const std::vector<std::byte>>> all_gather_shared(std::span<const std::byte> mine);
+  // one buffer, so N ranks hold N contributions, not N x N, and derive from
+  // them once (GatheredBytes::derived). The default gathers into a buffer of
+  // the caller's own.
+  virtual Result<std::shared_ptr<const GatheredBytes>> all_gather_shared(std::span<const std::byte> mine);
 
   // `input` holds size() chunks of out.size() bf16 values; rank r receives the
   // sum of chunk r over all ranks. Sums as NCCL's ring does: starting from

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <mutex>
-#include <unordered_map>
 
 namespace engram {
 namespace {
@@ -68,70 +66,37 @@ RankFacts decode(std::span<const std::byte> record) {
 }
 
 // What one gathered buffer comes to: the longest record in it and, when
-// every record fit, the decoded facts. Ranks of one process handed the same
-// shared buffer (the emulator's) scan and decode it once, so a group of N
-// costs O(N), not O(N^2).
+// every record fit, the decoded facts. Kept with the buffer
+// (GatheredBytes::derived), so ranks handed the same shared buffer (the
+// emulator's) scan and decode it once: a group of N costs O(N), not O(N^2).
 struct Decoded {
-  std::shared_ptr<const std::vector<std::byte>> source;  // keeps the key's address from being reused
+  size_t stride = 0;  // as the first reader read it; every reader must agree
   size_t longest = 0;
   std::shared_ptr<const GatheredFacts> facts;  // null for a first round that needs a second
 };
 
-struct Seen {
-  size_t longest = 0;
-  std::shared_ptr<const GatheredFacts> facts;
-};
-
-class DecodedBuffers {
- public:
-  // What `all` (records of `stride` bytes) comes to, worked out on first sight.
-  Seen of(const std::shared_ptr<const std::vector<std::byte>>& all, size_t n, size_t stride,
-                    bool second_round) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, inserted] = entries_.try_emplace(all.get());
-    Decoded& d = it->second;
-    if (!inserted) {
-      ENGRAM_CHECK(d.source == all);
-      return {d.longest, d.facts};
-    }
-    d.source = all;
+// `all` holds n records of `stride` bytes.
+std::shared_ptr<const Decoded> decode_once(const GatheredBytes& all, size_t n, size_t stride, bool second_round) {
+  auto decoded = all.derived.get_or_make<const Decoded>([&] {
+    auto d = std::make_shared<Decoded>();
+    d->stride = stride;
     for (size_t r = 0; r < n; ++r) {
       RecordHeader h;
-      std::memcpy(&h, all->data() + r * stride, sizeof h);
-      d.longest = std::max(d.longest, record_bytes(h));
+      std::memcpy(&h, all.bytes.data() + r * stride, sizeof h);
+      d->longest = std::max(d->longest, record_bytes(h));
     }
-    if (d.longest <= stride) {
+    if (d->longest <= stride) {
       auto facts = std::make_shared<GatheredFacts>();
       facts->took_second_round = second_round;
       facts->ranks.reserve(n);
       for (size_t r = 0; r < n; ++r)
-        facts->ranks.push_back(decode(std::span<const std::byte>(*all).subspan(r * stride, stride)));
-      facts->source = all;
-      d.facts = std::move(facts);
+        facts->ranks.push_back(decode(std::span<const std::byte>(all.bytes).subspan(r * stride, stride)));
+      d->facts = std::move(facts);
     }
-    if (entries_.size() > sweep_at_size_) {
-      // A buffer that nothing but its entry holds can never be asked for
-      // again: every member of its group has decoded it.
-      std::erase_if(entries_, [&](const auto& entry) {
-        const Decoded& e = entry.second;
-        const long held_here = 1 + (e.facts && e.facts->source == e.source ? 1 : 0);
-        return e.source.get() != all.get() && e.source.use_count() <= held_here;
-      });
-      sweep_at_size_ = std::max<size_t>(64, 2 * entries_.size());
-    }
-    const Decoded& made = entries_.at(all.get());
-    return {made.longest, made.facts};
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<const void*, Decoded> entries_;
-  size_t sweep_at_size_ = 64;
-};
-
-DecodedBuffers& decoded_buffers() {
-  static DecodedBuffers* buffers = new DecodedBuffers();  // never destroyed: ranks may outlive static teardown
-  return *buffers;
+    return std::shared_ptr<const Decoded>(std::move(d));
+  });
+  ENGRAM_CHECK(decoded->stride == stride && all.bytes.size() == n * stride);
+  return decoded;
 }
 
 }  // namespace
@@ -142,21 +107,21 @@ Result<std::shared_ptr<const GatheredFacts>> gather_facts(Collectives& group, co
   const std::vector<std::byte> record = encode(mine, extra);
   std::vector<std::byte> fixed(kFactsRecordBytes);
   std::memcpy(fixed.data(), record.data(), std::min(record.size(), kFactsRecordBytes));
-  ENGRAM_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<std::byte>> all, group.all_gather_shared(fixed));
-  ENGRAM_CHECK(all->size() == kFactsRecordBytes * n);
-  const Seen first = decoded_buffers().of(all, n, kFactsRecordBytes, false);
-  if (first.facts) return first.facts;
+  ENGRAM_ASSIGN_OR_RETURN(std::shared_ptr<const GatheredBytes> all, group.all_gather_shared(fixed));
+  ENGRAM_CHECK(all->bytes.size() == kFactsRecordBytes * n);
+  const std::shared_ptr<const Decoded> first = decode_once(*all, n, kFactsRecordBytes, false);
+  if (first->facts) return first->facts;
   // Some record was longer: a second round padded to the longest, which
   // every rank knows from the first round's headers.
-  const size_t longest = first.longest;
+  const size_t longest = first->longest;
   ENGRAM_CHECK(longest > kFactsRecordBytes && record.size() <= longest);
   std::vector<std::byte> padded(longest);
   std::memcpy(padded.data(), record.data(), record.size());
   ENGRAM_ASSIGN_OR_RETURN(all, group.all_gather_shared(padded));
-  ENGRAM_CHECK(all->size() == longest * n);
-  const Seen second = decoded_buffers().of(all, n, longest, true);
-  ENGRAM_CHECK(second.facts != nullptr);
-  return second.facts;
+  ENGRAM_CHECK(all->bytes.size() == longest * n);
+  const std::shared_ptr<const Decoded> second = decode_once(*all, n, longest, true);
+  ENGRAM_CHECK(second->facts != nullptr);
+  return second->facts;
 }
 
 }  // namespace engram

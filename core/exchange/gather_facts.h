@@ -7,9 +7,9 @@
 // One all_gather of kFactsRecordBytes-byte records when every rank's record
 // fits (the usual case); otherwise a second round padded to the longest
 // record, whose length every rank knows from the first round's headers.
-// O(group size) per rank; ranks of one process that received one shared
-// buffer (the emulator's) share one scan of it and one decoded copy, so N
-// ranks cost O(N).
+// O(group size) per rank; ranks that received one shared buffer (the
+// emulator's) share one scan of it and one decoded copy, kept with the
+// buffer (GatheredBytes::derived), so N ranks cost O(N).
 #pragma once
 
 #include <cstddef>
@@ -22,6 +22,7 @@
 
 #include "core/backend/collectives.h"
 #include "core/backend/host_probe.h"
+#include "core/base/derived_once.h"
 #include "core/base/status.h"
 
 namespace engram {
@@ -45,9 +46,11 @@ struct RankFacts {
 struct GatheredFacts {
   std::vector<RankFacts> ranks;  // in group-rank order
   bool took_second_round = false;
-  // The gathered records these were decoded from: facts that share a
-  // source are the same facts (an identity key for caches).
-  std::shared_ptr<const std::vector<std::byte>> source;
+  // What the ranks that share these facts derive from them, once (the
+  // runtime's plan: core/runtime/shared_plan.cc). Facts are shared only
+  // by the ranks that were handed one gathered buffer (GatheredBytes), so
+  // the memo is theirs alone and ends with the facts.
+  DerivedOnce derived;
 };
 
 // Errors: the all_gather's own, without context (callers add rank and step).

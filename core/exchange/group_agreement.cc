@@ -72,7 +72,9 @@ GroupVerdict agree_on_outcome(Collectives& group, const Status& mine, std::strin
                           out.status.context());
     return out;
   }
-  out.gathered = std::move(round).value();
+  // The bytes alone, held with the buffer they sit in (an aliasing pointer).
+  std::shared_ptr<const GatheredBytes> gathered = std::move(round).value();
+  out.gathered = std::shared_ptr<const std::vector<std::byte>>(gathered, &gathered->bytes);
   out.stride_bytes = stride;
   ENGRAM_CHECK(out.gathered != nullptr && out.gathered->size() == stride * n);
   if (!mine.is_ok()) {

@@ -372,12 +372,22 @@ Result<ModelSpec> build_model(const std::string& name) {
 }  // namespace
 
 Result<ModelSpec> model_preset(const std::string& name) {
-  // Drawing V4.1's 48 primes costs about a millisecond; plan and every
-  // emulated rank ask for it, so models are built once per process. A model
-  // file's entry is kept with the file's identity (device, inode, size,
-  // modification and change times) when it was read: an edited file is read
-  // and built again, so a long-lived process (Python's) sees the edit, while
-  // an unchanged one costs a stat.
+  // A memo of an immutable function, not state that couples callers: a
+  // model is a function of its name (the presets are compiled in) and, for
+  // a model file, of the file as read, known by its identity (device, inode,
+  // size, modification and change times, taken before the read, so an edit
+  // during it shows as a new identity next time). Each caller gets a copy of
+  // what it would have built itself, so keeping models for the process
+  // shares nothing between ranks, worlds or sessions, and an edited file is
+  // read and built again (a long-lived Python session sees the edit; an
+  // unchanged file costs a stat; only a rewrite in place to the same size
+  // within one tick of coarse timestamps, as kernels before 6.13 keep them,
+  // could pass unseen). Kept for the process, not per world: it answers
+  // what no memo would, so scoping it buys nothing, while plan, validation
+  // and each scenario run ask for models outside any world (fuzz --seeds 6
+  // --check-determinism of scenarios/nvl72_16_racks.yaml asks 116 times)
+  // and drawing V4.1's 48 primes costs about a millisecond. One entry per
+  // name.
   static std::mutex mutex;
   static std::map<std::string, std::pair<std::string, ModelSpec>, std::less<>> built;
   std::string identity;

@@ -145,7 +145,8 @@ Result<ModelSpec> make_model_spec(std::string name, std::vector<int64_t> engram_
 // A model by name or by file: a name is one of the model files shipped in
 // models/ (compiled in: model_preset_names()); anything ending in .yaml or
 // .yml, or holding a '/', is a model file read from that path
-// (core/model/model_file.h). Built once per process and name.
+// (core/model/model_file.h). Built once per name and, for a file, per
+// file identity: an edited file is read again (table_spec.cc says why).
 Result<ModelSpec> model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 // True when `name` is to be read as a model file's path.

@@ -1,6 +1,6 @@
 // What the runtime's shared plan is decided from besides the gathered facts:
-// the inputs themselves, as the key of the process-wide plan cache
-// (core/runtime/engram_runtime.cc), so a field added to the layout or the
+// the inputs themselves, as the key of the plans kept with one set of facts
+// (core/runtime/shared_plan.cc), so a field added to the layout or the
 // config takes part in the key without anyone remembering to add it.
 #pragma once
 
