@@ -137,6 +137,7 @@ Result<RuntimeOptions> runtime_options_from_file(const DeploymentBridge& bridge,
   o.engine.profile = d.engine.profile;  // ENGRAMLAB_ENGINE, else the file's engine.name (load_bridge)
   o.placement_model = d.model;
   o.job_id = env.job_id;
+  o.shm_name_part = env.shm_name_part;
   ENGRAM_ASSIGN_OR_RETURN(RuntimeOptions read, runtime_options_from(from_flags, env));
   o.fill_seed = read.fill_seed;
   if (flags.table_model.empty()) {

@@ -65,6 +65,7 @@ Result<RuntimeOptions> runtime_options_from(const LaunchedRankFlags& f, const ip
   }
   ENGRAM_ASSIGN_OR_RETURN(o.engine.profile, chosen_engine(f.engine, ipc::process_env(), std::nullopt));
   o.job_id = env.job_id;
+  o.shm_name_part = env.shm_name_part;
   return o;
 }
 

@@ -105,7 +105,10 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   spec.timeouts.collective_us = d.timeouts.collective_ms * 1000;
   spec.timeouts.fd_receive_us = d.timeouts.collective_ms * 1000;
   spec.timeouts.split_us = d.timeouts.join_ms * 1000;
-  const std::string job_id = "scenario";  // names the /dev/shm segments
+  // Name the /dev/shm segments: fixed in the emulator (its own memory, no
+  // other user), so a run stays the same from its seed.
+  const std::string job_id = "scenario";
+  const std::string name_part(kFixedShmNamePart);
   // The host tables really built are small; tmpfs, memory cgroups and RAM
   // account each at the size of the placement model's table of that layer.
   if (auto placement_model = model_preset(d.model); placement_model.is_ok())
@@ -113,7 +116,7 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
       for (const TableSpec& real : placement_model.value().tables)
         if (real.layer_id == small.layer_id)
           for (int t = 0; t < d.layout.tp; ++t)  // one file per TP slice, each at the real slice's size
-            spec.shm_modelled_bytes[host_table_slice_segment_name(job_id, small.layer_id, d.layout.tp, t)] =
+            spec.shm_modelled_bytes[host_table_slice_segment_name(job_id, name_part, small.layer_id, d.layout.tp, t)] =
                 static_cast<uint64_t>(
                     rows_of_heads(real, tp_head_slice(real.head_count(), d.layout.tp, t)).row_count) *
                 real.row_bytes();
@@ -121,7 +124,7 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   const int world_size = static_cast<int>(spec.ranks.size());
   out.ranks.assign(static_cast<size_t>(world_size), RankOutcome{});
   ScenarioRankInputs inputs;
-  inputs.options = scenario_runtime_options(d, model.value(), job_id);
+  inputs.options = scenario_runtime_options(d, model.value(), job_id, name_part);
   inputs.lookup = job.lookup;
   inputs.seed = job.seed;
   inputs.hashers = &direct.hashers;

@@ -95,7 +95,7 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
 
   const kernels::DirectTables& direct = scenario_direct_tables(scenario.lookup, model, *completed);
   ScenarioRankInputs inputs;
-  inputs.options = scenario_runtime_options(*completed, model, env.job_id);
+  inputs.options = scenario_runtime_options(*completed, model, env.job_id, env.shm_name_part);
   inputs.lookup = scenario.lookup;
   inputs.seed = scenario.seed;
   inputs.hashers = &direct.hashers;

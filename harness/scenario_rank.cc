@@ -108,7 +108,8 @@ Status run_lookups(RankBackend& backend, EngramRuntime& runtime, const ScenarioR
 
 }  // namespace
 
-RuntimeOptions scenario_runtime_options(const Deployment& completed, const ModelSpec& table_model, std::string job_id) {
+RuntimeOptions scenario_runtime_options(const Deployment& completed, const ModelSpec& table_model, std::string job_id,
+                                        std::string shm_name_part) {
   RuntimeOptions options;
   options.placement_model = completed.model;
   options.table_model = table_model;
@@ -118,6 +119,7 @@ RuntimeOptions scenario_runtime_options(const Deployment& completed, const Model
   options.config = completed.config;
   options.engine = completed.engine;
   options.job_id = std::move(job_id);
+  options.shm_name_part = std::move(shm_name_part);
   options.fill_seed = kScenarioFillSeed;
   return options;
 }

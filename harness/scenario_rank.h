@@ -70,7 +70,9 @@ struct ScenarioRankInputs {
 CompiledSteps compile_scenario_steps(const ScenarioRankInputs& inputs);
 
 // The deployment must be completed (plan's or validate_and_complete's output).
-RuntimeOptions scenario_runtime_options(const Deployment& completed, const ModelSpec& table_model, std::string job_id);
+// job_id and shm_name_part name the host-wide files (RuntimeOptions).
+RuntimeOptions scenario_runtime_options(const Deployment& completed, const ModelSpec& table_model, std::string job_id,
+                                        std::string shm_name_part);
 
 // The direct lookup every rank is checked against: the scenario's tables
 // filled as the runtime fills them, decoded by the planning engine's

@@ -68,6 +68,7 @@ Result<RuntimeOptions> runtime_options(const TablesArguments& a, const ipc::Laun
   o.config.tokens_per_rank_max = a.tokens_per_rank_max;
   o.fill_seed = a.fill_seed;
   o.job_id = env.job_id;
+  o.shm_name_part = env.shm_name_part;
   return o;
 }
 

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/base/bf16.h"
+#include "core/placements/host_shared.h"
 #include "core/plan/deployment_plan.h"
 #include "core/runtime/plan_inputs.h"
 #include "core/model/hashing.h"
@@ -326,19 +327,49 @@ TEST(EngramRuntime, ShmCreateFaultLeavesNothingAndNamesTheWriter) {
   EXPECT_EQ(out.run.faults.fired(sim::FaultSite::kShmCreate), 1u);
 }
 
+// DEP4 on one GB200 host with room in /dev/shm: host_shared, tiny tables.
+struct Dep4HostShared {
+  sim::WorldSpec spec;
+  RuntimeOptions options;
+  Dep4HostShared() {
+    spec.hosts = {host("gb200-0", 4, 190 * kGiB)};
+    spec.seed = 23;
+    options.table_model = tiny();
+    options.layout = ParallelLayout{1, 4};
+    options.config.cpu_offload = true;
+  }
+};
+
+// The part of the names no other user can guess is 16 lowercase hex
+// (core/backend/host_shared_memory.h): anything else (the job id, say) is
+// refused at the start on every rank, before a name is made.
+TEST(EngramRuntime, AShmNamePartThatIsNotSixteenHexIsRefusedAtTheStart) {
+  Dep4HostShared dep4;
+  sim::WorldSpec& spec = dep4.spec;
+  RuntimeOptions& options = dep4.options;
+  options.shm_name_part = "job";
+  WarningSink sink;
+  auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
+    auto runtime = EngramRuntime::start(backend, options, sink);
+    if (runtime.is_ok()) return internal_error("start must refuse the name part");
+    if (runtime.status().code() != ErrorCode::kInvalidArgument ||
+        runtime.status().message().find("shm_name_part 'job' is not 16 lowercase hex") == std::string::npos)
+      return runtime.status();
+    return Status::ok();
+  });
+  ASSERT_TRUE(run.is_ok());
+  EXPECT_TRUE(run->all_ok()) << run->summary();
+}
+
 TEST(EngramRuntime, AWriterNeverUnlinksASegmentItFoundTaken) {
   // A segment of the job's name already exists (a live run's, or a stale one
   // the operator must look at): the start fails on every rank, and the
   // segment is still there afterwards.
-  sim::WorldSpec spec;
-  spec.hosts = {host("gb200-0", 4, 190 * kGiB)};
-  spec.seed = 23;
-  RuntimeOptions options;
-  options.table_model = tiny();
-  options.layout = ParallelLayout{1, 4};
-  options.config.cpu_offload = true;
+  Dep4HostShared dep4;
+  sim::WorldSpec& spec = dep4.spec;
+  RuntimeOptions& options = dep4.options;
   WarningSink sink;
-  const std::string taken = "engramlab-job-layer14";
+  const std::string taken = host_table_segment_name(options.job_id, options.shm_name_part, 14);
   auto run = sim::run_world(spec, [&](RankBackend& backend) -> Status {
     std::unique_ptr<ShmMapping> squatter;
     if (backend.world_rank == 0) {

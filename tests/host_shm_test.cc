@@ -31,6 +31,8 @@ namespace {
 using ::engram::testing::golden_message;
 
 namespace fs = std::filesystem;
+// A name part as a job token gives (core/backend/host_shared_memory.h).
+constexpr std::string_view kPart = "0123456789abcdef";
 
 class ScratchDir {
  public:
@@ -52,8 +54,8 @@ size_t entries(const std::string& dir) {
 TEST(HostShm, CreateThenReadOnlyMapSeesTheSameBytes) {
   ScratchDir dir;
   PosixSharedMemory memory({.root_dir = dir.path()});
-  const std::string name = segment_name("job1", "layer1");
-  EXPECT_EQ(name, "engramlab-job1-layer1");
+  const std::string name = segment_name("job1", kPart, "layer1");
+  EXPECT_EQ(name, "engramlab-job1-0123456789abcdef-layer1");
   auto created = memory.create(name, 10000);
   ASSERT_TRUE(created.is_ok()) << created.status().to_string();
   for (size_t i = 0; i < 10000; ++i) (*created)->bytes()[i] = static_cast<std::byte>(i * 7);
@@ -125,7 +127,7 @@ void leave_segment_from_dead_process(const std::string& dir, const std::string& 
 
 TEST(HostShm, StaleSegmentIsReportedNotReusedAndCanBeCleaned) {
   ScratchDir dir;
-  const std::string name = segment_name("crashy", "layer14");
+  const std::string name = segment_name("crashy", kPart, "layer14");
   leave_segment_from_dead_process(dir.path(), name);
 
   PosixSharedMemory memory({.root_dir = dir.path()});
@@ -137,9 +139,9 @@ TEST(HostShm, StaleSegmentIsReportedNotReusedAndCanBeCleaned) {
   EXPECT_NE(message.find("rm " + dir.path() + "/" + name), std::string::npos) << message;
 
   // A live segment of the same job (ours) is in use and must survive cleanup.
-  auto live = memory.create(segment_name("crashy", "layer1"), 4096);
+  auto live = memory.create(segment_name("crashy", kPart, "layer1"), 4096);
   ASSERT_TRUE(live.is_ok());
-  auto other_job = memory.create(segment_name("otherjob", "layer1"), 4096);
+  auto other_job = memory.create(segment_name("otherjob", kPart, "layer1"), 4096);
   ASSERT_TRUE(other_job.is_ok());
 
   auto listed = list_segments(dir.path(), SegmentScope::of_job("crashy"));
@@ -154,20 +156,27 @@ TEST(HostShm, StaleSegmentIsReportedNotReusedAndCanBeCleaned) {
   EXPECT_TRUE(memory.create(name, 8192).is_ok());
 
   // A live creator's segment is reported as in use.
-  auto in_use = memory.create(segment_name("crashy", "layer1"), 4096);
+  auto in_use = memory.create(segment_name("crashy", kPart, "layer1"), 4096);
   ASSERT_EQ(in_use.status().code(), ErrorCode::kAlreadyExists);
   EXPECT_NE(in_use.status().message().find("still running"), std::string::npos);
 }
 
 // Job ids may hold '-' and prefix each other: job "a" takes exactly its own
-// segment names (layer<L>, layer<L>-tp<T>), never "a-b"'s or "a-layer1"'s,
-// in listings and in the start-up cleanup alike.
+// segment names (<part>-layer<L>, <part>-layer<L>-tp<T>), of any run (any
+// part), never "a-b"'s, "a-layer1"'s or "a-<16 hex>"'s, in listings and in
+// the start-up cleanup alike.
 TEST(HostShm, AJobIdThatPrefixesAnotherTakesOnlyItsOwnSegments) {
   ScratchDir dir;
-  const std::vector<std::string> mine = {segment_name("a", "layer1"), segment_name("a", "layer14-tp3")};
-  const std::vector<std::string> others = {segment_name("a-b", "layer1"), segment_name("a-layer1", "layer2"),
-                                           segment_name("a-b", "layer14-tp0"), segment_name("a", "layer1-tp2-x"),
-                                           segment_name("a", "layers"), segment_name("ab", "layer1")};
+  const std::string another_run = "fedcba9876543210";
+  const std::vector<std::string> mine = {segment_name("a", kPart, "layer1"), segment_name("a", kPart, "layer14-tp3"),
+                                         segment_name("a", another_run, "layer2")};
+  const std::vector<std::string> others = {
+      segment_name("a-b", kPart, "layer1"),      segment_name("a-layer1", kPart, "layer2"),
+      segment_name("a-b", kPart, "layer14-tp0"), segment_name("a", kPart, "layer1-tp2-x"),
+      segment_name("a", kPart, "layers"),        segment_name("ab", kPart, "layer1"),
+      segment_name("a-" + std::string(kPart), another_run, "layer1"),
+      "engramlab-a-layer1",  // the form before names carried a part
+      "engramlab-a-0123456789ABCDEF-layer1",  "engramlab-a-0123456789abcde-layer1"};
   for (const auto& name : mine) leave_segment_from_dead_process(dir.path(), name);
   for (const auto& name : others) leave_segment_from_dead_process(dir.path(), name);
 
@@ -191,10 +200,10 @@ TEST(HostShm, AJobIdThatPrefixesAnotherTakesOnlyItsOwnSegments) {
 TEST(HostShm, TheJobMatchTakesEveryNameHostSharedMakes) {
   for (int tp : {1, 4}) {
     for (int t = 0; t < tp; ++t) {
-      const std::string name = host_table_slice_segment_name("a", 14, tp, t);
+      const std::string name = host_table_slice_segment_name("a", kPart, 14, tp, t);
       EXPECT_TRUE(is_job_segment_name(name, "a")) << name;
       EXPECT_FALSE(is_job_segment_name(name, "a-b")) << name;
-      EXPECT_FALSE(is_job_segment_name(host_table_slice_segment_name("a-b", 14, tp, t), "a")) << name;
+      EXPECT_FALSE(is_job_segment_name(host_table_slice_segment_name("a-b", kPart, 14, tp, t), "a")) << name;
     }
   }
 }
@@ -203,7 +212,7 @@ TEST(HostShm, TheJobMatchTakesEveryNameHostSharedMakes) {
 // is held by everyone who maps it, and clean goes by the lock.
 TEST(HostShm, AReadersMapKeepsASegmentInUseAfterItsCreatorDied) {
   ScratchDir dir;
-  const std::string name = segment_name("readerjob", "layer1");
+  const std::string name = segment_name("readerjob", kPart, "layer1");
   int ready[2], go[2];
   ASSERT_EQ(::pipe(ready), 0);
   ASSERT_EQ(::pipe(go), 0);
@@ -246,7 +255,7 @@ TEST(HostShm, AReadersMapKeepsASegmentInUseAfterItsCreatorDied) {
 // be judged: a pid proves nothing across PID namespaces, so clean keeps it.
 TEST(HostShm, ASegmentWhoseMakerHeldNoLockIsKeptWithTheReason) {
   ScratchDir dir;
-  const std::string path = dir.path() + "/" + segment_name("oldjob", "layer1");
+  const std::string path = dir.path() + "/" + segment_name("oldjob", kPart, "layer1");
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   ASSERT_GE(fd, 0);
   const SegmentHeader header = make_header_for_this_process(4096, /*holds_lock=*/false);
@@ -269,7 +278,7 @@ TEST(HostShm, ASegmentWhoseMakerHeldNoLockIsKeptWithTheReason) {
 // listing, cleaning, creating and mapping all answer at once.
 TEST(HostShm, AFifoUnderASegmentNameNeverBlocks) {
   ScratchDir dir;
-  const std::string name = segment_name("fifojob", "layer1");
+  const std::string name = segment_name("fifojob", kPart, "layer1");
   ASSERT_EQ(::mkfifo((dir.path() + "/" + name).c_str(), 0600), 0);
   PosixSharedMemory memory({.root_dir = dir.path()});
   const auto start = std::chrono::steady_clock::now();
@@ -307,7 +316,7 @@ TEST(HostShm, CleanupLeavesWhatItDidNotMake) {
   }
   const timespec old_times[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3600, 0}};
   ::utimensat(AT_FDCWD, notes.c_str(), old_times, 0);
-  const std::string theirs = segment_name("theirs", "layer1");
+  const std::string theirs = segment_name("theirs", kPart, "layer1");
   leave_segment_from_dead_process(dir.path(), theirs);
   const bool can_chown = ::chown((dir.path() + "/" + theirs).c_str(), 65534, 65534) == 0;
 
@@ -357,22 +366,23 @@ int tmpfs_body(const std::string& dir) {
   failures += check(info.is_ok() && info->mounted && info->tmpfs_bytes_total == 64 * kMiB, "info total = 64 MiB");
 
   // Larger than the whole tmpfs: refused before anything is created.
-  auto too_big = memory.create(segment_name("small", "layer1"), 65 * kMiB);
+  auto too_big = memory.create(segment_name("small", kPart, "layer1"), 65 * kMiB);
   failures += check(too_big.status().code() == ErrorCode::kResourceExhausted, "65 MiB -> resource_exhausted");
   const std::string m = too_big.status().message();
   std::fprintf(stderr, "65 MiB table: %s\n", too_big.status().to_string().c_str());
   failures += check(m.find(std::to_string(65 * kMiB)) != std::string::npos, "message names the table size");
   failures += check(m.find(std::to_string(64 * kMiB)) != std::string::npos, "message names the tmpfs total");
-  failures += check(::access((dir + "/" + segment_name("small", "layer1")).c_str(), F_OK) != 0, "nothing left behind");
+  failures += check(::access((dir + "/" + segment_name("small", kPart, "layer1")).c_str(), F_OK) != 0,
+                    "nothing left behind");
 
   // Fits the total but not what is free: the page reservation fails cleanly.
-  auto first = memory.create(segment_name("small", "layer1"), 40 * kMiB);
+  auto first = memory.create(segment_name("small", kPart, "layer1"), 40 * kMiB);
   failures += check(first.is_ok(), "first 40 MiB table fits");
-  auto second = memory.create(segment_name("small", "layer14"), 40 * kMiB);
+  auto second = memory.create(segment_name("small", kPart, "layer14"), 40 * kMiB);
   std::fprintf(stderr, "second 40 MiB table: %s\n", second.status().to_string().c_str());
   failures += check(second.status().code() == ErrorCode::kResourceExhausted, "second 40 MiB -> resource_exhausted");
   failures += check(second.status().message().find("No space left") != std::string::npos, "ENOSPC named");
-  failures += check(::access((dir + "/" + segment_name("small", "layer14")).c_str(), F_OK) != 0,
+  failures += check(::access((dir + "/" + segment_name("small", kPart, "layer14")).c_str(), F_OK) != 0,
                     "the failed segment was unlinked");
   // The first one's pages are really there: touching all of them cannot SIGBUS.
   if (first.is_ok()) {

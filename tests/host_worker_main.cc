@@ -154,7 +154,7 @@ int run(const Args& args) {
 
   // One shared table: rank 0 creates and fills, the others map read-only.
   shm::PosixSharedMemory memory({.root_dir = args.shm_dir});
-  const std::string name = shm::segment_name(env->job_id, "layer0");
+  const std::string name = shm::segment_name(env->job_id, env->shm_name_part, "layer0");
   std::unique_ptr<ShmMapping> mapping;
   // Rank 0 owns the segment: if this rank fails after creating it, the
   // job is over and the segment goes with it.

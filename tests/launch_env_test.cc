@@ -3,11 +3,14 @@
 // MPI and Slurm, in that precedence, and the errors that name the variable
 // and the fix.
 #include "backends/ipc/launch_env.h"
+#include "backends/ipc/job_token.h"
+#include "core/placements/host_shared.h"
 #include "tests/golden_messages.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 
 namespace engram::ipc {
@@ -238,6 +241,60 @@ TEST(LaunchEnv, ATokenLongerThanTheFdChannelTakesIsRefusedNamingItsLength) {
   EXPECT_TRUE(read_launch_env(fake(vars)).is_ok());
   vars["ENGRAMLAB_JOB_TOKEN"] = "short";
   EXPECT_NE(read_launch_env(fake(vars)).status().message().find("5 characters, shorter than 16"), std::string::npos);
+}
+
+// A job's shared names carry a part no other user can guess (issue 50, item
+// 10): job ids are predictable (Slurm's, the launcher's), the token is not.
+// Every launcher's ranks get the part from the token and job id, so the
+// ranks of one job agree without a word.
+TEST(LaunchEnv, EveryLauncherNamesShmSegmentsWithAPartOfTheToken) {
+  for (const auto& vars : {plain_vars(), torchrun_vars(), slurm_vars(), ompi_vars()}) {
+    auto env = read_launch_env(fake(vars));
+    ASSERT_TRUE(env.is_ok()) << env.status().to_string();
+    EXPECT_TRUE(is_shm_name_part(env->shm_name_part)) << env->launcher << ": " << env->shm_name_part;
+    EXPECT_EQ(env->shm_name_part, shm_name_part(kToken, env->job_id)) << env->launcher;
+  }
+  // Pinned (ranks of two versions that disagreed would never find each
+  // other's segments), as Python's hmac computes it: hmac.new(token,
+  // b"engramlab shm names 1\0" + job_id, sha256).hexdigest()[:16].
+  EXPECT_EQ(shm_name_part(kToken, "job-7"), "d9994e469a184e13");
+  auto other_rank = plain_vars();
+  other_rank["RANK"] = "3";
+  other_rank["LOCAL_RANK"] = "3";
+  EXPECT_EQ(read_launch_env(fake(other_rank))->shm_name_part, read_launch_env(fake(plain_vars()))->shm_name_part);
+}
+
+TEST(LaunchEnv, TwoJobsWithTheSameJobIdNameDifferentSegments) {
+  auto vars = plain_vars();
+  auto first = read_launch_env(fake(vars));
+  vars["ENGRAMLAB_JOB_TOKEN"] = "0123456789abcdef0123456789abcdef";
+  auto second = read_launch_env(fake(vars));
+  ASSERT_TRUE(first.is_ok() && second.is_ok());
+  ASSERT_EQ(first->job_id, second->job_id);
+  EXPECT_NE(host_table_segment_name(first->job_id, first->shm_name_part, 1),
+            host_table_segment_name(second->job_id, second->shm_name_part, 1));
+  // The same token under the next job id (a Slurm step, a torchrun run id):
+  // another part, so one step's names, seen in /dev/shm, do not give away the next's.
+  vars = plain_vars();
+  vars["ENGRAMLAB_JOB_ID"] = "job-8";
+  EXPECT_NE(read_launch_env(fake(vars))->shm_name_part, first->shm_name_part);
+}
+
+// What another user knows (the job id) does not decide the name: over fresh
+// tokens as `engramlab launch` draws them, one job id gets as many parts as
+// tokens, none the emulator's fixed one, none holding the token's text.
+TEST(LaunchEnv, AShmNameCannotBePredictedFromTheJobIdAlone) {
+  std::set<std::string> parts;
+  constexpr int kTokens = 64;
+  for (int i = 0; i < kTokens; ++i) {
+    auto token = random_job_token();
+    ASSERT_TRUE(token.is_ok()) << token.status().to_string();
+    const std::string part = shm_name_part(*token, "slurm-4242-0");
+    EXPECT_NE(part, kFixedShmNamePart);
+    EXPECT_EQ(token->find(part), std::string::npos) << "the part is a MAC of the token, not a piece of it";
+    parts.insert(part);
+  }
+  EXPECT_EQ(parts.size(), static_cast<size_t>(kTokens));
 }
 
 }  // namespace

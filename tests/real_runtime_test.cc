@@ -19,8 +19,11 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "backends/ipc/job_token.h"
 #include "backends/shm/posix_shared_memory.h"
+#include "core/placements/host_shared.h"
 #include "harness/scenario_rank_record.h"
 #include "tests/process_run.h"
 #include "tests/temp_dir.h"
@@ -57,6 +60,12 @@ std::optional<ProcessRun> in_namespace(const std::string& tmpfs_size, const std:
   if (!(result)) GTEST_SKIP() << "SKIPPED: needs mount+UTS namespaces: " << engram::testing::why_no_private_tmpfs()
 
 std::string real_run(const std::string& files) { return kEngramlab + " scenario run --real " + files; }
+
+const std::string kToken = "realruntimetest-token-0123456789";
+// The segment of `layer` that a job under kToken names (TP1).
+std::string segment_of(const std::string& job, int layer) {
+  return host_table_segment_name(job, ipc::shm_name_part(kToken, job), layer);
+}
 
 TEST(RealRuntime, FourRanksShareOneShmTableWithTheEmulatorsBytes) {
   auto r = in_namespace("190g", "gb200-0", real_run(kScenarios + "/dep4_shared.yaml"));
@@ -193,9 +202,11 @@ class RealCrash : public ::testing::Test {
     dir_ = ::mkdtemp(templ);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  // Launch, then list what is left in /dev/shm, in the same namespace.
+  // Launch under kToken (so the test knows the segment names), then list
+  // what is left in /dev/shm, in the same namespace.
   std::string launch_script(const std::string& job, const std::string& rank_args) const {
-    return "ENGRAMLAB_OP_TIMEOUT_MS=5000 " + kEngramlab + " launch -n 4 --job-id " + job + " --grace-ms 5000 -- " +
+    return "ENGRAMLAB_JOB_TOKEN=" + kToken + " ENGRAMLAB_OP_TIMEOUT_MS=5000 " + kEngramlab + " launch -n 4 --job-id " +
+           job + " --grace-ms 5000 -- " +
            kEngramlab + " scenario rank " + kScenarios + "/dep4_shared.yaml --result-dir " + dir_ + " " + rank_args +
            "; echo LAUNCH_EXIT=$?; echo LEFT: $(ls /dev/shm)";
   }
@@ -216,7 +227,8 @@ TEST_F(RealCrash, KilledWriterMidLoadStopsTheOthersNamingItAndNothingIsLeft) {
   // creating and filling the first table.
   auto r = in_namespace("190g", "gb200-0", launch_script("crashw", "--die-rank 0 --die-at shm_create:2"));
   SKIP_WITHOUT_NAMESPACES(r);
-  EXPECT_NE(r->output.find("SIGKILL at shm_create #2 (engramlab-crashw-layer14)"), std::string::npos) << r->output;
+  EXPECT_NE(r->output.find("SIGKILL at shm_create #2 (" + segment_of("crashw", 14) + ")"), std::string::npos)
+      << r->output;
   EXPECT_NE(r->output.find("rank 0 (pid"), std::string::npos) << r->output;
   EXPECT_NE(r->output.find(golden_message("process.killed_by_sigkill")), std::string::npos) << r->output;
   EXPECT_EQ(record(0), std::nullopt) << "a SIGKILLed rank writes nothing";
@@ -248,9 +260,39 @@ TEST_F(RealCrash, KilledReaderMidLoadIsNamedAndTheWriterReleasesItsSegments) {
   EXPECT_LT(r->took, 15s) << r->output;
 }
 
+// Another user of the host creates, before the job starts, every name the job
+// could be predicted to use from its id: the form before names carried a
+// part (engramlab-<job>-layer<L>) and the emulator's fixed part. The job's
+// names carry its token's part, so it runs past them (issue 50, item 10).
+TEST_F(RealCrash, SegmentNamesAnotherUserMadeFromTheJobIdDoNotStopTheJob) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make files of another uid";
+  const std::vector<std::string> theirs = {"engramlab-squat-layer1", "engramlab-squat-layer14",
+                                          host_table_segment_name("squat", kFixedShmNamePart, 1),
+                                          host_table_segment_name("squat", kFixedShmNamePart, 14)};
+  std::string squat;
+  for (const std::string& name : theirs)
+    squat += "touch /dev/shm/" + name + " && chown 65534:65534 /dev/shm/" + name + " && ";
+  auto r = in_namespace("190g", "gb200-0", squat + launch_script("squat", ""));
+  SKIP_WITHOUT_NAMESPACES(r);
+  EXPECT_NE(r->output.find("LAUNCH_EXIT=0"), std::string::npos) << r->output;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto rec = record(rank);
+    ASSERT_TRUE(rec.has_value()) << "rank " << rank << "\n" << r->output;
+    EXPECT_TRUE(rec->status.is_ok()) << rec->status.to_string();
+    EXPECT_EQ(rec->result.placement, Placement::kHostShared);
+  }
+  const size_t left_at = r->output.find("LEFT: ");
+  ASSERT_NE(left_at, std::string::npos) << r->output;
+  const std::string left = r->output.substr(left_at, r->output.find('\n', left_at) - left_at);
+  EXPECT_EQ(count(left, "engramlab-"), theirs.size()) << "only the other user's files stay: " << left;
+  for (const std::string& name : theirs) EXPECT_NE(left.find(name), std::string::npos) << left;
+}
+
 // A writer that crashed with no survivor leaves its segment; the next start
 // of that job finds it, says so and removes it, but never touches a segment
-// whose creator still runs. No namespace needed: the shm dir is private.
+// whose creator still runs. No namespace needed: the shm dir is private. The
+// leftovers are of a run under kToken; this start draws another token, and
+// finds them by the job id.
 TEST(RealStaleSegments, NextStartRemovesADeadWritersSegmentButNotALiveOnes) {
   const engram::testing::TempDir made_shm("/dev/shm/engramlab-realstale");
   const engram::testing::TempDir made_results("/tmp/engramlab-realstale-res");
@@ -261,21 +303,21 @@ TEST(RealStaleSegments, NextStartRemovesADeadWritersSegmentButNotALiveOnes) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto created = memory.create("engramlab-stalejob-layer14", 1 << 16);
+    auto created = memory.create(segment_of("stalejob", 14), 1 << 16);
     if (created.is_ok()) ::raise(SIGKILL);  // a writer dying mid-load, with its mapping
     ::_exit(3);
   }
   int status = 0;
   ::waitpid(child, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status)) << "the child could not create its segment";
-  auto alive = memory.create("engramlab-stalejob-layer1", 1 << 16);  // this process: alive
+  auto alive = memory.create(segment_of("stalejob", 1), 1 << 16);  // this process: alive
   ASSERT_TRUE(alive.is_ok()) << alive.status().to_string();
 
   const ProcessRun r = run("ENGRAMLAB_SHM_DIR=" + shm_dir + " ENGRAMLAB_OP_TIMEOUT_MS=5000 " + kEngramlab +
                            " launch -n 4 --job-id stalejob -- " + kEngramlab + " scenario rank " + kScenarios +
                            "/dep4_docker_default_shm.yaml --result-dir " + result_dir);
-  EXPECT_TRUE(fs::exists(shm_dir + "/engramlab-stalejob-layer1")) << "a live creator's segment is never removed";
-  EXPECT_FALSE(fs::exists(shm_dir + "/engramlab-stalejob-layer14")) << r.output;
+  EXPECT_TRUE(fs::exists(shm_dir + "/" + segment_of("stalejob", 1))) << "a live creator's segment is never removed";
+  EXPECT_FALSE(fs::exists(shm_dir + "/" + segment_of("stalejob", 14))) << r.output;
   std::ifstream in(result_dir + "/rank-0.json");
   std::string line;
   ASSERT_TRUE(std::getline(in, line)) << r.output;
@@ -283,12 +325,12 @@ TEST(RealStaleSegments, NextStartRemovesADeadWritersSegmentButNotALiveOnes) {
   ASSERT_TRUE(rec.is_ok()) << rec.status().to_string();
   bool said_so = false;
   for (const Warning& w : rec->warnings)
-    said_so |= w.key == "shm.stale_segment_removed:engramlab-stalejob-layer14" &&
+    said_so |= w.key == "shm.stale_segment_removed:" + segment_of("stalejob", 14) &&
                w.text.find("creator pid " + std::to_string(child)) != std::string::npos &&
                w.text.find("stale: creator gone") != std::string::npos;
   EXPECT_TRUE(said_so) << line;
   alive.value().reset();
-  memory.unlink("engramlab-stalejob-layer1").ignore();
+  memory.unlink(segment_of("stalejob", 1)).ignore();
 }
 
 }  // namespace

@@ -246,7 +246,7 @@ TEST(SglangFile, EveryRowOfA2048RowTableOnTheEmulatorAndTheNamesGo) {
                                .host_writer_world_rank = 0, .model = model, .fill_seed = kFillSeed, .job_id = "sgl"};
       auto built = placement_ops(Placement::kSglangFile).build(context);
       ENGRAM_RETURN_IF_ERROR(built.status());
-      auto again = b.memfd->open_file_read_only("engramlab-sgl-layer1.table", 1);
+      auto again = b.memfd->open_file_read_only(shm_segment_prefix("sgl", kFixedShmNamePart) + "layer1.table", 1);
       if (b.world_rank == 0) files_left = again.is_ok() ? 1 : 0;
       ENGRAM_RETURN_IF_ERROR(b.world->barrier());  // nobody builds the next copy before rank 0 has looked
       ENGRAM_RETURN_IF_ERROR(built.value()->release());

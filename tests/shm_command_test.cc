@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/ipc/job_token.h"
 #include "backends/ipc/socket_dir.h"
 #include "backends/shm/posix_shared_memory.h"
 #include "tests/engramlab_command.h"
@@ -26,6 +27,8 @@ namespace engram {
 namespace {
 
 using Output = testing::CommandOutput;
+// A name part as a job token gives (core/backend/host_shared_memory.h).
+constexpr std::string_view kPart = "0123456789abcdef";
 
 Output run(const std::string& args) { return testing::run_engramlab(args); }
 
@@ -49,27 +52,42 @@ void leave_stale_segment(shm::PosixSharedMemory& memory, const std::string& name
   ASSERT_TRUE(WIFSIGNALED(status));
 }
 
+// The names are those a real run of job cmdjob makes: the job id, then the
+// part its token gives (ipc::shm_name_part), which `--job-id` finds without
+// the token. Another user's segment under the job's name stays (root only).
 TEST(ShmCommand, CleanRemovesOnlySegmentsWhoseCreatorIsGone) {
   char templ[] = "/dev/shm/engramlab-shmcmd-XXXXXX";
   const std::string dir = ::mkdtemp(templ);
   shm::PosixSharedMemory memory({.root_dir = dir});
-  leave_stale_segment(memory, shm::segment_name("cmdjob", "layer1"));
-  auto live = memory.create(shm::segment_name("cmdjob", "layer14"), 1 << 16);
+  auto token = ipc::random_job_token();
+  ASSERT_TRUE(token.is_ok()) << token.status().to_string();
+  const std::string part = ipc::shm_name_part(*token, "cmdjob");
+  const std::string stale = shm::segment_name("cmdjob", part, "layer1");
+  const std::string in_use = shm::segment_name("cmdjob", part, "layer14");
+  const std::string theirs = shm::segment_name("cmdjob", kPart, "layer1");
+  leave_stale_segment(memory, stale);
+  leave_stale_segment(memory, theirs);
+  const bool as_root = ::geteuid() == 0;
+  if (as_root) ASSERT_EQ(::chown((dir + "/" + theirs).c_str(), 65534, 65534), 0);
+  auto live = memory.create(in_use, 1 << 16);
   ASSERT_TRUE(live.is_ok()) << live.status().to_string();
 
   Output listed = run("shm list --job-id cmdjob --dir " + dir);
   EXPECT_EQ(listed.exit_code, 0) << listed.text;
-  EXPECT_NE(listed.text.find("engramlab-cmdjob-layer1"), std::string::npos) << listed.text;
-  EXPECT_NE(listed.text.find("engramlab-cmdjob-layer14"), std::string::npos) << listed.text;
+  EXPECT_NE(listed.text.find(stale), std::string::npos) << listed.text;
+  EXPECT_NE(listed.text.find(in_use), std::string::npos) << listed.text;
 
   Output cleaned = run("shm clean --job-id cmdjob --dir " + dir + " --socket-root " + dir + "/no-sockets");
   EXPECT_EQ(cleaned.exit_code, 0) << cleaned.text;
-  EXPECT_NE(cleaned.text.find("1 stale segment(s) removed"), std::string::npos) << cleaned.text;
-  EXPECT_FALSE(std::filesystem::exists(dir + "/engramlab-cmdjob-layer1"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/engramlab-cmdjob-layer14")) << "a live creator's segment stays";
+  EXPECT_NE(cleaned.text.find(as_root ? "1 stale segment(s) removed" : "2 stale segment(s) removed"),
+            std::string::npos)
+      << cleaned.text;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/" + stale));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/" + in_use)) << "a live creator's segment stays";
+  if (as_root) EXPECT_TRUE(std::filesystem::exists(dir + "/" + theirs)) << "another user's is that user's to clean";
 
   live.value().reset();
-  memory.unlink(shm::segment_name("cmdjob", "layer14")).ignore();
+  memory.unlink(in_use).ignore();
   std::filesystem::remove_all(dir);
 }
 
@@ -133,21 +151,24 @@ TEST(ShmCommand, AJobIdSelectsExactlyItsOwnSegments) {
   shm::PosixSharedMemory memory({.root_dir = dir});
   for (const auto& [job, table] : {std::pair{"a", "layer1"}, std::pair{"a", "layer2-tp1"}, std::pair{"a-b", "layer1"},
                                    std::pair{"a-layer1", "layer3"}}) {
-    leave_stale_segment(memory, shm::segment_name(job, table));
+    leave_stale_segment(memory, shm::segment_name(job, kPart, table));
   }
+  const auto path = [&](const char* job, const char* table) {
+    return dir + "/" + shm::segment_name(job, kPart, table);
+  };
   Output listed = run("shm list --job-id a --dir " + dir);
   EXPECT_EQ(listed.exit_code, 0) << listed.text;
-  EXPECT_NE(listed.text.find("engramlab-a-layer1 "), std::string::npos) << listed.text;
-  EXPECT_EQ(listed.text.find("engramlab-a-b-layer1"), std::string::npos) << listed.text;
-  EXPECT_EQ(listed.text.find("engramlab-a-layer1-layer3"), std::string::npos) << listed.text;
+  EXPECT_NE(listed.text.find(shm::segment_name("a", kPart, "layer1") + " "), std::string::npos) << listed.text;
+  EXPECT_EQ(listed.text.find(shm::segment_name("a-b", kPart, "layer1")), std::string::npos) << listed.text;
+  EXPECT_EQ(listed.text.find(shm::segment_name("a-layer1", kPart, "layer3")), std::string::npos) << listed.text;
 
   Output cleaned = run("shm clean --job-id a --dir " + dir + " --socket-root " + dir + "/no-sockets");
   EXPECT_EQ(cleaned.exit_code, 0) << cleaned.text;
   EXPECT_NE(cleaned.text.find("2 stale segment(s) removed"), std::string::npos) << cleaned.text;
-  EXPECT_FALSE(std::filesystem::exists(dir + "/engramlab-a-layer1"));
-  EXPECT_FALSE(std::filesystem::exists(dir + "/engramlab-a-layer2-tp1"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/engramlab-a-b-layer1")) << "job a-b's, not a's";
-  EXPECT_TRUE(std::filesystem::exists(dir + "/engramlab-a-layer1-layer3")) << "job a-layer1's, not a's";
+  EXPECT_FALSE(std::filesystem::exists(path("a", "layer1")));
+  EXPECT_FALSE(std::filesystem::exists(path("a", "layer2-tp1")));
+  EXPECT_TRUE(std::filesystem::exists(path("a-b", "layer1"))) << "job a-b's, not a's";
+  EXPECT_TRUE(std::filesystem::exists(path("a-layer1", "layer3"))) << "job a-layer1's, not a's";
   std::filesystem::remove_all(dir);
 }
 

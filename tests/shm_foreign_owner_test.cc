@@ -1,8 +1,10 @@
 // Another user of the host and the job's shared memory (issue 50, item 10):
-// a segment name another user took first is refused saying so (not blamed on
-// "a stale segment left by a crashed run", with advice the victim cannot
-// follow), and ENGRAMLAB_SHM_DIR in a directory another user owns, or may
-// write without the sticky bit, is refused with the reason.
+// a segment or table-file name another user took first is refused saying so
+// (not blamed on "a stale segment left by a crashed run", with advice the
+// victim cannot follow), and ENGRAMLAB_SHM_DIR in a directory another user
+// owns, or may write without the sticky bit, is refused with the reason.
+// (That the names cannot be guessed from the job id: launch_env_test.cc,
+// real_runtime_test.cc.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "backends/ipc/real_rank_backend.h"
+#include "backends/memfd/proc_fd_shared_memory.h"
 #include "backends/shm/posix_shared_memory.h"
 
 namespace engram {
@@ -24,6 +27,8 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr uid_t kNobody = 65534;
+// A name part as a job token gives (core/backend/host_shared_memory.h).
+constexpr std::string_view kPart = "0123456789abcdef";
 
 struct ShmDir {
   ShmDir() {
@@ -44,7 +49,7 @@ ipc::EnvLookup env_with_shm_dir(const std::string& dir) {
 TEST(ShmForeignOwner, ASegmentNameAnotherUserTookIsRefusedSayingSo) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a file of another uid";
   ShmDir d;
-  const std::string name = shm::segment_name("victim-job", "layer1");
+  const std::string name = shm::segment_name("victim-job", kPart, "layer1");
   const std::string squat = d.path + "/" + name;
   std::ofstream(squat) << "not yours";
   ASSERT_EQ(::chown(squat.c_str(), kNobody, kNobody), 0);
@@ -55,6 +60,22 @@ TEST(ShmForeignOwner, ASegmentNameAnotherUserTookIsRefusedSayingSo) {
   EXPECT_THAT(created.status().message(), HasSubstr("owned by uid 65534, another user"));
   EXPECT_THAT(created.status().message(), Not(HasSubstr("stale")));
   EXPECT_THAT(created.status().message(), Not(HasSubstr("shm clean")));
+}
+
+// SGLang's file layout puts its table files in /tmp, shared the same way.
+TEST(ShmForeignOwner, ATableFileNameAnotherUserTookIsRefusedSayingSo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a file of another uid";
+  ShmDir d;
+  const std::string name = shm_segment_prefix("victim-job", kPart) + "layer1.table";
+  const std::string squat = d.path + "/" + name;
+  std::ofstream(squat) << "not yours";
+  ASSERT_EQ(::chown(squat.c_str(), kNobody, kNobody), 0);
+  memfd::ProcFdSharedMemory files(d.path);
+  auto created = files.create_file(name, 4096);
+  ASSERT_FALSE(created.is_ok());
+  EXPECT_EQ(created.status().code(), ErrorCode::kAlreadyExists);
+  EXPECT_THAT(created.status().message(), HasSubstr(squat + " failed: it already exists and is owned by uid 65534"));
+  EXPECT_THAT(created.status().message(), Not(HasSubstr("rm ")));
 }
 
 TEST(ShmForeignOwner, AnShmDirAnotherUserOwnsOrMayWriteIsRefused) {

@@ -29,6 +29,8 @@ using ::engram::testing::golden_message;
 namespace fs = std::filesystem;
 
 constexpr int kUnsharePidRefused = 77;
+// A name part as a job token gives (core/backend/host_shared_memory.h).
+constexpr std::string_view kPart = "0123456789abcdef";
 
 // A pid no process of this namespace has, for the creator to take in its own.
 pid_t pid_unused_here() {
@@ -82,7 +84,7 @@ pid_t start_creator_in_new_pid_namespace(const std::string& dir, const std::stri
 TEST(ShmPidNamespace, ALiveCreatorInAnotherPidNamespaceKeepsItsSegmentThroughClean) {
   char templ[] = "/dev/shm/engramlab-pidns-XXXXXX";
   const std::string dir = ::mkdtemp(templ);
-  const std::string name = shm::segment_name("pidnsjob", "layer1");
+  const std::string name = shm::segment_name("pidnsjob", kPart, "layer1");
   const std::string clean = "shm clean --job-id pidnsjob --dir " + dir + " --socket-root " + dir + "/no-sockets";
   const pid_t wanted = pid_unused_here();
   ASSERT_GT(wanted, 0);

@@ -24,6 +24,8 @@ namespace {
 using ::engram::testing::golden_message;
 
 namespace fs = std::filesystem;
+// A name part as a job token gives (core/backend/host_shared_memory.h).
+constexpr std::string_view kPart = "0123456789abcdef";
 using ::testing::HasSubstr;
 
 const std::string kEngramlab = std::string(ENGRAM_BINARY_DIR) + "/apps/engramlab";
@@ -87,7 +89,7 @@ TEST(ShmInfo, APlainDirectoryOnADiskIsNotATmpfs) {
   ASSERT_TRUE(info.is_ok()) << info.status().to_string();
   EXPECT_FALSE(info->mounted) << "a disk directory reported as a tmpfs of " << info->tmpfs_bytes_total << " bytes";
   EXPECT_THAT(info->not_tmpfs, HasSubstr(golden_message("shm.not_tmpfs")));
-  auto created = memory.create(shm::segment_name("notmpfs", "layer1"), 4096);
+  auto created = memory.create(shm::segment_name("notmpfs", kPart, "layer1"), 4096);
   EXPECT_EQ(created.status().code(), ErrorCode::kFailedPrecondition);
   EXPECT_THAT(created.status().message(), HasSubstr("no tmpfs to hold segment"));
   EXPECT_TRUE(fs::is_empty(dir));

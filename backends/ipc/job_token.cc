@@ -5,10 +5,26 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 
 #include "backends/ipc/fd_limit.h"
+#include "backends/ipc/hmac_sha256.h"
+#include "core/backend/host_shared_memory.h"
 
 namespace engram::ipc {
+namespace {
+
+std::string lower_hex(std::span<const unsigned char> bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text;
+  for (unsigned char byte : bytes) {
+    text += kHex[byte >> 4];
+    text += kHex[byte & 15];
+  }
+  return text;
+}
+
+}  // namespace
 
 Result<std::string> random_job_token() {
   unsigned char raw[16];
@@ -25,13 +41,17 @@ Result<std::string> random_job_token() {
     got += static_cast<size_t>(n);
   }
   ::close(fd);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char byte : raw) {
-    token += kHex[byte >> 4];
-    token += kHex[byte & 15];
-  }
-  return token;
+  return lower_hex(raw);
+}
+
+std::string shm_name_part(const std::string& job_token, const std::string& job_id) {
+  HmacSha256 mac(bytes_of(job_token));
+  mac.update(bytes_of(std::string_view("engramlab shm names 1\0", 22)));
+  mac.update(bytes_of(job_id));
+  const Sha256Digest digest = mac.finish();
+  const std::string part = lower_hex(std::span(digest).first(kShmNamePartChars / 2));
+  ENGRAM_CHECK(is_shm_name_part(part));
+  return part;
 }
 
 bool tokens_equal(const std::string& a, const std::string& b) {

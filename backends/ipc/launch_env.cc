@@ -300,6 +300,7 @@ Result<LaunchEnv> read_launch_env(const EnvLookup& env) {
     return invalid_argument("ENGRAMLAB_JOB_ID is not set: export ENGRAMLAB_JOB_ID=<unique name for this job> (it "
                             "names the fd sockets and /dev/shm segments), or use `engramlab launch --job-id`");
   }
+  out.shm_name_part = shm_name_part(out.job_token, out.job_id);
   return out;
 }
 

@@ -42,6 +42,7 @@ struct LaunchEnv {
   uint16_t master_port = 0;
   std::string job_token;      // shared secret of this job's ranks
   std::string job_id;         // names sockets and shm segments: [A-Za-z0-9._-]
+  std::string shm_name_part;  // follows job_id in shm names: shm_name_part(job_token, job_id), job_token.h
   std::string launcher;       // "torchrun", "torchrun-style", "open mpi", "slurm"
   std::string rendezvous_source;  // how master_addr:master_port were chosen, for messages
 };

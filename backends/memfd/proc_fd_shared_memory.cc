@@ -103,9 +103,18 @@ Result<std::string> ProcFdSharedMemory::path_of(const std::string& name) const {
 
 Result<std::unique_ptr<ShmMapping>> ProcFdSharedMemory::create_file(const std::string& name, uint64_t bytes) {
   ENGRAM_ASSIGN_OR_RETURN(const std::string path, path_of(name));
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     const int err = errno;
+    // In a shared /tmp the name may be another user's (not ours to remove).
+    struct stat st{};
+    if (err == EEXIST && ::lstat(path.c_str(), &st) == 0 && st.st_uid != ::geteuid())
+      return Status(ErrorCode::kAlreadyExists,
+                    fmt::format("creating table file {} failed: it already exists and is owned by uid {}, another "
+                                "user (you are uid {}): it is not a file of yours, and you cannot remove it; run with "
+                                "a fresh ENGRAMLAB_JOB_TOKEN (the name carries a part derived from it) or another "
+                                "--job-id, and ask that user or an administrator about it",
+                                path, st.st_uid, ::geteuid()));
     return Status(err == EEXIST ? ErrorCode::kAlreadyExists : ErrorCode::kFailedPrecondition,
                   fmt::format("creating table file {} failed: {}", path, errno_text(err)));
   }

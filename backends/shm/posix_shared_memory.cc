@@ -75,8 +75,8 @@ std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
 
-std::string segment_name(const std::string& job_id, const std::string& table) {
-  return shm_segment_prefix(job_id) + table;
+std::string segment_name(const std::string& job_id, std::string_view name_part, const std::string& table) {
+  return shm_segment_prefix(job_id, name_part) + table;
 }
 
 PosixSharedMemory::PosixSharedMemory(PosixSharedMemoryOptions options) : options_(std::move(options)) {
@@ -89,7 +89,7 @@ Status PosixSharedMemory::check_name(const std::string& name) const {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos || name.size() > NAME_MAX) {
     return invalid_argument("shm segment name '" + name +
                             "' is not a plain file name (no '/', 1.." + std::to_string(NAME_MAX) +
-                            " characters); use segment_name(job_id, table)");
+                            " characters); use segment_name(job_id, name_part, table)");
   }
   return Status::ok();
 }
@@ -134,13 +134,16 @@ Status PosixSharedMemory::describe_existing(const std::string& name) const {
   }
   // Another user's file under this job's name: not ours, so not a stale
   // segment of ours, and neither `shm clean` nor rm (in a sticky /dev/shm)
-  // can remove it for us. Job ids are easy to guess; the name was taken.
+  // can remove it for us. The name's part comes from the job token, so that
+  // user saw an earlier run's names under the same token and job id (or has
+  // the token).
   if (::lstat(path.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
     return Status(ErrorCode::kAlreadyExists,
                   fmt::format("shm segment '{}' cannot be created: {} already exists and is owned by uid {}, another "
                               "user (you are uid {}): it is not a segment of yours, and you cannot remove it; run "
-                              "with another --job-id (or point ENGRAMLAB_SHM_DIR at a directory only you can write), "
-                              "and ask that user or an administrator about it",
+                              "with a fresh ENGRAMLAB_JOB_TOKEN (the name carries a part derived from it) or another "
+                              "--job-id (or point ENGRAMLAB_SHM_DIR at a directory only you can write), and ask that "
+                              "user or an administrator about it",
                               name, path, st.st_uid, ::geteuid()),
                   {.step = "shm create"});
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "backends/ipc/signal_teardown.h"
 
@@ -18,10 +19,11 @@ struct PosixSharedMemoryOptions {
   std::string root_dir = "/dev/shm";
 };
 
-// "engramlab-<job_id>-<table>": job-unique, so two jobs never collide. A
-// crashed job's leftovers are found by name when `table` is layer<L> or
+// "engramlab-<job_id>-<name_part>-<table>": job-unique, so two jobs never
+// collide, and unguessable by other users (the part: core/backend/host_shared_memory.h).
+// A crashed job's leftovers are found by name when `table` is layer<L> or
 // layer<L>-tp<T> (stale_segments.h), as every real table's is.
-std::string segment_name(const std::string& job_id, const std::string& table);
+std::string segment_name(const std::string& job_id, std::string_view name_part, const std::string& table);
 
 class PosixSharedMemory final : public HostSharedMemory {
  public:

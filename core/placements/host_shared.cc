@@ -128,7 +128,7 @@ class HostSharedTables final : public PlacementTables {
   }
 
  private:
-  // One file of a table's TP slice: engramlab-<job>-layer<id>[-tp<t>].
+  // One file of a table's TP slice: engramlab-<job>-<part>-layer<id>[-tp<t>].
   struct SliceFile {
     const TableSpec* spec = nullptr;
     int tp_rank = 0;
@@ -140,7 +140,7 @@ class HostSharedTables final : public PlacementTables {
     return rows_of_heads(spec, tp_head_slice(spec.head_count(), tp_size_, tp_rank));
   }
   std::string segment_name(const TableSpec& spec, int tp_rank) const {
-    return host_table_slice_segment_name(context_.job_id, spec.layer_id, tp_size_, tp_rank);
+    return host_table_slice_segment_name(context_.job_id, context_.shm_name_part, spec.layer_id, tp_size_, tp_rank);
   }
 
   // The writer removes the names of the files it created. A name it cannot
@@ -373,14 +373,15 @@ std::string doctor_verdict(const DoctorFacts& facts) {
 
 }  // namespace host_shared_ops
 
-std::string host_table_segment_name(const std::string& job_id, int layer_id) {
-  return fmt::format("{}layer{}", shm_segment_prefix(job_id), layer_id);
+std::string host_table_segment_name(const std::string& job_id, std::string_view name_part, int layer_id) {
+  return fmt::format("{}layer{}", shm_segment_prefix(job_id, name_part), layer_id);
 }
 
-std::string host_table_slice_segment_name(const std::string& job_id, int layer_id, int tp_size, int tp_rank) {
+std::string host_table_slice_segment_name(const std::string& job_id, std::string_view name_part, int layer_id,
+                                          int tp_size, int tp_rank) {
   ENGRAM_CHECK(tp_size >= 1 && tp_rank >= 0 && tp_rank < tp_size);
-  if (tp_size == 1) return host_table_segment_name(job_id, layer_id);
-  return fmt::format("{}-tp{}", host_table_segment_name(job_id, layer_id), tp_rank);
+  if (tp_size == 1) return host_table_segment_name(job_id, name_part, layer_id);
+  return fmt::format("{}-tp{}", host_table_segment_name(job_id, name_part, layer_id), tp_rank);
 }
 
 Status lookup_host_shared(Collectives& tp_group, const LookupRequest& request,

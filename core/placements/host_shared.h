@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/backend/collectives.h"
@@ -74,10 +75,12 @@ std::vector<HostShmUnmet> host_shared_fitness(std::span<const HostShmFacts> host
 // One cause on one host, in a few words: "/dev/shm tmpfs total 64 MiB < tables 188.8 GiB".
 std::string unmet_text(FallbackCause cause, const HostShmFacts& host, uint64_t table_bytes_total);
 
-// The node's segment of one table: engramlab-<job_id>-layer<layer_id>.
-std::string host_table_segment_name(const std::string& job_id, int layer_id);
+// The node's segment of one table: engramlab-<job_id>-<name_part>-layer<layer_id>
+// (the part: core/backend/host_shared_memory.h).
+std::string host_table_segment_name(const std::string& job_id, std::string_view name_part, int layer_id);
 // Of one TP slice of it: that name, then -tp<tp_rank> above TP1.
-std::string host_table_slice_segment_name(const std::string& job_id, int layer_id, int tp_size, int tp_rank);
+std::string host_table_slice_segment_name(const std::string& job_id, std::string_view name_part, int layer_id,
+                                          int tp_size, int tp_rank);
 
 // node_slice_bytes: this TP rank's slice of the node's table (the whole
 // table at TP1), e.g. a /dev/shm mapping. Collective over tp_group above TP1.

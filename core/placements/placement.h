@@ -96,7 +96,9 @@ struct PlacementContext {
   int host_writer_world_rank = -1;  // the host's lowest world rank: creates and unlinks host-wide files
   const ModelSpec& model;   // the tables really built (tests use small ones of the same structure)
   uint64_t fill_seed = 1;   // core/model/table_fill.h: identical bytes on every rank
-  std::string job_id;       // names host-wide files: engramlab-<job_id>-layer<id>
+  std::string job_id;       // names host-wide files: engramlab-<job_id>-<part>-layer<id>
+  // The part of those names no other user can guess (core/backend/host_shared_memory.h).
+  std::string shm_name_part = std::string(kFixedShmNamePart);
   uint64_t host_fill_chunk_bytes = 1ull << 30;  // a /dev/shm fill agrees after each chunk
   // Device lookups (backend.compute set): their buffers are made at build
   // time for lookups of up to this many tokens per rank.

@@ -132,7 +132,8 @@ class SharedHostCopy final : public PlacementTables {
 
  private:
   std::string file_name(const TableSpec& spec) const {
-    return fmt::format("engramlab-{}-layer{}.table", context_.job_id, spec.layer_id);
+    // In /tmp, shared like /dev/shm: the same unguessable part (core/backend/host_shared_memory.h).
+    return fmt::format("{}layer{}.table", shm_segment_prefix(context_.job_id, context_.shm_name_part), spec.layer_id);
   }
   std::string step(const char* what) const {
     return fmt::format("{}_{}", backing_ == HostCopyBacking::kMemfd ? "memfd" : "table_file", what);

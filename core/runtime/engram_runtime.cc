@@ -3,6 +3,7 @@
 #include "core/engines/engine_profile.h"
 
 #include "core/placements/host_lookup_staging.h"
+#include "core/base/text_excerpt.h"
 
 #include <fmt/format.h>
 
@@ -24,6 +25,11 @@ Status check_options(const RuntimeOptions& options, const Collectives& world) {
                               options.layout.tp, options.layout.dp, options.layout.world_size(), world.size()),
                   {me, -1, "start"});
   }
+  if (!is_shm_name_part(options.shm_name_part))
+    return Status(ErrorCode::kInvalidArgument,
+                  fmt::format("shm_name_part '{}' is not {} lowercase hex characters; take LaunchEnv::shm_name_part",
+                              excerpt(options.shm_name_part), kShmNamePartChars),
+                  {me, -1, "start"});
   return Status(validate(options.table_model)).with_context(me, -1, "start");
 }
 
@@ -116,6 +122,7 @@ Status EngramRuntime::build_tables() {
       .model = options_.table_model,
       .fill_seed = options_.fill_seed,
       .job_id = options_.job_id,
+      .shm_name_part = options_.shm_name_part,
       .host_fill_chunk_bytes = options_.host_fill_chunk_bytes,
       .tokens_per_rank_max = std::max(1, options_.config.tokens_per_rank_max),
       .collective_cross_check = options_.collective_cross_check,

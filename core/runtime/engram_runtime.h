@@ -41,7 +41,10 @@ struct RuntimeOptions {
   // What the engine takes from each GPU: the memory fit refuses nothing left
   // for the KV cache as `plan` does (unless negative_kv_allowed).
   EngineMemory engine;
-  std::string job_id = "job";  // names /dev/shm segments: engramlab-<job_id>-layer<id>
+  std::string job_id = "job";  // names /dev/shm segments: engramlab-<job_id>-<part>-layer<id>
+  // <part>: 16 hex no other user can guess; real ranks set LaunchEnv's, the
+  // emulator keeps the fixed one (core/backend/host_shared_memory.h).
+  std::string shm_name_part = std::string(kFixedShmNamePart);
   uint64_t fill_seed = 1;      // core/model/table_fill.h: identical bytes on every rank
   // The host writer fills a /dev/shm table in chunks of about this many bytes
   // with an agreement after each, so readers never wait on one collective for
