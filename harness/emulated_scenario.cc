@@ -89,7 +89,7 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
       return out;
     }
   }
-  const kernels::DirectTables& direct = scenario_direct_tables(job.lookup, model.value(), d);
+  const kernels::DirectTables& direct = scenario_direct_tables(job.lookup, model.value());
 
   sim::WorldSpec spec;
   spec.hosts = d.hosts;
@@ -128,8 +128,9 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   inputs.lookup = job.lookup;
   inputs.seed = job.seed;
   inputs.hashers = &direct.hashers;
-  inputs.reference = [&direct](int table, std::span<const int64_t> ids, std::span<uint16_t> out) {
-    direct.lookup(table, ids, out);
+  inputs.reference = [&direct](int table, const TableSpec& decoded_as, std::span<const int64_t> ids,
+                                std::span<uint16_t> out) {
+    direct.lookup(table, decoded_as, ids, out);
   };
   if (inputs.lookup.steps.any())
     inputs.compiled_steps = std::make_shared<const CompiledSteps>(compile_scenario_steps(inputs));

@@ -93,14 +93,15 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
     backend.shm = crashing.get();
   }
 
-  const kernels::DirectTables& direct = scenario_direct_tables(scenario.lookup, model, *completed);
+  const kernels::DirectTables& direct = scenario_direct_tables(scenario.lookup, model);
   ScenarioRankInputs inputs;
   inputs.options = scenario_runtime_options(*completed, model, env.job_id, env.shm_name_part);
   inputs.lookup = scenario.lookup;
   inputs.seed = scenario.seed;
   inputs.hashers = &direct.hashers;
-  inputs.reference = [&direct](int table, std::span<const int64_t> ids, std::span<uint16_t> out) {
-    direct.lookup(table, ids, out);
+  inputs.reference = [&direct](int table, const TableSpec& decoded_as, std::span<const int64_t> ids,
+                                std::span<uint16_t> out) {
+    direct.lookup(table, decoded_as, ids, out);
   };
   return run_scenario_rank(backend, inputs, sink, record.result);
 }

@@ -1,7 +1,5 @@
 #include "harness/scenario_rank.h"
 
-#include "core/engines/engine_profile.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -112,9 +110,7 @@ RuntimeOptions scenario_runtime_options(const Deployment& completed, const Model
                                         std::string shm_name_part) {
   RuntimeOptions options;
   options.placement_model = completed.model;
-  options.table_model = table_model;
-  // The reference and the runtime decode scale bytes as the planning engine does.
-  apply_engine_scale_rule(engine_profile(completed.engine.profile), options.table_model);
+  options.table_model = table_model;  // the runtime applies the engine's rules for its path
   options.layout = completed.layout;
   options.config = completed.config;
   options.engine = completed.engine;
@@ -124,13 +120,8 @@ RuntimeOptions scenario_runtime_options(const Deployment& completed, const Model
   return options;
 }
 
-const kernels::DirectTables& scenario_direct_tables(const ScenarioLookup& lookup, const ModelSpec& table_model,
-                                                    const Deployment& completed) {
-  const EngineProfile& engine = engine_profile(completed.engine.profile);
-  ModelSpec decoded = table_model;
-  apply_engine_scale_rule(engine, decoded);
-  return kernels::direct_tables(lookup.model + lookup.model_hash.to_text() + "@" + scale_bytes_text(engine), decoded,
-                                kScenarioFillSeed);
+const kernels::DirectTables& scenario_direct_tables(const ScenarioLookup& lookup, const ModelSpec& table_model) {
+  return kernels::direct_tables(lookup.model + lookup.model_hash.to_text(), table_model, kScenarioFillSeed);
 }
 
 std::vector<int64_t> scenario_tokens(const ModelSpec& model, uint64_t seed, int replica, int tokens) {

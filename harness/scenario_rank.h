@@ -51,8 +51,10 @@ struct ScenarioRankResult {
   std::string ids_mismatch;
 };
 
-// ids: [tokens][heads] of table `table`; out: ids.size() * dim bf16.
-using ReferenceLookup = std::function<void(int table, std::span<const int64_t> ids, std::span<uint16_t> out)>;
+// ids: [tokens][heads] of table `table`; out: ids.size() * dim bf16, decoded
+// by `decoded_as`'s rules (the rank's runtime's: EngramRuntime::table_model()).
+using ReferenceLookup = std::function<void(int table, const TableSpec& decoded_as, std::span<const int64_t> ids,
+                                           std::span<uint16_t> out)>;
 
 struct ScenarioRankInputs {
   RuntimeOptions options;            // scenario_runtime_options()
@@ -75,10 +77,10 @@ RuntimeOptions scenario_runtime_options(const Deployment& completed, const Model
                                         std::string shm_name_part);
 
 // The direct lookup every rank is checked against: the scenario's tables
-// filled as the runtime fills them, decoded by the planning engine's
-// scale-byte rule (built once per process, model and engine).
-const kernels::DirectTables& scenario_direct_tables(const ScenarioLookup& lookup, const ModelSpec& table_model,
-                                                    const Deployment& completed);
+// filled as the runtime fills them (built once per process and model), each
+// lookup decoded by the rules the rank's runtime decodes by (the planning
+// engine's scale bytes, and its -0 rule on the rank's path).
+const kernels::DirectTables& scenario_direct_tables(const ScenarioLookup& lookup, const ModelSpec& table_model);
 
 // Replica d's `tokens` tokens: every fifth is DEAD (an image token); ids
 // from the seed and the replica (every TP rank of a replica brings them).

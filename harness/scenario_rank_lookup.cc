@@ -58,7 +58,7 @@ Status RankLookups::lookup(int t, std::span<const int64_t> ids, int64_t slot, st
   }
   out_.lookup_hashes.push_back(fnv1a64(std::as_bytes(std::span<const uint16_t>(got))));
   std::vector<uint16_t> every_token(ids.size() * static_cast<size_t>(table.dim));
-  inputs_.reference(t, ids, every_token);
+  inputs_.reference(t, runtime_.table_model().tables[static_cast<size_t>(t)], ids, every_token);
   std::vector<uint16_t> want(got.size(), 0);
   for (size_t k = 0; k < shard && first + k < token_count; ++k)
     std::copy_n(every_token.begin() + static_cast<std::ptrdiff_t>((first + k) * token_values), token_values,

@@ -12,9 +12,14 @@
 
 namespace engram::kernels {
 
-void DirectTables::lookup(int table, std::span<const int64_t> ids, std::span<uint16_t> out) const {
+void DirectTables::lookup(int table, const TableSpec& decoded_as, std::span<const int64_t> ids,
+                          std::span<uint16_t> out) const {
   ENGRAM_CHECK(table >= 0 && table < static_cast<int>(whole.size()));
-  const TableSpec& spec = model.tables[static_cast<size_t>(table)];
+  TableSpec spec = model.tables[static_cast<size_t>(table)];
+  ENGRAM_CHECK(decoded_as.layer_id == spec.layer_id && decoded_as.primes == spec.primes &&
+               decoded_as.row_format == spec.row_format && decoded_as.dim == spec.dim);
+  spec.scale_byte_rule = decoded_as.scale_byte_rule;
+  spec.minus_zero = decoded_as.minus_zero;
   RowShardLayout layout(spec.row_count(), 1);
   std::span<const std::byte> shard(whole[static_cast<size_t>(table)]);
   gather_peer_reference(spec, layout, std::span<const std::span<const std::byte>>(&shard, 1), ids, out);

@@ -21,8 +21,10 @@ struct DirectTables {
   std::vector<std::vector<std::byte>> whole;  // by table index
   std::vector<TableHasher> hashers;           // by table index
 
-  // ids: [tokens][heads] of table `table`; out: ids.size() * dim bf16.
-  void lookup(int table, std::span<const int64_t> ids, std::span<uint16_t> out) const;
+  // ids: [tokens][heads] of table `table`; out: ids.size() * dim bf16,
+  // decoded by `decoded_as`'s scale-byte and -0 rules (the looking-up rank's:
+  // EngramRuntime::table_model()); its structure must be the table's.
+  void lookup(int table, const TableSpec& decoded_as, std::span<const int64_t> ids, std::span<uint16_t> out) const;
 };
 
 // Filled once per (key, fill seed) and kept for the process: a sweep runs

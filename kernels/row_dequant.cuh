@@ -22,14 +22,14 @@ struct ScaleDecoder {
   uint32_t e0_bits = 0u;             // vLLM: +0 (exponent bits 0)
   uint32_t e255_bits = 0x7f800000u;  // vLLM: +inf (exponent bits 255)
   // What a -0 result is written as: 0 (+0, engramlab's rule) or 0x8000
-  // (kept: the table's MinusZeroRule::kKeep, vLLM's and SGLang's profiles).
+  // (kept: keeps_minus_zero of the table's MinusZeroRule, vLLM's and SGLang's).
   uint32_t minus_zero_bits = 0u;
 };
 inline ScaleDecoder scale_decoder(ScaleByteRule rule, MinusZeroRule minus_zero = MinusZeroRule::kWritePlusZero) {
   ScaleDecoder d;
   if (rule != ScaleByteRule::kVllm) d.e0_bits = 0x00400000u;           // SGLang: 2^-127 (subnormal)
   if (rule == ScaleByteRule::kSglangTorch) d.e255_bits = 0x7fc00000u;  // its torch fallback: NaN
-  d.minus_zero_bits = minus_zero == MinusZeroRule::kKeep ? 0x8000u : 0u;
+  d.minus_zero_bits = keeps_minus_zero(minus_zero) ? 0x8000u : 0u;
   return d;
 }
 // The decoder of a kernel layout (any struct with scale_byte_rule and minus_zero).

@@ -40,11 +40,13 @@ Status run_acceptance_rank(RankBackend& backend, AcceptanceOptions options, Warn
     options.runtime.config.tokens_per_rank_max =
         std::max(options.runtime.config.tokens_per_rank_max, options.decode_bucket_tokens);
   options.runtime.collective_cross_check = true;  // device_peer only: both paths over the same shards
-  const ModelSpec& model = options.runtime.table_model;
   const uint64_t fill_seed = options.runtime.fill_seed;
 
   const auto start = std::chrono::steady_clock::now();
   ENGRAM_ASSIGN_OR_RETURN(auto runtime, EngramRuntime::start(backend, options.runtime, sink));
+  // The tables as the runtime decodes them (the engine's scale-byte and -0
+  // rules on this rank's path): what the CPU reference must read them by.
+  const ModelSpec& model = runtime->table_model();
   report.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.placement = runtime->placement();
   report.device_bytes = runtime->facts().device_bytes;

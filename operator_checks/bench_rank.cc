@@ -338,7 +338,10 @@ Status measure_asked_placements(RankBackend& backend, const BenchOptions& option
     row.not_run_reason.clear();
     row.handle_type = runtime->facts().handle_type;
     row.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    PlacementBench bench{*backend.compute, *backend.world, *runtime,          options, table,
+    // The runtime's table: its rules (the engine's scale bytes and -0 on this
+    // placement's path) are what the CPU reference checks the lookup by.
+    const TableSpec& decoded = runtime->table_model().tables[static_cast<size_t>(options.table_index)];
+    PlacementBench bench{*backend.compute, *backend.world, *runtime,          options, decoded,
                          special,          tokens_max,     backend.world_rank, row};
     if (const Status measured = measure_placement(bench); !measured.is_ok()) {
       runtime->stop().ignore();

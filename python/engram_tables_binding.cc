@@ -21,6 +21,7 @@
 
 #include "backends/ipc/launch_env.h"
 #include "core/deployment/shard_groups.h"
+#include "core/engines/engine_profile.h"
 #include "core/lookup/device_lookup.h"
 #include "core/runtime/engram_runtime.h"
 #include "backends/ranks/launched_rank_backend.h"
@@ -47,14 +48,19 @@ struct TablesArguments {
   int tokens_per_rank_max = 1024;
   uint64_t fill_seed = 1;
   int ranks_per_gpu = 1;
+  std::string engine = "engramlab";
 };
 
 Result<RuntimeOptions> runtime_options(const TablesArguments& a, const ipc::LaunchEnv& env) {
   RuntimeOptions o;
   ENGRAM_ASSIGN_OR_RETURN(o.layout, ranks::launched_layout(a.tp, a.dp, env.world_size, "tp", "dp"));
   o.placement_model = a.model;
+  ENGRAM_ASSIGN_OR_RETURN(const EngineChoice engine, parse_engine_choice(a.engine, "engine"));
+  o.engine.profile = engine.id;
+  o.engine.variant = engine.variant;
   ENGRAM_ASSIGN_OR_RETURN(o.table_model, model_preset(a.table_model.value_or(a.model)));
   o.config.cpu_offload = a.cpu_offload;
+  o.config.cpu_offload_given = true;  // the argument's value, whatever the engine's default
   o.config.peer_shards = a.peer_shards;
   o.config.dp_shared_memory = a.dp_shared_memory;
   const std::optional<ShardGroup> group = shard_group_from_name(a.shard_group);
@@ -122,7 +128,8 @@ class EngramTables {
                                                     : py::object(py::none()),
                     "node_local_group_size"_a = f.node_local_group_size, "host_index"_a = f.host_index,
                     "host_count"_a = f.host_count, "device_bytes"_a = f.device_bytes, "host_bytes"_a = f.host_bytes,
-                    "shared_host_bytes"_a = f.shared_host_bytes, "ranks_share_gpus"_a = f.ranks_share_gpus);
+                    "shared_host_bytes"_a = f.shared_host_bytes, "ranks_share_gpus"_a = f.ranks_share_gpus,
+                    "rows_summed"_a = f.rows_summed);
   }
 
   py::list warnings() const {
@@ -283,13 +290,15 @@ model: the model whose tables are placed (a preset name or a model file), as `en
 table_model: a smaller model of the same structure whose tables are really built (e.g. "tiny"); tp x dp must be
 WORLD_SIZE (0 for one: WORLD_SIZE divided by the other); cpu_offload, peer_shards, dp_shared_memory and
 shard_group as in a deployment's config; tokens_per_rank_max sizes the lookup buffers; fill_seed fills the tables
-as reference_lookup reads them; ranks_per_gpu > 1 lets ranks share a GPU (LOCAL_RANK r opens GPU r / N).
+as reference_lookup reads them; ranks_per_gpu > 1 lets ranks share a GPU (LOCAL_RANK r opens GPU r / N); engine:
+whose rules place and decode the tables ("engramlab", "vllm", "sglang" or a variant such as "vllm+replica-copy"), as
+`engramlab plan --engine`: lookups give reference_lookup(..., engine=engine, summed=facts["rows_summed"]).
 
 A rank with a GPU looks up CUDA tensors on it; a rank without one runs the host lookup on CPU tensors (host
 placements only: a device placement is refused when the tables are built).)")
       .def(py::init([](py::handle model, py::handle table_model, int tp, int dp, bool cpu_offload, bool peer_shards,
                        std::optional<bool> dp_shared_memory, const std::string& shard_group, int tokens_per_rank_max,
-                       uint64_t fill_seed, int ranks_per_gpu) {
+                       uint64_t fill_seed, int ranks_per_gpu, const std::string& engine) {
              TablesArguments a;
              a.model = path_argument(model, "model");
              if (!table_model.is_none()) a.table_model = path_argument(table_model, "table_model");
@@ -302,12 +311,14 @@ placements only: a device placement is refused when the tables are built).)")
              a.tokens_per_rank_max = tokens_per_rank_max;
              a.fill_seed = fill_seed;
              a.ranks_per_gpu = ranks_per_gpu;
+             a.engine = engine;
              return std::make_unique<EngramTables>(a);
            }),
            py::arg("model") = "deepseek-v4.1-flash", py::kw_only(), py::arg("table_model") = py::none(),
            py::arg("tp") = 0, py::arg("dp") = 1, py::arg("cpu_offload") = false, py::arg("peer_shards") = false,
            py::arg("dp_shared_memory") = py::none(), py::arg("shard_group") = "world",
-           py::arg("tokens_per_rank_max") = 1024, py::arg("fill_seed") = 1, py::arg("ranks_per_gpu") = 1)
+           py::arg("tokens_per_rank_max") = 1024, py::arg("fill_seed") = 1, py::arg("ranks_per_gpu") = 1,
+           py::arg("engine") = "engramlab")
       .def_property_readonly("placement", &EngramTables::placement)
       .def_property_readonly("rank", &EngramTables::rank)
       .def_property_readonly("world_size", &EngramTables::world_size)
@@ -315,14 +326,16 @@ placements only: a device placement is refused when the tables are built).)")
       .def_property_readonly("layers", &EngramTables::layers)
       .def_property_readonly("tokens_per_rank_max", &EngramTables::tokens_per_rank_max)
       .def_property_readonly("facts", &EngramTables::facts,
-                             "what the runtime decided: placement and reason, handle type, memory held, hosts")
+                             "what the runtime decided: placement and reason, handle type, memory held, hosts, and "
+                             "whether its lookup sums its group's rows (rows_summed)")
       .def_property_readonly("warnings", &EngramTables::warnings)
       .def("output_shape", &EngramTables::output_shape, py::arg("tokens"), py::arg("layer") = py::none(),
            "(tokens, heads, dim): the shape lookup writes")
       .def("lookup", &EngramTables::lookup, py::arg("row_ids"), py::arg("out"), py::arg("stream") = py::none(),
            py::kw_only(), py::arg("layer") = py::none(),
            R"(Looks up row_ids (int64 [tokens, heads], contiguous) into out (bfloat16, or its bits as int16/uint16,
-[tokens, heads, dim] or [tokens, heads * dim], contiguous), bitwise as reference_lookup gives them. On a GPU rank
+[tokens, heads, dim] or [tokens, heads * dim], contiguous), bitwise as reference_lookup gives them under the
+tables' engine. On a GPU rank
 both are CUDA tensors on its GPU and the lookup is enqueued on `stream` (None: torch's current stream) with nothing
 allocated or synchronised, so it can be captured in a torch.cuda.CUDAGraph; a collective placement's lookup is
 collective over its group. layer: which Engram layer (needed when the model has several).)")

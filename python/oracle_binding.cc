@@ -66,8 +66,8 @@ void apply_engine_argument(const std::string& engine, bool summed, TableSpec& ta
   const EngineProfile& profile = engine_profile(id->id, id->variant);
   table.scale_byte_rule = profile.scale_byte_rule;
   // A path that sums the owner's row with +0 from every other rank (SGLang's
-  // all-reduce at tp > 1) makes -0 +0 whatever the engine keeps elsewhere.
-  table.minus_zero = summed ? MinusZeroRule::kWritePlusZero : profile.minus_zero;
+  // all-reduce at tp > 1) makes -0 +0 where the engine's sum does; vLLM never sums.
+  table.minus_zero = lookup_minus_zero(profile, summed);
 }
 
 py::array_t<uint16_t> reference_lookup(py::handle model_arg, int layer, py::handle row_ids_arg,
@@ -152,9 +152,10 @@ Returns int64 [n, heads].)");
         R"(The bitwise CPU reference of the lookup: each id's row of the filled test table (fill_seed, as the
 runtime fills it), dequantised to bf16 under the engine's rules (engine: "engramlab", "vllm", "sglang" or a variant
 such as "sglang+torch-fallback"): scale bytes 0 / 255 ("engramlab" and "vllm": +0 / +inf; "sglang": 2^-127 / +inf,
-its CUDA kernel; "sglang+torch-fallback": 2^-127 / NaN); -0 written as +0 under "engramlab", kept under "vllm" and
-"sglang" unless summed=True (a path that all-reduces the row with +0 from the other ranks: SGLang at tp > 1 outside
-its shared host table); NaN canonical; DEAD (-1) and out-of-table ids give a zero row. row_ids: int64 [n] or [n, heads]. Returns the bf16 bits as uint16 [*row_ids.shape, dim] (the package's
+its CUDA kernel; "sglang+torch-fallback": 2^-127 / NaN); -0 written as +0 under "engramlab", kept under "vllm" (it
+never sums rows) and under "sglang" unless summed=True (a path that all-reduces the row with +0 from the other ranks:
+SGLang's device_collective and per_rank layout over more than one rank; EngramTables.facts["rows_summed"] says
+whether a rank's lookup does); NaN canonical; DEAD (-1) and out-of-table ids give a zero row. row_ids: int64 [n] or [n, heads]. Returns the bf16 bits as uint16 [*row_ids.shape, dim] (the package's
 reference_lookup(..., dtype=torch.bfloat16) gives a torch tensor).)");
   m.def("table_rows", &table_rows, py::arg("model"), py::arg("layer"), py::arg("first"), py::arg("count"),
         py::arg("fill_seed") = 1,

@@ -217,6 +217,16 @@ uint16_t add_bf16(uint16_t a, uint16_t b) { return float_to_bf16(bf16_to_float(a
 
 Status SimCollectives::reduce_scatter_sum_bf16_runs(uint64_t count, std::span<const Bf16Run> runs,
                                                     std::span<uint16_t> output) {
+  return reduce_scatter_runs(RunsReduce::kSumBf16, count, runs, output);
+}
+
+Status SimCollectives::reduce_scatter_max_bytes_runs(uint64_t count, std::span<const Bf16Run> runs,
+                                                     std::span<uint16_t> output) {
+  return reduce_scatter_runs(RunsReduce::kMaxBytes, count, runs, output);
+}
+
+Status SimCollectives::reduce_scatter_runs(RunsReduce reduce, uint64_t count, std::span<const Bf16Run> runs,
+                                           std::span<uint16_t> output) {
   const uint64_t n = static_cast<uint64_t>(size());
   if (output.size() != count)
     return Status(ErrorCode::kInvalidArgument,
@@ -268,11 +278,22 @@ Status SimCollectives::reduce_scatter_sum_bf16_runs(uint64_t count, std::span<co
             return Status(ErrorCode::kInvalidArgument, "reduce_scatter: ranks passed different sizes",
                           {world_rank(), group_->world_ranks[i], "reduce_scatter"});
         }
+        const int me = rank();
+        if (reduce == RunsReduce::kMaxBytes) {
+          // Byte-wise max (NCCL's ncclMax over ncclUint8), absent bytes 0: order-free.
+          std::fill(output.begin(), output.end(), uint16_t{0});
+          for (const auto& run : op.runs_by_chunk[static_cast<size_t>(me)])
+            for (size_t k = 0; k < run.values.size(); ++k) {
+              uint16_t& out = output[static_cast<size_t>(run.offset) + k];
+              const uint16_t v = run.values[k];
+              out = static_cast<uint16_t>(std::max(out & 0xffu, v & 0xffu) | std::max(out & 0xff00u, v & 0xff00u));
+            }
+          return Status::ok();
+        }
         // The dense sum folds members in ring order from this rank's
         // successor: acc = first; acc = bf16(acc + next)... An absent (+0)
         // member maps acc to bf16(acc + 0) (-0 becomes +0, NaN canonical),
         // which is idempotent, so a run of absent members is one such step.
-        const int me = rank();
         auto ring_position = [&](int member) { return (member - me - 1 + static_cast<int>(n)) % static_cast<int>(n); };
         std::vector<const SimGroup::Operation::ChunkRun*> mine;
         for (const auto& run : op.runs_by_chunk[static_cast<size_t>(me)]) mine.push_back(&run);

@@ -42,6 +42,10 @@ class SparseReduceScatter {
   virtual ~SparseReduceScatter() = default;
   virtual Status reduce_scatter_sum_bf16_runs(uint64_t count, std::span<const Bf16Run> runs,
                                               std::span<uint16_t> output) = 0;
+  // The same runs reduced as DeviceCollectives::reduce_scatter_max_bytes
+  // reduces its input: each byte the maximum over members, absent bytes 0.
+  virtual Status reduce_scatter_max_bytes_runs(uint64_t count, std::span<const Bf16Run> runs,
+                                               std::span<uint16_t> output) = 0;
 };
 
 // One group of world ranks (the world, or the result of a split).
@@ -114,11 +118,16 @@ class SimCollectives final : public Collectives, public SparseReduceScatter {
   Status reduce_scatter_sum_bf16(std::span<const uint16_t> input, std::span<uint16_t> output) override;
   Status reduce_scatter_sum_bf16_runs(uint64_t count, std::span<const Bf16Run> runs,
                                       std::span<uint16_t> output) override;
+  Status reduce_scatter_max_bytes_runs(uint64_t count, std::span<const Bf16Run> runs,
+                                       std::span<uint16_t> output) override;
   Status all_to_all(std::span<const std::byte> send, std::span<std::byte> receive) override;
   Status barrier() override;
   Result<std::unique_ptr<Collectives>> split(int color, int key) override;
 
  private:
+  enum class RunsReduce : uint8_t { kSumBf16, kMaxBytes };
+  Status reduce_scatter_runs(RunsReduce reduce, uint64_t count, std::span<const Bf16Run> runs,
+                             std::span<uint16_t> output);
   // Deposits `mine` (and calls `deposit`, if any, on arrival), waits for
   // every member, then calls `finish` with all contributions in group-rank
   // order; the last to leave frees the slot.

@@ -52,28 +52,32 @@ class SimDeviceCollectives final : public DeviceCollectives {
   }
   Status reduce_scatter_sum_bf16(DevicePtr input, DevicePtr output, uint64_t count, StreamRef) override {
     if (auto* sparse = dynamic_cast<SparseReduceScatter*>(&group_)) {
-      // Only what this rank wrote travels: the collective lookup's input is
-      // size() x count values of which a rank writes its own rows.
-      std::vector<std::vector<uint16_t>> values;
-      std::vector<uint64_t> firsts;
-      ENGRAM_RETURN_IF_ERROR(compute_.for_each_written(
-          input, count * static_cast<uint64_t>(size()) * 2, "ncclReduceScatter",
-          [&](uint64_t offset, std::span<const std::byte> bytes) {
-            ENGRAM_CHECK(offset % 2 == 0 && bytes.size() % 2 == 0);
-            firsts.push_back(offset / 2);
-            values.emplace_back(bytes.size() / 2);
-            std::memcpy(values.back().data(), bytes.data(), bytes.size());
-          }));
-      std::vector<Bf16Run> runs(values.size());
-      for (size_t i = 0; i < runs.size(); ++i) runs[i] = {firsts[i], values[i]};
-      std::vector<uint16_t> out(count);
-      ENGRAM_RETURN_IF_ERROR(sparse->reduce_scatter_sum_bf16_runs(count, runs, out));
-      return compute_.write(output, std::as_bytes(std::span(out)), "ncclReduceScatter");
+      return reduce_written_runs(input, output, count, [&](std::span<const Bf16Run> runs, std::span<uint16_t> out) {
+        return sparse->reduce_scatter_sum_bf16_runs(count, runs, out);
+      });
     }
     std::vector<uint16_t> in(count * static_cast<uint64_t>(size())), out(count);
     ENGRAM_RETURN_IF_ERROR(compute_.read(input, std::as_writable_bytes(std::span(in)), "ncclReduceScatter"));
     ENGRAM_RETURN_IF_ERROR(group_.reduce_scatter_sum_bf16(in, out));
     return compute_.write(output, std::as_bytes(std::span(out)), "ncclReduceScatter");
+  }
+  Status reduce_scatter_max_bytes(DevicePtr input, DevicePtr output, uint64_t bytes, StreamRef) override {
+    // The lookup's rows: whole bf16 values (the runs and chunks are bf16).
+    if (bytes % 2 != 0)
+      return invalid_argument(fmt::format("ncclReduceScatter (max): {} bytes a chunk; the emulator reduces bf16 "
+                                          "rows, an even count",
+                                          bytes));
+    const uint64_t count = bytes / 2;
+    if (auto* sparse = dynamic_cast<SparseReduceScatter*>(&group_)) {
+      return reduce_written_runs(input, output, count, [&](std::span<const Bf16Run> runs, std::span<uint16_t> out) {
+        return sparse->reduce_scatter_max_bytes_runs(count, runs, out);
+      });
+    }
+    // Any other group (real processes): the whole input, through the group's all_to_all.
+    std::vector<std::byte> in(bytes * static_cast<uint64_t>(size())), out(bytes);
+    ENGRAM_RETURN_IF_ERROR(compute_.read(input, in, "ncclReduceScatter"));
+    ENGRAM_RETURN_IF_ERROR(engram::reduce_scatter_max_bytes(group_, in, out));
+    return compute_.write(output, out, "ncclReduceScatter");
   }
   Status all_to_all(DevicePtr send, DevicePtr receive, uint64_t bytes_per_rank, StreamRef) override {
     const uint64_t total = bytes_per_rank * static_cast<uint64_t>(size());
@@ -84,6 +88,27 @@ class SimDeviceCollectives final : public DeviceCollectives {
   }
 
  private:
+  // Only what this rank wrote travels: the collective lookup's input is
+  // size() x count values of which a rank writes its own rows.
+  template <class Reduce>
+  Status reduce_written_runs(DevicePtr input, DevicePtr output, uint64_t count, const Reduce& reduce) {
+    std::vector<std::vector<uint16_t>> values;
+    std::vector<uint64_t> firsts;
+    ENGRAM_RETURN_IF_ERROR(compute_.for_each_written(
+        input, count * static_cast<uint64_t>(size()) * 2, "ncclReduceScatter",
+        [&](uint64_t offset, std::span<const std::byte> bytes) {
+          ENGRAM_CHECK(offset % 2 == 0 && bytes.size() % 2 == 0);
+          firsts.push_back(offset / 2);
+          values.emplace_back(bytes.size() / 2);
+          std::memcpy(values.back().data(), bytes.data(), bytes.size());
+        }));
+    std::vector<Bf16Run> runs(values.size());
+    for (size_t i = 0; i < runs.size(); ++i) runs[i] = {firsts[i], values[i]};
+    std::vector<uint16_t> out(count);
+    ENGRAM_RETURN_IF_ERROR(reduce(std::span<const Bf16Run>(runs), std::span<uint16_t>(out)));
+    return compute_.write(output, std::as_bytes(std::span(out)), "ncclReduceScatter");
+  }
+
   SimDeviceCompute& compute_;
   Collectives& group_;  // the bootstrap group; outlives this (the caller's contract)
 };

@@ -53,6 +53,13 @@ class CheckpointedCollectives final : public Collectives, public SparseReduceSca
     ENGRAM_RETURN_IF_ERROR(enter("reduce_scatter"));
     return sparse->reduce_scatter_sum_bf16_runs(count, runs, output);
   }
+  Status reduce_scatter_max_bytes_runs(uint64_t count, std::span<const Bf16Run> runs,
+                                       std::span<uint16_t> output) override {
+    auto* sparse = dynamic_cast<SparseReduceScatter*>(inner_.get());
+    ENGRAM_CHECK(sparse != nullptr);
+    ENGRAM_RETURN_IF_ERROR(enter("reduce_scatter"));
+    return sparse->reduce_scatter_max_bytes_runs(count, runs, output);
+  }
   Status all_to_all(std::span<const std::byte> send, std::span<std::byte> receive) override {
     ENGRAM_RETURN_IF_ERROR(enter("all_to_all"));
     return inner_->all_to_all(send, receive);

@@ -59,7 +59,7 @@ TEST(EngineCommand, OneEngineSaysWhoseRulesPlannedIt) {
   r = run_engramlab(kTp2Dp4 + "--engine vllm --shm-size 200GiB");
   EXPECT_EQ(r.exit_code, 0) << r.text;
   EXPECT_THAT(r.text, AllOf(HasSubstr("engine: vllm (tables split over TP by heads on the GPU"),
-                            HasSubstr("config.cpu_offload: true (engine vllm's default"), HasSubstr("VLLM_PLE_CPU_OFFLOAD"),
+                            HasSubstr("config.cpu_offload: true (engine vllm's default"), HasSubstr("PR 57937"),
                             HasSubstr("host_shared")));
 }
 

@@ -5,7 +5,7 @@
 // last shard without a head (tiny's 4 heads over TP 3: 2, 2, 0; its Engram
 // embedding asserts it, vllm/models/deepseek_v4_1/common/engram.py), where
 // engramlab's row shards take any tp; and vLLM's cpu_offload defaults on
-// (VLLM_PLE_CPU_OFFLOAD) where engramlab's is off.
+// (EngramConfig.cpu_offload = True, PR 57937) where engramlab's is off.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -78,7 +78,7 @@ TEST(EngineDoctor, EachEnginesDefaultsAndHostLayoutsAreItsOwnInTextAndJson) {
   ASSERT_EQ(builds.size(), 3u) << builds.dump();  // defaults, cpu_offload: false, host layout auto
   EXPECT_EQ(builds[0]["asked"], "its defaults");
   EXPECT_EQ(builds[0]["placement"], "host_head_sharded");  // cpu_offload on by default, no private copies
-  EXPECT_THAT(builds[0]["verdict"].get<std::string>(), HasSubstr("engine vllm's default (VLLM_PLE_CPU_OFFLOAD"));
+  EXPECT_THAT(builds[0]["verdict"].get<std::string>(), HasSubstr("engine vllm's default (EngramConfig.cpu_offload = True"));
   EXPECT_EQ(builds[1]["placement"], "device_head_sharded");
   EXPECT_EQ(builds[2]["asked"], "host layout auto");
 

@@ -144,7 +144,8 @@ Deployment two_hosts(EngineId engine, int tp, int dp) {
   return d;
 }
 
-// vLLM: VLLM_PLE_CPU_OFFLOAD defaults to true (vllm/envs.py), so an unwritten
+// vLLM: EngramConfig.cpu_offload defaults to true (a plain default since PR
+// 57937 dropped VLLM_PLE_CPU_OFFLOAD, which defaulted to true), so an unwritten
 // cpu_offload plans host tables; engramlab and SGLang default to device tables.
 TEST(EngineProfile, CpuOffloadDefaultIsTheEngines) {
   const Result<PlanResult> vllm = plan(two_hosts(EngineId::kVllm, 2, 4));
@@ -153,7 +154,7 @@ TEST(EngineProfile, CpuOffloadDefaultIsTheEngines) {
   EXPECT_FALSE(is_device_placement(vllm->ranks[0].placement));
   bool announced = false;
   for (const DefaultUsed& u : vllm->deployment.defaults_used)
-    announced |= u.field == "config.cpu_offload" && u.source.find("VLLM_PLE_CPU_OFFLOAD") != std::string::npos;
+    announced |= u.field == "config.cpu_offload" && u.source.find("PR 57937") != std::string::npos;
   EXPECT_TRUE(announced);
   for (EngineId id : {EngineId::kEngramlab, EngineId::kSglang}) {
     const Result<PlanResult> p = plan(two_hosts(id, 2, 4));
@@ -333,7 +334,7 @@ TEST(EngineProfile, ScaleByteRuleOfEachEngine) {
   EXPECT_EQ(ue8m0_to_float(0, engine_profile(EngineId::kVllm).scale_byte_rule), 0.0f);
   EXPECT_TRUE(std::isinf(ue8m0_to_float(255, engine_profile(EngineId::kVllm).scale_byte_rule)));
   ModelSpec model = model_preset("tiny").value();
-  apply_engine_scale_rule(engine_profile(EngineId::kSglang), model);
+  apply_engine_value_rules(engine_profile(EngineId::kSglang), false, model);
   for (const TableSpec& t : model.tables) EXPECT_EQ(t.scale_byte_rule, ScaleByteRule::kSglang);
 }
 

@@ -188,12 +188,22 @@ std::vector<std::byte> minus_zero_rows(const TableSpec& t) {
 // it where its all-reduce adds +0. engramlab writes +0 everywhere.
 TEST(EngineRules, Point2MinusZeroPerEngine) {
   EXPECT_EQ(engine_profile(EngineId::kVllm).minus_zero, MinusZeroRule::kKeep);
-  EXPECT_EQ(engine_profile(EngineId::kSglang).minus_zero, MinusZeroRule::kKeep);
+  EXPECT_EQ(engine_profile(EngineId::kSglang).minus_zero, MinusZeroRule::kKeepUnlessSummed);
   EXPECT_EQ(engine_profile(EngineId::kEngramlab).minus_zero, MinusZeroRule::kWritePlusZero);
+  // Per path: vLLM keeps -0 even where engramlab's collective combines rows,
+  // SGLang only where nothing sums them.
+  for (bool summed : {false, true}) {
+    EXPECT_EQ(lookup_minus_zero(engine_profile(EngineId::kVllm), summed), MinusZeroRule::kKeep);
+    EXPECT_EQ(lookup_minus_zero(engine_profile(EngineId::kEngramlab), summed), MinusZeroRule::kWritePlusZero);
+  }
+  EXPECT_EQ(lookup_minus_zero(engine_profile(EngineId::kSglang), false), MinusZeroRule::kKeep);
+  EXPECT_EQ(lookup_minus_zero(engine_profile(EngineId::kSglang), true), MinusZeroRule::kWritePlusZero);
   ModelSpec model;
   model.tables = {minus_zero_table(MinusZeroRule::kWritePlusZero)};
-  apply_engine_value_rules(engine_profile(EngineId::kVllm), model);
+  apply_engine_value_rules(engine_profile(EngineId::kVllm), true, model);
   EXPECT_EQ(model.tables[0].minus_zero, MinusZeroRule::kKeep);
+  apply_engine_value_rules(engine_profile(EngineId::kSglang), true, model);
+  EXPECT_EQ(model.tables[0].minus_zero, MinusZeroRule::kWritePlusZero);
 
   for (MinusZeroRule rule : {MinusZeroRule::kKeep, MinusZeroRule::kWritePlusZero}) {
     SCOPED_TRACE(std::string(minus_zero_rule_name(rule)));
@@ -431,6 +441,16 @@ TEST(EngineRules, Point11VllmDefaultWhenNothingIsShared) {
   const Result<PlanResult> device_main = plan(d);
   ASSERT_TRUE(device_main.is_ok()) << device_main.status().to_string();
   EXPECT_EQ(device_main->ranks[0].shard_group_size, 4);  // TP x the Engram DP group
+  // Each reading names its source: main's merged code (the shared-table
+  // default's fallback, the DP sharding PR), the variant vLLM's docs page.
+  const RuleSource host = rule_of(engine_profile(EngineId::kVllm), rule_key::kHostPlacement).source;
+  EXPECT_EQ(std::string_view(host.ref), "PR 57651");
+  EXPECT_EQ(host.state, SourceState::kMerged);
+  EXPECT_EQ(std::string_view(rule_of(engine_profile(EngineId::kVllm), rule_key::kDeviceShardGroup).source.ref),
+            "PR 56512");
+  const RuleSource docs = rule_of(engine_profile(EngineId::kVllm, "replica-copy"), rule_key::kHostPlacement).source;
+  EXPECT_THAT(docs.path, HasSubstr("docs/features/engram.md"));
+  EXPECT_EQ(docs.state, SourceState::kMerged);
 }
 
 // Point 12. SGLang's symmetric-memory device path (column-aligned shards

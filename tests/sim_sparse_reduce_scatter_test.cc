@@ -3,6 +3,7 @@
 // NaN, explicit zeros and absent members, for group sizes 1 to 8.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "core/base/bf16.h"
@@ -68,6 +69,40 @@ TEST(SparseReduceScatter, EqualsTheDenseSumBitwiseForEveryGroupSize) {
           if (got[e] != want[e])
             return internal_error(fmt::format("{} members, seed {}, rank {}, element {}: sparse {:#06x}, dense {:#06x}",
                                               members, seed, rank, e, got[e], want[e]));
+        return Status::ok();
+      });
+      for (const auto& s : run.statuses) ASSERT_TRUE(s.is_ok()) << s.to_string();
+    }
+  }
+}
+
+// The byte-wise max (DeviceCollectives::reduce_scatter_max_bytes, NCCL's
+// max over uint8) of the same runs: each byte the largest any member gave,
+// absent bytes 0. Where one member holds an element (the collective lookup's
+// rows), that member's bits, -0 included.
+TEST(SparseReduceScatter, MaxBytesIsTheDenseByteWiseMaxForEveryGroupSize) {
+  for (int members = 1; members <= 8; ++members) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      const uint64_t count = 1 + seed % 7;
+      const std::vector<MemberInput> inputs = draw_inputs(members, count, seed * 1000 + members);
+      auto run = run_ranks(members, seed, [&](int rank, Collectives& world) -> Status {
+        auto* sparse = dynamic_cast<SparseReduceScatter*>(&world);
+        if (sparse == nullptr) return internal_error("the emulator's collectives take sparse input");
+        std::vector<Bf16Run> runs;
+        for (const auto& [first, values] : inputs[static_cast<size_t>(rank)].runs) runs.push_back({first, values});
+        std::vector<uint16_t> got(count);
+        ENGRAM_RETURN_IF_ERROR(sparse->reduce_scatter_max_bytes_runs(count, runs, got));
+        for (uint64_t e = 0; e < count; ++e) {
+          unsigned low = 0, high = 0;
+          for (const auto& in : inputs) {
+            const uint16_t v = in.dense[static_cast<size_t>(rank) * count + e];
+            low = std::max(low, v & 0xffu);
+            high = std::max(high, v & 0xff00u);
+          }
+          if (got[e] != (low | high))
+            return internal_error(fmt::format("{} members, seed {}, rank {}, element {}: sparse {:#06x}, dense {:#06x}",
+                                              members, seed, rank, e, got[e], low | high));
+        }
         return Status::ok();
       });
       for (const auto& s : run.statuses) ASSERT_TRUE(s.is_ok()) << s.to_string();

@@ -61,6 +61,9 @@ class NcclDeviceCollectives final : public DeviceCollectives {
     return comm_->reduce_scatter_sum_bf16(static_cast<const uint16_t*>(ptr(input)), static_cast<uint16_t*>(ptr(output)),
                                           count, stream_of(stream));
   }
+  Status reduce_scatter_max_bytes(DevicePtr input, DevicePtr output, uint64_t bytes, StreamRef stream) override {
+    return comm_->reduce_scatter_max_bytes(ptr(input), ptr(output), bytes, stream_of(stream));
+  }
   Status all_to_all(DevicePtr send, DevicePtr receive, uint64_t bytes_per_rank, StreamRef stream) override {
     return comm_->all_to_all_bytes(ptr(send), ptr(receive), bytes_per_rank, stream_of(stream));
   }

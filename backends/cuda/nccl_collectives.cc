@@ -128,6 +128,12 @@ Status NcclCommunicator::reduce_scatter_sum_bf16(const uint16_t* input, uint16_t
                "reduce-scatter");
 }
 
+Status NcclCommunicator::reduce_scatter_max_bytes(const void* input, void* output, size_t bytes, cudaStream_t stream) {
+  ENGRAM_CHECK(input != nullptr && output != nullptr);
+  return check(ncclReduceScatter(input, output, bytes, ncclUint8, ncclMax, comm_, stream), "ncclReduceScatter",
+               "reduce-scatter (max)");
+}
+
 NcclGroup::NcclGroup() {
   ENGRAM_CHECK(ncclGroupStart() == ncclSuccess);
   open_ = true;
@@ -166,6 +172,7 @@ Status NcclCommunicator::all_gather_ids(const int64_t*, int64_t*, size_t, cudaSt
 Status NcclCommunicator::all_gather_bytes(const void*, void*, size_t, cudaStream_t) { return no_nccl(); }
 Status NcclCommunicator::all_to_all_bytes(const void*, void*, size_t, cudaStream_t) { return no_nccl(); }
 Status NcclCommunicator::reduce_scatter_sum_bf16(const uint16_t*, uint16_t*, size_t, cudaStream_t) { return no_nccl(); }
+Status NcclCommunicator::reduce_scatter_max_bytes(const void*, void*, size_t, cudaStream_t) { return no_nccl(); }
 NcclGroup::NcclGroup() = default;
 NcclGroup::~NcclGroup() = default;
 Status NcclGroup::end() { return no_nccl(); }

@@ -46,6 +46,9 @@ class NcclCommunicator {
   // `input` holds size() chunks of `count` bf16 values; this rank receives
   // the sum of chunk rank() into `output`.
   Status reduce_scatter_sum_bf16(const uint16_t* input, uint16_t* output, size_t count, cudaStream_t stream);
+  // `input` holds size() chunks of `bytes` bytes; this rank receives the
+  // byte-wise maximum of chunk rank() (ncclMax over ncclUint8).
+  Status reduce_scatter_max_bytes(const void* input, void* output, size_t bytes, cudaStream_t stream);
 
  private:
   NcclCommunicator(ncclComm* comm, int rank, int size, int device)

@@ -57,6 +57,13 @@ class Collectives {
   virtual Result<std::unique_ptr<Collectives>> split(int color, int key) = 0;
 };
 
+// `input` holds group.size() chunks of output.size() bytes; this rank
+// receives the byte-wise maximum of its chunk over all ranks, through one
+// all_to_all (the host twin of DeviceCollectives::reduce_scatter_max_bytes).
+// Where one rank holds an element and the others give zero bytes, that is
+// the holder's bits: a collective lookup whose engine keeps -0 (vLLM).
+Status reduce_scatter_max_bytes(Collectives& group, std::span<const std::byte> input, std::span<std::byte> output);
+
 // Reduce-scatter reference arithmetic shared by every implementation.
 void reduce_scatter_sum_bf16_reference(std::span<const std::span<const uint16_t>> inputs_by_rank,
                                        int receiving_rank, std::span<uint16_t> output);

@@ -43,7 +43,7 @@ struct DeviceRowLayout {
   int dim = 0;             // bf16 values written per row
   uint64_t row_bytes = 0;  // stride of rows in a shard
   ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;  // scale bytes 0 and 255 (core/model/row_format.h)
-  // -0 kept or written +0 (the emulator follows it; the CUDA kernels write +0 always).
+  // -0 kept or written +0 (the emulator and the CUDA kernels both follow it).
   MinusZeroRule minus_zero = MinusZeroRule::kWritePlusZero;
 };
 DeviceRowLayout device_row_layout(const TableSpec& table);
@@ -92,6 +92,12 @@ class DeviceCollectives {
   // `input` holds size() chunks of count bf16 values; rank r receives the sum
   // of chunk r over all ranks (the sum rule of Collectives).
   virtual Status reduce_scatter_sum_bf16(DevicePtr input, DevicePtr output, uint64_t count, StreamRef stream) = 0;
+  // `input` holds size() chunks of `bytes` bytes; rank r receives the
+  // byte-wise maximum of chunk r over all ranks (NCCL's max over uint8).
+  // Where one rank writes a value and every other rank zero bytes, that is
+  // the value bit for bit, -0 included: the collective lookup's rows under an
+  // engine that keeps -0 (MinusZeroRule::kKeep), whose sum would make it +0.
+  virtual Status reduce_scatter_max_bytes(DevicePtr input, DevicePtr output, uint64_t bytes, StreamRef stream) = 0;
   // Chunk j of `send` (bytes_per_rank) goes to rank j's chunk rank() of `receive`.
   virtual Status all_to_all(DevicePtr send, DevicePtr receive, uint64_t bytes_per_rank, StreamRef stream) = 0;
 };

@@ -111,8 +111,9 @@ struct EngineProfile {
 
   // The UE8M0 scale byte's two ends (0 and 255) as this engine decodes them.
   ScaleByteRule scale_byte_rule = ScaleByteRule::kVllm;
-  // Whether a -0 value is written as +0 by every path, or kept where the
-  // engine's path does not sum (a sum with +0 still makes it +0).
+  // Whether a -0 value is written as +0 by every path (engramlab), kept on
+  // every path (vLLM), or kept unless the path sums rows (SGLang):
+  // lookup_minus_zero resolves it per path.
   MinusZeroRule minus_zero = MinusZeroRule::kWritePlusZero;
   RowsBack rows_back = RowsBack::kAllToAll;
   SpRowsBack sp_rows_back = SpRowsBack::kAllToAllTokenShards;
@@ -232,14 +233,17 @@ Status engine_refuses(const EngineProfile& engine, std::string_view field, std::
 void apply_engine_defaults(const EngineProfile& engine, Deployment& deployment);
 // "0 -> +0, 255 -> +inf": how the engine decodes scale bytes 0 and 255.
 std::string scale_bytes_text(const EngineProfile& engine);
-// Every table's scale-byte rule set to the engine's. The runtime and the
-// scenarios use this one: engramlab's collective lookups (the device read of
-// host_head_sharded, device_collective) sum rows with +0, so they write -0
-// as +0 under every engine, and their references must too.
-void apply_engine_scale_rule(const EngineProfile& engine, ModelSpec& model);
-// Scale bytes and -0 as the engine's own paths give them (vLLM and SGLang
-// keep -0 where they do not sum): reference_lookup and the CPU row loops.
-void apply_engine_value_rules(const EngineProfile& engine, ModelSpec& model);
+// The -0 rule one lookup path follows under the engine: engramlab writes +0
+// on every path; vLLM keeps -0 on every path (it gathers, never sums);
+// SGLang keeps it unless `rows_summed`, a path that sums every member's rows
+// over more than one member (PlacementOps::sums_members_rows over a group
+// above 1), where its all-reduce adds +0. kKeep or kWritePlusZero, never
+// kKeepUnlessSummed.
+MinusZeroRule lookup_minus_zero(const EngineProfile& engine, bool rows_summed);
+// Every table's scale-byte rule and -0 rule (lookup_minus_zero of
+// `rows_summed`) set to the engine's: what the runtime decodes by on every
+// path of a rank's placement, and the references it is checked against.
+void apply_engine_value_rules(const EngineProfile& engine, bool rows_summed, ModelSpec& model);
 // The engine's hashing rules on a request hasher: SGLang asserts equal
 // verify blocks per request (issue 39173), so a ragged verify is refused.
 void apply_engine_hash_rules(const EngineProfile& engine, RequestHasher& hasher);

@@ -313,14 +313,21 @@ std::string scale_bytes_text(const EngineProfile& engine) {
                      r == ScaleByteRule::kSglangTorch ? "NaN" : "+inf");
 }
 
-void apply_engine_scale_rule(const EngineProfile& engine, ModelSpec& model) {
-  for (TableSpec& t : model.tables) t.scale_byte_rule = engine.scale_byte_rule;
+MinusZeroRule lookup_minus_zero(const EngineProfile& engine, bool rows_summed) {
+  switch (engine.minus_zero) {
+    case MinusZeroRule::kWritePlusZero: return MinusZeroRule::kWritePlusZero;
+    case MinusZeroRule::kKeep: return MinusZeroRule::kKeep;
+    case MinusZeroRule::kKeepUnlessSummed:
+      return rows_summed ? MinusZeroRule::kWritePlusZero : MinusZeroRule::kKeep;
+  }
+  return engine.minus_zero;
 }
 
-void apply_engine_value_rules(const EngineProfile& engine, ModelSpec& model) {
+void apply_engine_value_rules(const EngineProfile& engine, bool rows_summed, ModelSpec& model) {
+  const MinusZeroRule minus_zero = lookup_minus_zero(engine, rows_summed);
   for (TableSpec& t : model.tables) {
     t.scale_byte_rule = engine.scale_byte_rule;
-    t.minus_zero = engine.minus_zero;
+    t.minus_zero = minus_zero;
   }
 }
 

@@ -17,7 +17,9 @@
 //   0 -> 2^-127 (_E8M0_ZERO) and 255 -> +inf (the exponent bits); NaN only in
 //   its torch fallback (ROCm other than gfx950, CPU): variant torch-fallback;
 // - -0 kept at tp 1 and on its shared host table, lost where its all-reduce
-//   adds +0 (the sum does that: MinusZeroRule::kKeep);
+//   adds +0 (MinusZeroRule::kKeepUnlessSummed: +0 on a placement that sums
+//   its members' rows over more than one member, device_collective and
+//   sglang_private; kept on every other path);
 // - verify blocks equal per request (it asserts; issue 39173 is open);
 // - context-parallel prefill hashes the whole prompt on every CP rank and
 //   all-gathers hash ids over the attention CP group (no token halo);
@@ -213,7 +215,7 @@ const EngineProfile kSglangProfile = {
     .device_tp_split = TpSplit::kRows,
     .host_tp_split = TpSplit::kRows,
     .scale_byte_rule = ScaleByteRule::kSglang,
-    .minus_zero = MinusZeroRule::kKeep,
+    .minus_zero = MinusZeroRule::kKeepUnlessSummed,
     .rows_back = RowsBack::kAllToAll,
     .sp_rows_back = SpRowsBack::kAllToAllTokenShards,
     .cp_hashing = CpHashing::kWholePromptAllGatherIds,

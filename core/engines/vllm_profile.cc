@@ -12,20 +12,28 @@
 //   each rank maps its TP slice); its forward all-gathers the ids over that
 //   node-local Engram DP group, looks its heads up for every token there,
 //   gathers the rows back keeping this replica's, then all-gathers heads
-//   over TP. vllm/config/engram.py: enable_engram_dp_sharding (default true,
-//   "Shard DeepSeek V4.1 hash heads across node-local DP replicas. Set to
-//   false to keep a separate TP-sharded table per replica"), and
+//   over TP. The sharding came with PR 56512 (merged: "Engram tables are
+//   sharded across a node-local engram DP (EDP) group instead of being fully
+//   replicated per DP rank", enable_engram_dp_sharding default true; the
+//   stored config/engram.py @ 13ab20ec no longer has that switch, and the
+//   module shards wherever the group has more than one member), and vLLM's
 //   tests/distributed/test_engram_dp_shard.py checks the gather with
 //   (cpu_offload, dp_shared_memory) = (False, False). So vLLM's device
 //   tables are cut over TP x the node-local Engram DP group (shard_group
-//   engram_dp); TP alone where _engram_dp_shard_size falls back to 1 (or
-//   enable_engram_dp_sharding is false, which this profile does not model);
+//   engram_dp); TP alone where _engram_dp_shard_size falls back to 1;
 //   TP x every DP rank with embedding_across_dp (that config names Qwen4Exp
 //   for it; the profile keeps it, as earlier trees had it for DeepSeek);
-// - cpu_offload on by default (VLLM_PLE_CPU_OFFLOAD, default true);
-// - host tables by dp_shared_memory (seed 001), otherwise DP head sharding
-//   over the node-local Engram DP group: host_head_sharded, never a private
-//   copy per replica;
+// - cpu_offload on by default: EngramConfig.cpu_offload = True, a plain
+//   field default since PR 57937 (merged) dropped VLLM_PLE_CPU_OFFLOAD
+//   (which defaulted to true before: no change of default);
+// - host tables when nothing is shared (point 11 of engramlab issue 47):
+//   dp_shared_memory resolves enabled where it can work (PR 57651, merged),
+//   else DP head sharding over the node-local Engram DP group
+//   (host_head_sharded), as the module and PR 57651's fallback ("falls back
+//   to the existing DP head sharding") do. vLLM's docs page
+//   (docs/features/engram.md, PR 57910, merged) says instead that each DP
+//   replica keeps its own TP-sharded copy unless embedding_across_dp: that
+//   reading is the variant replica-copy, never mixed into main;
 // - the node-local Engram DP group from _engram_dp_shard_size
 //   (vllm/distributed/parallel_state.py; core/deployment/engram_dp_shard_size.h),
 //   over the whole world, ranks beyond tp x dp included;
@@ -35,7 +43,8 @@
 //   keeping its own tokens (_gather_engram_rows), and under sequence
 //   parallelism by an all-gather over TP keeping the rank's slice; the
 //   all-to-all is open PR 56435 (variant sp-all-to-all);
-// - -0 kept: vLLM gathers and never sums;
+// - -0 kept on every path (MinusZeroRule::kKeep): vLLM gathers and never
+//   sums, so engramlab's collectives combine its rows bit for bit;
 // - the first Engram DP rank checks /dev/shm *free* space per file at
 //   creation and aborts startup (check_shm_free_space);
 // - the replica is TP x PP x prefill CP, and under elastic EP there is no
@@ -63,12 +72,25 @@ constexpr RuleSource kEngramModule = {"vllm-project/vllm", "vllm/models/deepseek
                                       "1c0e50e5e2b1f57f083113603d2b33cb4404fb7e", SourceState::kMerged};
 constexpr RuleSource kEngramConfig = {"vllm-project/vllm", "vllm/config/engram.py",
                                       "13ab20ecf72666374e58f0b199eb95ebde02460b", SourceState::kMerged};
+// The Engram DP group and head sharding over it, the shared-table default
+// and its fallback, and cpu_offload's plain default, as their PRs merged them.
+constexpr RuleSource kDpShardingPr = {"vllm-project/vllm",
+                                      "vllm/models/deepseek_v4_1/nvidia/engram.py, vllm/distributed/parallel_state.py "
+                                      "(node-local Engram DP group, heads sharded over it)",
+                                      "PR 56512", SourceState::kMerged};
+constexpr RuleSource kSharedDefaultPr = {"vllm-project/vllm",
+                                         "vllm/config/engram.py (dp_shared_memory unset resolves enabled; "
+                                         "can_share_engram_tables falls back to DP head sharding)",
+                                         "PR 57651", SourceState::kMerged};
+constexpr RuleSource kCpuOffloadPr = {"vllm-project/vllm", "vllm/config/engram.py (EngramConfig.cpu_offload = True)",
+                                      "PR 57937", SourceState::kMerged};
 constexpr RuleSource kDpShardTest = {"vllm-project/vllm", "tests/distributed/test_engram_dp_shard.py",
                                      "5f0f76b5574a319a6d28f9d68e0890bf0cd72568", SourceState::kMerged};
-// Its commit is not in the search index: docs/design.md section 9's stored reading.
+// The file at a commit is not in the search index; the group and its size
+// rule came with PR 56512 (vllm-ascend's backport of it names the PR).
 constexpr RuleSource kParallelState = {"vllm-project/vllm",
                                        "vllm/distributed/parallel_state.py (_engram_dp_shard_size, the Engram DP group)",
-                                       "", SourceState::kStoredReading};
+                                       "PR 56512", SourceState::kMerged};
 constexpr RuleSource kShmBroadcast = {"vllm-project/vllm",
                                       "vllm/distributed/device_communicators/shm_broadcast.py (check_shm_free_space)",
                                       "f5e441de10bd", SourceState::kMerged};
@@ -83,8 +105,9 @@ constexpr RuleSource kNcclShm = {"NVIDIA/nccl", "src/transport/shm.cc (SHM trans
                                  SourceState::kStoredReading};
 
 constexpr EngineRule kRules[] = {
-    {rule_key::kCpuOffloadDefault, "cpu_offload on unless written (VLLM_PLE_CPU_OFFLOAD, enabled by default)",
-     kEngramConfig},
+    {rule_key::kCpuOffloadDefault, "cpu_offload on unless written (a plain field default; PR 57937 dropped "
+                                   "VLLM_PLE_CPU_OFFLOAD, which defaulted to on)",
+     kCpuOffloadPr},
     {rule_key::kDeviceTpSplit, "device tables split by heads: a rank holds every token's rows of its head shard",
      kEngramModule},
     {rule_key::kHostTpSplit, "host tables split by heads, as on the device", kEngramModule},
@@ -99,18 +122,20 @@ constexpr EngineRule kRules[] = {
      kEngramModule},
     {rule_key::kDeviceShardGroup, "device heads cut over TP x the node-local Engram DP group; TP x DP with "
                                   "embedding_across_dp",
-     kEngramConfig},
+     kDpShardingPr},
     {rule_key::kHostPlacement,
-     "host tables: dp_shared_memory maps one /dev/shm copy (host_shared), else heads sharded over the Engram DP "
-     "group (host_head_sharded), never a private copy per replica",
-     kEngramModule},
+     "host tables: dp_shared_memory (unset: on where it can work) maps one /dev/shm copy (host_shared), else heads "
+     "sharded over the Engram DP group (host_head_sharded), never a private copy per replica (the docs' reading: "
+     "variant replica-copy)",
+     kSharedDefaultPr},
     {rule_key::kRowsBack,
      "rows come back by an all-gather over the Engram DP group, each rank keeping its own tokens "
      "(_gather_engram_rows): the group size times an all-to-all's bytes",
      kEngramModule},
     {rule_key::kSequenceParallel,
      "under sequence parallelism rows are all-gathered over TP and each rank keeps its token slice", kDpShardTest},
-    {rule_key::kMinusZero, "-0 stays -0 (bf16 0x8000): rows are gathered, never summed", kEngramModule},
+    {rule_key::kMinusZero, "-0 stays -0 (bf16 0x8000) on every path: rows are gathered, never summed",
+     kEngramModule},
     {rule_key::kScaleBytes, "UE8M0 scale byte 0 -> +0, 255 -> +inf (the exponent bits, `scales << 23`)",
      kDpShardTest},
     {rule_key::kShmAtCreation,
@@ -158,13 +183,15 @@ void apply_sp_all_to_all(EngineProfile& p) {
   p.sp_rows_back = SpRowsBack::kAllToAllTokenShards;
 }
 
-// vllm/config/engram.py's docstring: "Otherwise, each DP rank has a separate
-// TP-sharded embedding replica" (one host copy per replica unless
-// embedding_across_dp, with a host-memory preflight of table x dp_local);
-// its code and tests shard heads over the Engram DP group (main's rule).
+// vLLM's docs page, "Data-parallel topologies (DeepSeek V4.1)": "By default
+// (embedding_across_dp: false), each DP replica keeps its own TP-sharded copy
+// of the tables -- no cross-replica communication, but one host copy per
+// replica" (as config/engram.py's embedding_across_dp docstring says). Its
+// code (PR 56512) and tests shard heads over the Engram DP group instead:
+// main's rule, this the named variant.
 constexpr RuleSource kReplicaCopyDocs = {"vllm-project/vllm",
-                                         "vllm/config/engram.py (EngramConfig.embedding_across_dp docstring)",
-                                         "13ab20ecf72666374e58f0b199eb95ebde02460b", SourceState::kMerged};
+                                         "docs/features/engram.md (Data-parallel topologies; added by PR 57910)",
+                                         "0952bd725bab8e3490cacafc1e32ed220699871e", SourceState::kMerged};
 constexpr EngineRule kReplicaCopyRules[] = {
     {rule_key::kNodeLocalGroup, "no DP head sharding: every replica is its own group", kReplicaCopyDocs},
     {rule_key::kHostPlacement, "each DP replica keeps its own TP-sharded host copy (host_private): table x dp_local "
@@ -374,14 +401,15 @@ const EngineProfile kVllmProfile = {
     .name = "vllm",
     .source = "vllm/models/deepseek_v4_1/nvidia/engram.py, vllm/config/engram.py, vllm/distributed/parallel_state.py, "
               "tests/distributed/test_engram_dp_shard.py",
-    .version = {"main: nvidia/engram.py @ 1c0e50e5, config/engram.py @ 13ab20ec, test_engram_dp_shard.py @ 5f0f76b5",
-                "not in the search index (commit dates unknown)",
-                "stored snapshots read with the search tools; parallel_state.py's Engram group from "
-                "docs/design.md section 9"},
+    .version = {"main: nvidia/engram.py @ 1c0e50e5, config/engram.py @ 13ab20ec, test_engram_dp_shard.py @ 5f0f76b5, "
+                "with merged PRs 56512, 57651, 57910 and 57937",
+                "commit dates not in the search index; the PRs opened 2026-09-11 to 2026-09-21",
+                "stored snapshots and PR threads read with the search tools; parallel_state.py's Engram group as "
+                "PR 56512 added it"},
     .rules = kRules,
     .variants = kVariants,
     .cpu_offload_default = true,
-    .cpu_offload_default_source = "VLLM_PLE_CPU_OFFLOAD defaults to true",
+    .cpu_offload_default_source = "EngramConfig.cpu_offload = True, a plain default since PR 57937",
     .device_tp_split = TpSplit::kHeads,
     .host_tp_split = TpSplit::kHeads,
     .scale_byte_rule = ScaleByteRule::kVllm,

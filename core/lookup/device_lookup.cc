@@ -214,7 +214,14 @@ Status lookup_collective_on_device(DeviceCompute& compute, DeviceCollectives& gr
   ENGRAM_RETURN_IF_ERROR(step(compute.gather(g, r.stream), "gather owned"));
   const DevicePtr summed = lean ? r.output : w.mine;
   ENGRAM_CHECK(summed != 0);
-  ENGRAM_RETURN_IF_ERROR(step(group.reduce_scatter_sum_bf16(w.rows, summed, slot_values, r.stream), "reduce-scatter"));
+  // Each id's row comes from the one member that holds it, zero rows from the
+  // others. Summed, -0 + +0 is +0 (engramlab's rule, SGLang's all-reduce);
+  // where the table keeps -0 on every path (vLLM) the members' bytes are
+  // combined by a byte-wise max instead, which is the holder's row bit for bit.
+  ENGRAM_RETURN_IF_ERROR(step(table.minus_zero == MinusZeroRule::kKeep
+                                  ? group.reduce_scatter_max_bytes(w.rows, summed, slot_values * 2, r.stream)
+                                  : group.reduce_scatter_sum_bf16(w.rows, summed, slot_values, r.stream),
+                              "reduce-scatter"));
   if (took_part != nullptr) *took_part = true;
   if (!r.contribute) return Status::ok();
   if (!slot.is_ok()) return slot;

@@ -2,7 +2,7 @@
 // caller's stream through the backend's DeviceCompute and DeviceCollectives
 // (core/backend/device_compute.h), with the same rules as the host lookup
 // (core/lookup/lookup_types.h): DEAD and out-of-table ids give zero rows,
-// -0 is written as +0, NaN stays NaN, and a rank with more tokens than the
+// -0 follows the table's MinusZeroRule, NaN stays NaN, and a rank with more tokens than the
 // DP slot is an error that still takes its part in the group's collectives
 // (all DEAD) so its peers finish.
 //
@@ -127,7 +127,8 @@ Status gather_group_ids(DeviceCompute& compute, DeviceCollectives& group, Collec
 
 // All-gather every member's slot of ids (DEAD-padded, with its header where
 // `headers` carries it), gather the rows this rank owns for all of them (the
-// others stay zero), reduce-scatter (sum) back to this rank's tokens:
+// others stay zero), reduce-scatter back to this rank's tokens (a sum; a
+// byte-wise max where the table's -0 rule is kKeep, so -0 comes back -0):
 // docs/design.md's device_collective algorithm, every step on the request's
 // stream. `table_index` picks the header (request.table_unknown: the
 // unknown one).

@@ -110,7 +110,7 @@ uint64_t row_bytes_for(RowFormat format, int dim) {
 void dequantize_row(RowFormat format, int dim, ScaleByteRule rule, std::span<const std::byte> row,
                     std::span<uint16_t> out, MinusZeroRule minus_zero) {
   ENGRAM_CHECK(row.size() == row_bytes_for(format, dim));
-  const bool keep_minus_zero = minus_zero == MinusZeroRule::kKeep;
+  const bool keep_minus_zero = keeps_minus_zero(minus_zero);
   ENGRAM_CHECK(out.size() == static_cast<size_t>(dim));
   const auto* bytes = reinterpret_cast<const uint8_t*>(row.data());
   if (format == RowFormat::kFp8E4M3Ue8m0) {

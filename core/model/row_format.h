@@ -42,7 +42,7 @@ inline uint16_t bf16_lookup_canonical(uint16_t bits) {
 // The lookup rule under a table's MinusZeroRule: as above, but -0 kept where
 // the rule keeps it.
 inline uint16_t bf16_lookup_value(uint16_t bits, MinusZeroRule minus_zero) {
-  if (bits == 0x8000u && minus_zero == MinusZeroRule::kKeep) return bits;
+  if (bits == 0x8000u && keeps_minus_zero(minus_zero)) return bits;
   return bf16_lookup_canonical(bits);
 }
 

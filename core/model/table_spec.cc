@@ -191,6 +191,7 @@ std::string_view minus_zero_rule_name(MinusZeroRule rule) {
   switch (rule) {
     case MinusZeroRule::kWritePlusZero: return "plus_zero";
     case MinusZeroRule::kKeep: return "keep";
+    case MinusZeroRule::kKeepUnlessSummed: return "keep_unless_summed";
   }
   return "?";
 }

@@ -30,13 +30,23 @@ enum class ScaleByteRule : uint8_t {
 std::string_view scale_byte_rule_name(ScaleByteRule rule);  // "vllm", "sglang", "sglang_torch"
 // What a -0 value becomes on the way out. engramlab's own rule writes +0 on
 // every path, so every path equals its collective one (a sum with +0 makes
-// -0 +0); an engine that only gathers (vLLM) keeps -0, and one that sums
-// where it all-reduces (SGLang) keeps it elsewhere: its sum does the rest.
+// -0 +0). vLLM only gathers rows, so -0 stays -0 on every path. SGLang keeps
+// it where it reads rows and loses it where its all-reduce adds +0.
 enum class MinusZeroRule : uint8_t {
   kWritePlusZero,  // -0 -> +0 on every path (engramlab)
-  kKeep,           // -0 stays 0x8000 unless a sum turns it into +0 (vLLM, SGLang)
+  // -0 stays 0x8000 on every path, a collective lookup's included: its
+  // members' rows are combined bit for bit (the holder's bits, zero bytes
+  // from the others), never summed (vLLM; SGLang where nothing is summed).
+  kKeep,
+  // An engine's rule, resolved per lookup path (lookup_minus_zero in
+  // core/engines/engine_profile.h) to kKeep, or kWritePlusZero where the path
+  // sums every member's rows over more than one member (SGLang's all-reduce
+  // adds +0). Unresolved it reads rows as kKeep and sums as kWritePlusZero.
+  kKeepUnlessSummed,
 };
-std::string_view minus_zero_rule_name(MinusZeroRule rule);  // "plus_zero", "keep"
+std::string_view minus_zero_rule_name(MinusZeroRule rule);  // "plus_zero", "keep", "keep_unless_summed"
+// Whether rows are read with -0 kept (kKeep and kKeepUnlessSummed).
+inline bool keeps_minus_zero(MinusZeroRule rule) { return rule != MinusZeroRule::kWritePlusZero; }
 // Which rule an engine decodes by is its profile's (core/engines/engine_profile.h).
 
 struct TableSpec {

@@ -29,7 +29,8 @@ std::string doctor_verdict(const DoctorFacts& facts);
 inline constexpr PlacementOps kDeviceCollectiveOps{
     .id = Placement::kDeviceCollective, .name = "device_collective", .needs_device = true,
     .group = PlacementGroup::kShardGroup, .rows_back_collective = "reduce-scatter rows (sum)",
-    .collective_lookup = true, .needs_a_gpu_per_rank = true, .cost = device_collective_ops::cost,
+    .collective_lookup = true, .sums_members_rows = true, .needs_a_gpu_per_rank = true,
+    .cost = device_collective_ops::cost,
     .capable = device_collective_ops::capable, .build = device_collective_ops::build,
     .steps = kMapsDeviceMemory, .doctor_verdict = device_collective_ops::doctor_verdict, .doctor_position = 1,
     .bench_reference = BenchReference::kNcclPath, .step_time = device_collective_ops::step_time};

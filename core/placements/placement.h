@@ -222,6 +222,11 @@ struct PlacementOps {
   const char* rows_back_collective = nullptr;
   bool shares_device_memory = false;  // peers map its shards: the group agrees a handle type (plan predicts it)
   bool collective_lookup = false;     // its lookup is a collective over the group
+  // Its lookup sums every member's rows, each id's row from its holder and
+  // zero rows from the others (the engines' zero-fill and all-reduce), so
+  // over more than one member -0 comes back +0 where the engine's sum adds
+  // +0 (SGLang: lookup_minus_zero in core/engines/engine_profile.h).
+  bool sums_members_rows = false;
   // A device placement whose lookups (host and device) take
   // sequence_parallel_shards themselves and trade each TP rank only its own
   // token shard; the runtime cuts the shard out of every token's rows for the

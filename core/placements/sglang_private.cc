@@ -87,7 +87,13 @@ Status lookup_sglang_private(Collectives& group, Collectives& tp_group, const Lo
   if (bytes_right && agreed.is_ok())
     lookup_rows_in_range(table, first_row, row_count, shard_bytes, all_ids, owned);
   std::vector<uint16_t> summed(slot_values);
-  ENGRAM_RETURN_IF_ERROR(group.reduce_scatter_sum_bf16(owned, summed));
+  // SGLang's all-reduce sums (-0 + +0 is +0); a table that keeps -0 on every
+  // path (vLLM's rule, this placement forced under it) combines the
+  // members' rows bit for bit instead, as the device collective does.
+  ENGRAM_RETURN_IF_ERROR(table.minus_zero == MinusZeroRule::kKeep
+                             ? reduce_scatter_max_bytes(group, std::as_bytes(std::span<const uint16_t>(owned)),
+                                                        std::as_writable_bytes(std::span(summed)))
+                             : group.reduce_scatter_sum_bf16(owned, summed));
   ENGRAM_RETURN_IF_ERROR(own);
   ENGRAM_RETURN_IF_ERROR(agreed);
 

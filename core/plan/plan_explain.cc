@@ -43,9 +43,19 @@ std::vector<DecidedBy> explain_decisions(const EngineProfile& engine, const Depl
   if (d.layout.prefill_cp > 1) add(rule_key::kContextParallel, fmt::format("prefill CP of {}", d.layout.prefill_cp));
   if (!model.tables.empty() && model.tables.front().row_format == RowFormat::kFp8E4M3Ue8m0)
     add(rule_key::kScaleBytes, "scale bytes " + scale_bytes_text(engine));
-  add(rule_key::kMinusZero, fmt::format("-0 {}", engine.minus_zero == MinusZeroRule::kKeep
-                                                    ? "kept where no sum adds +0"
-                                                    : "written as +0 on every path"));
+  // Each group's lookup follows the engine's rule for its path: summed over
+  // more than one member or not (lookup_minus_zero).
+  bool summed = false, not_summed = false;
+  for (const PlacementGroupSummary& g : plan.groups)
+    (placement_ops(g.placement).sums_members_rows && g.group_size > 1 ? summed : not_summed) = true;
+  const bool kept_summed = keeps_minus_zero(lookup_minus_zero(engine, true));
+  const bool kept_read = keeps_minus_zero(lookup_minus_zero(engine, false));
+  add(rule_key::kMinusZero,
+      kept_summed && kept_read     ? std::string("-0 kept on every path")
+      : !kept_summed && !kept_read ? std::string("-0 written as +0 on every path")
+      : summed && not_summed       ? std::string("-0 kept, but written as +0 where a lookup sums its members' rows")
+      : summed                     ? std::string("-0 written as +0: the lookup sums its members' rows")
+                                   : std::string("-0 kept: no lookup sums its members' rows"));
   if (std::any_of(plan.ranks.begin(), plan.ranks.end(),
                   [](const RankPlan& rp) { return rp.placement == Placement::kHostShared; }))
     add(rule_key::kShmAtCreation, "the /dev/shm copy at creation");

@@ -45,11 +45,7 @@ struct EngramRuntime::State {
 };
 
 EngramRuntime::EngramRuntime(RankBackend& backend, RuntimeOptions options)
-    : backend_(backend), options_(std::move(options)), state_(std::make_unique<State>()) {
-  // Every path this rank looks up by (CPU rows, the host stager, the device
-  // kernels) decodes scale bytes 0 and 255 as the planning engine does.
-  apply_engine_scale_rule(engine_profile_of(options_.engine), options_.table_model);
-}
+    : backend_(backend), options_(std::move(options)), state_(std::make_unique<State>()) {}
 
 EngramRuntime::~EngramRuntime() {
   if (stopped_ || !state_) return;
@@ -113,6 +109,12 @@ Status EngramRuntime::build_tables() {
   const int me = backend_.world->world_rank();
   const PlacementOps& ops = placement_ops(facts_.placement);
   if (ops.capable != nullptr) ENGRAM_RETURN_IF_ERROR(ops.capable(backend_).with_context(me, -1, "start"));
+  // Every path this rank looks up by (CPU rows, the host stager, the device
+  // kernels, the collective) decodes scale bytes 0 and 255 and writes -0 as
+  // the planning engine does on this placement's path: SGLang loses -0 where
+  // the lookup sums its members' rows, vLLM never.
+  facts_.rows_summed = ops.sums_members_rows && state_->placement_group->size() > 1;
+  apply_engine_value_rules(engine_profile_of(options_.engine), facts_.rows_summed, options_.table_model);
   PlacementContext context{
       .backend = backend_,
       .group = *state_->placement_group,

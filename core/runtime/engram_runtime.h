@@ -70,6 +70,9 @@ struct RuntimeFacts {
   // Some ranks share a GPU (the gathered facts: several ranks of one host on
   // one GPU bus id, which they open only when told to): no NCCL is set up.
   bool ranks_share_gpus = false;
+  // This rank's lookup sums its placement group's rows (over more than one
+  // member): where the engine's sum adds +0 (SGLang), -0 comes back +0.
+  bool rows_summed = false;
 };
 
 class EngramRuntime {
@@ -86,6 +89,10 @@ class EngramRuntime {
 
   const RuntimeFacts& facts() const { return facts_; }
   Placement placement() const { return facts_.placement; }
+  // The tables as this rank's lookups decode them: the engine's scale-byte
+  // rule and its -0 rule for this rank's path (apply_engine_value_rules with
+  // facts().rows_summed), so a reference can read them alike.
+  const ModelSpec& table_model() const { return options_.table_model; }
 
   // Collective over the placement's group, and above TP1 for the host
   // placements over the replica's TP ranks (every rank calls it, also with

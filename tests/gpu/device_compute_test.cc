@@ -10,8 +10,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "core/lookup/device_lookup.h"
@@ -183,6 +185,9 @@ TEST(CudaDeviceCompute, RegisteredHostTableEqualsTheCpuRuleThroughTheKernelAndTh
   std::free(host);
 }
 
+// Both -0 rules: a sum over NCCL writes -0 as +0 (engramlab, SGLang's
+// all-reduce); a table that keeps -0 on every path (vLLM) is combined by
+// NCCL's byte-wise max, and its -0 values come back 0x8000.
 TEST(CudaDeviceCompute, CollectiveOverRowRangesThroughNcclEqualsTheDirectLookup) {
   ENGRAM_SKIP_WITHOUT_GPUS(2);
   const TableSpec t = table_of(RowFormat::kFp8E4M3Ue8m0, 256, 30011);
@@ -222,16 +227,27 @@ TEST(CudaDeviceCompute, CollectiveOverRowRangesThroughNcclEqualsTheDirectLookup)
     r.output = *out_d;
     r.stream = StreamRef{reinterpret_cast<uintptr_t>(stream)};
     const OwnedRows owned{layout.shard_begin(me), layout.shard_rows(me), *shard, nullptr};
-    for (int64_t tokens : {int64_t{0}, int64_t{1}, int64_t{177}, slot}) {
-      r.tokens = me == 0 ? tokens : slot - tokens;  // uneven on purpose
-      const auto ids = random_ids(t, r.tokens, 1000 + tokens * 2 + me);
-      if (!ids.empty()) ok(c.copy_to_device(*ids_d, std::as_bytes(std::span(ids))), "ids");
-      if (!ok(lookup_collective_on_device(c, **group, *w, owned, 0, r, me, GroupHeaders::kNone), "lookup")) return;
-      if (!ok(c.synchronize(r.stream), "sync")) return;
-      std::vector<uint16_t> got(ids.size() * t.dim);
-      if (!got.empty()) ok(c.copy_to_host(std::as_writable_bytes(std::span(got)), *out_d), "out");
-      if (got != expected_window(t, whole, ids, 0, t.head_count(), 0, t.row_count()))
-        fail("rank " + std::to_string(me) + ": " + std::to_string(r.tokens) + " tokens differ from the direct lookup");
+    for (MinusZeroRule rule : {MinusZeroRule::kWritePlusZero, MinusZeroRule::kKeep}) {
+      TableSpec ruled = t;
+      ruled.minus_zero = rule;
+      r.table = &ruled;
+      int64_t minus_zeros = 0;
+      for (int64_t tokens : {int64_t{0}, int64_t{1}, int64_t{177}, slot}) {
+        r.tokens = me == 0 ? tokens : slot - tokens;  // uneven on purpose
+        const auto ids = random_ids(t, r.tokens, 1000 + tokens * 2 + me);
+        if (!ids.empty()) ok(c.copy_to_device(*ids_d, std::as_bytes(std::span(ids))), "ids");
+        if (!ok(lookup_collective_on_device(c, **group, *w, owned, 0, r, me, GroupHeaders::kNone), "lookup")) return;
+        if (!ok(c.synchronize(r.stream), "sync")) return;
+        std::vector<uint16_t> got(ids.size() * t.dim);
+        if (!got.empty()) ok(c.copy_to_host(std::as_writable_bytes(std::span(got)), *out_d), "out");
+        if (got != expected_window(ruled, whole, ids, 0, t.head_count(), 0, t.row_count()))
+          fail("rank " + std::to_string(me) + ", -0 " + std::string(minus_zero_rule_name(rule)) + ": " +
+               std::to_string(r.tokens) + " tokens differ from the direct lookup");
+        minus_zeros += std::count(got.begin(), got.end(), uint16_t{0x8000});
+      }
+      if ((minus_zeros > 0) != (rule == MinusZeroRule::kKeep))
+        fail("rank " + std::to_string(me) + ": " + std::to_string(minus_zeros) + " values 0x8000 under -0 rule " +
+             std::string(minus_zero_rule_name(rule)));
     }
     cudaStreamDestroy(stream);
     ok(free_collective_workspace(c, *w), "free workspace");

@@ -88,6 +88,27 @@ def test_a_device_placement_without_a_gpu_is_refused_naming_why(one_rank_job):
     assert "device_collective needs a GPU, and this rank has none; set cpu_offload: true" in error.message
 
 
+@pytest.mark.parametrize("engine,placement", [("vllm", "host_head_sharded"), ("sglang", "sglang_shared")])
+def test_an_engines_tables_write_minus_zero_as_that_engine_does(one_rank_job, engine, placement):
+    # One rank: nothing sums rows, so vLLM and SGLang keep -0 (bf16 0x8000) where engramlab writes +0.
+    with engramlab.EngramTables("tiny", cpu_offload=True, tokens_per_rank_max=64, engine=engine) as tables:
+        assert tables.placement == placement and tables.facts["rows_summed"] is False
+        for layer in tables.layers:
+            ids = tables_check.lookup_ids("tiny", layer, 64, seed=layer)
+            out = np.full(tables.output_shape(64, layer), 0xFFFF, dtype=np.uint16)
+            tables.lookup(ids, out, layer=layer)
+            want = engramlab.reference_lookup("tiny", layer, ids, engine=engine)
+            np.testing.assert_array_equal(out, want)
+            assert (out == 0x8000).any()
+            assert not (engramlab.reference_lookup("tiny", layer, ids) == 0x8000).any()
+
+
+def test_an_unknown_engine_variant_is_refused_naming_the_ones_that_exist(one_rank_job):
+    with pytest.raises(engramlab.InvalidArgumentError, match=r"engine: 'nope' is not a variant of engine vllm.*"
+                       r"sp-all-to-all"):
+        engramlab.EngramTables("tiny", cpu_offload=True, engine="vllm+nope")
+
+
 def test_outside_a_launched_job_it_says_how_to_start_one(monkeypatch):
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"):
         monkeypatch.delenv(name, raising=False)

@@ -137,6 +137,19 @@ def test_the_rows_hold_what_the_engines_disagree_on():
     assert (engramlab.reference_lookup("tiny", 1, ids, engine="sglang", summed=True) == 0x8000).sum() == 0
 
 
+@pytest.mark.parametrize("engine,kept,kept_summed", [("engramlab", False, False), ("vllm", True, True),
+                                                      ("sglang", True, False)])
+def test_summed_loses_minus_zero_only_where_the_engine_sums(engine, kept, kept_summed):
+    # vLLM never sums rows, so a lookup that combines its group's rows keeps -0 too; SGLang's all-reduce adds +0.
+    ids = np.arange(1006, dtype=np.int64)
+    plain = engramlab.reference_lookup("tiny", 1, ids, engine=engine)
+    summed = engramlab.reference_lookup("tiny", 1, ids, engine=engine, summed=True)
+    assert (plain == 0x8000).any() == kept
+    assert (summed == 0x8000).any() == kept_summed
+    # -0 is all they differ in.
+    np.testing.assert_array_equal(np.where(plain == 0x8000, 0, plain), np.where(summed == 0x8000, 0, summed))
+
+
 def test_bf16_rows_and_dead_and_out_of_table_ids():
     info = engramlab.model_info("example-3x16-bf16")
     table = info["tables"][0]
