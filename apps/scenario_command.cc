@@ -255,11 +255,18 @@ int run_scenarios(const ScenarioFlags& flags) {
   if (flags.details) {
     // What a user reads: each scenario's warnings and error in full.
     for (const auto& o : outcomes) {
-      if (o.warning_texts.empty() && (o.error_text.empty() || !o.passed)) continue;
+      const std::vector<std::string> steps = harness::step_time_lines(o.step_times);
+      const bool timed = std::any_of(o.step_times.begin(), o.step_times.end(),
+                                     [](const harness::RankStepSummary& s) { return s.steps > 0; });
+      if (o.warning_texts.empty() && (o.error_text.empty() || !o.passed) && !timed) continue;
       std::cout << fmt::format("\n{} ({}):\n", o.name, o.placement);
       for (const auto& w : o.warning_texts) std::cout << "  warning: " << w << "\n";
       // A failing scenario's error follows in its FAIL block, once.
       if (!o.error_text.empty() && o.passed) std::cout << "  error: " << o.error_text << "\n";
+      if (timed) {
+        std::cout << "  lookup step time (the step model's, per rank; then waiting on peers):\n";
+        for (const std::string& line : steps) std::cout << "    " << line << "\n";
+      }
     }
   }
   for (const auto& o : outcomes) {
@@ -309,7 +316,9 @@ CommandRegistration scenario_registration("30-scenario", [](CLI::App& app, int& 
   run->add_flag("--emit", flags->emit,
                 "for one file with drawn parts (`faults: drawn` or fault rates): print the case its seed (or "
                 "--seed) draws as a scenario file, the outcome seen as its expectation (redirect it into scenarios/)");
-  run->add_flag("--details", flags->details, "after the table, print each scenario's warnings and error in full");
+  run->add_flag("--details", flags->details,
+                "after the table, print each scenario's warnings and error in full, and each rank's lookup step "
+                "time (p50, max, waiting on peers)");
   run->add_flag("--real", flags->real,
                 "also run each scenario on real processes of this host (engramlab launch) and compare them with "
                 "the emulator rank by rank");

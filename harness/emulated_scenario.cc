@@ -20,6 +20,7 @@
 #include "core/plan/memory_fit.h"
 #include "core/runtime/engram_runtime.h"
 #include "core/model/hashing.h"
+#include "harness/emulated_step_pricer.h"
 #include "harness/scenario_check.h"
 #include "harness/scenario_rank.h"
 #include "core/lookup/shard_layout.h"
@@ -105,6 +106,10 @@ EmulatedOutcome run_emulated_job(const EmulatedJob& job) {
   spec.timeouts.collective_us = d.timeouts.collective_ms * 1000;
   spec.timeouts.fd_receive_us = d.timeouts.collective_ms * 1000;
   spec.timeouts.split_us = d.timeouts.join_ms * 1000;
+  // Lookup steps take the step model's time (what `plan` prints) where
+  // plan placed every rank; without a plan the ranks fail before any step.
+  if (out.plan.is_ok() && out.plan->ranks.size() == d.rank_hosts.size())
+    spec.step_pricer = emulated_step_pricer(*out.plan);
   // Name the /dev/shm segments: fixed in the emulator (its own memory, no
   // other user), so a run stays the same from its seed.
   const std::string job_id = "scenario";
@@ -213,7 +218,7 @@ Result<sim::FaultPlan> fault_plan_of(const Scenario& scenario) {
   sim::FaultPlan plan;
   for (const ScenarioFault& f : scenario.planned_faults) {
     ENGRAM_ASSIGN_OR_RETURN(sim::FaultSite site, sim::parse_fault_site(f.site));
-    plan.plan(site, f.rank, f.occurrence, f.at, f.delay_ms * 1000);
+    plan.plan(site, f.rank, f.occurrence, f.at, f.delay_ms * 1000, sim::SlowFactors{f.link_factor, f.gpu_factor});
   }
   for (const ScenarioFaultRate& r : scenario.fault_rates) {
     ENGRAM_ASSIGN_OR_RETURN(sim::FaultSite site, sim::parse_fault_site(r.site));
@@ -260,6 +265,7 @@ ScenarioOutcome run_and_check(const Scenario& scenario, std::optional<uint64_t> 
   result.warnings = out.warnings;
   for (const Warning& w : out.warnings) result.warning_texts.push_back(w.text);
   result.trace_hash = out.world.trace_hash;
+  result.step_times = summarize_step_times(out.world.step_times);
   result.faults = out.world.faults;
   result.coverage = out.world.coverage;
   if (out.error) {
@@ -391,6 +397,7 @@ ScenarioOutcome run_and_check(const Scenario& scenario, std::optional<uint64_t> 
   }
 
   check_scenario_lookups(x, out.ranks, fail);
+  check_step_times(x.step_time_us_max, result.step_times, fail);
 
   // Faults.
   for (const std::string& name : x.faults_fired) {

@@ -16,6 +16,7 @@
 #include "harness/emulator_memory.h"
 #include "harness/scenario.h"
 #include "harness/scenario_rank.h"
+#include "harness/step_times.h"
 #include "core/base/status.h"
 #include "sim/faults.h"
 #include "sim/world.h"
@@ -77,6 +78,9 @@ struct ScenarioOutcome {
   uint64_t trace_hash = 0;
   sim::FaultReport faults;
   std::map<std::string, uint64_t, std::less<>> coverage;
+  // Each rank's lookup steps on the emulator's step clock (empty where the
+  // run had no step model: plan refused it).
+  std::vector<RankStepSummary> step_times;
   double elapsed_ms = 0;
   std::string reproduction;           // /abs/engramlab scenario run /abs/FILE --seed S (rerun_command)
   // On failure: rank, host, last step, status, one line for all ranks

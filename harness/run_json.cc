@@ -20,6 +20,16 @@ Json scenario_outcome_json(const ScenarioOutcome& o) {
   j["warnings"] = warnings_json(o.warnings);
   j["error"] = o.error ? error_json(*o.error) : Json(nullptr);
   j["trace_hash"] = fmt::format("{:016x}", o.trace_hash);
+  // Ranks alike on one entry: the step model's time of their own lookup
+  // steps, and what they then waited on their peers (the clock's whole us).
+  j["step_times"] = Json::array();
+  for (const StepTimeGroup& g : fold_step_times(o.step_times))
+    j["step_times"].push_back({{"ranks", g.ranks},
+                               {"steps", g.summary.steps},
+                               {"step_time_us_p50", g.summary.p50_us},
+                               {"step_time_us_max", g.summary.max_us},
+                               {"waited_us_max", g.summary.waited_max_us},
+                               {"waited_us_total", g.summary.waited_total_us}});
   j["ms"] = o.elapsed_ms;
   j["failures"] = o.failures;
   j["rank_table"] = o.rank_table;

@@ -10,8 +10,8 @@
 namespace engram::harness {
 
 // One entry of `scenario run --json`'s "scenarios": name, file, seed,
-// result, placement(s), warnings, error, trace hash, ms, failures, the rank
-// table of a failing run and the reproduce line.
+// result, placement(s), warnings, error, trace hash, step times per rank,
+// ms, failures, the rank table of a failing run and the reproduce line.
 Json scenario_outcome_json(const ScenarioOutcome& outcome);
 
 // The whole `fuzz --json` document.

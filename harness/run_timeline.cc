@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -23,6 +24,8 @@ class Builder {
     char word[64] = {0}, word2[64] = {0};
     int a = -1, b = -1, c = -1;
     unsigned long long n = 0;
+    long long tokens = 0;
+    double x = 0, y = 0;
     now_us_ = e.at_us;
     if (std::sscanf(s, "run %d", &a) == 1) return;  // scheduling, not a step
     ++tick_;
@@ -57,6 +60,22 @@ class Builder {
     } else if (std::sscanf(s, "slow rank %d at %63s for %llu", &a, word, &n) == 3) {
       mark(a, "fault slow", false, e.text);
       begin(a, "stalled", fmt::format("{} us at {}", n, word));
+    } else if (std::sscanf(s, "slow rank %d at %63s links x%lf gpu x%lf", &a, word, &x, &y) == 4) {
+      mark(a, "fault slow", false, e.text);  // slower links / GPU from here: its lookup steps show it
+    } else if (std::sscanf(s, "lookup r%d %lld tokens %lf us", &a, &tokens, &x) == 3) {
+      begin(a, "lookup", fmt::format("{} tokens, model {:.3f} us", tokens, x));
+      if (valid(a)) open_[static_cast<size_t>(a)].slice.model_us = x;
+    } else if (std::sscanf(s, "lookup r%d waited %llu us", &a, &n) == 2) {
+      close(a);  // its step ended (a collective in it closed at leaving)
+      if (valid(a)) {
+        auto& slices = t_.lanes[static_cast<size_t>(a)].slices;
+        auto step = std::find_if(slices.rbegin(), slices.rend(),
+                                 [](const TimelineSlice& sl) { return sl.name == "lookup"; });
+        if (step != slices.rend()) {
+          step->waited_us = n;
+          step->detail += fmt::format(", then waited {} us on peers", n);
+        }
+      }
     } else if (std::sscanf(s, "hang %d", &a) == 1) {
       begin(a, "hung", "");
     } else if (std::sscanf(s, "abort g%d at %llu by %d", &a, &n, &b) == 3) {

@@ -1,11 +1,13 @@
 // A run drawn as what every rank did when (`--trace FILE`, `--timeline
 // FILE.svg`): the scheduler's timeline events (sim/scheduler.h) read back as
 // one lane per rank of steps (create, export, send, receive, import,
-// shm_create, each collective from arrival to leaving it), fault firings and
-// errors as marks, and the groups each collective ran in.
+// shm_create, each lookup step with its model time, each collective from
+// arrival to leaving it), fault firings and errors as marks, and the groups
+// each collective ran in.
 //
 // Time: the emulator's clock is simulated and moves only where a wait times
-// out or a rank stalls, so most steps share one instant. Each event kept
+// out, a rank stalls or a lookup step takes its model time (whole
+// microseconds), so most other steps share one instant. Each event kept
 // therefore also advances a display tick (one microsecond in the trace): a
 // step's ts is its simulated time plus the events before it, so steps of one
 // instant show in order and the clock's jumps stay in view (args hold the
@@ -14,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,10 @@ struct TimelineSlice {
   sim::SimTimeUs end_us = 0;
   int group = -1;        // collectives: the group's id
   std::string detail;    // "from r3", "#2"
+  // lookup steps: the step model's time of the rank's own part (the slice's
+  // first stretch of the clock), and what it then waited on its peers.
+  std::optional<double> model_us;
+  std::optional<uint64_t> waited_us;
 };
 
 struct TimelineMark {

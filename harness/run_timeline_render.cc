@@ -18,6 +18,8 @@ namespace {
 Json slice_args(const RunTimeline& t, const TimelineSlice& s) {
   Json args = {{"simulated_us", s.begin_us}, {"simulated_end_us", s.end_us}};
   if (!s.detail.empty()) args["detail"] = s.detail;
+  if (s.model_us) args["model_us"] = *s.model_us;
+  if (s.waited_us) args["waited_us"] = *s.waited_us;
   if (s.group >= 0) {
     args["group"] = fmt::format("g{}", s.group);
     if (auto it = t.groups.find(s.group); it != t.groups.end()) args["group_members"] = rank_ranges(it->second);
@@ -33,6 +35,7 @@ const char* step_colour(const std::string& name) {
   if (name == "send" || name == "receive") return "#b07aa1";
   if (name == "shm_create") return "#76b7b2";
   if (name == "stalled" || name == "hung") return "#e15759";
+  if (name == "lookup") return "#edc948";
   return "#4e79a7";  // collectives
 }
 

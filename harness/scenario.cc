@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
+#include <utility>
 
 #include "core/deployment_file/deployment_yaml.h"
 #include "core/deployment/model_yaml.h"
@@ -29,15 +31,20 @@ constexpr const char* kDeploymentKeys[] = {"model", "hosts", "rank_hosts", "layo
 constexpr const char* kScenarioKeys[] = {"name", "description", "seed", "faults", "lookup", "expect",
                                          "model", "hosts", "rank_hosts", "layout", "config", "engine", "timeouts"};
 constexpr const char* kFaultKeys[] = {"planned", "rates", "slow_delay_ms"};
-constexpr const char* kPlannedKeys[] = {"site", "rank", "occurrence", "at", "delay_ms"};
+constexpr const char* kPlannedKeys[] = {"site", "rank", "occurrence", "at", "delay_ms", "link_factor", "gpu_factor"};
 constexpr const char* kLookupKeys[] = {"run", "model", "tokens", "batches", "requests", "steps"};
 constexpr const char* kBatchKeys[] = {"tokens", "dead"};
 constexpr const char* kExpectKeys[] = {"placement",    "warnings",        "error",        "memory",
                                        "handle_type",  "lookup_equal",    "ids_equal_whole", "faults_fired",
-                                       "no_leaks",     "shm_remote_numa_maps"};
+                                       "no_leaks",     "shm_remote_numa_maps", "step_time_us_max"};
 constexpr const char* kErrorKeys[] = {"kind", "contains", "rank", "step"};
 constexpr const char* kMemoryKeys[] = {"hbm_per_gpu", "host_per_node", "host_per_rank", "copies_per_node"};
 constexpr const char* kPlacementRangeKeys[] = {"ranks", "placement"};
+constexpr const char* kStepTimeKeys[] = {"p50", "max"};
+constexpr const char* kStepTimeRangeKeys[] = {"ranks", "p50", "max"};
+// A step time bound, in us, and a slow fault's factor: beyond these they are typos.
+constexpr double kMaxStepTimeUs = 1e9;
+constexpr double kMaxSlowFactor = 1000;
 
 Result<Placement> placement_of(const Reader& r, const YAML::Node& node, std::string_view path) {
   ENGRAM_ASSIGN_OR_RETURN(std::string t, r.text(node, path));
@@ -77,6 +84,15 @@ void parse_planned_fault(const Reader& r, const YAML::Node& f, const std::string
       e.add(r.error(f["delay_ms"], path + ".delay_ms", "only a slow fault has a delay; remove delay_ms or use site: slow"));
     else if (e.set(number, r.integer(f["delay_ms"], path + ".delay_ms", 1, int64_t{24} * 3600 * 1000)))
       fault.delay_ms = static_cast<uint64_t>(number);
+  }
+  for (auto [key, factor] : {std::pair{"link_factor", &fault.link_factor}, {"gpu_factor", &fault.gpu_factor}}) {
+    if (!f[key] || !site_read) continue;
+    const std::string field = path + "." + key;
+    if (fault.site != "slow")
+      e.add(r.error(f[key], field, fmt::format("only a slow fault makes links or the GPU slower; remove {} or use "
+                                               "site: slow", key)));
+    else
+      e.set(*factor, r.number(f[key], field, 1, kMaxSlowFactor, "2 (twice as slow)"));
   }
   if (e.count() == before) s.planned_faults.push_back(std::move(fault));
 }
@@ -208,6 +224,70 @@ void parse_placements(const Reader& r, const YAML::Node& node, std::vector<Expec
   }
 }
 
+// p50 and/or max of one expect.step_time_us_max entry (a map at `path`).
+void parse_step_time_bounds(const Reader& r, const YAML::Node& n, const std::string& path, ExpectedStepTime& x,
+                            FieldErrors& e) {
+  for (auto [key, bound] : {std::pair{"p50", &x.p50_us}, {"max", &x.max_us}})
+    if (n[key]) {
+      double us = 0;
+      if (e.set(us, r.number(n[key], path + "." + key, 0, kMaxStepTimeUs, "12.5"))) *bound = us;
+    }
+  if (!n["p50"] && !n["max"])
+    e.add(r.error(n, path, "names no bound; write p50 and/or max in microseconds, e.g. {p50: 8, max: 12.5}"));
+  if (x.p50_us && x.max_us && *x.p50_us > *x.max_us)
+    e.add(r.error(n["p50"], path + ".p50",
+                  fmt::format("{} us is above max {} us, and a median never exceeds the max; lower p50 or raise max",
+                              *x.p50_us, *x.max_us)));
+}
+
+// A number (every rank's max), {p50, max} (every rank's), or a list of
+// {ranks, p50, max}.
+void parse_expected_step_times(const Reader& r, const YAML::Node& node, std::vector<ExpectedStepTime>& out,
+                               FieldErrors& e) {
+  const std::string path = "expect.step_time_us_max";
+  if (node.IsScalar()) {
+    ExpectedStepTime x;
+    double us = 0;
+    if (e.set(us, r.number(node, path, 0, kMaxStepTimeUs, "12.5"))) {
+      x.max_us = us;
+      out.push_back(x);
+    }
+    return;
+  }
+  if (node.IsMap()) {
+    ExpectedStepTime x;
+    const size_t before = e.count();
+    e.add(r.check_keys(node, path, kStepTimeKeys));
+    parse_step_time_bounds(r, node, path, x, e);
+    if (e.count() == before) out.push_back(x);
+    return;
+  }
+  if (!node.IsSequence() || node.size() == 0) {
+    e.add(r.error(node, path,
+                  fmt::format("expected microseconds (12.5), {{p50: 8, max: 12.5}} or a list of {{ranks: 0-3, max: "
+                              "12.5}}, found {}",
+                              Reader::describe(node))));
+    return;
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node n = node[i];
+    const std::string at = fmt::format("{}[{}]", path, i);
+    if (!open_section(r, n, at, "{ranks: 0-3, p50: 8, max: 12.5}", kStepTimeRangeKeys, e)) continue;
+    ExpectedStepTime x;
+    const size_t before = e.count();
+    std::string range_text;
+    if (!n["ranks"]) {
+      e.add(r.error(n, at + ".ranks", "missing; write the rank range, e.g. ranks: 0-3"));
+    } else if (e.set(range_text, r.text(n["ranks"], at + ".ranks"))) {
+      auto range = parse_rank_range(range_text);
+      if (range.is_ok()) std::tie(x.first_rank, x.last_rank) = range.value();
+      else e.add(r.error(n["ranks"], at + ".ranks", range.status().message()));
+    }
+    parse_step_time_bounds(r, n, at, x, e);
+    if (e.count() == before) out.push_back(x);
+  }
+}
+
 Result<ErrorCode> error_kind_of(const Reader& r, const YAML::Node& node, std::string_view path) {
   ENGRAM_ASSIGN_OR_RETURN(std::string t, r.text(node, path));
   constexpr ErrorCode kinds[] = {ErrorCode::kInvalidArgument, ErrorCode::kFailedPrecondition,
@@ -301,6 +381,7 @@ void parse_expect(const Reader& r, const YAML::Node& node, ScenarioExpect& x, Fi
       }
     }
   }
+  if (const YAML::Node t = node["step_time_us_max"]) parse_expected_step_times(r, t, x.step_time_us_max, e);
   bool no_leaks = true;
   if (node["no_leaks"] && e.set(no_leaks, r.boolean(node["no_leaks"], "expect.no_leaks")) && !no_leaks)
     e.add(r.error(node["no_leaks"], "expect.no_leaks",
@@ -308,6 +389,9 @@ void parse_expect(const Reader& r, const YAML::Node& node, ScenarioExpect& x, Fi
   if (x.error && x.lookup_equal)
     e.add(r.error(node["lookup_equal"], "expect.lookup_equal",
                   "a run that expects an error cannot also expect equal lookups; remove one of them"));
+  if (x.error && !x.step_time_us_max.empty())
+    e.add(r.error(node["step_time_us_max"], "expect.step_time_us_max",
+                  "a run that expects an error cannot also bound every rank's lookup step time; remove one of them"));
   if (x.error && x.ids_equal_whole)
     e.add(r.error(node["ids_equal_whole"], "expect.ids_equal_whole",
                   "a run that expects an error cannot also expect every rank's ids checked; remove one of them"));
@@ -396,6 +480,9 @@ Result<Scenario> parse_scenario(const YAML::Node& root, std::string_view source_
     e.add(r.error(root["expect"]["ids_equal_whole"], "expect.ids_equal_whole",
                   "nothing is hashed across steps or CP ranks here: add lookup.steps (with lookup.run: true) or set "
                   "layout.prefill_cp above 1, or remove ids_equal_whole"));
+  if (!s.expect.step_time_us_max.empty() && !s.lookup.run)
+    e.add(r.error(root["expect"]["step_time_us_max"], "expect.step_time_us_max",
+                  "lookup.run is false, so no lookup step is timed; set lookup.run: true or remove step_time_us_max"));
   if (s.lookup.steps.any() && !s.lookup.run)
     e.add(r.error(root["lookup"]["steps"], "lookup.steps",
                   "lookup.run is false, so no step runs; set lookup.run: true or remove the steps"));
@@ -422,6 +509,14 @@ Result<Scenario> parse_scenario(const YAML::Node& root, std::string_view source_
     if (world > 0 && rank >= world)
       e.add(r.error(root["faults"]["planned"][i]["rank"], fmt::format("faults.planned[{}].rank", i),
                     fmt::format("rank {} is outside the world; ranks are 0..{} (layout.tp x layout.dp = {})", rank,
+                                world - 1, world)));
+  }
+  const YAML::Node step_times = root["expect"] ? root["expect"]["step_time_us_max"] : YAML::Node();
+  for (size_t i = 0; i < s.expect.step_time_us_max.size(); ++i) {
+    const int last = s.expect.step_time_us_max[i].last_rank;
+    if (world > 0 && last >= world)
+      e.add(r.error(step_times[i]["ranks"], fmt::format("expect.step_time_us_max[{}].ranks", i),
+                    fmt::format("rank {} is outside the world; ranks are 0..{} (layout.tp x layout.dp = {})", last,
                                 world - 1, world)));
   }
   if (!e.empty()) return e.status();

@@ -13,7 +13,8 @@
 //   seed: 7
 //   faults:
 //     planned: [{site: import, rank: 2, occurrence: 1}, {site: rank_death, rank: 1, at: collective},
-//               {site: slow, rank: 3, at: shm_write, delay_ms: 90000}]
+//               {site: slow, rank: 3, at: shm_write, delay_ms: 90000},
+//               {site: slow, rank: 2, link_factor: 2}]   # its links twice as slow from then on (no stall)
 //     rates: {send: 0.1}
 //     slow_delay_ms: 15000                 # a slow fault's stall where its entry names none (rates)
 //   # or `faults: drawn`: the seed draws the faults (site, rank, when), the
@@ -34,6 +35,8 @@
 //     ids_equal_whole: true                # ids across steps / CP ranks = the accepted sequence's hashed whole
 //     faults_fired: [import]
 //     shm_remote_numa_maps: 8              # host-table maps read across sockets
+//     step_time_us_max: 12.5               # every rank's slowest lookup step (the step model's time)
+//     # or {p50: 8, max: 12.5}, or [{ranks: 0-2, max: 8}, {ranks: 3, p50: 15, max: 16}]
 //     no_leaks: true                       # always checked; false is refused
 //
 // Every error is invalid_argument "<source>: line L, column C: <field>:
@@ -62,7 +65,11 @@ struct ScenarioFault {
   int rank = 0;
   int occurrence = 1;  // 1 = the rank's first visit of the site
   std::string at;      // process faults only: the checkpoint ("import", "collective", ...); "" = any
-  uint64_t delay_ms = 0;  // slow only: the stall; 0 = the emulator's default
+  uint64_t delay_ms = 0;  // slow only: the stall; 0 = the emulator's default (none with a factor below)
+  // slow only: from the checkpoint on, the rank's links / GPU this many
+  // times slower in its lookup steps' model time (1 = as modelled).
+  double link_factor = 1.0;
+  double gpu_factor = 1.0;
 };
 
 struct ScenarioFaultRate {
@@ -118,6 +125,16 @@ struct ExpectedSize {
   bool matches(uint64_t actual) const;
 };
 
+// expect.step_time_us_max, one entry per rank range: bounds on the model's
+// time of each rank's own lookup steps (sim/sim_step_clock.h; waiting on
+// peers not counted): their p50 (lower median) and/or their max.
+struct ExpectedStepTime {
+  int first_rank = 0;
+  int last_rank = -1;  // inclusive; -1 = through the last rank
+  std::optional<double> p50_us;
+  std::optional<double> max_us;
+};
+
 struct ScenarioExpect {
   std::vector<ExpectedPlacement> placements;       // empty: not checked
   std::optional<std::vector<std::string>> warnings;  // absent: not checked; empty: none allowed
@@ -140,6 +157,7 @@ struct ScenarioExpect {
   // Read-only maps of a host table by ranks on another socket than its one
   // copy (emulator only: the copy lives on its writer's NUMA node).
   std::optional<uint64_t> shm_remote_numa_maps;
+  std::vector<ExpectedStepTime> step_time_us_max;   // empty: not checked
 };
 
 struct Scenario {

@@ -118,6 +118,8 @@ void write_faults(const sim::FaultPlan& plan, const sim::FaultReport& report, YA
     if (f.occurrence != 1) entry["occurrence"] = f.occurrence;
     if (!f.at.empty()) entry["at"] = f.at;
     if (f.delay_us != 0) entry["delay_ms"] = f.delay_us / 1000;
+    if (f.slower.link != 1.0) entry["link_factor"] = f.slower.link;
+    if (f.slower.gpu != 1.0) entry["gpu_factor"] = f.slower.gpu;
     faults["planned"].push_back(flow(entry));
   }
   bool any_rate = false;

@@ -84,7 +84,7 @@ Status run_lookups(RankBackend& backend, EngramRuntime& runtime, const ScenarioR
                    ScenarioRankResult& out) {
   const ParallelLayout& layout = inputs.options.layout;
   const int r = backend.world_rank;
-  RankLookups lookups(runtime, inputs, r, out);
+  RankLookups lookups(runtime, inputs, r, out, backend.step_clock);
   std::optional<CompiledSteps> own_steps;
   const CompiledSteps* steps = inputs.compiled_steps.get();
   if (steps == nullptr && inputs.lookup.steps.any()) {

@@ -22,8 +22,8 @@ std::string first_difference(std::span<const uint16_t> want, std::span<const uin
 }  // namespace
 
 RankLookups::RankLookups(EngramRuntime& runtime, const ScenarioRankInputs& inputs, int world_rank,
-                         ScenarioRankResult& out)
-    : runtime_(runtime), inputs_(inputs), out_(out) {
+                         ScenarioRankResult& out, StepClock* clock)
+    : runtime_(runtime), inputs_(inputs), out_(out), clock_(clock) {
   const ParallelLayout& layout = inputs.options.layout;
   tp_rank_ = world_rank % layout.tp;
   sequence_parallel_ = inputs.options.config.sequence_parallel && layout.tp > 1;
@@ -41,7 +41,12 @@ Status RankLookups::lookup(int t, std::span<const int64_t> ids, int64_t slot, st
                                           : token_count;
   const size_t first = sequence_parallel_ ? static_cast<size_t>(tp_rank_) * shard : 0;
   std::vector<uint16_t> got(shard * token_values, 0xdead);
-  ENGRAM_RETURN_IF_ERROR(runtime_.lookup(t, ids, std::max<int64_t>(1, slot), got));
+  // One step of one layer: the rank's own part on the step clock, then its
+  // lookup (whose collectives wait for the slowest peer).
+  if (clock_ != nullptr) clock_->begin_step(static_cast<int64_t>(token_count), std::max<int64_t>(1, slot));
+  const Status looked = runtime_.lookup(t, ids, std::max<int64_t>(1, slot), got);
+  if (clock_ != nullptr) clock_->end_step();
+  ENGRAM_RETURN_IF_ERROR(looked);
   // Where the rank's device can read a host placement's table (through its
   // registration), it does, and gives the same bytes; a device placement's
   // lookup above already went through the device.

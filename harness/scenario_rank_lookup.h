@@ -11,6 +11,7 @@
 #include <span>
 #include <string_view>
 
+#include "core/backend/step_clock.h"
 #include "core/runtime/engram_runtime.h"
 #include "harness/scenario_rank.h"
 
@@ -18,7 +19,10 @@ namespace engram::harness {
 
 class RankLookups {
  public:
-  RankLookups(EngramRuntime& runtime, const ScenarioRankInputs& inputs, int world_rank, ScenarioRankResult& out);
+  // `clock`: the emulator's step clock (null on real processes): each
+  // lookup through the runtime is one step of it.
+  RankLookups(EngramRuntime& runtime, const ScenarioRankInputs& inputs, int world_rank, ScenarioRankResult& out,
+              StepClock* clock = nullptr);
 
   // ids: [tokens][heads] of table `table`; slot: the DP slot every rank of
   // the step passes (at least 1). With sequence parallelism the output is
@@ -34,6 +38,7 @@ class RankLookups {
   EngramRuntime& runtime_;
   const ScenarioRankInputs& inputs_;
   ScenarioRankResult& out_;
+  StepClock* clock_ = nullptr;
   int tp_rank_ = 0;
   bool sequence_parallel_ = false;
 };

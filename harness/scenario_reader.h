@@ -70,6 +70,19 @@ class ScenarioReader : public YamlFields {
     return value;
   }
 
+  // A number above `above` and at most `max_value`, decimals allowed
+  // ("12.5", "2"): times and factors.
+  Result<double> number(const YAML::Node& node, std::string_view path, double above, double max_value,
+                        std::string_view example) const {
+    ENGRAM_ASSIGN_OR_RETURN(std::string t, text(node, path));
+    double value = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+    if (ec != std::errc() || end != t.data() + t.size() || !(value > above && value <= max_value))
+      return error(node, path, fmt::format("'{}' is not a number above {} and at most {}; write e.g. {}", excerpt(t),
+                                           above, max_value, example));
+    return value;
+  }
+
   Result<std::vector<std::string>> text_list(const YAML::Node& node, std::string_view path) const {
     if (!node.IsSequence())
       return error(node, path, fmt::format("expected a list, found {}; write e.g. [word, \"other words\"]", describe(node)));

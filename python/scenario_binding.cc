@@ -83,7 +83,8 @@ void add_scenarios(py::module_& m) {
         R"(Runs one scenario file on the emulator, as `engramlab scenario run FILE [--seed S] --json` does.
 
 Returns its entry of that document: name, file, seed, result ("pass" or "fail"), placement(s), warnings, error,
-trace_hash, ms, failures (what differed), rank_table and reproduce (the command line that reruns it). A failing
+trace_hash, step_times (per rank: the step model's lookup step time, p50 and max, and the waiting on peers), ms,
+failures (what differed), rank_table and reproduce (the command line that reruns it). A failing
 scenario is a result, not an exception; a file that cannot be read or parsed raises InvalidArgumentError.)");
   m.def("fuzz", &fuzz, py::arg("seeds"), py::arg("first_seed") = 1, py::arg("file") = py::none(),
         py::arg("sites") = "", py::arg("check_determinism") = false,

@@ -57,7 +57,11 @@ std::string FaultPlan::to_string() const {
     if (!out.empty()) out += "; ";
     out += fmt::format("{} rank {} #{}", fault_site_name(p.site), p.rank, p.occurrence);
     if (!p.at.empty()) out += " at " + p.at;
-    if (p.site == FaultSite::kSlow) out += " delay " + delay_text(p.delay_us ? p.delay_us : slow_delay_us);
+    if (p.site == FaultSite::kSlow) {
+      if (p.delay_us != 0 || !p.slower.any()) out += " delay " + delay_text(p.delay_us ? p.delay_us : slow_delay_us);
+      if (p.slower.link != 1.0) out += fmt::format(" links x{}", p.slower.link);
+      if (p.slower.gpu != 1.0) out += fmt::format(" gpu x{}", p.slower.gpu);
+    }
   }
   for (int i = 0; i < kFaultSiteCount; ++i)
     if (rate[static_cast<size_t>(i)] > 0) {
@@ -92,6 +96,8 @@ Faults::Faults(FaultPlan plan, uint64_t seed, int rank_count)
     ENGRAM_CHECK(p.occurrence >= 1);
     ENGRAM_CHECK(p.at.empty() || is_process_fault(p.site));
     ENGRAM_CHECK(p.delay_us == 0 || p.site == FaultSite::kSlow);
+    ENGRAM_CHECK(!p.slower.any() || p.site == FaultSite::kSlow);
+    ENGRAM_CHECK(p.slower.link >= 1.0 && p.slower.gpu >= 1.0);
   }
   for (int i = 0; i < kFaultSiteCount; ++i) report_.sites[static_cast<size_t>(i)].site = static_cast<FaultSite>(i);
   for (const auto& p : plan_.planned) process_faults_possible_ |= is_process_fault(p.site);
@@ -148,6 +154,7 @@ std::optional<CheckpointFault> Faults::at_checkpoint(std::string_view checkpoint
     ++report_.sites[s].reached;
     bool fires = false;
     uint64_t delay_us = plan_.slow_delay_us;
+    SlowFactors slower;
     for (size_t i = 0; i < plan_.planned.size(); ++i) {
       const auto& p = plan_.planned[i];
       if (p.site != info.site || p.rank != rank) continue;
@@ -155,13 +162,16 @@ std::optional<CheckpointFault> Faults::at_checkpoint(std::string_view checkpoint
       if (visit == static_cast<uint64_t>(p.occurrence) && !strikes) {
         fires = true;
         planned_fired_[i] = true;
-        if (p.delay_us != 0) delay_us = p.delay_us;
+        // A slower link or GPU stalls only where its entry names a delay too.
+        if (p.delay_us != 0 || p.slower.any()) delay_us = p.delay_us;
+        slower = p.slower;
       }
     }
     if (plan_.rate[s] > 0 && rng_.chance(plan_.rate[s]) && !strikes) fires = true;
     if (fires) {
       record_fired(info.site, fmt::format("rank {} {} at {} #{}", rank, info.name, checkpoint, site_visit));
-      strikes = CheckpointFault{info.site, info.site == FaultSite::kSlow ? delay_us : 0};
+      const bool slow = info.site == FaultSite::kSlow;
+      strikes = CheckpointFault{info.site, slow ? delay_us : 0, slow ? slower : SlowFactors{}};
     }
   }
   return strikes;

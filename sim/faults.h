@@ -44,7 +44,8 @@ namespace engram::sim {
   X(kShmWrite, "shm_write", kStep, kCreatesHostSegments, "touching the segment's pages (SIGBUS when tmpfs runs out)") \
   X(kRankDeath, "rank_death", kProcess, kRunsAnyStep, "the process dies at a checkpoint")                             \
   X(kHang, "hang", kProcess, kRunsAnyStep, "the process stops making progress at a checkpoint, for good")             \
-  X(kSlow, "slow", kProcess, kRunsAnyStep, "the process stalls at a checkpoint for a delay of simulated time")
+  X(kSlow, "slow", kProcess, kRunsAnyStep,                                                                           \
+    "the process stalls at a checkpoint for a delay of simulated time, and/or its links or GPU run slower from there")
 
 enum class FaultSite : uint8_t {
 #define ENGRAM_FAULT_SITE_ENUM(id, name, kind, reached_by, models) id,
@@ -92,6 +93,15 @@ bool is_checkpoint(std::string_view name);
 std::string checkpoint_names();
 std::string fault_site_names();  // "export, send, ..., slow"
 
+// A rank's links or GPU slower than the step model's (core/placements/step_cost.h
+// StepCostInput::slow_link_factor, slow_gpu_factor): every term over a link,
+// or every on-GPU term, of its lookup steps takes this many times as long.
+struct SlowFactors {
+  double link = 1.0;
+  double gpu = 1.0;
+  bool any() const { return link != 1.0 || gpu != 1.0; }
+};
+
 struct PlannedFault {
   FaultSite site = FaultSite::kExport;
   int rank = 0;
@@ -99,7 +109,10 @@ struct PlannedFault {
   // Process faults only: the checkpoint they strike at ("import",
   // "collective", ...); empty = count every checkpoint of the rank.
   std::string at;
-  uint64_t delay_us = 0;  // slow only: the stall; 0 = the plan's slow_delay_us
+  uint64_t delay_us = 0;  // slow only: the stall; 0 = the plan's slow_delay_us (none where `slower` is set)
+  // slow only: from the checkpoint on, the rank's lookup steps price its
+  // links / GPU this much slower (a degraded NVLink, a throttled GPU).
+  SlowFactors slower;
 };
 
 struct FaultPlan {
@@ -111,8 +124,9 @@ struct FaultPlan {
   // for every rate-drawn one).
   uint64_t slow_delay_us = 5'000'000;
 
-  FaultPlan& plan(FaultSite site, int rank, int occurrence = 1, std::string at = {}, uint64_t delay_us = 0) {
-    planned.push_back({site, rank, occurrence, std::move(at), delay_us});
+  FaultPlan& plan(FaultSite site, int rank, int occurrence = 1, std::string at = {}, uint64_t delay_us = 0,
+                  SlowFactors slower = {}) {
+    planned.push_back({site, rank, occurrence, std::move(at), delay_us, slower});
     return *this;
   }
   FaultPlan& with_rate(FaultSite site, double probability) {
@@ -143,6 +157,7 @@ struct FaultReport {
 struct CheckpointFault {
   FaultSite site = FaultSite::kRankDeath;  // a kProcess site
   uint64_t delay_us = 0;                   // slow: how long the process stalls
+  SlowFactors slower;                      // slow: the rank's links / GPU from here on
 };
 
 class Faults {

@@ -14,7 +14,8 @@ SimContext::SimContext(Scheduler& scheduler, std::vector<HostSpec> hosts, std::v
       faults_(std::move(plan), seed, static_cast<int>(ranks_.size())),
       dead_(ranks_.size(), false),
       death_causes_(ranks_.size()),
-      death_codes_(ranks_.size(), ErrorCode::kUnavailable) {
+      death_codes_(ranks_.size(), ErrorCode::kUnavailable),
+      slow_factors_(ranks_.size()) {
   for (const auto& p : ranks_) {
     ENGRAM_CHECK(p.host >= 0 && p.host < static_cast<int>(hosts_.size()));
     ENGRAM_CHECK(p.gpu >= 0 && p.gpu < hosts_[static_cast<size_t>(p.host)].gpu_count);
@@ -65,6 +66,13 @@ bool SimContext::strike(std::string_view checkpoint, int rank) {
            ErrorCode::kDeadlineExceeded);
       return true;
     case FaultSite::kSlow:
+      if (fault->slower.any()) {
+        // From here on its lookup steps price its links / GPU slower (sim/sim_step_clock.h).
+        ENGRAM_TRACE(scheduler_, "slow rank {} at {} links x{} gpu x{}", rank, checkpoint, fault->slower.link,
+                     fault->slower.gpu);
+        slow_factors_[static_cast<size_t>(rank)] = fault->slower;
+      }
+      if (fault->delay_us == 0 && fault->slower.any()) return false;  // slower, no stall
       ENGRAM_TRACE(scheduler_, "slow rank {} at {} for {} us", rank, checkpoint, fault->delay_us);
       stalled_us_ += fault->delay_us;
       scheduler_.sleep_for(fault->delay_us);

@@ -60,6 +60,10 @@ class SimContext {
   // The World releases what a dying process held, as the OS would.
   void set_death_handler(std::function<void(int rank)> handler) { on_death_ = std::move(handler); }
 
+  // How much slower than the step model the rank's links and GPU run now
+  // (a slow fault with factors struck it; 1 = as modelled).
+  const SlowFactors& slow_factors(int rank) const { return slow_factors_[static_cast<size_t>(rank)]; }
+
   uint64_t next_id() { return ++next_id_; }
   // Simulated time slow faults stalled ranks, summed over ranks.
   SimTimeUs stalled_us() const { return stalled_us_; }
@@ -79,6 +83,7 @@ class SimContext {
   std::vector<bool> dead_;
   std::vector<std::string> death_causes_;
   std::vector<ErrorCode> death_codes_;
+  std::vector<SlowFactors> slow_factors_;
   std::function<void(int)> on_death_;
   uint64_t next_id_ = 0;
   SimTimeUs stalled_us_ = 0;

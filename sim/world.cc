@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "core/base/coverage_probe.h"
@@ -93,6 +94,7 @@ struct RankObjects {
   std::unique_ptr<SimHostSharedMemory> shm;
   std::unique_ptr<SimHostProbe> probe;
   std::unique_ptr<SimProcessSharedMemory> memfd;
+  std::unique_ptr<SimStepClock> step_clock;
   RankBackend backend;
 };
 
@@ -184,6 +186,13 @@ Result<WorldSpec> complete_world_spec(WorldSpec spec) {
     if (f.delay_us != 0 && f.site != FaultSite::kSlow)
       return invalid_argument(fmt::format("world: fault plan delay {} us applies to slow only, not {}", f.delay_us,
                                           fault_site_name(f.site)));
+    if (f.slower.any() && f.site != FaultSite::kSlow)
+      return invalid_argument(fmt::format("world: fault plan link/GPU factors apply to slow only, not {}",
+                                          fault_site_name(f.site)));
+    if (!(f.slower.link >= 1.0 && f.slower.gpu >= 1.0 && std::isfinite(f.slower.link) && std::isfinite(f.slower.gpu)))
+      return invalid_argument(fmt::format("world: fault plan slow factors links x{} gpu x{} for rank {}: a factor is "
+                                          "a finite number of at least 1 (2 = twice as slow)",
+                                          f.slower.link, f.slower.gpu, f.rank));
   }
   for (double rate : spec.faults.rate)
     if (!(rate >= 0.0 && rate <= 1.0))
@@ -238,6 +247,15 @@ Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
   }
 
   WorldRun run;
+  if (spec.step_pricer) {
+    run.step_times.resize(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      RankObjects& o = ranks[static_cast<size_t>(r)];
+      o.step_clock =
+          std::make_unique<SimStepClock>(context, spec.step_pricer, r, run.step_times[static_cast<size_t>(r)]);
+      o.backend.step_clock = o.step_clock.get();
+    }
+  }
   run.statuses.resize(static_cast<size_t>(n));
   run.died.assign(static_cast<size_t>(n), false);
   // Every rank runs on this thread, so one sink serves them all.
@@ -260,7 +278,10 @@ Result<WorldRun> run_world(const WorldSpec& input, const RankBody& body) {
   run.end_time_us = scheduler.now_us();
   run.deadlocked_waits = scheduler.deadlock_count();
   run.shm_remote_numa_maps = shm_world.remote_numa_maps();
-  run.liveness_bound_us = liveness_bound_us(spec, context.stalled_us());
+  // The steps' time counts as the stalls do, as if every rank's came one after another.
+  SimTimeUs stepped_us = 0;
+  for (const RankStepTimes& t : run.step_times) stepped_us += t.advanced_us;
+  run.liveness_bound_us = liveness_bound_us(spec, context.stalled_us() + stepped_us);
   run.faults = context.faults().report();
   run.coverage = context.coverage().counts();
   run.leaks = context.ledger().leaks();

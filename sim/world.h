@@ -19,12 +19,13 @@
 #include "sim/ledger.h"
 #include "sim/scheduler.h"
 #include "sim/sim_context.h"
+#include "sim/sim_step_clock.h"
 #include "sim/sim_timeouts.h"
 
 namespace engram::sim {
 
 // The liveness bound: a run ends within this many of its longest timeout
-// plus every stall its slow faults injected.
+// plus every stall its slow faults injected and every lookup step's time.
 inline constexpr SimTimeUs kLivenessTimeouts = 8;
 
 struct WorldSpec {
@@ -40,6 +41,10 @@ struct WorldSpec {
   // really built (name -> the bytes tmpfs, cgroups and RAM account for):
   // the placement's sizes, at the cost of what a test writes.
   std::map<std::string, uint64_t, std::less<>> shm_modelled_bytes;
+  // Prices each rank's lookup steps (sim/sim_step_clock.h): the ranks'
+  // backends get a step clock that advances them by it. Empty: no step
+  // clock (lookup steps take no simulated time).
+  StepPricer step_pricer;
 };
 
 struct WorldRun {
@@ -57,6 +62,7 @@ struct WorldRun {
   std::string reproduction;
   std::string trace_text;            // when keep_trace_text
   std::vector<Scheduler::TimelineEvent> timeline;  // when keep_timeline
+  std::vector<RankStepTimes> step_times;  // per rank, when the spec had a step pricer
 
   bool all_ok() const;
   // Every run ends, with success or a named error, within its bound in

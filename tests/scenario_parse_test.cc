@@ -97,6 +97,37 @@ TEST(ScenarioParse, EveryFaultSiteOfTheEmulatorParses) {
   }
 }
 
+// expect.step_time_us_max in its three forms, and a slow fault's factors.
+TEST(ScenarioParse, StepTimeBoundsAndSlowFactors) {
+  const std::string head =
+      "hosts: [{name: a, gpus: 4}]\nlayout: {tp: 4, dp: 1}\nfaults: {planned: [{site: slow, rank: 2, link_factor: 2, "
+      "gpu_factor: 1.5}]}\nexpect:\n  step_time_us_max: ";
+  auto s = harness::parse_scenario_text(head + "12.5\n", "t.yaml");
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  ASSERT_EQ(s->expect.step_time_us_max.size(), 1u);
+  EXPECT_EQ(s->expect.step_time_us_max[0].first_rank, 0);
+  EXPECT_EQ(s->expect.step_time_us_max[0].last_rank, -1);
+  EXPECT_EQ(s->expect.step_time_us_max[0].max_us, 12.5);
+  EXPECT_FALSE(s->expect.step_time_us_max[0].p50_us.has_value());
+  ASSERT_EQ(s->planned_faults.size(), 1u);
+  EXPECT_EQ(s->planned_faults[0].link_factor, 2.0);
+  EXPECT_EQ(s->planned_faults[0].gpu_factor, 1.5);
+  EXPECT_EQ(s->planned_faults[0].delay_ms, 0u);
+
+  s = harness::parse_scenario_text(head + "{p50: 8}\n", "t.yaml");
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  EXPECT_EQ(s->expect.step_time_us_max[0].p50_us, 8.0);
+  EXPECT_FALSE(s->expect.step_time_us_max[0].max_us.has_value());
+
+  s = harness::parse_scenario_text(head + "[{ranks: 0-1, max: 7}, {ranks: 2, p50: 11, max: 14}]\n", "t.yaml");
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  ASSERT_EQ(s->expect.step_time_us_max.size(), 2u);
+  EXPECT_EQ(s->expect.step_time_us_max[1].first_rank, 2);
+  EXPECT_EQ(s->expect.step_time_us_max[1].last_rank, 2);
+  EXPECT_EQ(s->expect.step_time_us_max[1].p50_us, 11.0);
+  EXPECT_EQ(s->expect.step_time_us_max[1].max_us, 14.0);
+}
+
 struct BadCase {
   const char* name;
   std::string yaml;
@@ -146,6 +177,30 @@ TEST(ScenarioParse, UnknownFieldsAndBadValuesNameLineColumnFieldAndFix) {
        {"hosts[0].shm", "unknown field"}},
       {"missing expect", "hosts: [{name: a, gpus: 2}]\n", "line 1, column 1", {"expect", "missing"}},
       {"not YAML", "hosts: [\n", "line 2, column 1", {"not valid YAML"}},
+      {"step time zero", base("  step_time_us_max: 0\n"), "line 4, column 21",
+       {"expect.step_time_us_max", "'0' is not a number above 0", "12.5"}},
+      {"step time a word", base("  step_time_us_max: fast\n"), "line 4, column 21",
+       {"expect.step_time_us_max", "'fast' is not a number"}},
+      {"step time unknown bound", base("  step_time_us_max: {p99: 3}\n"), "line 4, column 22",
+       {"expect.step_time_us_max.p99", "unknown field", "p50, max"}},
+      {"step time no bound", base("  step_time_us_max: [{ranks: 0}]\n"), "line 4, column 22",
+       {"expect.step_time_us_max[0]", "names no bound", "p50 and/or max"}},
+      {"step time median above max", base("  step_time_us_max: {p50: 9, max: 5}\n"), "line 4, column 27",
+       {"expect.step_time_us_max.p50", "9 us is above max 5 us", "lower p50 or raise max"}},
+      {"step time ranks outside the world", base("  step_time_us_max: [{ranks: 1-4, max: 5}]\n"), "line 4, column 30",
+       {"expect.step_time_us_max[0].ranks", "rank 4 is outside the world; ranks are 0..1"}},
+      {"step time not a bound", base("  step_time_us_max: []\n"), "line 4, column 21",
+       {"expect.step_time_us_max", "expected microseconds (12.5)"}},
+      {"step time without lookups", base("  step_time_us_max: 5\n", "lookup: {run: false}\n"), "line 5, column 21",
+       {"expect.step_time_us_max", "lookup.run is false"}},
+      {"step time with an error", base("  error: {kind: unavailable}\n  step_time_us_max: 5\n"), "line 5, column 21",
+       {"expect.step_time_us_max", "cannot also bound every rank's lookup step time"}},
+      {"link factor on another site", base("  {}\n", "faults: {planned: [{site: map, rank: 0, link_factor: 2}]}\n"),
+       "line 3, column 54", {"faults.planned[0].link_factor", "only a slow fault", "site: slow"}},
+      {"link factor of 1", base("  {}\n", "faults: {planned: [{site: slow, rank: 0, link_factor: 1}]}\n"),
+       "line 3, column 55", {"faults.planned[0].link_factor", "'1' is not a number above 1", "twice as slow"}},
+      {"gpu factor a word", base("  {}\n", "faults: {planned: [{site: slow, rank: 0, gpu_factor: slow}]}\n"),
+       "line 3, column 54", {"faults.planned[0].gpu_factor", "'slow' is not a number above 1"}},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

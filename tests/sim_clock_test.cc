@@ -129,6 +129,51 @@ TEST(SimClock, SleepersWakeInDeadlineOrder) {
   EXPECT_EQ(scheduler.now_us(), 3000u);
 }
 
+// The step clock (sim/sim_step_clock.h): each rank's lookup step takes its
+// priced time on the clock, a collective in the step ends with the slowest
+// member (its peers wait the difference), and a slow fault's factors reach
+// the pricer from the checkpoint where it strikes.
+TEST(SimClock, LookupStepsTakeTheirPricedTimeAndAStragglerKeepsItsPeersWaiting) {
+  WorldSpec spec = four_ranks();
+  spec.faults.plan(FaultSite::kSlow, 3, 1, "collective", 0, SlowFactors{2.5, 1.0});
+  spec.step_pricer = [](int rank, int64_t tokens, int64_t slot, const SlowFactors& slow) {
+    EXPECT_EQ(slot, 16);
+    return (rank == 1 ? 10.25 : 4.0) * static_cast<double>(tokens) / 8 * slow.link;
+  };
+  auto run = run_world(spec, [](RankBackend& b) -> Status {
+    ENGRAM_RETURN_IF_ERROR(b.world->barrier());  // the slow fault strikes rank 3 here
+    for (int step = 0; step < 2; ++step) {
+      b.step_clock->begin_step(8, 16);
+      ENGRAM_RETURN_IF_ERROR(b.world->barrier());
+      b.step_clock->end_step();
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(run.is_ok()) << run.status().to_string();
+  EXPECT_TRUE(run->all_ok()) << run->summary();
+  ASSERT_EQ(run->step_times.size(), 4u);
+  EXPECT_EQ(run->step_times[0].step_us, (std::vector<double>{4.0, 4.0}));
+  EXPECT_EQ(run->step_times[1].step_us, (std::vector<double>{10.25, 10.25}));
+  EXPECT_EQ(run->step_times[3].step_us, (std::vector<double>{10.0, 10.0}));  // its links 2.5x slower
+  // Whole microseconds on the clock, rounded over the sum: 10 then 11 for
+  // rank 1 (10.25, 20.5); every step ends with it.
+  EXPECT_EQ(run->step_times[1].advanced_us, 21u);
+  EXPECT_EQ(run->step_times[0].waited_us, (std::vector<SimTimeUs>{6, 7}));
+  EXPECT_EQ(run->step_times[3].waited_us, (std::vector<SimTimeUs>{0, 1}));
+  EXPECT_EQ(run->step_times[1].waited_us, (std::vector<SimTimeUs>{0, 0}));
+  EXPECT_EQ(run->end_time_us, 21u);
+  EXPECT_TRUE(run->live()) << run->liveness_text();
+
+  // No pricer, no clock: the backends carry none.
+  WorldSpec plain = four_ranks();
+  auto unpriced = run_world(plain, [](RankBackend& b) -> Status {
+    return b.step_clock == nullptr ? Status::ok() : internal_error("a step clock without a pricer");
+  });
+  ASSERT_TRUE(unpriced.is_ok());
+  EXPECT_TRUE(unpriced->all_ok()) << unpriced->summary();
+  EXPECT_TRUE(unpriced->step_times.empty());
+}
+
 // Racks of ranks through the handle exchange, one group per NVLink domain
 // (what the scale benchmark runs).
 Status exchange_body(RankBackend& b) {

@@ -9,6 +9,7 @@
 #include "core/backend/host_probe.h"
 #include "core/backend/host_shared_memory.h"
 #include "core/backend/process_shared_memory.h"
+#include "core/backend/step_clock.h"
 
 namespace engram {
 
@@ -22,6 +23,7 @@ struct RankBackend {
   HostProbe* probe = nullptr;
   DeviceCompute* compute = nullptr;   // null where no device is used; with `device` where one is
   ProcessSharedMemory* memfd = nullptr;  // memfds opened through /proc/<pid>/fd (SGLang's shared host table)
+  StepClock* step_clock = nullptr;    // the emulator's, where it prices lookup steps; null on a real machine
 };
 
 }  // namespace engram
