@@ -444,8 +444,15 @@ int run_plan(PlanFlags& flags) {
   if (flags.emit_deployment) {
     if (engines->size() > 1)
       return fail(invalid_argument("--emit-deployment: writes one engine's deployment; name one with --engine"));
+#if ENGRAM_HAVE_EMULATOR
     std::cout << harness::deployment_file_yaml(deployment.value());
     return 0;
+#else
+    // The deployment writer lives with scenario emission, in the emulator's harness.
+    return fail(failed_precondition(
+        "--emit-deployment: this engramlab was built without the emulator (-DENGRAM_BUILD_EMULATOR=OFF); "
+        "build with -DENGRAM_BUILD_EMULATOR=ON (needs Boost.Context) for it"));
+#endif
   }
   const Result<std::vector<int>> tokens = step_tokens(flags, deployment.value());
   if (!tokens.is_ok()) return fail(tokens.status());
