@@ -249,7 +249,10 @@ TEST_F(EmulatedDriver, FabricImportsAcrossProcessesDomainsAndADeadExporter) {
   EXPECT_EQ(count(other_domain.output, "IMPORT REFUSED: permission_denied"), 1u) << other_domain.output;
   EXPECT_EQ(count(other_domain.output, "fabric handles import only within one IMEX domain"), 1u) << other_domain.output;
   auto no_imex = testing::run(worker(4, "import-fabric " + hex));
-  EXPECT_EQ(count(no_imex.output, "IMPORT REFUSED: permission_denied"), 1u) << no_imex.output;
+  // The real driver answers an import without an IMEX channel NOT_SUPPORTED
+  // (the H200, tests/gpu/emulated_driver_agreement_test.cc), not NOT_PERMITTED.
+  EXPECT_EQ(count(no_imex.output, "IMPORT REFUSED: failed_precondition"), 1u) << no_imex.output;
+  EXPECT_EQ(count(no_imex.output, "CUDA_ERROR_NOT_SUPPORTED"), 2u) << no_imex.output;
   EXPECT_GE(count(no_imex.output, "no IMEX channel on host h200-0"), 1u) << no_imex.output;
 
   const std::string sockets_of_exporter =
