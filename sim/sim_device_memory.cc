@@ -199,16 +199,19 @@ Result<DeviceInfo> SimDeviceMemory::info() {
   return info;
 }
 
-Status SimDeviceMemory::fabric_capability(const char* call) const {
-  // The rule the emulated driver applies too (core/backend/vmm_world_rules.h).
+Status SimDeviceMemory::fabric_capability(const char* call, FabricUse use) const {
+  // The rules the emulated driver applies too (core/backend/vmm_world_rules.h):
+  // a create and an import without an IMEX channel answer different codes.
   const HostSpec& host = context_.host_of(rank_);
-  if (auto refused = vmm_rules::fabric_refusal({.name = host.name,
-                                                .where = context_.where(rank_),
-                                                .gpu_model = host.gpu_model,
-                                                .fabric_attribute = host.fabric_attribute,
-                                                .imex_channel = host.imex_channel},
-                                               call))
-    return cuda_error(refused->cu_error, std::move(refused->why));
+  const vmm_rules::FabricHost fabric_host{.name = host.name,
+                                          .where = context_.where(rank_),
+                                          .gpu_model = host.gpu_model,
+                                          .fabric_attribute = host.fabric_attribute,
+                                          .imex_channel = host.imex_channel};
+  std::optional<vmm_rules::Refusal> refused = use == FabricUse::kImport
+                                                  ? vmm_rules::fabric_import_capability_refusal(fabric_host, call)
+                                                  : vmm_rules::fabric_refusal(fabric_host, call);
+  if (refused) return cuda_error(refused->cu_error, std::move(refused->why));
   return Status::ok();
 }
 
@@ -216,7 +219,7 @@ Status SimDeviceMemory::probe_fabric() {
   if (context_.is_dead(rank_)) return context_.dead_status(rank_, step(DeviceStep::kProbeFabric));
   // The real probe creates and exports one granule; the emulator answers what
   // that would: the attribute alone is not enough, the IMEX channel decides.
-  Status capable = fabric_capability("cuMemCreate(FABRIC, 2 MiB probe)");
+  Status capable = fabric_capability("cuMemCreate(FABRIC, 2 MiB probe)", FabricUse::kCreate);
   if (!capable.is_ok()) return std::move(capable).with_context(rank_, -1, step(DeviceStep::kProbeFabric));
   const RankPlace& place = context_.place(rank_);
   if (world_.gpu_used_bytes(place.host, place.gpu) + kGranularityBytes > context_.host_of(rank_).gpu_memory_bytes)
@@ -235,7 +238,7 @@ Result<AllocationHandle> SimDeviceMemory::create(uint64_t bytes, HandleType expo
                                        "granularity (round up with cuMemGetAllocationGranularity)",
                                        bytes, format_bytes(kGranularityBytes))));
   if (exportable_as == HandleType::kFabric) {
-    Status capable = fabric_capability("cuMemCreate(FABRIC)");
+    Status capable = fabric_capability("cuMemCreate(FABRIC)", FabricUse::kCreate);
     if (!capable.is_ok()) return fail(std::move(capable));
   }
   if (exportable_as == HandleType::kPosixFd && !context_.host_of(rank_).posix_fd_attribute)
@@ -332,7 +335,7 @@ Result<AllocationHandle> SimDeviceMemory::import_handle(const ShareableHandle& h
     if (std::memcmp(handle.fabric.data(), kFabricMagic, 4) != 0 || check != fabric_check(physical_id))
       return fail(cuda_error("CUDA_ERROR_INVALID_VALUE",
                              "cuMemImportFromShareableHandle(FABRIC): the 64 bytes are not a fabric handle"));
-    Status capable = fabric_capability("cuMemImportFromShareableHandle(FABRIC)");
+    Status capable = fabric_capability("cuMemImportFromShareableHandle(FABRIC)", FabricUse::kImport);
     if (!capable.is_ok()) return fail(std::move(capable));
   }
   DeviceWorld::Physical* p = world_.physical(physical_id);

@@ -184,7 +184,8 @@ class SimDeviceMemory final : public DeviceMemory {
                           const std::function<void(uint64_t offset, std::span<const std::byte> bytes)>& fn);
 
  private:
-  Status fabric_capability(const char* call) const;
+  enum class FabricUse { kCreate, kImport };
+  Status fabric_capability(const char* call, FabricUse use) const;
   // Walks [address, address + bytes) over consecutive accessible mappings.
   Status for_each_span(DevicePtr address, uint64_t bytes, const char* call,
                        const std::function<void(DeviceWorld::Physical&, uint64_t offset, uint64_t length,

@@ -8,8 +8,10 @@
 
 #include <array>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/base/units.h"
 #include "sim/world.h"
@@ -33,6 +35,33 @@ HostSpec host(std::string name, int gpus, std::string model, std::string domain 
 }
 
 Status expect(bool condition, const std::string& what) { return condition ? Status::ok() : internal_error(what); }
+
+// Rank 0 creates and exports a FABRIC granule; every other rank imports it
+// and records the import's Status in imports[rank] (released again where it
+// succeeded); `also(rank backend)` then runs on every importer.
+Status rank0_fabric_to_the_others(RankBackend& b, std::vector<Status>& imports,
+                                  const std::function<Status(RankBackend&)>& also = nullptr) {
+  AllocationHandle own = 0;
+  std::array<uint8_t, kFabricHandleBytes> mine{};
+  if (b.world_rank == 0) {
+    ENGRAM_ASSIGN_OR_RETURN(own, b.device->create(2 * kMiB, HandleType::kFabric));
+    ENGRAM_ASSIGN_OR_RETURN(ShareableHandle h, b.device->export_handle(own, HandleType::kFabric));
+    mine = h.fabric;
+  }
+  std::vector<std::array<uint8_t, kFabricHandleBytes>> all(imports.size());
+  ENGRAM_RETURN_IF_ERROR(b.world->all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all))));
+  if (b.world_rank != 0) {
+    ShareableHandle h;
+    h.type = HandleType::kFabric;
+    h.fabric = all[0];
+    auto imported = b.device->import_handle(h);
+    imports[static_cast<size_t>(b.world_rank)] = imported.is_ok() ? Status::ok() : imported.status();
+    if (imported.is_ok()) ENGRAM_RETURN_IF_ERROR(b.device->release(*imported));
+    if (also) ENGRAM_RETURN_IF_ERROR(also(b));
+  }
+  ENGRAM_RETURN_IF_ERROR(b.world->barrier());
+  return own ? b.device->release(own) : Status::ok();
+}
 
 TEST(SimDeviceMemory, FabricWithoutImexIsNotPermittedEvenWhenTheAttributeSaysSupported) {
   WorldSpec spec;
@@ -62,31 +91,35 @@ TEST(SimDeviceMemory, FabricWithoutImexIsNotPermittedEvenWhenTheAttributeSaysSup
   EXPECT_TRUE(run->leaks.empty());
 }
 
+// One rack, one host without its IMEX channel: the importer is refused by its
+// own missing channel, with the code the H200's driver gave an import
+// (NOT_SUPPORTED), where a create there gets NOT_PERMITTED; the emulated
+// driver answers alike (core/backend/vmm_world_rules.h).
+TEST(SimDeviceMemory, FabricImportOnAHostWithoutImexChannelIsNotSupported) {
+  WorldSpec spec;
+  spec.hosts = {host("rack-a0", 1, "GB300", "nvl72-a", /*imex=*/true, true),
+                host("rack-a1", 1, "GB300", "nvl72-a", /*imex=*/false, true)};
+  std::vector<Status> imports(2);
+  auto run = run_world(spec, [&](RankBackend& b) -> Status {
+    return rank0_fabric_to_the_others(b, imports, [](RankBackend& importer) {
+      auto created = importer.device->create(2 * kMiB, HandleType::kFabric);
+      return expect(created.status().message().find("CUDA_ERROR_NOT_PERMITTED") != std::string::npos,
+                    "a create without the channel stays NOT_PERMITTED: " + created.status().to_string());
+    });
+  });
+  ASSERT_TRUE(run.is_ok());
+  EXPECT_TRUE(run->all_ok()) << run->summary();
+  EXPECT_EQ(imports[1].code(), ErrorCode::kFailedPrecondition) << imports[1].to_string();
+  EXPECT_THAT(imports[1].message(), HasSubstr("CUDA_ERROR_NOT_SUPPORTED"));
+  EXPECT_THAT(imports[1].message(), HasSubstr("rack-a1"));
+  EXPECT_TRUE(run->leaks.empty());
+}
+
 TEST(SimDeviceMemory, FabricImportAcrossImexDomainsIsRefused) {
   WorldSpec spec;
   spec.hosts = {host("rack-a0", 2, "GB300", "nvl72-a", true, true), host("rack-b0", 1, "GB300", "nvl72-b", true, true)};
-  std::array<Status, 3> imports;
-  auto run = run_world(spec, [&](RankBackend& b) -> Status {
-    AllocationHandle own = 0;
-    std::array<uint8_t, kFabricHandleBytes> mine{};
-    if (b.world_rank == 0) {
-      ENGRAM_ASSIGN_OR_RETURN(own, b.device->create(2 * kMiB, HandleType::kFabric));
-      ENGRAM_ASSIGN_OR_RETURN(ShareableHandle h, b.device->export_handle(own, HandleType::kFabric));
-      mine = h.fabric;
-    }
-    std::vector<std::array<uint8_t, kFabricHandleBytes>> all(3);
-    ENGRAM_RETURN_IF_ERROR(b.world->all_gather(std::as_bytes(std::span(mine)), std::as_writable_bytes(std::span(all))));
-    if (b.world_rank != 0) {
-      ShareableHandle h;
-      h.type = HandleType::kFabric;
-      h.fabric = all[0];
-      auto imported = b.device->import_handle(h);
-      imports[static_cast<size_t>(b.world_rank)] = imported.is_ok() ? Status::ok() : imported.status();
-      if (imported.is_ok()) ENGRAM_RETURN_IF_ERROR(b.device->release(*imported));
-    }
-    ENGRAM_RETURN_IF_ERROR(b.world->barrier());
-    return own ? b.device->release(own) : Status::ok();
-  });
+  std::vector<Status> imports(3);
+  auto run = run_world(spec, [&](RankBackend& b) -> Status { return rank0_fabric_to_the_others(b, imports); });
   ASSERT_TRUE(run.is_ok());
   EXPECT_TRUE(run->all_ok()) << run->summary();
   EXPECT_TRUE(imports[1].is_ok()) << imports[1].to_string();  // same domain, other GPU

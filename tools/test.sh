@@ -68,21 +68,29 @@ paths_before="$(engramlab_paths)"
 # them.
 # 1. Release build and its suite: core_tests (plans, layouts, names: values
 # from values), unsanitized_tests (the files whose cases skip under the
-# sanitizers: memory peaks and limits), the emulated driver's tests, the GPU
+# sanitizers: memory peaks and limits; and ENGRAM_RELEASE_BUILD_TESTS, what
+# long emulator runs print), the emulated driver's tests, the GPU
 # tests (skipped without a GPU) and a ctest test per scenario file; with the
 # CUDA parts, the benchmarks and the Python module, which the sanitizer build
 # leaves out. Both builds compile the tests with one shared precompiled
 # header (ENGRAM_TEST_PCH: faster from cold) and the libraries in unity
 # batches (ENGRAM_UNITY_BUILD: the heavy headers parsed once a batch).
+# Both builds compile the libraries and commands at -O1 (a third less CPU
+# than -O2 for a compile, docs/perf_notes.md "CI time"; the release build is
+# CI's, not what users run: tools/setup.sh and tools/run.sh build their own)
+# and the test sources at -O0 (ENGRAM_TEST_OPTIMIZATION): the suites spend
+# their time in the code under test, not in the tests' own.
 stage setup tools/setup.sh build -DENGRAM_TEST_PCH=ON -DENGRAM_UNITY_BUILD=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DENGRAM_TEST_BINARIES="core_tests;unsanitized_tests"
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DENGRAM_TEST_OPTIMIZATION=-O0 \
+  -DENGRAM_TEST_BINARIES="core_tests;unsanitized_tests"
 run_ctest build ctest
 
 # 2. Under ASan + UBSan, the binaries of the layers that own memory and start
 # processes: the emulator's (sim_tests), the real processes' and the
 # commands' (cli_tests: every input a user can give, through the binary),
 # and each scenario once more.
-stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DENGRAM_TEST_OPTIMIZATION=-O0 \
   -DENGRAM_BUILD_BENCHMARKS=OFF -DENGRAM_TEST_PCH=ON -DENGRAM_UNITY_BUILD=ON \
   -DENGRAM_TEST_BINARIES="sim_tests;real_process_tests;cli_tests;status_contract_test"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

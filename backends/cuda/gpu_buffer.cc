@@ -11,6 +11,12 @@ namespace engram::cuda {
 
 Status cuda_runtime_status(cudaError_t error, const std::string& call, int gpu, const std::string& step) {
   if (error == cudaSuccess) return Status::ok();
+  // The error is now this Status: take it off the runtime's last-error slot,
+  // or the next kernel launch's cudaGetLastError reports it as its own (an
+  // out-of-memory the caller handled, e.g. the bench's one-process reference
+  // on a GPU too small for it, failed the next placement's first launch).
+  // A sticky error stays on the context whatever this does.
+  (void)cudaGetLastError();
   return Status(error == cudaErrorMemoryAllocation ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
                 fmt::format("{} failed on GPU {}: {} ({})", call, gpu, cudaGetErrorName(error),
                             cudaGetErrorString(error)),

@@ -77,7 +77,7 @@ void answer(const Process& p, int connection) {
   const int hosts = static_cast<int>(p.world.hosts.size());
   if (request.importer_host < 0 || request.importer_host >= hosts) {
     fill(reply, "CUDA_ERROR_INVALID_VALUE", "cuMemImportFromShareableHandle(FABRIC): the importer names no host");
-  } else if (auto refused = vmm_rules::fabric_refusal(fabric_host(p, request.importer_host),
+  } else if (auto refused = vmm_rules::fabric_import_capability_refusal(fabric_host(p, request.importer_host),
                                                       "cuMemImportFromShareableHandle(FABRIC)")) {
     fill(reply, refused->cu_error, refused->why);
   } else {

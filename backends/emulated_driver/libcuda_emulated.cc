@@ -476,14 +476,10 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* ha
     if (os_handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
     unsigned char bytes[kFabricHandleBytes];
     std::memcpy(bytes, os_handle, kFabricHandleBytes);
-    // The importer's own capability first, as the emulator asks it. An
-    // import on a host without an IMEX channel answers NOT_SUPPORTED, not
-    // the NOT_PERMITTED of a create: measured on the H200 VM's driver
-    // (CUDA 13, 2026-12-05, tests/gpu/emulated_driver_agreement_test.cc).
-    if (auto refused = engram::vmm_rules::fabric_refusal(fabric_host_of(p), "cuMemImportFromShareableHandle(FABRIC)")) {
-      const bool channel_missing = std::string_view(refused->cu_error) == "CUDA_ERROR_NOT_PERMITTED";
-      return refuse(channel_missing ? "CUDA_ERROR_NOT_SUPPORTED" : refused->cu_error, refused->why);
-    }
+    // The importer's own capability first, as the emulator asks it.
+    if (auto refused = engram::vmm_rules::fabric_import_capability_refusal(fabric_host_of(p),
+                                                                          "cuMemImportFromShareableHandle(FABRIC)"))
+      return refuse(refused->cu_error, refused->why);
     FabricImport got = import_fabric(p, bytes);
     if (got.cu_error != nullptr) return refuse(got.cu_error, got.why);
     a.fd = got.fd;

@@ -50,6 +50,18 @@ inline std::optional<Refusal> fabric_refusal(const FabricHost& host, const std::
   return std::nullopt;
 }
 
+// cuMemImportFromShareableHandle(FABRIC) on `host`: the importer's own
+// capability. Without an IMEX channel the import answers
+// CUDA_ERROR_NOT_SUPPORTED, not the NOT_PERMITTED a create gets: measured on
+// the H200 VM's driver (CUDA 13, 2026-12-05,
+// tests/gpu/emulated_driver_agreement_test.cc). The channel a peer's handle
+// came through is fabric_import_refusal's question.
+inline std::optional<Refusal> fabric_import_capability_refusal(const FabricHost& host, const std::string& call) {
+  std::optional<Refusal> refused = fabric_refusal(host, call);
+  if (refused && host.fabric_attribute && !host.imex_channel) refused->cu_error = "CUDA_ERROR_NOT_SUPPORTED";
+  return refused;
+}
+
 // Importing a FABRIC handle whose memory lives on `owner_host` (domain
 // `owner_domain`) from `importer_host` (domain `importer_domain`): one
 // machine, or one non-empty NVLink/IMEX domain, or CUDA_ERROR_NOT_PERMITTED
