@@ -267,7 +267,7 @@ Status SimHostSharedMemory::check_fill_limits(const ShmWorld::Tmpfs& fs, const s
   const uint64_t charged = world_.charged_bytes_by_rank_[static_cast<size_t>(rank_)];
   if (host.memory_limit_bytes_per_rank && charged + bytes > *host.memory_limit_bytes_per_rank) {
     coverage_probe<"sim: shm fill past the writer's memory cgroup refused">();
-    return with_rank(memory_cgroup_refusal(name, bytes,
+    return with_rank(memory_cgroup_refusal("/dev/shm/" + name, bytes,
                                            fmt::format("the memory cgroup of rank {} on host {}", rank_, fs.host_name),
                                            *host.memory_limit_bytes_per_rank, charged));
   }

@@ -89,8 +89,11 @@ run_ctest build ctest
 # processes: the emulator's (sim_tests), the real processes' and the
 # commands' (cli_tests: every input a user can give, through the binary),
 # and each scenario once more.
+# The code under test at -O1 (the suite 5m52s instead of 8m39s at -O0), with
+# the three UBSan checks that made -O1 compiles dearest left out
+# (ENGRAM_SANITIZE_SKIP; CMakeLists.txt says why each may go).
 stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DENGRAM_TEST_OPTIMIZATION=-O0 \
+  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DENGRAM_TEST_OPTIMIZATION=-O0 -DENGRAM_SANITIZE_SKIP=null,alignment,vptr \
   -DENGRAM_BUILD_BENCHMARKS=OFF -DENGRAM_TEST_PCH=ON -DENGRAM_UNITY_BUILD=ON \
   -DENGRAM_TEST_BINARIES="sim_tests;real_process_tests;cli_tests;status_contract_test"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

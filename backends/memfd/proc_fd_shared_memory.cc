@@ -11,6 +11,9 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/shm/memory_cgroup.h"
+#include "core/backend/shm_fill_limits.h"
+
 namespace engram::memfd {
 namespace {
 
@@ -45,6 +48,29 @@ class MemfdMapping final : public ProcessSharedMapping {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// Reserves every page of a table the caller is about to fill, as the POSIX
+// segments do (backends/shm/posix_shared_memory.cc): past its memory
+// cgroup's headroom the refusal names the limit before any page is written
+// (a fill past it is OOM-killed midway), and posix_fallocate makes a page
+// the kernel cannot give an error here instead of a SIGBUS on first touch
+// in the middle of the fill.
+Status reserve_pages(int fd, const std::string& what, uint64_t bytes) {
+  ENGRAM_ASSIGN_OR_RETURN(const std::optional<shm::MemoryCgroup> cgroup, shm::this_process_memory_cgroup());
+  if (cgroup && bytes > cgroup->headroom_bytes())
+    return memory_cgroup_refusal(what, bytes, cgroup->path, cgroup->limit_bytes, cgroup->usage_bytes);
+  // fallocate(2), not posix_fallocate: where the file system cannot reserve
+  // (EOPNOTSUPP), glibc's fallback would write every byte; there the fill
+  // goes on unreserved, as before.
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0) return Status::ok();
+  const int err = errno;
+  if (err == EOPNOTSUPP) return Status::ok();
+  return Status(err == ENOSPC || err == ENOMEM ? ErrorCode::kResourceExhausted : ErrorCode::kFailedPrecondition,
+                fmt::format("reserving the {} bytes of {} failed: {}; free host memory (or raise the container's "
+                            "memory limit) and start again",
+                            bytes, what, errno_text(err)),
+                {.step = "shm_write"});
+}
+
 }  // namespace
 
 Result<std::string> ProcFdSharedMemory::pid_namespace() {
@@ -63,6 +89,10 @@ Result<std::unique_ptr<ProcessSharedMapping>> ProcFdSharedMemory::create(const s
     ::close(fd);
     return Status(err == ENOSPC || err == ENOMEM ? ErrorCode::kResourceExhausted : ErrorCode::kFailedPrecondition,
                   fmt::format("ftruncate of memfd {} to {} bytes failed: {}", name, mapped, errno_text(err)));
+  }
+  if (Status reserved = reserve_pages(fd, "memfd " + name, mapped); !reserved.is_ok()) {
+    ::close(fd);
+    return reserved;
   }
   void* address = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (address == MAP_FAILED) {
@@ -121,9 +151,15 @@ Result<std::unique_ptr<ShmMapping>> ProcFdSharedMemory::create_file(const std::s
   const uint64_t mapped = MemfdMapping::mapped_bytes(bytes);
   void* address = MAP_FAILED;
   int err = 0;
+  Status reserved = Status::ok();
   if (::ftruncate(fd, static_cast<off_t>(mapped)) != 0) err = errno;
+  else if (reserved = reserve_pages(fd, "table file " + path, mapped); !reserved.is_ok()) err = -1;
   else if ((address = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) err = errno;
   ::close(fd);  // the map keeps the file
+  if (!reserved.is_ok()) {
+    ::unlink(path.c_str());
+    return reserved;
+  }
   if (address == MAP_FAILED) {
     ::unlink(path.c_str());
     return Status(err == ENOSPC || err == ENOMEM ? ErrorCode::kResourceExhausted : ErrorCode::kFailedPrecondition,

@@ -6,16 +6,16 @@
 
 namespace engram {
 
-Status memory_cgroup_refusal(const std::string& segment, uint64_t bytes, const std::string& cgroup,
+Status memory_cgroup_refusal(const std::string& table_path, uint64_t bytes, const std::string& cgroup,
                              uint64_t limit_bytes, uint64_t usage_bytes) {
   return Status(ErrorCode::kResourceExhausted,
-                fmt::format("filling /dev/shm/{} ({}) would exceed the writer's memory cgroup: shared-memory pages "
+                fmt::format("filling {} ({}) would exceed the writer's memory cgroup: shared-memory pages "
                             "are charged to the memory cgroup of the process that writes them, and {} allows {} "
                             "with {} in use, so the kernel would OOM-kill the writer mid-fill (while df /dev/shm "
                             "still shows the space free); raise the writer's memory limit by the table size "
                             "(docker --memory, Kubernetes resources.limits.memory) or use a placement without a "
                             "host copy (cpu_offload: false); the segment was removed",
-                            segment, format_bytes(bytes), cgroup, format_bytes(limit_bytes),
+                            table_path, format_bytes(bytes), cgroup, format_bytes(limit_bytes),
                             format_bytes(usage_bytes)),
                 {.step = "shm_write"});
 }

@@ -18,9 +18,9 @@
 
 namespace engram {
 
-// resource_exhausted (step "shm_write") naming the memory cgroup, its limit
-// and usage, and the fix.
-Status memory_cgroup_refusal(const std::string& segment, uint64_t bytes, const std::string& cgroup,
+// resource_exhausted (step "shm_write") naming the table ("/dev/shm/<name>",
+// "memfd <name>"), the memory cgroup, its limit and usage, and the fix.
+Status memory_cgroup_refusal(const std::string& table_path, uint64_t bytes, const std::string& cgroup,
                              uint64_t limit_bytes, uint64_t usage_bytes);
 // resource_exhausted naming the enforced limit the statvfs total hides.
 Status tmpfs_enforced_limit_refusal(const std::string& segment, uint64_t bytes, const std::string& host,
