@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "backends/shm/memory_cgroup.h"
+#include "core/base/units.h"
 #include "core/backend/shm_fill_limits.h"
 
 namespace engram::memfd {
@@ -54,7 +56,7 @@ std::string errno_text(int err) { return std::strerror(err); }
 // (a fill past it is OOM-killed midway), and posix_fallocate makes a page
 // the kernel cannot give an error here instead of a SIGBUS on first touch
 // in the middle of the fill.
-Status reserve_pages(int fd, const std::string& what, uint64_t bytes) {
+Status reserve_pages(int fd, const std::string& what, uint64_t bytes, const std::string& fix) {
   ENGRAM_ASSIGN_OR_RETURN(const std::optional<shm::MemoryCgroup> cgroup, shm::this_process_memory_cgroup());
   if (cgroup && bytes > cgroup->headroom_bytes())
     return memory_cgroup_refusal(what, bytes, cgroup->path, cgroup->limit_bytes, cgroup->usage_bytes);
@@ -65,10 +67,22 @@ Status reserve_pages(int fd, const std::string& what, uint64_t bytes) {
   const int err = errno;
   if (err == EOPNOTSUPP) return Status::ok();
   return Status(err == ENOSPC || err == ENOMEM ? ErrorCode::kResourceExhausted : ErrorCode::kFailedPrecondition,
-                fmt::format("reserving the {} bytes of {} failed: {}; free host memory (or raise the container's "
-                            "memory limit) and start again",
-                            bytes, what, errno_text(err)),
+                fmt::format("reserving the {} bytes ({}) of {} failed: {}; {}", bytes, format_bytes(bytes), what,
+                            errno_text(err), fix),
                 {.step = "shm_write"});
+}
+
+// The fix for a table file its directory cannot hold: the room there now
+// (statvfs) against the table, and the layouts that need no file.
+std::string file_system_fix(const std::string& dir, uint64_t bytes) {
+  struct statvfs fs{};
+  const std::string room =
+      ::statvfs(dir.c_str(), &fs) == 0
+          ? fmt::format("{} has {} free", dir, format_bytes(static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize))
+          : dir + "'s free space is unknown";
+  return fmt::format("{} for a {} table file: free room there, or use a layout that keeps the table in memory "
+                     "(--placement sglang_shared, or SGLang's host layout `shared`)",
+                     room, format_bytes(bytes));
 }
 
 }  // namespace
@@ -90,7 +104,9 @@ Result<std::unique_ptr<ProcessSharedMapping>> ProcFdSharedMemory::create(const s
     return Status(err == ENOSPC || err == ENOMEM ? ErrorCode::kResourceExhausted : ErrorCode::kFailedPrecondition,
                   fmt::format("ftruncate of memfd {} to {} bytes failed: {}", name, mapped, errno_text(err)));
   }
-  if (Status reserved = reserve_pages(fd, "memfd " + name, mapped); !reserved.is_ok()) {
+  if (Status reserved = reserve_pages(fd, "memfd " + name, mapped,
+                                      "free host memory (or raise the container's memory limit) and start again");
+      !reserved.is_ok()) {
     ::close(fd);
     return reserved;
   }
@@ -153,7 +169,9 @@ Result<std::unique_ptr<ShmMapping>> ProcFdSharedMemory::create_file(const std::s
   int err = 0;
   Status reserved = Status::ok();
   if (::ftruncate(fd, static_cast<off_t>(mapped)) != 0) err = errno;
-  else if (reserved = reserve_pages(fd, "table file " + path, mapped); !reserved.is_ok()) err = -1;
+  else if (reserved = reserve_pages(fd, "table file " + path, mapped, file_system_fix(table_file_dir_, mapped));
+           !reserved.is_ok())
+    err = -1;
   else if ((address = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) err = errno;
   ::close(fd);  // the map keeps the file
   if (!reserved.is_ok()) {
