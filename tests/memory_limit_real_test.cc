@@ -152,28 +152,17 @@ TEST(MemoryLimitReal, AMemfdTablePastTheCgroupsHeadroomIsRefusedBeforeItsFill) {
   if (!cgroup) GTEST_SKIP() << "SKIPPED: cannot make a memory cgroup here: " << why;
   constexpr uint64_t kSmallLimitBytes = uint64_t{64} << 20;
   ASSERT_TRUE(cgroup->set_limit(std::to_string(kSmallLimitBytes)));
-  int pipe_fds[2];
-  ASSERT_EQ(::pipe(pipe_fds), 0);
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(pipe_fds[0]);
+  const testing::ChildRun run = testing::run_in_child([&] {
     if (!cgroup->add(::getpid())) ::_exit(90);
     memfd::ProcFdSharedMemory memory;
     auto refused = memory.create("engramlab-test-table", 4 * kSmallLimitBytes);
     auto fits = memory.create("engramlab-test-small", kSmallLimitBytes / 8);
-    const std::string said = (refused.is_ok() ? std::string("created") : refused.status().to_string()) + "\n" +
-                             (fits.is_ok() ? std::string("created") : fits.status().to_string());
-    const bool written = ::write(pipe_fds[1], said.data(), said.size()) == static_cast<ssize_t>(said.size());
-    ::_exit(written ? 0 : 91);
-  }
-  ::close(pipe_fds[1]);
-  std::string said;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) said.append(buffer, static_cast<size_t>(n));
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status << "; said: " << said;
+    return (refused.is_ok() ? std::string("created") : refused.status().to_string()) + "\n" +
+           (fits.is_ok() ? std::string("created") : fits.status().to_string());
+  });
+  const std::string& said = run.said;
+  ASSERT_TRUE(WIFEXITED(run.wait_status) && WEXITSTATUS(run.wait_status) == 0)
+      << "wait status " << run.wait_status << "; said: " << said;
   const std::string refused = said.substr(0, said.find('\n'));
   const std::string fits = said.substr(said.find('\n') + 1);
   EXPECT_THAT(refused, HasSubstr("resource_exhausted"));

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace engram::testing {
@@ -78,6 +79,34 @@ inline size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// Runs `body` in a forked child (which may join a cgroup or a namespace of
+// its own first) and gives back what it returned and the child's wait
+// status: the child's text comes back through a pipe, and the child exits
+// with _exit, never returning into the test.
+struct ChildRun {
+  int wait_status = -1;
+  std::string said;
+};
+
+inline ChildRun run_in_child(const std::function<std::string()>& body) {
+  ChildRun r;
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return r;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    const std::string said = body();
+    const bool written = ::write(pipe_fds[1], said.data(), said.size()) == static_cast<ssize_t>(said.size());
+    ::_exit(written ? 0 : 91);
+  }
+  ::close(pipe_fds[1]);
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) r.said.append(buffer, static_cast<size_t>(n));
+  ::close(pipe_fds[0]);
+  if (child > 0) ::waitpid(child, &r.wait_status, 0);
+  return r;
 }
 
 }  // namespace engram::testing

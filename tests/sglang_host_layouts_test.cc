@@ -31,6 +31,7 @@
 #include "tests/forked_tcp_ranks.h"
 #include "tests/lookup_test_support.h"
 #include "tests/private_tmpfs.h"
+#include "tests/process_run.h"
 #include "tests/temp_dir.h"
 
 namespace engram {
@@ -277,29 +278,18 @@ TEST(SglangFile, ATableFileItsDirectoryCannotHoldIsRefusedNamingTheRoomAndTheFix
   if (const std::string& why = testing::why_no_private_tmpfs(); !why.empty()) GTEST_SKIP() << "SKIPPED: " << why;
   testing::TempDir dir("/tmp/engramlab-sglang-file-room");
   ASSERT_FALSE(dir.path.empty());
-  int pipe_fds[2];
-  ASSERT_EQ(::pipe(pipe_fds), 0);
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::close(pipe_fds[0]);
+  const testing::ChildRun run = testing::run_in_child([&] {
     if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
         ::mount("tmpfs", dir.path.c_str(), "tmpfs", 0, "size=4m") != 0)
       ::_exit(90);
     memfd::ProcFdSharedMemory memory(dir.path);
     auto made = memory.create_file("engramlab-test-table", 16 << 20);
     std::string said = made.is_ok() ? std::string("created") : made.status().to_string();
-    said += ::access((dir.path + "/engramlab-test-table").c_str(), F_OK) == 0 ? "\nleft" : "\ngone";
-    const bool written = ::write(pipe_fds[1], said.data(), said.size()) == static_cast<ssize_t>(said.size());
-    ::_exit(written ? 0 : 91);
-  }
-  ::close(pipe_fds[1]);
-  std::string said;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) said.append(buffer, static_cast<size_t>(n));
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status << "; said: " << said;
+    return said + (::access((dir.path + "/engramlab-test-table").c_str(), F_OK) == 0 ? "\nleft" : "\ngone");
+  });
+  const std::string& said = run.said;
+  ASSERT_TRUE(WIFEXITED(run.wait_status) && WEXITSTATUS(run.wait_status) == 0)
+      << "wait status " << run.wait_status << "; said: " << said;
   EXPECT_THAT(said, HasSubstr("resource_exhausted"));
   EXPECT_THAT(said, HasSubstr("reserving the 16777216 bytes (16.0 MiB) of table file " + dir.path));
   EXPECT_THAT(said, HasSubstr("No space left on device"));
