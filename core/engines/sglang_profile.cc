@@ -1,7 +1,10 @@
 // SGLang's rules (docs/design.md section 9). The search tools did not find
-// SGLang's Engram module in their index, so each rule cites the stored
-// reading of docs/design.md sections 9 and 10 (path as read there, commit
-// unknown) or the PR/issue it names:
+// SGLang's Engram files in their code index; its merged PR 39666 (2026-09-15,
+// "dsv4.1: Engram module and request history support") states the device
+// placement, the gather kernels with their torch fallbacks and the hasher,
+// and those rules cite it. The rest cite the stored reading of
+// docs/design.md sections 9 and 10 (path as read there, commit unknown) or
+// the PR/issue they name:
 // - device tables split over TP by rows, zero-fill and all-reduce; with DP
 //   attention ids all-gathered over DP and rows reduce-scattered back
 //   (seed 000): device_collective, device_peer where peer_shards asks;
@@ -36,12 +39,19 @@ namespace {
 constexpr char kRepo[] = "sgl-project/sglang";
 constexpr RuleSource kEngramModule = {kRepo, "python/sglang/srt/layers/engram/ (the engram module)", "",
                                       SourceState::kStoredReading};
+// The merged PR that added the module (2026-09-15): its description states
+// the device placement (rows sharded over the TP group, reassembled with an
+// all-reduce; under DP attention the ids of every DP rank gathered first)
+// and that the gather runs as kernels/ops/embeddings/engram_* with torch
+// fallbacks on ROCm and CPU.
+constexpr RuleSource kEngramModulePr = {kRepo, "python/sglang/srt/layers/engram.py (the Engram module)", "PR 39666",
+                                        SourceState::kMerged};
+constexpr RuleSource kGatherKernels = {kRepo, "kernels/ops/embeddings/engram_* (gather; torch fallback on ROCm, CPU)",
+                                       "PR 39666", SourceState::kMerged};
 constexpr RuleSource kHostTable = {kRepo, "python/sglang/srt/layers/engram/host_table.py", "",
                                    SourceState::kStoredReading};
-constexpr RuleSource kGatherKernel = {kRepo, "engram_gather (CUDA kernel and its torch fallback)", "",
-                                      SourceState::kStoredReading};
-constexpr RuleSource kHasher = {kRepo, "EngramHasher (history, commit_after_verify)", "PR 39666",
-                                SourceState::kStoredReading};
+constexpr RuleSource kHasher = {kRepo, "EngramHasher (history, update_after_verify)", "PR 39666",
+                                SourceState::kMerged};
 constexpr RuleSource kRaggedVerifyIssue = {kRepo, "ragged verify blocks crashed capture", "issue 39173",
                                            SourceState::kOpen};
 constexpr RuleSource kNumaSharedPr = {kRepo, "python/sglang/srt/layers/engram/host_table.py (numa_shared)", "PR 40106",
@@ -57,7 +67,7 @@ constexpr EngineRule kRules[] = {
     {rule_key::kCpuOffloadDefault, "cpu_offload off unless a host layout is asked for", kHostTable},
     {rule_key::kDeviceTpSplit, "device tables split by rows: rank r owns rows [N*r/tp, N*(r+1)/tp), zero-fill and "
                                "all-reduce",
-     kEngramModule},
+     kEngramModulePr},
     {rule_key::kHostTpSplit, "host tables split by rows (per_rank: a row shard per rank, summed by an all-reduce)",
      kHostTable},
     {rule_key::kNodeLocalGroup, "no node-local Engram DP group: a rank shares only what its host layout maps",
@@ -67,18 +77,18 @@ constexpr EngineRule kRules[] = {
      kHostTable},
     {rule_key::kDevicePlacement, "cpu_offload off: device_collective (row shards over TP, or the DP-attention "
                                  "group); device_peer where peer_shards asks",
-     kEngramModule},
+     kEngramModulePr},
     {rule_key::kHostPlacement, "the host layout decides: shared -> sglang_shared, per_rank -> sglang_private",
      kHostTable},
     {rule_key::kRowsBack, "rows summed back: zero-fill and all-reduce (reduce-scatter with DP attention)",
-     kEngramModule},
+     kEngramModulePr},
     {rule_key::kSequenceParallel, "no sequence-parallel Engram path read: every TP rank gets every token's rows",
      kEngramModule},
     {rule_key::kMinusZero, "-0 kept at tp 1 and on its shared host table, lost where its all-reduce adds +0",
-     kEngramModule},
+     kEngramModulePr},
     {rule_key::kScaleBytes, "UE8M0 scale byte 0 -> 2^-127, 255 -> +inf in its CUDA engram_gather (NaN only in the "
                             "torch fallback: ROCm other than gfx950, CPU)",
-     kGatherKernel},
+     kGatherKernels},
     {rule_key::kShmAtCreation, "memfd tables: nothing in /dev/shm", kHostTable},
     {rule_key::kVerifyBlocks, "verify blocks must be equal per request (it asserts; ragged blocks: issue 39173)",
      kRaggedVerifyIssue},
@@ -131,7 +141,7 @@ constexpr EngineRule kOlderRules[] = {
     {rule_key::kHostLayouts, "host layouts auto (default, by the THP sysfs knobs), shared and private", kOlderLayouts},
 };
 constexpr EngineRule kTorchFallbackRules[] = {
-    {rule_key::kScaleBytes, "UE8M0 scale byte 0 -> 2^-127, 255 -> NaN (torch float8_e8m0fnu)", kGatherKernel},
+    {rule_key::kScaleBytes, "UE8M0 scale byte 0 -> 2^-127, 255 -> NaN (torch float8_e8m0fnu)", kGatherKernels},
 };
 
 // The newest device path the stored reading names (docs/design.md section
@@ -165,7 +175,7 @@ constexpr EngineVariant kVariants[] = {
     {"older-layouts", "older versions' host layouts: auto (by the THP sysfs knobs), shared, private", kOlderLayouts,
      kOlderRules, apply_older},
     {"torch-fallback", "its torch fallback path (ROCm other than gfx950, CPU): scale byte 255 decodes to NaN",
-     kGatherKernel, kTorchFallbackRules, apply_torch_fallback},
+     kGatherKernels, kTorchFallbackRules, apply_torch_fallback},
 };
 
 NodeLocalGroups groups(const EngineProfile&, const Deployment& d) {
@@ -206,8 +216,9 @@ const EngineProfile kSglangProfile = {
     .id = EngineId::kSglang,
     .name = "sglang",
     .source = "python/sglang/srt/layers/engram/ (engram_gather, host_table.py, EngramHasher)",
-    .version = {"main as docs/design.md sections 9-10 read it", "not in the search index",
-                "the search tools did not find SGLang's engram module; every rule is the stored reading"},
+    .version = {"main after PR 39666 (merged), as docs/design.md sections 9-10 read it", "2026-09-15 (PR 39666)",
+                "the search tools did not find SGLang's engram files; the device placement, gather kernels and hasher "
+                "cite PR 39666's description, the host layouts and the rest the stored reading"},
     .rules = kRules,
     .variants = kVariants,
     .cpu_offload_default = false,
