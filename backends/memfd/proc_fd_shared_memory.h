@@ -13,7 +13,7 @@ namespace engram::memfd {
 
 class ProcFdSharedMemory final : public ProcessSharedMemory {
  public:
-  // `table_file_dir`: where table files go (ENGRAMLAB_TABLE_FILE_DIR for real ranks).
+  // `table_file_dir`: where table files go (real ranks: /tmp, the default; tests give a directory of their own).
   explicit ProcFdSharedMemory(std::string table_file_dir = "/tmp") : table_file_dir_(std::move(table_file_dir)) {}
   Result<std::string> pid_namespace() override;
   Result<std::unique_ptr<ProcessSharedMapping>> create(const std::string& name, uint64_t bytes) override;
