@@ -14,6 +14,11 @@ enum class EngineId : uint8_t {
   kVllm,
   kSglang,
 };
-inline constexpr size_t kEngineCount = 3;  // the registry static_asserts it matches its entries
+// A new engine is an enumerator added last, this count, its profile file and
+// one case in core/engines/engine_registry.cc (-Werror=switch fails a missing
+// case; the registry checks each entry's id at first use).
+inline constexpr size_t kEngineCount = 3;
+static_assert(static_cast<size_t>(EngineId::kSglang) + 1 == kEngineCount,
+              "kEngineCount is the last EngineId plus one: add a new engine last and count it");
 
 }  // namespace engram
