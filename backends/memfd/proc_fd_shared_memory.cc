@@ -53,9 +53,9 @@ std::string errno_text(int err) { return std::strerror(err); }
 // Reserves every page of a table the caller is about to fill, as the POSIX
 // segments do (backends/shm/posix_shared_memory.cc): past its memory
 // cgroup's headroom the refusal names the limit before any page is written
-// (a fill past it is OOM-killed midway), and posix_fallocate makes a page
-// the kernel cannot give an error here instead of a SIGBUS on first touch
-// in the middle of the fill.
+// (a fill past it is OOM-killed midway), and fallocate makes a page the
+// kernel cannot give an error here instead of a SIGBUS on first touch in
+// the middle of the fill.
 Status reserve_pages(int fd, const std::string& what, uint64_t bytes, const std::string& fix) {
   ENGRAM_ASSIGN_OR_RETURN(const std::optional<shm::MemoryCgroup> cgroup, shm::this_process_memory_cgroup());
   if (cgroup && bytes > cgroup->headroom_bytes())

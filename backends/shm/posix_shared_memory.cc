@@ -243,7 +243,8 @@ Result<std::unique_ptr<ShmMapping>> PosixSharedMemory::create(const std::string&
   if (!cgroup_or.is_ok()) return fail(cgroup_or.status().code(), cgroup_or.status().message());
   const std::optional<MemoryCgroup> cgroup = std::move(cgroup_or).value();
   if (cgroup && file_bytes > cgroup->headroom_bytes()) {
-    const Status refusal = memory_cgroup_refusal("/dev/shm/" + name, bytes, cgroup->path, cgroup->limit_bytes, cgroup->usage_bytes);
+    const Status refusal =
+        memory_cgroup_refusal("/dev/shm/" + name, bytes, cgroup->path, cgroup->limit_bytes, cgroup->usage_bytes);
     return fail(refusal.code(), refusal.message());
   }
   // Reserve every page now: a tmpfs that is too small answers ENOSPC here,

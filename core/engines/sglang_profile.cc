@@ -43,11 +43,16 @@ constexpr RuleSource kEngramModule = {kRepo, "python/sglang/srt/layers/engram/ (
 // the device placement (rows sharded over the TP group, reassembled with an
 // all-reduce; under DP attention the ids of every DP rank gathered first)
 // and that the gather runs as kernels/ops/embeddings/engram_* with torch
-// fallbacks on ROCm and CPU.
-constexpr RuleSource kEngramModulePr = {kRepo, "python/sglang/srt/layers/engram.py (the Engram module)", "PR 39666",
-                                        SourceState::kMerged};
-constexpr RuleSource kGatherKernels = {kRepo, "kernels/ops/embeddings/engram_* (gather; torch fallback on ROCm, CPU)",
-                                       "PR 39666", SourceState::kMerged};
+// fallbacks on ROCm and CPU. What it does not state and the rules still rest
+// on the stored reading for: the exact row cut, the reduce-scatter under DP
+// attention, -0 lost in the all-reduce (read off the sum) and the decoded
+// scale-byte values; the path strings below say so.
+constexpr RuleSource kEngramModulePr = {
+    kRepo, "python/sglang/srt/layers/engram.py (the Engram module; row cut and DP-attention detail: stored reading)",
+    "PR 39666", SourceState::kMerged};
+constexpr RuleSource kGatherKernels = {
+    kRepo, "kernels/ops/embeddings/engram_* (gather; torch fallback on ROCm, CPU; byte values: stored reading)",
+    "PR 39666", SourceState::kMerged};
 constexpr RuleSource kHostTable = {kRepo, "python/sglang/srt/layers/engram/host_table.py", "",
                                    SourceState::kStoredReading};
 constexpr RuleSource kHasher = {kRepo, "EngramHasher (history, update_after_verify)", "PR 39666",
