@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -15,6 +17,51 @@
 
 namespace engram::app {
 
+#ifdef ENGRAM_HAVE_EMULATED_DRIVER
+namespace {
+
+// The emulated libraries' folder, or failed_precondition saying how to build them.
+Result<std::string> emulated_driver_lib_dir(const std::string& flag) {
+  const char* lib = std::getenv("ENGRAMLAB_EMULATED_DRIVER_LIB");
+  const std::string dir = lib != nullptr && *lib != '\0' ? lib : ENGRAM_EMULATED_DRIVER_LIB_DIR;
+  if (::access((dir + "/libcuda.so.1").c_str(), R_OK) != 0 || ::access((dir + "/libnvidia-ml.so.1").c_str(), R_OK) != 0)
+    return failed_precondition(fmt::format(
+        "{}: no emulated libcuda.so.1 / libnvidia-ml.so.1 in {}: build them (cmake --build build "
+        "--target engram_emulated_cuda engram_emulated_nvml) or point ENGRAMLAB_EMULATED_DRIVER_LIB at them",
+        flag, dir));
+  return dir;
+}
+
+}  // namespace
+#endif
+
+Result<EmulatedDriverJob> emulated_driver_job_for_world(const std::string& world_path) {
+#ifndef ENGRAM_HAVE_EMULATED_DRIVER
+  return failed_precondition(fmt::format(
+      "--emulated-world {}: this build has no emulated CUDA driver (cuda.h was not found at configure time); "
+      "install the CUDA toolkit headers and reconfigure",
+      world_path));
+#else
+  EmulatedDriverJob job;
+  ENGRAM_ASSIGN_OR_RETURN(job.lib_dir, emulated_driver_lib_dir("--emulated-world"));
+  job.world_path = world_path;
+  std::string text;
+  FILE* in = std::fopen(world_path.c_str(), "r");
+  if (in == nullptr)
+    return failed_precondition(fmt::format("--emulated-world {}: cannot read it: {}", world_path, std::strerror(errno)));
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, in)) > 0;) text.append(buf, n);
+  std::fclose(in);
+  emulated::World world;
+  std::string why;
+  if (!emulated::parse_world(text, world, why))
+    return invalid_argument(fmt::format("--emulated-world {}: {}", world_path, why));
+  for (const emulated::LocalPlace& p : emulated::local_places(world.rank_hosts))
+    job.local.push_back({p.local_rank, p.local_world_size});
+  return job;
+#endif
+}
+
 Result<EmulatedDriverJob> prepare_emulated_driver(const std::string& deployment_path) {
 #ifndef ENGRAM_HAVE_EMULATED_DRIVER
   return failed_precondition(fmt::format(
@@ -22,36 +69,22 @@ Result<EmulatedDriverJob> prepare_emulated_driver(const std::string& deployment_
       "install the CUDA toolkit headers and reconfigure",
       deployment_path));
 #else
-  EmulatedDriverJob job;
-  const char* lib = std::getenv("ENGRAMLAB_EMULATED_DRIVER_LIB");
-  job.lib_dir = lib != nullptr && *lib != '\0' ? lib : ENGRAM_EMULATED_DRIVER_LIB_DIR;
-  if (::access((job.lib_dir + "/libcuda.so.1").c_str(), R_OK) != 0 ||
-      ::access((job.lib_dir + "/libnvidia-ml.so.1").c_str(), R_OK) != 0)
-    return failed_precondition(fmt::format(
-        "--emulate-driver: no emulated libcuda.so.1 / libnvidia-ml.so.1 in {}: build them (cmake --build build "
-        "--target engram_emulated_cuda engram_emulated_nvml) or point ENGRAMLAB_EMULATED_DRIVER_LIB at them",
-        job.lib_dir));
+  // The libraries first: nothing is made for a job that cannot start.
+  ENGRAM_RETURN_IF_ERROR(emulated_driver_lib_dir("--emulate-driver").status());
   std::string templ = "/tmp/engramlab-emulated-XXXXXX";
   if (::mkdtemp(templ.data()) == nullptr)
     return failed_precondition(fmt::format("--emulate-driver: cannot make a directory under /tmp for the world file"));
-  job.dir = templ;
-  job.world_path = job.dir + "/world";
-  if (Status s = emulated::write_world_file(deployment_path, job.world_path); !s.is_ok()) {
-    remove_emulated_driver_job(job);
-    return Status(s.code(), fmt::format("--emulate-driver {}: {}", deployment_path, s.message()));
+  EmulatedDriverJob made;
+  made.dir = templ;
+  const std::string world_path = made.dir + "/world";
+  Status written = emulated::write_world_file(deployment_path, world_path);
+  if (!written.is_ok()) {
+    remove_emulated_driver_job(made);
+    return Status(written.code(), fmt::format("--emulate-driver {}: {}", deployment_path, written.message()));
   }
-  emulated::World world;
-  std::string why;
-  std::string text;
-  {
-    FILE* in = std::fopen(job.world_path.c_str(), "r");
-    char buf[4096];
-    for (size_t n; in != nullptr && (n = std::fread(buf, 1, sizeof buf, in)) > 0;) text.append(buf, n);
-    if (in != nullptr) std::fclose(in);
-  }
-  ENGRAM_CHECK(emulated::parse_world(text, world, why));
-  for (const emulated::LocalPlace& p : emulated::local_places(world.rank_hosts))
-    job.local.push_back({p.local_rank, p.local_world_size});
+  auto job = emulated_driver_job_for_world(world_path);
+  ENGRAM_CHECK(job.is_ok());  // the file was just written from a valid deployment
+  job->dir = made.dir;
   return job;
 #endif
 }

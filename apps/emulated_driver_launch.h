@@ -16,7 +16,7 @@
 namespace engram::app {
 
 struct EmulatedDriverJob {
-  std::string dir;         // holds the world file; removed when the job ends
+  std::string dir;         // holds the world file; removed when the job ends (empty: not ours)
   std::string world_path;
   std::string lib_dir;     // the emulated libraries
   std::vector<std::pair<int, int>> local;  // per rank: LOCAL_RANK, LOCAL_WORLD_SIZE
@@ -26,6 +26,12 @@ struct EmulatedDriverJob {
 // failed_precondition when this build has no emulated driver (no cuda.h) or
 // its libraries are missing (ENGRAMLAB_EMULATED_DRIVER_LIB overrides where).
 Result<EmulatedDriverJob> prepare_emulated_driver(const std::string& deployment_path);
+
+// A job over a world file someone else wrote and removes (`scenario run
+// --real --emulate-driver` writes one into its result directory): `dir` is
+// left empty. failed_precondition as above, or when the file cannot be read;
+// invalid_argument naming the line when it does not parse.
+Result<EmulatedDriverJob> emulated_driver_job_for_world(const std::string& world_path);
 
 // What rank `rank` gets on top of the launcher's environment.
 std::vector<std::pair<std::string, std::string>> emulated_driver_environment(const EmulatedDriverJob& job, int rank);

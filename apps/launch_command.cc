@@ -94,6 +94,7 @@ struct LaunchOptions {
   std::string engine;  // --engine: "" not given
   std::string file;    // --file: a deployment planned before any rank starts
   std::string emulate_driver;  // --emulate-driver: the deployment whose world the ranks emulate
+  std::string emulated_world;  // --emulated-world: a world file written by `scenario run --real --emulate-driver`
   std::vector<std::string> command;
 };
 
@@ -658,8 +659,13 @@ int launch(LaunchOptions o) {
       if (job) remove_emulated_driver_job(*job);
     }
   } remove_world{emulated};
-  if (!o.emulate_driver.empty()) {
-    auto prepared = prepare_emulated_driver(o.emulate_driver);
+  if (!o.emulate_driver.empty() && !o.emulated_world.empty()) {
+    std::fprintf(stderr, "engramlab launch: --emulate-driver and --emulated-world name the world twice; give one\n");
+    return 2;
+  }
+  if (!o.emulate_driver.empty() || !o.emulated_world.empty()) {
+    auto prepared = o.emulated_world.empty() ? prepare_emulated_driver(o.emulate_driver)
+                                             : emulated_driver_job_for_world(o.emulated_world);
     if (!prepared.is_ok()) {
       std::fprintf(stderr, "engramlab launch: %s\n", prepared.status().message().c_str());
       return prepared.status().code() == ErrorCode::kInvalidArgument ? 2 : 1;
@@ -669,9 +675,11 @@ int launch(LaunchOptions o) {
     if (o.nproc_per_node_text.empty()) o.nproc_per_node_text = ranks;
     if (o.nproc_per_node_text != ranks || o.nnodes_text != "1") {
       std::fprintf(stderr,
-                   "engramlab launch: --emulate-driver %s places %s ranks on its emulated hosts; start them all "
+                   "engramlab launch: %s %s places %s ranks on its emulated hosts; start them all "
                    "on this node (--nproc-per-node %s, one node), or leave --nproc-per-node out\n",
-                   o.emulate_driver.c_str(), ranks.c_str(), ranks.c_str());
+                   o.emulated_world.empty() ? "--emulate-driver" : "--emulated-world",
+                   o.emulated_world.empty() ? o.emulate_driver.c_str() : o.emulated_world.c_str(), ranks.c_str(),
+                   ranks.c_str());
       return 2;
     }
   }
@@ -782,6 +790,10 @@ const CommandRegistration launch_registration("60-launch", [](CLI::App& app, int
   cmd->add_option("--emulate-driver", o->emulate_driver,
                   "a deployment file whose world every rank runs in over the emulated CUDA driver and NVML (no GPU "
                   "needed): its hosts, GPUs, NVLink domains and IMEX channels; starts its ranks on this node");
+  cmd->add_option("--emulated-world", o->emulated_world,
+                  "an emulated driver's world file, written and removed by the caller (scenario run --real "
+                  "--emulate-driver)")
+      ->group("");  // internal
   cmd->add_option("command", o->command, "the command each rank runs, after `--`")->required();
   cmd->footer(std::string("Across nodes, set the job token once, before starting every node's launcher:\n  ") +
               ipc::kJobTokenLine + "\n");

@@ -48,6 +48,7 @@ struct ScenarioFlags {
   bool real = false;
   bool details = false;
   bool here = false;
+  bool emulate_driver = false;  // --emulate-driver: --real over the emulated CUDA driver
   bool progress = false;
   std::string trace;     // --trace: Chrome/Perfetto trace-event JSON of each run
   std::string timeline;  // --timeline: the same as SVG swimlanes
@@ -172,6 +173,9 @@ int run_scenarios(const ScenarioFlags& flags) {
                                    "--timeline, --junitxml; drop them"));
     return emit_drawn_scenario(scenarios.front(), seed);
   }
+  if (flags.emulate_driver && !flags.real)
+    return fail(invalid_argument("--emulate-driver runs the real processes of --real over the emulated CUDA driver; "
+                                 "add --real"));
   if (flags.real) {
     for (const harness::Scenario& s : scenarios)
       if (s.faults_drawn)
@@ -184,7 +188,7 @@ int run_scenarios(const ScenarioFlags& flags) {
     if (flags.json || !flags.seed.empty())
       return fail(invalid_argument(
           "--real takes neither --seed (real processes have no emulator seed) nor --json; drop them"));
-    return harness::run_scenarios_real(scenarios, {.here = flags.here});
+    return harness::run_scenarios_real(scenarios, {.here = flags.here, .emulate_driver = flags.emulate_driver});
   }
 
   // Output paths refused before any scenario runs (write_output_file checks
@@ -325,6 +329,10 @@ CommandRegistration scenario_registration("30-scenario", [](CLI::App& app, int& 
   run->add_flag("--here", flags->here,
                 "with --real: run scenarios whose host (name, /dev/shm) is not this one on this machine as it is, "
                 "instead of skipping them");
+  run->add_flag("--emulate-driver", flags->emulate_driver,
+                "with --real: every rank runs over the emulated CUDA driver and NVML as the rank of the scenario's "
+                "world it is (its hosts, GPUs, NVLink domains, IMEX channels; no GPU needed), so device_peer "
+                "scenarios run through the real backend; lookups read the imported mappings on the CPU");
   run->add_flag("--progress", flags->progress,
                 "show progress on stderr even when it is not a terminal (also ENGRAMLAB_PROGRESS=1)");
   run->callback([flags, &exit_code]() { exit_code = run_scenarios(*flags); });

@@ -257,7 +257,6 @@ ScenarioOutcome run_and_check(const Scenario& scenario, std::optional<uint64_t> 
   job.keep_timeline = keep_timeline;
   out = run_emulated_job(job);
   const ScenarioExpect& x = scenario.expect;
-  const int world_size = static_cast<int>(out.ranks.size());
 
   result.placement = placement_summary(out);
   result.placements = scenario_placement_counts(out.plan, out.ranks);
@@ -316,85 +315,7 @@ ScenarioOutcome run_and_check(const Scenario& scenario, std::optional<uint64_t> 
     }
   }
 
-  // Handle type: what the runtime agreed on; plan's prediction when no rank
-  // got that far. Checked over `ranks` (all of them, or one shard group's);
-  // `what` names them in failures. Ranks that disagree are named once, as
-  // ranges.
-  auto check_handle_type = [&](HandleType expected, const std::vector<int>& ranks, const std::string& what) {
-    std::optional<HandleType> actual;
-    std::string from;
-    for (int r : ranks)
-      if (out.ranks[static_cast<size_t>(r)].handle_type) {
-        actual = out.ranks[static_cast<size_t>(r)].handle_type;
-        from = fmt::format("the runtime (rank {})", r);
-        break;
-      }
-    std::vector<int> disagreeing;
-    std::optional<HandleType> other;
-    for (int r : ranks) {
-      const auto& h = out.ranks[static_cast<size_t>(r)].handle_type;
-      if (h && actual && *h != *actual) {
-        disagreeing.push_back(r);
-        other = *h;
-      }
-    }
-    if (!disagreeing.empty())
-      fail.push_back(fmt::format("{}ranks disagree on the handle type: {} vs {} at rank{} {}", what,
-                                 handle_type_name(*actual), handle_type_name(*other),
-                                 disagreeing.size() == 1 ? "" : "s", compress_ranges(disagreeing)));
-    if (!actual && out.plan.is_ok())
-      for (const PlacementGroupSummary& g : out.plan->groups) {
-        const bool ours = std::any_of(g.ranks.begin(), g.ranks.end(), [&](int r) {
-          return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
-        });
-        if (g.handle_type && ours) {
-          actual = g.handle_type;
-          from = "plan";
-          break;
-        }
-      }
-    // `none`: no group shared device memory (or one fell back to plain memory).
-    if (expected == HandleType::kNone) {
-      if (actual && *actual != HandleType::kNone)
-        fail.push_back(fmt::format("{}handle type: expected none, {} chose {}", what, from, handle_type_name(*actual)));
-      return;
-    }
-    if (!actual)
-      fail.push_back(fmt::format("{}handle type: expected {}, but no device_peer group chose one", what,
-                                 handle_type_name(expected)));
-    else if (*actual != expected)
-      fail.push_back(fmt::format("{}handle type: expected {}, {} chose {}", what, handle_type_name(expected), from,
-                                 handle_type_name(*actual)));
-  };
-  if (x.handle_type) {
-    std::vector<int> all(static_cast<size_t>(world_size));
-    for (int r = 0; r < world_size; ++r) all[static_cast<size_t>(r)] = r;
-    check_handle_type(*x.handle_type, all, "");
-  }
-  if (!x.handle_types_by_group.empty()) {
-    // Shard groups as plan numbered them (device placements only).
-    std::map<int, std::vector<int>> groups;
-    if (out.plan.is_ok())
-      for (const RankPlan& r : out.plan->ranks)
-        if (r.shard_group >= 0 && r.rank < world_size) groups[r.shard_group].push_back(r.rank);
-    const std::string refused = out.plan.is_ok() ? "" : " (plan refused the deployment)";
-    if (x.handle_types_every_group && groups.size() != x.handle_types_by_group.size()) {
-      fail.push_back(fmt::format("expect.handle_type lists {} handle types, one per shard group, but the job has {} "
-                                 "shard groups{}",
-                                 x.handle_types_by_group.size(), groups.size(), refused));
-    } else {
-      // Plan numbers the groups 0.. in rank order, so the list's order is theirs.
-      for (const auto& [group, expected] : x.handle_types_by_group) {
-        const auto ranks = groups.find(group);
-        if (ranks == groups.end())
-          fail.push_back(fmt::format("expect.handle_type names shard group {}, but the job has {} shard groups{}",
-                                     group, groups.size(), refused));
-        else
-          check_handle_type(expected, ranks->second,
-                            fmt::format("shard group {} (ranks {}): ", group, compress_ranges(ranks->second)));
-      }
-    }
-  }
+  check_scenario_handle_types(x, out.plan, out.ranks, fail);
 
   check_scenario_lookups(x, out.ranks, fail);
   check_step_times(x.step_time_us_max, result.step_times, fail);

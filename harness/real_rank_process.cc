@@ -81,11 +81,13 @@ Status run_rank(const ScenarioRankFlags& flags, const ipc::LaunchEnv& env, Scena
   // RAM (unless ENGRAMLAB_HOST_MEMORY says otherwise), as its /dev/shm and
   // hostname are made the scenario's before a real run; its memory cgroup
   // stays this process's own.
-  if (!options.host_memory_bytes)
-    options.host_memory_bytes =
-        completed->hosts[static_cast<size_t>(completed->rank_hosts[static_cast<size_t>(env.rank)])].host_memory_bytes;
-  ENGRAM_ASSIGN_OR_RETURN(auto rank, ranks::LaunchedRankBackend::create(
-                                         env, options, scenario_places_on_device(*completed, env.rank), 1, sink));
+  const HostSpec& host =
+      completed->hosts[static_cast<size_t>(completed->rank_hosts[static_cast<size_t>(env.rank)])];
+  if (!options.host_memory_bytes) options.host_memory_bytes = host.host_memory_bytes;
+  // Ranks share a GPU where the file says so (ranks_per_gpu, never inferred).
+  ENGRAM_ASSIGN_OR_RETURN(auto rank,
+                          ranks::LaunchedRankBackend::create(env, options, scenario_places_on_device(*completed, env.rank),
+                                                             host.ranks_per_gpu, sink));
   RankBackend backend = rank->backend();
   std::unique_ptr<CrashingSharedMemory> crashing;
   if (crash && flags.die_rank == env.rank) {

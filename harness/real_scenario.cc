@@ -20,6 +20,8 @@
 #include <iostream>
 #include <optional>
 #include <random>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -39,6 +41,9 @@
 #include "core/base/text_excerpt.h"
 #ifdef ENGRAM_HAVE_EMULATOR
 #include "harness/emulated_scenario.h"
+#endif
+#ifdef ENGRAM_HAVE_EMULATED_DRIVER
+#include "backends/emulated_driver/world_file.h"
 #endif
 
 namespace engram::harness {
@@ -102,10 +107,14 @@ struct LaunchRun {
 // engramlab launch -n N --job-id J -- engramlab scenario rank FILE --result-dir D,
 // in its own process group so a stuck job can be ended whole, and told by
 // SIGTERM (PR_SET_PDEATHSIG) to end the job if the runner dies, removing D.
-LaunchRun launch_ranks(const std::string& file, int ranks, const std::string& job_id, const std::string& dir) {
+// `world_text` (not empty: over the emulated driver) is written to D/world by
+// the launcher's child, so it goes with D whoever removes it.
+LaunchRun launch_ranks(const std::string& file, int ranks, const std::string& job_id, const std::string& dir,
+                       const std::string& world_text) {
   LaunchRun run;
   const std::string self = rerun_binary();
   const std::string log_path = dir + "/launch.log";
+  const std::string world_path = dir + "/world";
   std::vector<std::string> args = {self,
                                    "launch",
                                    "-n",
@@ -115,14 +124,9 @@ LaunchRun launch_ranks(const std::string& file, int ranks, const std::string& jo
                                    "--grace-ms",
                                    std::to_string(kLaunchGraceMs),
                                    "--remove-with-parent",
-                                   dir,
-                                   "--",
-                                   self,
-                                   "scenario",
-                                   "rank",
-                                   file,
-                                   "--result-dir",
                                    dir};
+  if (!world_text.empty()) args.insert(args.end(), {"--emulated-world", world_path});
+  args.insert(args.end(), {"--", self, "scenario", "rank", file, "--result-dir", dir});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -152,6 +156,20 @@ LaunchRun launch_ranks(const std::string& file, int ranks, const std::string& jo
                                           dir, std::strerror(errno));
       (void)!::write(2, why.data(), why.size());
       ::_exit(126);
+    }
+    if (!world_text.empty()) {
+      // Plain system calls only: this is a forked child.
+      const int world_fd = ::open(world_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      const bool written = world_fd >= 0 && ::write(world_fd, world_text.data(), world_text.size()) ==
+                                                static_cast<ssize_t>(world_text.size());
+      if (world_fd >= 0) ::close(world_fd);
+      if (!written) {
+        const std::string why = fmt::format("engramlab scenario run --real: cannot write the world file {}\n", world_path);
+        (void)!::write(2, why.data(), why.size());
+        ::unlink(world_path.c_str());
+        ::rmdir(dir.c_str());
+        ::_exit(126);
+      }
     }
     ::setpgid(0, 0);
     const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -246,14 +264,15 @@ Skip skip_fault_plan(const Scenario& scenario) {
 // Device placements run when every rank has a GPU of its own here (rank r
 // opens GPU LOCAL_RANK = r); otherwise they are skipped, visibly. `gpus`:
 // what this host has, when the plan places tables on the device.
-Skip skip_without_gpus(const Result<PlanResult>& plan, int world, std::optional<ranks::VisibleGpus>& gpus) {
+Skip skip_without_gpus(const Result<PlanResult>& plan, int world, int ranks_per_gpu,
+                       std::optional<ranks::VisibleGpus>& gpus) {
   std::optional<Placement> device_placement;
   if (plan.is_ok())
     for (const RankPlan& rp : plan->ranks)
       if (is_device_placement(rp.placement)) device_placement = rp.placement;
   if (!device_placement) return std::nullopt;
   gpus = ranks::visible_gpus();
-  if (gpus->count >= world) return std::nullopt;
+  if (gpus->count * ranks_per_gpu >= world) return std::nullopt;
   std::cout << fmt::format("  skipped: needs GPUs (plan places {} on the device for {} ranks; {})\n\n",
                            placement_name(*device_placement), world,
                            gpus->count == 0 ? "this host has none: " + gpus->reason
@@ -316,6 +335,95 @@ Skip skip_other_host(const Scenario& scenario, const Result<PlanResult>& plan, c
   return "skipped: not this host";
 }
 
+#ifdef ENGRAM_HAVE_EMULATED_DRIVER
+// The emulator's fault sites the emulated driver arms under the same name
+// (backends/emulated_driver/emulated_process.cc).
+bool driver_fault_site(const ScenarioFault& f) {
+  return (f.site == "import" || f.site == "map" || f.site == "access") && f.at.empty() && f.delay_ms == 0;
+}
+
+// Over the emulated driver: what it cannot run here, skipped, saying why.
+Skip skip_for_emulated_driver(const Scenario& scenario, const Result<PlanResult>& plan, const Deployment& completed,
+                              int world) {
+  if (world > kMaxEmulatedDriverRanks) {
+    std::cout << fmt::format("  skipped: {} ranks is more than the {} processes --emulate-driver starts (one NVL72 "
+                             "rack); it runs on the emulator (`engramlab scenario run {}`)\n\n",
+                             world, kMaxEmulatedDriverRanks, shell_quote(scenario.source));
+    return "skipped: too many ranks";
+  }
+  if (!scenario.fault_rates.empty()) {
+    std::cout << "  skipped: fault rates are drawn by the emulator; write a drawn case out with `scenario run "
+                 "--emit` and plan its faults\n\n";
+    return "skipped: fault plan (emulator only)";
+  }
+  for (const ScenarioFault& f : scenario.planned_faults)
+    if (!driver_fault_site(f)) {
+      std::cout << fmt::format("  skipped: fault {} on rank {}{} is an emulator fault site; the emulated driver arms "
+                               "import, map and access (without at: or delay_ms:)\n\n",
+                               f.site, f.rank, f.at.empty() ? "" : " at " + f.at);
+      return "skipped: fault plan (emulator only)";
+    }
+  for (const HostSpec& h : completed.hosts)
+    if (h.visible_gpus_per_rank > 0) {
+      std::cout << fmt::format("  skipped: host {} puts each rank in a container of its own seeing {} GPU(s); "
+                               "--emulate-driver starts a host's ranks from one launcher, which sees them all. It "
+                               "runs on the emulator\n\n",
+                               h.name, h.visible_gpus_per_rank);
+      return "skipped: containers";
+    }
+  // A refusal of a device_peer request is the exchange's business, which
+  // runs here; any other comes from the host's memory limits, /dev/shm or
+  // namespaces, which real ranks read from this machine, not the file.
+  if (!plan.is_ok() && !completed.config.peer_shards) {
+    std::cout << "  skipped: the plan refuses it on facts of its host beyond the GPUs (memory limits, /dev/shm, "
+                 "namespaces), which real ranks read from this machine; it runs on the emulator, or without "
+                 "--emulate-driver on a host like the file's\n\n";
+    return "skipped: host facts";
+  }
+  if (plan.is_ok())
+    for (const RankPlan& rp : plan->ranks)
+      if (rp.placement != Placement::kDevicePeer) {
+        std::cout << fmt::format(
+            "  skipped: the plan places {} on rank {}; over the emulated driver only device_peer runs (host "
+            "tables would share this machine's /dev/shm across the emulated hosts; device_collective and "
+            "device_head_sharded need NCCL, which the emulated driver refuses). Run it without --emulate-driver, "
+            "or on GPUs\n\n",
+            placement_name(rp.placement), &rp - plan->ranks.data());
+        return "skipped: not device_peer";
+      }
+  return std::nullopt;
+}
+
+// The scenario's world file, its planned faults armed at their occurrence.
+Result<std::string> emulated_world_text(const Scenario& scenario, const Deployment& completed) {
+  std::vector<emulated::WorldFault> faults;
+  for (const ScenarioFault& f : scenario.planned_faults)
+    faults.push_back({.site = f.site, .rank = f.rank, .nth = f.occurrence, .delay_ms = 0});
+  return emulated::world_file_text(completed, faults);
+}
+
+// The driver's "fault 'S' fired on rank R" lines in the launcher's log
+// against the plan and the expectation. True when any fired.
+bool check_driver_faults(const Scenario& scenario, const std::string& log, std::vector<std::string>& fail) {
+  std::set<std::pair<std::string, int>> fired;
+  static const std::regex kFired("fault '([a-z_]+)' fired on rank ([0-9]+)");
+  for (std::sregex_iterator it(log.begin(), log.end(), kFired), end; it != end; ++it)
+    fired.insert({(*it)[1].str(), std::stoi((*it)[2].str())});
+  std::string said;
+  for (const auto& [site, rank] : fired) said += fmt::format("{}{} on rank {}", said.empty() ? "" : ", ", site, rank);
+  std::cout << "  faults fired in the emulated driver: " << (said.empty() ? "none" : said) << "\n";
+  for (const ScenarioFault& f : scenario.planned_faults)
+    if (!fired.count({f.site, f.rank}))
+      fail.push_back(fmt::format("planned fault {} on rank {} never fired in the emulated driver: the scenario "
+                                 "tested nothing there",
+                                 f.site, f.rank));
+  for (const std::string& site : scenario.expect.faults_fired)
+    if (std::none_of(fired.begin(), fired.end(), [&](const auto& f) { return f.first == site; }))
+      fail.push_back(fmt::format("fault site {} never fired in the emulated driver", site));
+  return !fired.empty();
+}
+#endif  // ENGRAM_HAVE_EMULATED_DRIVER
+
 // What the real ranks left: the launcher's run, each rank's record (or why
 // it has none) and their warnings.
 struct RealRanks {
@@ -353,7 +461,8 @@ void read_rank_records(const std::string& dir, int world, RealRanks& out) {
 // Real ranks, launched and read back. The directory names this runner, so
 // what a killed one left is told from another's. Nullopt (said why) when
 // there is no result directory.
-std::optional<RealRanks> run_real_ranks(const Scenario& scenario, int index, int world, const HostSpec& host) {
+std::optional<RealRanks> run_real_ranks(const Scenario& scenario, int index, int world, const HostSpec& host,
+                                        const std::string& world_text) {
   std::optional<StopSignalsForwarded> forwarding(std::in_place);
   // Named here, created by the launcher's child (launch_ranks), so no kill of
   // this runner falls between the directory's making and its remover's start.
@@ -366,7 +475,7 @@ std::optional<RealRanks> run_real_ranks(const Scenario& scenario, int index, int
   // The scenario's host, not this machine, decides which fixes warnings name.
   ::setenv("ENGRAMLAB_ENVIRONMENT", runtime_environment_name(host.environment), 1);
   RealRanks out;
-  out.launched = launch_ranks(scenario.source, world, job_id, dir);
+  out.launched = launch_ranks(scenario.source, world, job_id, dir, world_text);
   if (g_stop_signal != 0) {
     std::error_code ec;
     fs::remove_all(dir, ec);
@@ -399,14 +508,25 @@ harness::EmulatedOutcome run_on_emulator(const Scenario& scenario) {
   harness::EmulatedJob job;
   job.deployment = scenario.deployment;
   job.seed = scenario.seed;
+  // The planned faults (only a run over the emulated driver gets this far
+  // with any): the same plan on both sides.
+  auto faults = harness::fault_plan_of(scenario);
+  ENGRAM_CHECK(faults.is_ok());  // the scenario file loaded
+  job.faults = std::move(faults).value();
   job.lookup = scenario.lookup;
   job.reproduction = rerun_command({"scenario", "run", absolute_file_path(scenario.source)});
   return harness::run_emulated_job(job);
 }
 
 // Per rank: the placement and lookup hashes, real beside emulated.
+// Over the emulated driver the handle types too: the real backend chose them
+// from the driver's answers, the emulator from its model of the same world.
+std::string handle_or_dash(const ScenarioRankResult& r) {
+  return r.handle_type ? handle_type_name(*r.handle_type) : "-";
+}
+
 void compare_ranks(int world, const std::vector<ScenarioRankResult>& ranks, const harness::EmulatedOutcome& emu,
-                   std::vector<std::string>& fail) {
+                   bool compare_handles, std::vector<std::string>& fail) {
   std::cout << fmt::format("  {:<4}  {:<17}  {:<17}  {:<35}  {}\n", "rank", "real", "emulator", "lookup hashes (real)",
                            "same");
   for (int r = 0; r < world; ++r) {
@@ -417,6 +537,8 @@ void compare_ranks(int world, const std::vector<ScenarioRankResult>& ranks, cons
     else {
       if (placement_or_dash(real) != placement_or_dash(*em))
         diffs.push_back(fmt::format("placement {} vs {}", placement_or_dash(real), placement_or_dash(*em)));
+      if (compare_handles && handle_or_dash(real) != handle_or_dash(*em))
+        diffs.push_back(fmt::format("handle type {} vs {}", handle_or_dash(real), handle_or_dash(*em)));
       if (real.lookup_hashes != em->lookup_hashes)
         diffs.push_back(fmt::format("lookup hashes {} vs {}", hashes_text(real.lookup_hashes),
                                     hashes_text(em->lookup_hashes)));
@@ -485,27 +607,60 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
   Result<PlanResult> plan = plan_that_fits(d, plan_sink);
   auto completed = plan.is_ok() ? Result<Deployment>(plan->deployment) : validate_and_complete(d);
   if (!completed.is_ok()) {
-    o.result = "FAIL";
-    std::cout << "  the scenario's deployment is malformed: " << completed.status().to_string() << "\n";
+    // No rank could start; a scenario that expects this refusal passes.
+    std::vector<std::string> fail;
+    check_scenario_error(scenario.expect, completed.status(), fail);
+    o.error_kind = error_code_name(completed.status().code());
+    o.result = fail.empty() ? "pass" : "FAIL";
+    std::cout << "  the scenario's deployment is refused before any rank starts: " << completed.status().to_string()
+              << "\n";
+    for (const std::string& f : fail) std::cout << "  - " << f << "\n";
+    std::cout << "  => " << o.result << "\n\n";
     return o;
   }
   const int world = completed->layout.world_size();
   std::optional<ranks::VisibleGpus> gpus;
-  Skip skipped = skip_multi_host(scenario, *completed);
-  if (!skipped) skipped = skip_too_many_ranks(scenario, world);
-  if (!skipped) skipped = skip_fault_plan(scenario);
-  if (!skipped) skipped = skip_without_gpus(plan, world, gpus);
-  if (!skipped) skipped = skip_other_host(scenario, plan, completed->hosts[0], options);
+  Skip skipped;
+  std::string world_text;  // over the emulated driver: the scenario's world
+  if (options.emulate_driver) {
+#ifdef ENGRAM_HAVE_EMULATED_DRIVER
+    skipped = skip_for_emulated_driver(scenario, plan, *completed, world);
+    if (!skipped) {
+      auto text = emulated_world_text(scenario, *completed);
+      if (!text.is_ok()) {
+        o.result = "FAIL";
+        std::cout << "  its world cannot be emulated: " << text.status().to_string() << "\n";
+        return o;
+      }
+      world_text = std::move(text).value();
+      std::cout << fmt::format("  emulated driver: {} ranks on {} emulated hosts ({} x {}), as the file describes "
+                               "them\n",
+                               world, completed->hosts.size(), completed->hosts[0].gpu_count,
+                               completed->hosts[0].gpu_model);
+    }
+#else
+    std::cout << "  skipped: this build has no emulated CUDA driver (cuda.h was not found at configure time)\n\n";
+    skipped = "skipped: no emulated driver";
+#endif
+  } else {
+    skipped = skip_multi_host(scenario, *completed);
+    if (!skipped) skipped = skip_too_many_ranks(scenario, world);
+    if (!skipped) skipped = skip_fault_plan(scenario);
+    if (!skipped) skipped = skip_without_gpus(plan, world, completed->hosts[0].ranks_per_gpu, gpus);
+    if (!skipped) skipped = skip_other_host(scenario, plan, completed->hosts[0], options);
+  }
   if (skipped) {
     o.result = *skipped;
     return o;
   }
   const HostSpec& host = completed->hosts[0];
   if (gpus)
-    std::cout << fmt::format("  gpus: this host {} visible, ranks 0..{} on GPUs 0..{}; the scenario's host {} x {}\n",
-                             gpus->count, world - 1, world - 1, host.gpu_count, host.gpu_model);
+    std::cout << fmt::format("  gpus: this host {} visible, ranks 0..{} on GPUs 0..{}{}; the scenario's host {} x {}\n",
+                             gpus->count, world - 1, (world - 1) / host.ranks_per_gpu,
+                             host.ranks_per_gpu > 1 ? fmt::format(" ({} ranks a GPU)", host.ranks_per_gpu) : "",
+                             host.gpu_count, host.gpu_model);
 
-  std::optional<RealRanks> real = run_real_ranks(scenario, index, world, host);
+  std::optional<RealRanks> real = run_real_ranks(scenario, index, world, host, world_text);
   if (!real) {
     o.result = "FAIL";
     return o;
@@ -515,14 +670,26 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
   if (real->launched.timed_out)
     fail.push_back(fmt::format("the real job did not end within {} s", kJobDeadline.count()));
 
-  // Expectations, checked as on the emulator.
-  check_scenario_error(scenario.expect, error, fail);
-  check_scenario_decisions(scenario.expect, plan, error, real->ranks, real->warnings, /*faults_fired=*/false, fail);
-  check_scenario_lookups(scenario.expect, real->ranks, fail);
+  bool faults_fired = false;
+#ifdef ENGRAM_HAVE_EMULATED_DRIVER
+  if (!world_text.empty()) faults_fired = check_driver_faults(scenario, real->launched.log, fail);
+#endif
+  // Expectations, checked as on the emulator. An error a driver fault caused
+  // is in the driver's words (the code the real driver returns), not in the
+  // emulator's fault text: its kind, rank and step are checked.
+  ScenarioExpect expect = scenario.expect;
+  if (faults_fired && expect.error && !expect.error->contains.empty()) {
+    std::cout << "  error words: the driver's, not the emulator's fault text; kind, rank and step checked\n";
+    expect.error->contains.clear();
+  }
+  check_scenario_error(expect, error, fail);
+  check_scenario_decisions(expect, plan, error, real->ranks, real->warnings, faults_fired, fail);
+  check_scenario_handle_types(expect, plan, real->ranks, fail);
+  check_scenario_lookups(expect, real->ranks, fail);
 
 #ifdef ENGRAM_HAVE_EMULATOR
   const harness::EmulatedOutcome emu = run_on_emulator(scenario);
-  compare_ranks(world, real->ranks, emu, fail);
+  compare_ranks(world, real->ranks, emu, options.emulate_driver, fail);
   compare_warnings(real->warnings, emu, fail);
   const std::string real_kind = compare_errors(error, emu, fail);
 #else

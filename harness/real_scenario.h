@@ -13,12 +13,15 @@
 //
 // Skipped too, each with the way to run it: more than one host (the cluster's
 // launcher runs `engramlab scenario rank FILE` on every host) and more than
-// kMaxRealRanks ranks. Device placements run where every rank gets a GPU of its own
-// (the CUDA backend built, at least N GPUs visible: rank r opens GPU r, the
+// kMaxRealRanks ranks. Device placements run where every rank gets a GPU of its own,
+// or the share the file's ranks_per_gpu gives it (the CUDA backend built, at
+// least N / ranks_per_gpu GPUs visible: rank r opens GPU r / ranks_per_gpu, the
 // handle exchange passes real POSIX fds of cuMemCreate allocations between
 // the processes, and lookups read rows through the imported mappings).
 // Skipped, visibly and never counted as passed: device placements without
 // enough GPUs ("skipped: needs GPUs") and fault plans (emulator fault sites).
+// With emulate_driver (below) the scenario's own world stands in for this
+// host's, its GPUs included.
 #pragma once
 
 #include <string>
@@ -29,9 +32,21 @@
 namespace engram::harness {
 
 inline constexpr int kMaxRealRanks = 16;
+// Over the emulated driver a rank is a small process with no GPU of its own:
+// one NVL72 rack's worth.
+inline constexpr int kMaxEmulatedDriverRanks = 72;
 
 struct RealRunOptions {
   bool here = false;  // run even where this host is not the scenario's
+  // Every rank over the emulated CUDA driver and NVML (backends/emulated_driver)
+  // as the rank of the scenario's world it is: hosts, GPUs, NVLink domains and
+  // IMEX channels are the file's, not this machine's, so more than one host
+  // and device placements run without a GPU. Runs the scenarios whose every
+  // rank plans device_peer (or whose plan fails): host placements would share
+  // this machine's /dev/shm across the emulated hosts, and device_collective
+  // and device_head_sharded need NCCL, which the emulated driver refuses.
+  // Planned faults at import, map and access are armed in the driver.
+  bool emulate_driver = false;
 };
 
 // Exit codes as `scenario run`: 0 every scenario that ran passed (skips do

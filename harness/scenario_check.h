@@ -56,6 +56,12 @@ void check_scenario_decisions(const ScenarioExpect& expect, const Result<PlanRes
                               const std::vector<Warning>& warnings, bool faults_fired,
                               std::vector<std::string>& failures);
 
+// expect.handle_type (one for all ranks, or one per shard group): what the
+// runtime agreed on, plan's prediction where no rank got that far; ranks
+// that disagree are named once, as ranges.
+void check_scenario_handle_types(const ScenarioExpect& expect, const Result<PlanResult>& plan,
+                                 const std::vector<ScenarioRankResult>& ranks, std::vector<std::string>& failures);
+
 // Any lookup mismatch, or ids that differ from the accepted sequence hashed
 // whole, fails; expect.lookup_equal also demands every rank looked up, and
 // expect.ids_equal_whole that every rank ran its steps and some ids were checked.

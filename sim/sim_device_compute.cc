@@ -28,15 +28,6 @@ namespace {
 constexpr DevicePtr kHostWindowBase = 1ull << 62;
 constexpr DevicePtr kHostWindowBytes = 1ull << 36;
 
-TableSpec row_table(const DeviceRowLayout& layout) {
-  TableSpec t;
-  t.row_format = layout.format;
-  t.dim = layout.dim;
-  t.scale_byte_rule = layout.scale_byte_rule;  // the CPU reference decodes by either rule
-  t.minus_zero = layout.minus_zero;
-  return t;
-}
-
 class SimDeviceCollectives final : public DeviceCollectives {
  public:
   SimDeviceCollectives(SimDeviceCompute& compute, Collectives& group) : compute_(compute), group_(group) {}
@@ -304,28 +295,12 @@ Status SimDeviceCompute::for_each_written(DevicePtr src, uint64_t bytes, const c
 
 Status SimDeviceCompute::gather(const DeviceGather& a, StreamRef) {
   const char* call = a.shard_count > 0 ? "gather_peer" : a.zero_missing ? "gather_range" : "gather_owned";
-  auto bad = [this, call](std::string message) {
-    return Status(ErrorCode::kInvalidArgument, fmt::format("{}: {}", call, message), {rank_, -1, "gather"});
-  };
-  if (a.tokens < 0 || a.ids_per_token <= 0 || a.head_begin < 0 || a.head_count <= 0 ||
-      a.head_begin + a.head_count > a.ids_per_token) {
-    return bad(fmt::format("tokens {} must be >= 0 and heads [{}, {}) inside the {} ids per token", a.tokens,
-                           a.head_begin, a.head_begin + a.head_count, a.ids_per_token));
-  }
-  const bool window = a.head_begin != 0 || a.head_count != a.ids_per_token;
-  if (a.shard_count > 0 && (window || !a.zero_missing)) {
-    return bad("a shard source reads every head and writes zero rows for ids it does not hold");
-  }
-  if (a.shard_count == 0 && !a.zero_missing && window) return bad("the owned-rows gather reads every head");
-  const int64_t slots = a.tokens * a.head_count;
-  if (a.host_rows != nullptr && prepared_ids_max_ > 0 && slots > prepared_ids_max_) {
-    return bad(fmt::format("{} rows exceed the {} the lookups were prepared for; size it for the largest lookup "
-                           "(tokens_per_rank_max)", slots, prepared_ids_max_));
-  }
+  ENGRAM_RETURN_IF_ERROR(check_gather(a, rank_, prepared_ids_max_));
   if (a.tokens == 0) return Status::ok();
-  const TableSpec table = row_table(a.layout);
+  const bool window = a.head_begin != 0 || a.head_count != a.ids_per_token;
+  const int64_t slots = a.tokens * a.head_count;
+  const TableSpec table = row_decode_spec(a.layout);
   const uint64_t row_bytes = a.layout.row_bytes;
-  if (row_bytes < table.row_bytes()) return bad(fmt::format("row_bytes {} is shorter than a row", row_bytes));
   if (a.shard_count == 0 && !window && a.range_first_row >= 0 && a.host_rows == nullptr) {
     // Device rows over every head (the collective path) go by the world's
     // index of ids, not a scan of every slot; a zero_missing gather first
@@ -409,7 +384,7 @@ Result<bool> SimDeviceCompute::gather_owned_from_index(const DeviceGather& a, co
   const int64_t first = a.range_first_row, end = a.range_first_row + a.range_row_count;
   auto lo = std::lower_bound(sorted->begin(), sorted->end(), std::pair<int64_t, uint32_t>{first, 0});
   auto hi = std::lower_bound(lo, sorted->end(), std::pair<int64_t, uint32_t>{end, 0});
-  const TableSpec table = row_table(a.layout);
+  const TableSpec table = row_decode_spec(a.layout);
   const size_t dim = static_cast<size_t>(a.layout.dim);
   std::vector<std::byte> row(table.row_bytes());
   std::vector<uint16_t> values(dim);

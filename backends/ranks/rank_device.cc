@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_device_compute.h"
 #include "backends/cuda/cuda_device_memory.h"
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/emulated_driver_compute.h"
 #include "backends/cuda/gpu_host_probe.h"
 #endif
 
@@ -70,7 +71,12 @@ Result<RankDevice> open_rank_device(int local_rank, int world_rank, bool wanted,
   cuda::CudaComputeOptions compute_options;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   compute_options.stager_threads = std::max(1, cores / std::max(1, gpus.count * ranks_per_gpu) - 2);
-  out.compute = std::make_unique<cuda::CudaDeviceCompute>(ordinal, compute_options);
+  // The emulated driver runs no kernels, but its device pointers are this
+  // process's memory: lookups run on the CPU through the same mappings.
+  if (cuda::emulated_host())
+    out.compute = std::make_unique<cuda::EmulatedDriverCompute>(ordinal);
+  else
+    out.compute = std::make_unique<cuda::CudaDeviceCompute>(ordinal, compute_options);
   // The probe adds the ordinal, the visible count and the GPU's NVLink
   // domain (NVML), so the exchange can choose FABRIC within a rack.
   out.probe = std::make_unique<cuda::GpuHostProbe>(base, ordinal, gpus.count);

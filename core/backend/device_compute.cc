@@ -17,6 +17,40 @@ DeviceRowLayout device_row_layout(const TableSpec& table) {
   return layout;
 }
 
+TableSpec row_decode_spec(const DeviceRowLayout& layout) {
+  TableSpec t;
+  t.row_format = layout.format;
+  t.dim = layout.dim;
+  t.scale_byte_rule = layout.scale_byte_rule;
+  t.minus_zero = layout.minus_zero;
+  return t;
+}
+
+Status check_gather(const DeviceGather& a, int rank, int64_t prepared_ids_max) {
+  const char* call = a.shard_count > 0 ? "gather_peer" : a.zero_missing ? "gather_range" : "gather_owned";
+  auto bad = [rank, call](std::string message) {
+    return Status(ErrorCode::kInvalidArgument, fmt::format("{}: {}", call, message), {rank, -1, "gather"});
+  };
+  if (a.tokens < 0 || a.ids_per_token <= 0 || a.head_begin < 0 || a.head_count <= 0 ||
+      a.head_begin + a.head_count > a.ids_per_token) {
+    return bad(fmt::format("tokens {} must be >= 0 and heads [{}, {}) inside the {} ids per token", a.tokens,
+                           a.head_begin, a.head_begin + a.head_count, a.ids_per_token));
+  }
+  const bool window = a.head_begin != 0 || a.head_count != a.ids_per_token;
+  if (a.shard_count > 0 && (window || !a.zero_missing)) {
+    return bad("a shard source reads every head and writes zero rows for ids it does not hold");
+  }
+  if (a.shard_count == 0 && !a.zero_missing && window) return bad("the owned-rows gather reads every head");
+  const int64_t slots = a.tokens * a.head_count;
+  if (a.host_rows != nullptr && prepared_ids_max > 0 && slots > prepared_ids_max) {
+    return bad(fmt::format("{} rows exceed the {} the lookups were prepared for; size it for the largest lookup "
+                           "(tokens_per_rank_max)", slots, prepared_ids_max));
+  }
+  if (a.layout.row_bytes < row_decode_spec(a.layout).row_bytes())
+    return bad(fmt::format("row_bytes {} is shorter than a row", a.layout.row_bytes));
+  return Status::ok();
+}
+
 Status check_strided_copy(uint64_t dst_bytes, uint64_t row_bytes, uint64_t src_pitch_bytes, int rank) {
   auto bad = [rank](std::string message) {
     return Status(ErrorCode::kInvalidArgument, "strided copy to host: " + std::move(message),

@@ -47,6 +47,9 @@ struct DeviceRowLayout {
   MinusZeroRule minus_zero = MinusZeroRule::kWritePlusZero;
 };
 DeviceRowLayout device_row_layout(const TableSpec& table);
+// Its inverse for decoding rows: a TableSpec with the layout's format, dim
+// and rules (no rows, no heads), what the CPU references take.
+TableSpec row_decode_spec(const DeviceRowLayout& layout);
 
 // Rows read for ids [tokens x ids_per_token], head positions
 // [head_begin, head_begin + head_count) of each token, written to out
@@ -169,6 +172,13 @@ struct DeviceRequestCommit {
 Status check_request_state(const DeviceRequestState& state, const char* call);
 Status check_request_hash(const DeviceRequestHash& args);
 Status check_request_commit(const DeviceRequestCommit& args);
+
+// gather's contract, one message for every CPU-side implementation
+// (invalid_argument naming the call and the field): heads inside the ids per
+// token, a shard source over every head with zero rows for ids it lacks, the
+// owned-rows gather over every head, row_bytes at least a row, and a
+// host-rows gather within `prepared_ids_max` slots (0: not prepared).
+Status check_gather(const DeviceGather& args, int rank, int64_t prepared_ids_max);
 
 // copy_to_host_strided's contract, one message for every backend:
 // invalid_argument naming the field, its value and the rule.
