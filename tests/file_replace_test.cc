@@ -170,6 +170,8 @@ const OutputFlag kOutputFlags[] = {
      [](const std::string& p) { return testing::launch_one_rank("bench --table-model tiny --svg /dev/null --csv " + p); }},
     {"bench --svg", "bench.svg",
      [](const std::string& p) { return testing::launch_one_rank("bench --table-model tiny --svg " + p); }},
+    {"plan --sweep-svg", "sweep.svg",
+     [](const std::string& p) { return "plan --hosts 1 --gpus-per-host 8 --sweep tp=1,2 --sweep-svg " + p; }},
     {"scenario rank --result-dir", "rank-0.json",
      [](const std::string& p) { return testing::launch_one_rank("scenario rank /nonexistent/engramlab.yaml --result-dir " + dir_of(p)); }},
 };
@@ -241,7 +243,7 @@ TEST(OutputPathAttacks, EveryOutputFlagRefusesEveryAttackAndWritesNothingThrough
       ++refused;
     }
   }
-  EXPECT_GE(refused, 36) << "every flag x the attacks that need no second uid";
+  EXPECT_GE(refused, 40) << "every flag x the attacks that need no second uid";
 }
 
 }  // namespace

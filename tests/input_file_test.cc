@@ -20,6 +20,7 @@
 #include "core/deployment_file/deployment_yaml.h"
 #include "core/model/gpu_models.h"
 #include "core/model/model_file.h"
+#include "core/plan/step_calibration.h"
 #include "harness/scenario.h"
 #include "harness/swarm_target.h"
 
@@ -45,9 +46,10 @@ const char kDeployment[] = "hosts: [{name: a, gpus: 1, gpu_model: H200}]\nlayout
 
 struct Input {
   const char* name;
-  const char* valid_text;  // a valid file of this kind
+  const char* valid_text;  // a valid file of this kind (nullptr: valid_source's)
   // Loads `path` as this input; the error text, or "" when it loaded.
   std::string (*load)(const std::string& path);
+  const char* valid_source = nullptr;  // a valid file of the source tree, copied
 };
 
 std::string error_of(const Status& s) { return s.is_ok() ? "" : s.message(); }
@@ -65,7 +67,18 @@ const Input kInputs[] = {
      "0x7179}\n",
      [](const std::string& p) { return error_of(load_model_file(p).status()); }},
     {"GPU file", kGpuFile, [](const std::string& p) { return error_of(find_gpu_model(p).status()); }},
+    {"plan --calibration", nullptr, [](const std::string& p) { return error_of(load_calibration(p).status()); },
+     "docs/calibration_1xh200.csv"},
 };
+
+// A valid file of `input`'s kind at `path`.
+void write_valid(const Input& input, const std::string& path) {
+  if (input.valid_text != nullptr) {
+    std::ofstream(path) << input.valid_text;
+    return;
+  }
+  fs::copy_file(std::string(ENGRAM_SOURCE_DIR) + "/" + input.valid_source, path);
+}
 
 // Runs `input.load(path)` in a child that SIGALRM ends should it hang (a
 // FIFO opened for reading waits for a writer): "" when it loaded, the error
@@ -122,7 +135,7 @@ TEST(InputFileAttacks, EveryInputRefusesAFifoADirectoryADeviceAndAnotherUsersLin
     {
       TempDir d;
       const std::string path = d.path + "/valid.yaml";
-      std::ofstream(path) << input.valid_text;
+      write_valid(input, path);
       ASSERT_EQ(load_in_child(input, path), "") << input.name << ": the valid file loads";
     }
     for (const Attack& attack : kAttacks) {
@@ -188,6 +201,17 @@ TEST(InputFileChangedBetweenReads, EachInputIsReadOnceAndItsFirstTextIsTheOneUse
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
   EXPECT_EQ(counter.reads[scenario], 1) << "fuzz --file reads its file once";
   EXPECT_THAT(target->file_text, HasSubstr("no_leaks")) << "the text read, not the spoilt file";
+
+  // Each other input of kInputs: loaded from its first text, read once.
+  for (const Input& input : kInputs) {
+    const std::string name(input.name);
+    if (name.rfind("deployment", 0) == 0 || name == "fuzz --file" || name == "GPU file") continue;  // above
+    SCOPED_TRACE(name);
+    const std::string path = d.path + "/changing-" + std::to_string(counter.reads.size()) + ".input";
+    write_valid(input, path);
+    EXPECT_EQ(input.load(path), "") << "loaded from the text first read";
+    EXPECT_EQ(counter.reads[path], 1) << "read once";
+  }
 }
 
 // Item 9: a GPU file named by a deployment resolves from the deployment's
