@@ -67,7 +67,9 @@ paths_before="$(engramlab_paths)"
 # (tests/CMakeLists.txt, ENGRAM_TEST_BINARIES): every case runs in one of
 # them.
 # 1. Release build and its suite: core_tests (plans, layouts, names: values
-# from values), unsanitized_tests (the files whose cases skip under the
+# from values), cli_tests (what each command prints and exits with, through
+# the built binary; the hostile inputs of input_tests run sanitized below),
+# unsanitized_tests (the files whose cases skip under the
 # sanitizers: memory peaks and limits; and ENGRAM_RELEASE_BUILD_TESTS, what
 # long emulator runs print), the emulated driver's tests, the GPU
 # tests (skipped without a GPU) and a ctest test per scenario file; with the
@@ -82,20 +84,23 @@ paths_before="$(engramlab_paths)"
 # their time in the code under test, not in the tests' own.
 stage setup tools/setup.sh build -DENGRAM_TEST_PCH=ON -DENGRAM_UNITY_BUILD=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DENGRAM_TEST_OPTIMIZATION=-O0 \
-  -DENGRAM_TEST_BINARIES="core_tests;unsanitized_tests"
+  -DENGRAM_TEST_BINARIES="core_tests;cli_tests;unsanitized_tests"
 run_ctest build ctest
 
 # 2. Under ASan + UBSan, the binaries of the layers that own memory and start
-# processes: the emulator's (sim_tests), the real processes' and the
-# commands' (cli_tests: every input a user can give, through the binary),
-# and each scenario once more.
+# processes: the emulator's (sim_tests), the real processes'
+# (real_process_tests), hostile input through the binary (input_tests:
+# random YAML, raw bytes, sizes past 64 bits), and each scenario once more.
+# The other command tests (cli_tests) ran in the release build: under the
+# sanitizers each case starts engramlab several times, which cost 142 s of
+# the suite's 537 s of test time (docs/perf_notes.md, "CI time").
 # The code under test at -O1 (the suite 5m52s instead of 8m39s at -O0), with
 # the three UBSan checks that made -O1 compiles dearest left out
 # (ENGRAM_SANITIZE_SKIP; CMakeLists.txt says why each may go).
 stage setup-asan tools/setup.sh build-asan -DENGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DENGRAM_TEST_OPTIMIZATION=-O0 -DENGRAM_SANITIZE_SKIP=null,alignment,vptr \
   -DENGRAM_BUILD_BENCHMARKS=OFF -DENGRAM_TEST_PCH=ON -DENGRAM_UNITY_BUILD=ON \
-  -DENGRAM_TEST_BINARIES="sim_tests;real_process_tests;cli_tests;status_contract_test"
+  -DENGRAM_TEST_BINARIES="sim_tests;real_process_tests;input_tests;status_contract_test"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_ctest build-asan ctest-asan
 
