@@ -38,7 +38,8 @@ Result<std::string> emulated_driver_lib_dir(const std::string& flag) {
 Result<EmulatedDriverJob> emulated_driver_job_for_world(const std::string& world_path) {
 #ifndef ENGRAM_HAVE_EMULATED_DRIVER
   return failed_precondition(fmt::format(
-      "--emulated-world {}: this build has no emulated CUDA driver (cuda.h was not found at configure time); "
+      "--emulated-world {}: this build has no emulated CUDA driver (cuda.h was not found at configure time, "
+      "or it is a sanitizer build); "
       "install the CUDA toolkit headers and reconfigure",
       world_path));
 #else
@@ -65,7 +66,8 @@ Result<EmulatedDriverJob> emulated_driver_job_for_world(const std::string& world
 Result<EmulatedDriverJob> prepare_emulated_driver(const std::string& deployment_path) {
 #ifndef ENGRAM_HAVE_EMULATED_DRIVER
   return failed_precondition(fmt::format(
-      "--emulate-driver {}: this build has no emulated CUDA driver (cuda.h was not found at configure time); "
+      "--emulate-driver {}: this build has no emulated CUDA driver (cuda.h was not found at configure time, "
+      "or it is a sanitizer build); "
       "install the CUDA toolkit headers and reconfigure",
       deployment_path));
 #else

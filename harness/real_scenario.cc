@@ -639,7 +639,8 @@ RealOutcome run_one(const Scenario& scenario, int index, const RealRunOptions& o
                                completed->hosts[0].gpu_model);
     }
 #else
-    std::cout << "  skipped: this build has no emulated CUDA driver (cuda.h was not found at configure time)\n\n";
+    std::cout << "  skipped: this build has no emulated CUDA driver (cuda.h was not found at configure time, or it "
+                 "is a sanitizer build)\n\n";
     skipped = "skipped: no emulated driver";
 #endif
   } else {
