@@ -1,8 +1,8 @@
 // Running real ranks over the emulated CUDA driver: a deployment's world file
-// in a temp dir, and ranks of tests/emulated_rank_worker_main.cc started with
-// the environment a launcher gives them (RANK, LOCAL_RANK of their emulated
-// host, the rendezvous, the job token) plus the driver's library path and
-// world file.
+// in a temp dir, and ranks of tests/emulated_rank_worker_main.cc started by
+// `engramlab launch --emulated-world` with the environment a launcher gives
+// them (RANK, LOCAL_RANK of their emulated host, the rendezvous, the job
+// token) plus the driver's library path and world file.
 #pragma once
 
 #include <fmt/format.h>
@@ -14,7 +14,6 @@
 #include "backends/emulated_driver/world_file.h"
 #include "core/deployment/deployment_validate.h"
 #include "core/deployment_file/deployment_yaml.h"
-#include "tests/forked_tcp_ranks.h"
 #include "tests/process_run.h"
 #include "tests/temp_dir.h"
 
@@ -42,31 +41,16 @@ inline std::string emulated_driver_env(const EmulatedWorld& w) {
   return fmt::format("LD_LIBRARY_PATH={} ENGRAMLAB_EMULATED_WORLD={}", ENGRAM_EMULATED_DRIVER_LIB_DIR, w.world_path);
 }
 
-// Every rank of the world's deployment running `worker_args`, in the
-// background of one shell; their output (each line as they print it) and the
-// first failing exit code.
+// Every rank of the world's deployment running `worker_args`, started by
+// `engramlab launch --emulated-world` as a job on this host (each rank with
+// the environment a launcher on its emulated host gives it, the launcher
+// owning the rendezvous port); their output (each line as they print it,
+// the launcher's own lines beside) and the launcher's exit code.
 inline ProcessRun run_emulated_ranks(const EmulatedWorld& w, const std::string& worker_args) {
-  const auto places = emulated::local_places(w.deployment.rank_hosts);
-  const int world = static_cast<int>(places.size());
   const std::string job = fmt::format("emutest-{}-{}", ::getpid(), w.dir.path.substr(w.dir.path.size() - 6));
-  // The ranks are separate processes started by a shell, so the listening
-  // socket cannot be handed to rank 0 (as forked_rank_options does): the
-  // port is released just before they start (the released-port pattern,
-  // left here for this one shell-started job).
-  LoopbackListener listener;
-  const uint16_t port = listener.port();
-  listener.close();
-  std::string script = "fail=0; pids=; ";
-  for (int r = 0; r < world; ++r) {
-    script += fmt::format(
-        "RANK={} WORLD_SIZE={} LOCAL_RANK={} LOCAL_WORLD_SIZE={} MASTER_ADDR=127.0.0.1 MASTER_PORT={} "
-        "ENGRAMLAB_JOB_TOKEN=emulated-driver-test-token ENGRAMLAB_JOB_ID={} {} {}/tests/emulated_rank_worker {} & "
-        "pids=\"$pids $!\"; ",
-        r, world, places[static_cast<size_t>(r)].local_rank, places[static_cast<size_t>(r)].local_world_size, port,
-        job, emulated_driver_env(w), ENGRAM_BINARY_DIR, worker_args);
-  }
-  script += "for p in $pids; do wait $p || fail=$?; done; exit $fail";
-  return run("sh -c '" + script + "'");
+  return run(fmt::format("{0}/apps/engramlab launch --no-rank-prefix --job-id {1} --emulated-world {2} -- "
+                         "{0}/tests/emulated_rank_worker {3}",
+                         ENGRAM_BINARY_DIR, job, w.world_path, worker_args));
 }
 
 }  // namespace engram::testing

@@ -83,7 +83,7 @@ paths_before="$(engramlab_paths)"
 # and the test sources at -O0 (ENGRAM_TEST_OPTIMIZATION): the suites spend
 # their time in the code under test, not in the tests' own.
 # The GPU probes of benchmarks/ are left to the GPU machines, which build
-# what they run (tools/gpu_build.sh): CI has no GPU to run them on.
+# what they run (tools/lib/gpu_build.sh): CI has no GPU to run them on.
 stage setup tools/setup.sh build -DENGRAM_TEST_PCH=ON -DENGRAM_UNITY_BUILD=ON -DENGRAM_BUILD_GPU_PROBES=OFF \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DENGRAM_TEST_OPTIMIZATION=-O0 \
   -DENGRAM_TEST_BINARIES="core_tests;cli_tests;unsanitized_tests"
