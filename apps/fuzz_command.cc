@@ -22,6 +22,7 @@
 #include "core/engines/engine_profile.h"
 #include "core/plan/deployment_plan.h"
 #include "core/base/rerun_command.h"
+#include "core/base/seed_list.h"
 #include "harness/run_json.h"
 #include "harness/run_timeline.h"
 #include "harness/scenario_emit.h"
@@ -35,7 +36,8 @@ namespace {
 struct FuzzFlags {
   std::string seeds_text = "100";
   std::string seed_text = "1";
-  int seeds = 0;       // from seeds_text
+  bool seeds_given = false;  // --seeds on the command line (not its default)
+  int seeds = 0;       // from seeds_text, or --seed A-B's count
   uint64_t seed = 0;   // from seed_text
   std::string file;   // --file: the deployment held fixed
   std::string sites;  // --sites: the fault sites drawn
@@ -52,9 +54,28 @@ struct FuzzFlags {
 };
 
 // The whole-number flags, as every command reads them.
+// --seed takes a range too (as scenario run's --seed and the pytest plugin
+// do): A-B runs the seeds A..B, what --seed A --seeds B-A+1 runs.
 Status read_numbers(FuzzFlags& flags) {
   ENGRAM_ASSIGN_OR_RETURN(flags.seeds, whole_number_flag<int>("--seeds", flags.seeds_text, 1, harness::kMaxSwarmSeeds));
-  ENGRAM_ASSIGN_OR_RETURN(flags.seed, whole_number_flag<uint64_t>("--seed", flags.seed_text, 0, UINT64_MAX));
+  // One seed (a leading '-' is a sign): read as every whole-number flag is.
+  if (flags.seed_text.find_first_of(",-", 1) == std::string::npos) {
+    ENGRAM_ASSIGN_OR_RETURN(flags.seed, whole_number_flag<uint64_t>("--seed", flags.seed_text, 0, UINT64_MAX));
+    return Status::ok();
+  }
+  ENGRAM_ASSIGN_OR_RETURN(const std::vector<uint64_t> listed, parse_seed_list(flags.seed_text, "--seed"));
+  for (size_t i = 1; i < listed.size(); ++i)
+    if (listed[i] != listed[i - 1] + 1)
+      return invalid_argument(fmt::format("--seed {}: fuzz runs consecutive seeds; give one range (--seed {}-{}) or a "
+                                          "first seed and a count (--seed {} --seeds N)",
+                                          flags.seed_text, listed.front(), listed.back(), listed.front()));
+  flags.seed = listed.front();
+  if (listed.size() > 1) {
+    if (flags.seeds_given && static_cast<size_t>(flags.seeds) != listed.size())
+      return invalid_argument(fmt::format("--seed {} names {} seeds and --seeds {} another count; give one of them",
+                                          flags.seed_text, listed.size(), flags.seeds_text));
+    flags.seeds = static_cast<int>(listed.size());
+  }
   return Status::ok();
 }
 
@@ -241,8 +262,8 @@ CommandRegistration fuzz_registration("40-fuzz", [](CLI::App& app, int& exit_cod
   auto flags = std::make_shared<FuzzFlags>();
   CLI::App* cmd = app.add_subcommand(
       "fuzz", "Swarm mode: draw topology, config and faults from each seed, run on the emulator, check invariants");
-  cmd->add_option("--seeds", flags->seeds_text, "how many seeds (default 100)");
-  cmd->add_option("--seed", flags->seed_text, "the first seed (default 1)");
+  CLI::Option* seeds = cmd->add_option("--seeds", flags->seeds_text, "how many seeds (default 100)");
+  cmd->add_option("--seed", flags->seed_text, "the first seed (default 1), or a range of them (1-20)");
   cmd->add_option("--file", flags->file,
                   "a deployment or scenario file: its topology and config held fixed, the seed drawing faults, "
                   "interleavings and timeouts");
@@ -265,7 +286,10 @@ CommandRegistration fuzz_registration("40-fuzz", [](CLI::App& app, int& exit_cod
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");
   cmd->add_flag("--progress", flags->progress,
                 "show progress on stderr even when it is not a terminal (also ENGRAMLAB_PROGRESS=1)");
-  cmd->callback([flags, &exit_code]() { exit_code = run_fuzz(*flags); });
+  cmd->callback([flags, seeds, &exit_code]() {
+    flags->seeds_given = seeds->count() > 0;
+    exit_code = run_fuzz(*flags);
+  });
 });
 
 }  // namespace

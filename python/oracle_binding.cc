@@ -155,7 +155,8 @@ such as "sglang+torch-fallback"): scale bytes 0 / 255 ("engramlab" and "vllm": +
 its CUDA kernel; "sglang+torch-fallback": 2^-127 / NaN); -0 written as +0 under "engramlab", kept under "vllm" (it
 never sums rows) and under "sglang" unless summed=True (a path that all-reduces the row with +0 from the other ranks:
 SGLang's device_collective and per_rank layout over more than one rank; EngramTables.facts["rows_summed"] says
-whether a rank's lookup does); NaN canonical; DEAD (-1) and out-of-table ids give a zero row. row_ids: int64 [n] or [n, heads]. Returns the bf16 bits as uint16 [*row_ids.shape, dim] (the package's
+whether a rank's lookup does); a NaN as 0x7fc0 carrying its FP8 byte's sign; DEAD (-1) and out-of-table ids give a
+zero row. row_ids: int64 [n] or [n, heads]. Returns the bf16 bits as uint16 [*row_ids.shape, dim] (the package's
 reference_lookup(..., dtype=torch.bfloat16) gives a torch tensor).)");
   m.def("table_rows", &table_rows, py::arg("model"), py::arg("layer"), py::arg("first"), py::arg("count"),
         py::arg("fill_seed") = 1,

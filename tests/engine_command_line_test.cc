@@ -80,6 +80,30 @@ TEST(EngineCommandLine, SglangDpAttentionSplitsTpOverTheReplicas) {
   EXPECT_EQ(j["engine"]["context_length"], 65536);
 }
 
+// Expert, pipeline and prefill context parallelism in each engine's
+// spelling (issue 48 item 4): EP and prefill CP land in the layout; a
+// pipeline's later stages hold no Engram table and are counted as extra ranks.
+TEST(EngineCommandLine, ExpertPipelineAndPrefillContextParallelismArePlanned) {
+  const auto vllm = run_engramlab(
+      "plan --from \"vllm serve deepseek-ai/DeepSeek-V4.1-Flash -dp 4 --enable-expert-parallel -pp 2 "
+      "--prefill-context-parallel-size 2\"");
+  EXPECT_EQ(vllm.exit_code, 0) << vllm.text;
+  EXPECT_THAT(vllm.text, HasSubstr("--extra-ranks 4 --enable-expert-parallel true --prefill-cp 2"));
+  EXPECT_THAT(vllm.text, HasSubstr("pipeline parallel 2: the first stage's 4 ranks hold the Engram tables"));
+  const nlohmann::json v = json_of(
+      "plan --from \"vllm serve deepseek-ai/DeepSeek-V4.1-Flash -dp 4 --enable-expert-parallel -pp 2 "
+      "--prefill-context-parallel-size 2\"");
+  EXPECT_EQ(v["layout"]["ep"], 4) << v.dump();
+  EXPECT_EQ(v["layout"]["prefill_cp"], 2);
+  EXPECT_EQ(v["layout"]["world_size"], 4);
+  const nlohmann::json s = json_of(
+      "plan --from \"python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4.1-Flash --tp 4 --ep-size 4 "
+      "--pp-size 2\"");
+  EXPECT_EQ(s["layout"]["tp"], 4) << s.dump();
+  EXPECT_EQ(s["layout"]["ep"], 4);
+  EXPECT_EQ(s["engine"]["name"], "sglang");
+}
+
 TEST(EngineCommandLine, AnEngineThatLacksASettingKeepsItsColumn) {
   const auto out = run_engramlab("plan --compare-engines --peer-shards --tp 8 --dp 1");
   EXPECT_EQ(out.exit_code, 0) << out.text;

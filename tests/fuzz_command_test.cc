@@ -39,6 +39,33 @@ TEST(FuzzFile, SweepFiresEverySiteTheDeploymentReaches) {
   EXPECT_NE(out.text.find("(not aimed at)"), std::string::npos) << out.text;
 }
 
+// --seed takes a range as scenario run's does (issue 48): 3-5 runs the seeds
+// --seed 3 --seeds 3 runs, the same outcomes line by line; a list with a gap,
+// or a range beside another --seeds count, is refused naming both.
+TEST(FuzzSeeds, ARangeRunsTheSeedsAFirstSeedAndACountRun) {
+  const CommandOutput range = run_engramlab("fuzz --seed 3-5 --verbose");
+  const CommandOutput counted = run_engramlab("fuzz --seed 3 --seeds 3 --verbose");
+  ASSERT_EQ(range.exit_code, 0) << range.text;
+  ASSERT_EQ(counted.exit_code, 0) << counted.text;
+  for (const char* seed : {"seed 3: pass", "seed 4: pass", "seed 5: pass"}) {
+    EXPECT_NE(range.text.find(seed), std::string::npos) << range.text;
+    const size_t at = counted.text.find(seed);
+    ASSERT_NE(at, std::string::npos) << counted.text;
+    const std::string line = counted.text.substr(at, counted.text.find('\n', at) - at);
+    EXPECT_NE(range.text.find(line), std::string::npos) << "the same trace hash: " << line << "\n" << range.text;
+  }
+  EXPECT_EQ(range.text.find("seed 6:"), std::string::npos) << range.text;
+  EXPECT_NE(range.text.find("fuzz: 3 seeds from 3"), std::string::npos) << range.text;
+
+  const CommandOutput gap = run_engramlab("fuzz --seed 1,5");
+  EXPECT_EQ(gap.exit_code, 2) << gap.text;
+  EXPECT_NE(gap.text.find("--seed 1,5: fuzz runs consecutive seeds; give one range (--seed 1-5)"), std::string::npos)
+      << gap.text;
+  const CommandOutput both = run_engramlab("fuzz --seed 1-5 --seeds 3");
+  EXPECT_EQ(both.exit_code, 2) << both.text;
+  EXPECT_NE(both.text.find("--seed 1-5 names 5 seeds and --seeds 3 another count"), std::string::npos) << both.text;
+}
+
 // --junitxml: a testcase per seed, and one for the sweep's every-site rule.
 TEST(FuzzFile, JunitXmlHasATestcasePerSeed) {
   char name[] = "/tmp/fuzz_junit_test_XXXXXX";

@@ -101,6 +101,20 @@ TEST(ChooseHandleType, ErrorsNameHostsDomainsAndMissingCapability) {
   EXPECT_THAT(choose_handle_type(none).status().message(), HasSubstr("NVLink domain missing"));
 }
 
+// A plan probes nothing (issue 48): a host whose deployment entry leaves
+// fabric_attribute false is "not stated", never a probe that failed; a
+// machine's facts (a real probe ran) keep the probe's words.
+TEST(ChooseHandleType, APlanSaysFabricIsNotStatedWhereNothingWasProbed) {
+  std::vector<HandleFacts> stated = {facts("node-0", "d1", true, false), facts("node-1", "d1", true, false)};
+  for (HandleFacts& f : stated) f.predicted = true;
+  const std::string planned(choose_handle_type(stated).status().message());
+  EXPECT_THAT(planned, HasSubstr("FABRIC handle support not stated (fabric_attribute: false) on node-0"));
+  EXPECT_THAT(planned, ::testing::Not(HasSubstr("probe")));
+  std::vector<HandleFacts> probed = {facts("node-0", "d1", true, false), facts("node-1", "d1", true, false)};
+  EXPECT_THAT(std::string(choose_handle_type(probed).status().message()),
+              HasSubstr("fabric support (FABRIC create/export probe) failing on"));
+}
+
 TEST(ChooseHandleType, EmptyInputIsInvalid) {
   EXPECT_EQ(choose_handle_type({}).status().code(), ErrorCode::kInvalidArgument);
 }

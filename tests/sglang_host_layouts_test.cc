@@ -166,6 +166,31 @@ TEST(SglangShared, PlanHoldsOneMemfdCopyPerNodeOutsideDevShm) {
   EXPECT_THAT(plan->reasons.back(), HasSubstr("config.placement: sglang_shared as written"));
 }
 
+// Under SGLang's own rules (issue 48): its `shared` memfd belongs to the TP
+// group, every rank of the job, so a job across two nodes is refused naming
+// them and the fix (the comparison once promised a copy on each node), and
+// the same job on one node plans one copy.
+TEST(SglangShared, UnderSglangAJobAcrossNodesIsRefusedAndOnOneNodeHoldsOneCopy) {
+  auto two = plan_text("hosts: [{name: node, count: 2, gpus: 8}]\nlayout: {tp: 1, dp: 16}\n"
+                       "config: {cpu_offload: true}\nengine: {name: sglang}\n");
+  ASSERT_FALSE(two.is_ok());
+  EXPECT_EQ(two.status().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(two.status().message(),
+              AllOf(HasSubstr("sglang_shared: SGLang's `shared` memfd belongs to its TP group, all 16 ranks"),
+                    HasSubstr("made by TP rank 0 on node-0; ranks on node-1 cannot open it"),
+                    HasSubstr("host_layout: per_rank")));
+  auto per_rank = plan_text("hosts: [{name: node, count: 2, gpus: 8}]\nlayout: {tp: 1, dp: 16}\n"
+                            "config: {cpu_offload: true, host_layout: per_rank}\nengine: {name: sglang}\n");
+  ASSERT_TRUE(per_rank.is_ok()) << per_rank.status().to_string();
+  EXPECT_EQ(per_rank->ranks[0].placement, Placement::kSglangPrivate);
+  auto one = plan_text("hosts: [{name: node, gpus: 8}]\nlayout: {tp: 2, dp: 4}\n"
+                       "config: {cpu_offload: true}\nengine: {name: sglang}\n");
+  ASSERT_TRUE(one.is_ok()) << one.status().to_string();
+  EXPECT_EQ(one->ranks[0].placement, Placement::kSglangShared);
+  ASSERT_EQ(one->hosts.size(), 1u);
+  EXPECT_EQ(one->hosts[0].table_copies, 1);
+}
+
 TEST(SglangShared, EveryRowOfA2048RowTableOnTheEmulatorStaysOnTheCpu) {
   std::vector<RankResult> results(2);
   auto run = sim::run_world(one_host(2, PidNamespaces::kShared), [&](RankBackend& b) -> Status {

@@ -15,7 +15,7 @@
   X(kHostHeadSharded, host_head_sharded)    /* one table per node-local group, heads split over members */    \
   X(kHostPrivate, host_private)             /* one host copy per replica, a TP slice per rank */               \
   X(kDeviceHeadSharded, device_head_sharded) /* vLLM's device layout: head slices, all-to-all rows */         \
-  X(kSglangShared, sglang_shared)           /* SGLang's shared layout: one memfd copy per node */              \
+  X(kSglangShared, sglang_shared)           /* SGLang's shared layout: one memfd copy on one node */          \
   X(kSglangPrivate, sglang_private)         /* SGLang's private layout: host row shards, collective lookup */      \
   X(kSglangNumaShared, sglang_numa_shared)  /* SGLang's numa_shared layout: a memfd copy per NUMA node */     \
   X(kSglangFile, sglang_file)               /* SGLang's file layout: a table file mapped MAP_SHARED */

@@ -30,6 +30,11 @@
 //   row 0 and discards it.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/base/text_list.h"
 #include "core/engines/engine_profiles.h"
 #include "core/model/hash_overrides.h"
 
@@ -215,6 +220,31 @@ Result<Placement> placement_of(const EngineProfile& self, const Deployment& d, P
   return placement_named(self, layout->placement, fmt::format("host layout '{}'", layout->name));
 }
 
+// The `shared` host layout (kHostTable): one memfd for the TP group, made by
+// TP rank 0 and opened by the others through /proc/<pid>/fd/<n>. SGLang's TP
+// group is every rank of the deployment (tp x dp: under DP attention the
+// replicas are attention groups of one TP group), so a job on more than one
+// host cannot open it there: SGLang fails, and so does the plan, naming the
+// hosts (kFallbackWarnings: `shared` needs one host, else an error).
+Status check_at_creation(const Deployment& d, const ModelSpec&, std::span<const Placement> placement_by_host) {
+  if (std::find(placement_by_host.begin(), placement_by_host.end(), Placement::kSglangShared) ==
+      placement_by_host.end())
+    return Status::ok();
+  std::vector<int> hosts(d.rank_hosts.begin(), d.rank_hosts.end());
+  std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  if (hosts.size() <= 1) return Status::ok();
+  const HostSpec& first = d.hosts[static_cast<size_t>(d.rank_hosts.front())];
+  std::vector<std::string> others;  // the hosts without TP rank 0
+  for (int h : hosts)
+    if (h != d.rank_hosts.front()) others.push_back(d.hosts[static_cast<size_t>(h)].name);
+  return failed_precondition(fmt::format(
+      "sglang_shared: SGLang's `shared` memfd belongs to its TP group, all {} ranks (tp {} x dp {}), made by TP rank 0 "
+      "on {}; ranks on {} cannot open it through /proc/<pid>/fd. Use host_layout: per_rank, cpu_offload: false, or "
+      "one node",
+      d.layout.world_size(), d.layout.tp, d.layout.dp, first.name, join_limited(others)));
+}
+
 }  // namespace
 
 const EngineProfile kSglangProfile = {
@@ -239,6 +269,7 @@ const EngineProfile kSglangProfile = {
     .fallback_wording = FallbackWording::kEngramlab,
     .equal_verify_blocks = true,
     .holdings = kHoldings,
+    .check_at_creation = check_at_creation,
     .settings = {.peer_shards = true},
     .host_layouts = kLayouts,
     .node_local_groups = groups,

@@ -26,8 +26,9 @@ void ask_plan_for(EngramConfig& config) {
 }
 
 std::string doctor_verdict(const DoctorFacts& facts) {
-  return fmt::format("available where this node's ranks share one PID namespace: one memfd copy per node ({}), "
-                     "opened by the other ranks through /proc/<pid>/fd; not bounded by /dev/shm",
+  return fmt::format("available where this node's ranks share one PID namespace and the job is on this node "
+                     "(SGLang's TP group shares one memfd): one memfd copy ({}), opened by the other ranks through "
+                     "/proc/<pid>/fd; not bounded by /dev/shm",
                      format_gib(facts.tables_bytes));
 }
 

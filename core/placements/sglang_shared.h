@@ -1,7 +1,10 @@
 // sglang_shared: SGLang's `shared` host layout (python/sglang/srt/layers/
-// engram.py, _HostTable): one copy of every table per node in a memfd the
-// node's lowest rank creates; the others open it through /proc/<pid>/fd/<n>,
-// which needs the node's ranks in one PID namespace. Every rank holds every
+// engram.py, _HostTable): one copy of every table in a memfd the node's
+// lowest rank creates; the others open it through /proc/<pid>/fd/<n>, which
+// needs them on that node in one PID namespace. SGLang makes one such memfd
+// for its TP group, every rank of the job, so under the SGLang profile a job
+// on more than one node is refused (sglang_profile.cc, check_at_creation);
+// another engine asking for it by name gets one copy per node. Every rank holds every
 // row, so a rank looks up its own tokens with no collective (no all-reduce,
 // no TP assembly). Differs from host_shared in where the copy lives (a memfd,
 // not /dev/shm: no tmpfs size applies, nothing named survives a crash) and in
@@ -26,7 +29,7 @@ Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const 
 inline constexpr PlacementOps kSglangSharedOps{
     .id = Placement::kSglangShared, .name = "sglang_shared", .group = PlacementGroup::kNodeLocalGroup,
     .needs_one_pid_namespace = true, .cost = sglang_shared_ops::cost,
-    .host_memory_fix = "sglang_shared already keeps one copy per node: give hosts with more RAM",
+    .host_memory_fix = "sglang_shared already keeps one copy on the node: give hosts with more RAM",
     .build = sglang_shared_ops::build, .ask_plan_for = sglang_shared_ops::ask_plan_for,
     .doctor_verdict = sglang_shared_ops::doctor_verdict, .doctor_position = 6, .step_time = sglang_shared_ops::step_time,
     .lookup_from_whole_table = sglang_shared_ops::lookup_from_whole_table};

@@ -139,6 +139,22 @@ EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice)
       checked = std::move(again);
     }
   }
+  if (!checked.is_ok() && checked.status().code() == ErrorCode::kFailedPrecondition && d.config.host_layout.empty() &&
+      engine.host_layouts.size() > 1) {
+    // Its default host layout cannot run here: the column as planned with
+    // the first other layout it offers that can, beside the refusal.
+    for (const HostLayoutOption& layout : engine.host_layouts.subspan(1)) {
+      Deployment other = d;
+      other.config.host_layout = layout.name;
+      WarningSink other_sink;
+      Result<FitCheckedPlan> planned = plan_with_memory_fit(other, other_sink);
+      if (!planned.is_ok()) continue;
+      c.refusal = std::string(checked.status().message());
+      c.planned_with = fmt::format("host_layout: {}", layout.name);
+      checked = std::move(planned);
+      break;
+    }
+  }
   if (!checked.is_ok()) {
     c.status = checked.status();
     return c;
@@ -275,8 +291,10 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
       continue;
     }
     const std::string without = fmt::format("{}", fmt::join(c.planned_without, ", "));
+    // How the figures below were planned where the engine refused the deployment as written.
+    const std::string instead = c.planned_with.empty() ? "without " + without : "with " + c.planned_with;
     v.push_back(c.refusal.empty() ? c.placement
-                                  : fmt::format("refused: {}; without {}: {}", c.refusal, without, c.placement));
+                                  : fmt::format("refused: {}; {}: {}", c.refusal, instead, c.placement));
     v.push_back(c.tp_split);
     v.push_back(c.cpu_offload ? "on" : "off");
     v.push_back(c.node_local_group_min == c.node_local_group_max
@@ -294,7 +312,9 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
     for (const std::string& k : c.warnings) w += (w.empty() ? "" : ", ") + k;
     v.push_back(w.empty() ? "none" : w);
     const std::string verdict = c.fits.is_ok() ? "fits" : "cannot run: " + std::string(c.fits.message());
-    v.push_back(c.refusal.empty() ? verdict : fmt::format("refused as asked; without {}: {}", without, verdict));
+    v.push_back(c.refusal.empty() ? verdict
+                                  : fmt::format("{}; {}: {}", c.planned_with.empty() ? "refused as asked" : "its default refused",
+                                                instead, verdict));
     v.push_back(c.host_layouts.empty() ? "-" : c.host_layouts);
     std::string nc;
     for (const std::string& n : c.not_counted) nc += (nc.empty() ? "" : "; ") + n.substr(0, n.find(" ("));
@@ -353,6 +373,7 @@ Json engine_comparison_json(std::span<const EngineColumn> columns) {
     j["refusal"] = c.refusal.empty() ? Json(nullptr) : Json(c.refusal);
     j["tightest_limit"] = c.tightest_limit.empty() ? Json(nullptr) : Json(c.tightest_limit);
     j["planned_without"] = c.planned_without;
+    j["planned_with"] = c.planned_with.empty() ? Json(nullptr) : Json(c.planned_with);
     Json defaults = Json::array();
     for (const DefaultUsed& u : c.defaults_used)
       defaults.push_back({{"field", u.field}, {"value", u.value}, {"source", u.source}});

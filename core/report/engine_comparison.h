@@ -57,6 +57,10 @@ struct EngineColumn {
   // column still answers. status stays ok then.
   std::string refusal;
   std::vector<std::string> planned_without;
+  // Where its default host layout cannot run here (SGLang's `shared` memfd
+  // across nodes): the refusal above, and the layout the figures were
+  // planned with instead ("host_layout: per_rank"), the first it offers that runs.
+  std::string planned_with;
 };
 
 // Plans `deployment` (flags and file as given, engine.profile ignored)

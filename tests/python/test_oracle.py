@@ -116,6 +116,13 @@ def test_reference_lookup_equals_the_rule_on_every_row(engine):
         np.testing.assert_array_equal(got, want)
 
 
+def test_the_docstring_says_a_nans_sign_follows_its_byte():
+    # Issue 48: it said "NaN canonical", which the rows above disprove (the sign follows the FP8 byte).
+    doc = engramlab._engramlab.reference_lookup.__doc__
+    assert "NaN canonical" not in doc
+    assert "0x7fc0 carrying its FP8 byte's sign" in " ".join(doc.split())
+
+
 def test_the_rows_hold_what_the_engines_disagree_on():
     # The fill writes scale bytes 0 and 255 and -0 / NaN codes (core/model/table_fill.h): the two rules must
     # differ on exactly the blocks of those scales, or the test above checks nothing of the difference.

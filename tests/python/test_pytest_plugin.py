@@ -87,3 +87,28 @@ def test_scenario_seeds_are_bounded(scenario_dir, seeds, says):
     result = scenario_dir.runpytest("-p", "no:cacheprovider", "--scenario-seeds", seeds, "good_one.yaml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert says in result.stderr.str()
+
+
+def test_the_installed_entry_point_loads_the_plugin_without_a_conftest(tmp_path, repo):
+    # A folder with one scenario and no conftest.py: pytest finds the plugin through the package's
+    # pytest11 entry point alone (engramlab-*.dist-info/entry_points.txt), in a process of its own so
+    # this session's plugins do not stand in for it.
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    (tmp_path / "one.yaml").write_text((repo / "scenarios/dp1_resolves_disabled.yaml").read_text())
+    env = dict(os.environ)
+    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    env["PYTHONPATH"] = str(pathlib.Path(engramlab.__file__).resolve().parents[1])
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "."],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert not list(tmp_path.glob("conftest.py"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "one.yaml::" in run.stdout, run.stdout
+    # Without the entry point (autoload off) nothing collects the file: the test above is the plugin's.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    off = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "."],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert "one.yaml::" not in off.stdout, off.stdout
