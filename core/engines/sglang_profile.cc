@@ -220,12 +220,17 @@ Result<Placement> placement_of(const EngineProfile& self, const Deployment& d, P
   return placement_named(self, layout->placement, fmt::format("host layout '{}'", layout->name));
 }
 
-// The `shared` host layout (kHostTable): one memfd for the TP group, made by
-// TP rank 0 and opened by the others through /proc/<pid>/fd/<n>. SGLang's TP
-// group is every rank of the deployment (tp x dp: under DP attention the
-// replicas are attention groups of one TP group), so a job on more than one
-// host cannot open it there: SGLang fails, and so does the plan, naming the
-// hosts (kFallbackWarnings: `shared` needs one host, else an error).
+// The `shared` host layout (kHostTable, sgl-project/sglang
+// python/sglang/srt/layers/engram/host_table.py, stored reading, no commit):
+// one memfd for the TP group, made by TP rank 0 and opened by the others
+// through /proc/<pid>/fd/<n>. sgl-project/sglang PR 40106 (open, 2026-09-18,
+// its description) says the same of `shared`: "the only host copy", on the
+// node rank 0 first touches, which its numa_shared layout splits per NUMA
+// node and refuses across hosts. SGLang's TP group is every rank of the
+// deployment (tp x dp: under DP attention the replicas are attention groups
+// of one TP group), so a job on more than one host cannot open it there:
+// SGLang fails, and so does the plan, naming the hosts (kFallbackWarnings:
+// `shared` needs one host, else an error).
 Status check_at_creation(const Deployment& d, const ModelSpec&, std::span<const Placement> placement_by_host) {
   if (std::find(placement_by_host.begin(), placement_by_host.end(), Placement::kSglangShared) ==
       placement_by_host.end())
