@@ -19,6 +19,7 @@
 #include "core/model/request_hasher.h"
 #include "core/model/row_format.h"
 #include "core/plan/deployment_plan.h"
+#include "core/plan/step_time_plan.h"
 #include "core/report/engine_comparison.h"
 #include "kernels/gather_reference.h"
 #include "tests/engine_test_support.h"
@@ -41,6 +42,17 @@ Deployment one_node(int tp, int dp, EngineId engine, std::string variant = "") {
   d.layout.dp = dp;
   d.engine.profile = engine;
   d.engine.variant = std::move(variant);
+  return d;
+}
+
+// DEP8 over two nodes of four GPUs (tp 1 x dp 8), host RAM enough for a
+// table per node.
+Deployment two_nodes_dep8(EngineId engine) {
+  Deployment d;
+  d.hosts = {host("node0", 4, 512ull << 30), host("node1", 4, 512ull << 30)};
+  d.layout.tp = 1;
+  d.layout.dp = 8;
+  d.engine.profile = engine;
   return d;
 }
 
@@ -155,6 +167,41 @@ TEST(EngineRules, Point1VllmSequenceParallelAllGathersOverTp) {
   EXPECT_EQ(cols[0].collectives.back().name, "all-gather over TP, each rank keeping its token slice");
   EXPECT_THAT(cols[1].collectives.back().name, HasSubstr("of each TP rank's token shard"));
   EXPECT_GT(cols[0].collective_bytes_per_token, cols[1].collective_bytes_per_token);
+}
+
+// SGLang's per_rank layout cuts host rows over its row-shard group (every
+// TP rank; under DP attention all of them) and sums them back over that
+// group: the comparison names both collectives at the group's size, and the
+// step model prices the sum over it (it read the node-local group before,
+// one rank, and priced no collective at all).
+TEST(EngineRules, SglangPerRankRowShardsAreSummedOverTheirGroup) {
+  Deployment d = two_nodes_dep8(EngineId::kSglang);
+  d.config.cpu_offload = true;
+  d.config.cpu_offload_given = true;
+  d.config.host_layout = "per_rank";
+  const EngineChoice engines[] = {{EngineId::kSglang, ""}};
+  const std::vector<EngineColumn> cols = compare_engines(d, engines);
+  ASSERT_TRUE(cols[0].status.is_ok()) << cols[0].status.to_string();
+  ASSERT_EQ(cols[0].placement, "sglang_private");
+  ASSERT_EQ(cols[0].collectives.size(), 2u);
+  EXPECT_EQ(cols[0].collectives[0].name, "all-gather ids");
+  EXPECT_EQ(cols[0].collectives[1].name, "reduce-scatter rows (sum)");
+  EXPECT_EQ(cols[0].collectives[0].group, "row shards of 8");
+  EXPECT_EQ(cols[0].collectives[1].group, "row shards of 8");
+  const auto planned = plan(d);
+  ASSERT_TRUE(planned.is_ok()) << planned.status().to_string();
+  const int heads = planned->model.heads_per_table.front() * static_cast<int>(planned->model.heads_per_table.size());
+  EXPECT_EQ(cols[0].collectives[0].bytes_per_token, 8u * static_cast<uint64_t>(heads));
+  for (const RankPlan& rp : planned->ranks) {
+    ASSERT_EQ(rp.shard_group_size, 8);
+    EXPECT_EQ(step_input_of(*planned, rp, 1024).group_size, 8) << "rank " << rp.rank;
+  }
+  // The other side: a host placement of the node-local group keeps its group.
+  Deployment shared = two_nodes_dep8(EngineId::kVllm);
+  const auto vllm = plan(shared);
+  ASSERT_TRUE(vllm.is_ok()) << vllm.status().to_string();
+  for (const RankPlan& rp : vllm->ranks)
+    EXPECT_EQ(step_input_of(*vllm, rp, 1024).group_size, std::max(rp.node_local_group_size, 1)) << "rank " << rp.rank;
 }
 
 // A one-table model whose row 0 holds -0 in every value (FP8 0x80 under

@@ -201,12 +201,15 @@ TEST_F(RealRunSignals, ASigkillAtEveryEarlyPointLeavesNoRunDirectory) {
   for (Point point : {kDirectory, kLaunchLog, kLauncher, kRanks}) {
     for (int attempt = 0; attempt < 4; ++attempt) {
       SCOPED_TRACE("point " + std::to_string(point) + ", attempt " + std::to_string(attempt));
+      // The runner's own output, shown where a point fails (what it said
+      // before the kill tells a slow start from a failed one).
+      const std::string runner_log = work_ + "/runner-" + std::to_string(point) + "-" + std::to_string(attempt) + ".log";
       const pid_t runner = ::fork();
       ASSERT_GE(runner, 0);
       if (runner == 0) {
         ::setpgid(0, 0);
         ::setenv("ENGRAMLAB_SHM_DIR", shm_dir_.c_str(), 1);
-        const int fd = ::open("/dev/null", O_WRONLY);
+        const int fd = ::open(runner_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         ::dup2(fd, 1);
         ::dup2(fd, 2);
         ::execl(kEngramlab.c_str(), "engramlab", "scenario", "run", "--real", "--here", file.c_str(), nullptr);
@@ -224,9 +227,21 @@ TEST_F(RealRunSignals, ASigkillAtEveryEarlyPointLeavesNoRunDirectory) {
         }
         return false;
       };
+      // What was there when the point failed: the run's directories, their
+      // launch.log, the job's processes and the runner's output.
+      auto what_was_there = [&] {
+        std::string text = "runner output: " + read_whole(runner_log) + "\njob processes:";
+        for (pid_t p : processes_of_job(job_id)) text += " " + std::to_string(p);
+        for (const std::string& dir : entries_starting("/tmp", run_dir_prefix))
+          text += "\n" + dir + "/launch.log: " + read_whole(dir + "/launch.log");
+        return text;
+      };
+      // Read once: a second look could see a later moment than the one the
+      // wait stopped at.
+      bool at_point = false;
       const auto by = Clock::now() + 30s;
-      while (!reached() && Clock::now() < by) std::this_thread::yield();
-      ASSERT_TRUE(reached()) << "the run never reached the point";
+      while (!(at_point = reached()) && Clock::now() < by) std::this_thread::yield();
+      ASSERT_TRUE(at_point) << "the run never reached the point\n" << what_was_there();
       ASSERT_EQ(::kill(runner, SIGKILL), 0);
       int status = 0;
       ::waitpid(runner, &status, 0);
@@ -235,7 +250,7 @@ TEST_F(RealRunSignals, ASigkillAtEveryEarlyPointLeavesNoRunDirectory) {
       };
       const auto until = Clock::now() + 10s;
       while (!all_gone() && Clock::now() < until) std::this_thread::sleep_for(10ms);
-      EXPECT_TRUE(entries_starting("/tmp", run_dir_prefix).empty()) << "the run's directory stayed";
+      EXPECT_TRUE(entries_starting("/tmp", run_dir_prefix).empty()) << "the run's directory stayed\n" << what_was_there();
       for (pid_t p : processes_of_job(job_id)) ::kill(p, SIGKILL);
       for (const std::string& dir : entries_starting("/tmp", run_dir_prefix)) fs::remove_all(dir);
       fs::remove_all(engram::ipc::default_socket_dir(job_id));

@@ -31,7 +31,8 @@ Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const 
 }  // namespace sglang_private_ops
 inline constexpr PlacementOps kSglangPrivateOps{
     .id = Placement::kSglangPrivate, .name = "sglang_private", .group = PlacementGroup::kShardGroup,
-    .collective_lookup = true, .sums_members_rows = true, .cost = sglang_private_ops::cost,
+    .rows_back_collective = "reduce-scatter rows (sum)", .collective_lookup = true, .sums_members_rows = true,
+    .cost = sglang_private_ops::cost,
     .host_memory_fix = "sglang_private already splits one table over the row-shard group: widen the group "
                        "(config.shard_group: world) or give hosts with more RAM",
     .build = sglang_private_ops::build, .ask_plan_for = sglang_private_ops::ask_plan_for,

@@ -4,6 +4,7 @@
 
 #include "core/engines/engine_profile.h"
 #include "core/model/table_spec.h"
+#include "core/placements/placement.h"
 #include "core/plan/engine_step_rules.h"
 
 namespace engram {
@@ -25,9 +26,15 @@ LinkKind link_of_members(const PlanResult& plan, const RankPlan& rank, bool (*me
   return LinkKind::kNvlink;
 }
 
+// A placement's lookup group is the kind its ops name, not whether it is on
+// the device: SGLang's per_rank layout cuts host rows over the row-shard
+// group (every TP rank), and sums them back over it.
+bool cuts_over_shard_group(const RankPlan& rank) {
+  return placement_ops(rank.placement).group == PlacementGroup::kShardGroup;
+}
 bool same_group(const RankPlan& a, const RankPlan& b) {
   if (a.placement != b.placement) return false;
-  return is_device_placement(a.placement) ? a.shard_group == b.shard_group : a.node_local_group == b.node_local_group;
+  return cuts_over_shard_group(a) ? a.shard_group == b.shard_group : a.node_local_group == b.node_local_group;
 }
 bool same_replica(const RankPlan& a, const RankPlan& b) { return a.dp_rank == b.dp_rank; }
 
@@ -43,8 +50,7 @@ StepCostInput step_input_of(const PlanResult& plan, const RankPlan& rank, int to
                                                        : plan.model.row_bytes * kScaleBlock / (kScaleBlock + 1);
   in.out_row_bytes = 2 * dim;
   in.table_bytes = plan.model.table_bytes.empty() ? 0 : plan.model.table_bytes.front();
-  const bool device = is_device_placement(rank.placement);
-  in.group_size = std::max(1, device ? rank.shard_group_size : rank.node_local_group_size);
+  in.group_size = std::max(1, cuts_over_shard_group(rank) ? rank.shard_group_size : rank.node_local_group_size);
   in.group_link = link_of_members(plan, rank, same_group);
   in.tp = plan.deployment.layout.tp;
   in.tp_link = link_of_members(plan, rank, same_replica);

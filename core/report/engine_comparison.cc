@@ -53,10 +53,13 @@ std::vector<StepCollective> step_collectives(const RankPlan& rp, const PlanResul
     else out.push_back({"all-to-all heads over TP", group, kBf16Bytes * heads * dim});
   };
   std::vector<StepCollective> out;
-  if (ops.needs_device) {
+  // Device placements, and host rows cut over the row-shard group
+  // (sglang_private: every member reads its rows of every token, and the
+  // group sums them back).
+  if (ops.needs_device || ops.group == PlacementGroup::kShardGroup) {
     const int g = ops.group == PlacementGroup::kShardGroup ? rp.shard_group_size : rp.node_local_group_size;
     if (!ops.collective_lookup || g < 2) return out;
-    ENGRAM_CHECK_MSG(ops.rows_back_collective != nullptr, "a collective device lookup names how its rows come back");
+    ENGRAM_CHECK_MSG(ops.rows_back_collective != nullptr, "a collective lookup over its group names how its rows come back");
     const std::string group = fmt::format("{} of {}", placement_group_text(ops), g);
     if (ops.trades_token_shards && gather_keep_own) {
       // vLLM main's device path: ids and rows over the Engram DP half of the
