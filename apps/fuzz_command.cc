@@ -15,6 +15,7 @@
 
 #include "apps/command_registry.h"
 #include "apps/flag_numbers.h"
+#include "apps/fuzz_compare_engines.h"
 #include "core/base/file_replace.h"
 #include "core/base/text_excerpt.h"
 #include "core/base/json_output.h"
@@ -50,7 +51,9 @@ struct FuzzFlags {
   bool progress = false;
   std::string junitxml;  // --junitxml: a testcase per seed
   std::string engine;    // --engine: whose rules plan the file's deployment (over its engine.name)
-  bool brief = false;    // --brief: the outcomes and the summary line alone (tools/run.sh)
+  bool brief = false;    // --brief: the outcomes and the summary line alone
+  std::string host_layout;  // --host-layout: the engine's host layout for the file's deployment
+  bool compare_engines = false;  // --compare-engines: the file under each engine, two lines each (tools/run.sh)
 };
 
 // The whole-number flags, as every command reads them.
@@ -164,11 +167,43 @@ int run_fuzz(FuzzFlags& flags) {
       target->engine = flags.engine;
     }
   }
+  if (target.is_ok() && !flags.host_layout.empty()) {
+    if (!target->deployment) {
+      target = invalid_argument(fmt::format("--host-layout {}: sets the host layout of a deployment's file; give --file too",
+                                            excerpt(flags.host_layout)));
+    } else {
+      target->deployment->config.host_layout = flags.host_layout;
+      target->host_layout = flags.host_layout;
+      // A name the engine lacks is bad input, said once (not a refusal on every seed).
+      const EngineProfile& engine =
+          engine_profile(target->deployment->engine.profile, target->deployment->engine.variant);
+      if (auto layout = host_layout_of(engine, target->deployment->config); !layout.is_ok())
+        target = invalid_argument(fmt::format("--host-layout {}: {}", excerpt(flags.host_layout), layout.status().message()));
+    }
+  }
+  if (target.is_ok() && flags.compare_engines) {
+    // Each engine runs its own plan: flags that pick one engine, or write one
+    // run's files, have no single run to apply to.
+    std::string clash;
+    for (const auto& [given, name] : {std::pair{!flags.engine.empty(), "--engine"}, {!flags.host_layout.empty(), "--host-layout"},
+                                      {!flags.emit_seed_text.empty(), "--emit-scenario"}, {!flags.trace.empty(), "--trace"},
+                                      {!flags.timeline.empty(), "--timeline"}, {!flags.junitxml.empty(), "--junitxml"},
+                                      {flags.json, "--json"}, {flags.verbose, "--verbose"}})
+      if (given) clash += fmt::format("{}{}", clash.empty() ? "" : ", ", name);
+    if (!target->deployment)
+      target = invalid_argument("--compare-engines: runs a deployment's file under each engine; give --file too");
+    else if (!clash.empty())
+      target = invalid_argument(fmt::format("--compare-engines runs every engine, each on its own plan; {} names one "
+                                            "run: drop it, or run `fuzz --file F --engine NAME` with it",
+                                            clash));
+  }
   if (!target.is_ok()) {
     std::cerr << "error: " << target.status().message() << "\n";
     if (flags.json) std::cout << dump_json(error_document("fuzz", target.status())) << "\n";
     return 2;
   }
+  if (flags.compare_engines)
+    return fuzz_compare_engines(target.value(), flags.seed, flags.seeds, flags.check_determinism, std::cout);
   if (!flags.emit_seed_text.empty()) return emit_scenario(flags, target.value());
   if (flags.verbose && !flags.json) {
     for (int i = 0; i < flags.seeds; ++i) {
@@ -281,6 +316,11 @@ CommandRegistration fuzz_registration("40-fuzz", [](CLI::App& app, int& exit_cod
                   fmt::format("whose rules plan the --file's deployment: {} (default: the file's engine.name)",
                               engine_names_text()));
   cmd->add_flag("--brief", flags->brief, "print the outcomes, failures and the summary line alone");
+  cmd->add_option("--host-layout", flags->host_layout,
+                  "the engine's host layout for the --file's deployment, by its own name (plan --host-layout's)");
+  cmd->add_flag("--compare-engines", flags->compare_engines,
+                "run the --file's deployment under each engine's plan (another host layout where its default "
+                "cannot run there, as plan --compare-engines shows), two lines an engine");
   cmd->add_flag("--check-determinism", flags->check_determinism, "run each seed twice and compare trace hashes");
   cmd->add_flag("--verbose", flags->verbose, "print each seed's job and outcome first");
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");

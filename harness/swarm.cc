@@ -510,6 +510,7 @@ std::vector<std::string> swarm_rerun_args(uint64_t seed, bool check_determinism,
     rerun.insert(rerun.end(), {"--sites", names});
   }
   if (!target.engine.empty()) rerun.insert(rerun.end(), {"--engine", target.engine});
+  if (!target.host_layout.empty()) rerun.insert(rerun.end(), {"--host-layout", target.host_layout});
   if (check_determinism) rerun.push_back("--check-determinism");
   return rerun;
 }

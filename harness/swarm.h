@@ -42,6 +42,9 @@ struct SwarmTarget {
   bool timeouts_written = false;         // the file sets timeouts: they are not drawn
   std::vector<sim::FaultSite> sites;          // the sites faults are drawn at; empty: every site
   std::string engine;  // `fuzz --engine NAME`: set on the deployment, named in reproduction lines; empty: the file's
+  // `fuzz --host-layout NAME`: set on the deployment's config, named in
+  // reproduction lines; empty: the file's.
+  std::string host_layout;
 };
 
 // Deterministic in `seed` and the target alone.

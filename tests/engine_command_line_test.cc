@@ -107,8 +107,11 @@ TEST(EngineCommandLine, ExpertPipelineAndPrefillContextParallelismArePlanned) {
 TEST(EngineCommandLine, AnEngineThatLacksASettingKeepsItsColumn) {
   const auto out = run_engramlab("plan --compare-engines --peer-shards --tp 8 --dp 1");
   EXPECT_EQ(out.exit_code, 0) << out.text;
-  EXPECT_THAT(out.text, HasSubstr("refused:"));
-  EXPECT_THAT(out.text, HasSubstr("without peer_shards:"));
+  EXPECT_THAT(out.text, HasSubstr("host_head_sharded, without peer_shards"));
+  EXPECT_THAT(out.text, HasSubstr("refused as asked; without peer_shards:"));
+  // The refusal in the engine's words, once, below the table.
+  EXPECT_THAT(out.text, HasSubstr("vllm refused the deployment as asked (its column is planned without peer_shards):\n"
+                                  "  config.peer_shards (true): engine vllm refuses it"));
   EXPECT_THAT(out.text, HasSubstr("defaults used (not written by you):"));
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -194,6 +195,71 @@ TEST(FuzzFile, MissingFileExitsTwo) {
   EXPECT_NE(out.text.find("/nonexistent/deployment.yaml"), std::string::npos) << out.text;
 }
 
+// --compare-engines (the main job's emulator part): the DEP8 file under each
+// engine, two lines or so an engine; SGLang's default (`shared` across two
+// nodes) cannot run there, so its row runs the per_rank layout its plan
+// column names, and says so. Each row's seeds are the ones `fuzz --engine E`
+// (with --host-layout where the row names one) runs: the same outcomes.
+TEST(FuzzCompareEngines, EachEngineRunsItsOwnPlanAndSaysWhatRan) {
+  const std::string file = kScenarios + "/deployments/dep8_gb300_two_nodes.yaml";
+  const CommandOutput out = run_engramlab("fuzz --file " + file + " --compare-engines --seeds 12");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  EXPECT_NE(out.text.find("engramlab   host_shared; 12 seeds: "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("vllm        host_shared; 12 seeds: "), std::string::npos) << out.text;
+  EXPECT_NE(out.text.find("sglang      sglang_private with host_layout: per_rank (its default refused here; plan "
+                          "--engine sglang says why);\n            12 seeds: "),
+            std::string::npos)
+      << out.text;
+  EXPECT_NE(out.text.find("fuzz --compare-engines: 12 seeds from 1 under each of 3 engines: 0 broke a rule"),
+            std::string::npos)
+      << out.text;
+  // Under a screen: the main job prints it under the plan comparison.
+  EXPECT_LE(std::count(out.text.begin(), out.text.end(), '\n'), 12) << out.text;
+  // The SGLang row's seeds, run alone with the layout it names.
+  const CommandOutput alone =
+      run_engramlab("fuzz --file " + file + " --engine sglang --host-layout per_rank --seeds 12 --brief");
+  ASSERT_EQ(alone.exit_code, 0) << alone.text;
+  const size_t ok_at = alone.text.find("ok sglang_private");
+  ASSERT_NE(ok_at, std::string::npos) << alone.text;
+  const std::string ok_line = alone.text.substr(ok_at, alone.text.find('\n', ok_at) - ok_at);
+  const std::string ok_seeds = ok_line.substr(ok_line.find_last_of(' ') + 1);
+  const size_t row = out.text.find("sglang      ");
+  EXPECT_NE(out.text.find("12 seeds: " + ok_seeds + " ok, 0 broke a rule", row), std::string::npos)
+      << alone.text << "\n" << out.text;
+  // Without the layout SGLang's plan refuses every seed before a rank starts.
+  const CommandOutput as_given = run_engramlab("fuzz --file " + file + " --engine sglang --seeds 4 --brief");
+  EXPECT_NE(as_given.text.find("error failed_precondition (decide placement)"), std::string::npos) << as_given.text;
+}
+
+// The other side: flags that name one run, or no deployment to compare, are
+// exit 2 naming the flag and the fix; --host-layout wants a file too, and a
+// layout the engine lacks is refused by plan's check, naming the layouts.
+TEST(FuzzCompareEngines, FlagsThatNameOneRunOrNoFileExitTwo) {
+  const std::string file = kScenarios + "/deployments/dep8_gb300_two_nodes.yaml";
+  const CommandOutput no_file = run_engramlab("fuzz --compare-engines --seeds 2");
+  EXPECT_EQ(no_file.exit_code, 2) << no_file.text;
+  EXPECT_NE(no_file.text.find("--compare-engines: runs a deployment's file under each engine; give --file too"),
+            std::string::npos)
+      << no_file.text;
+  const CommandOutput one_engine = run_engramlab("fuzz --file " + file + " --compare-engines --engine vllm --json");
+  EXPECT_EQ(one_engine.exit_code, 2) << one_engine.text;
+  EXPECT_NE(one_engine.text.find("--engine, --json names one run: drop it, or run `fuzz --file F --engine NAME`"),
+            std::string::npos)
+      << one_engine.text;
+  const CommandOutput layout_alone = run_engramlab("fuzz --host-layout per_rank --seeds 2");
+  EXPECT_EQ(layout_alone.exit_code, 2) << layout_alone.text;
+  EXPECT_NE(layout_alone.text.find("--host-layout per_rank: sets the host layout of a deployment's file; give --file"),
+            std::string::npos)
+      << layout_alone.text;
+  const CommandOutput unknown =
+      run_engramlab("fuzz --file " + file + " --engine sglang --host-layout per_node --seeds 2 --brief");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.text;
+  EXPECT_NE(unknown.text.find("--host-layout per_node: config.host_layout: engine sglang has no host layout "
+                              "'per_node'; it offers shared, per_rank"),
+            std::string::npos)
+      << unknown.text;
+}
+
 TEST(FuzzFile, ReproductionLineNamesFileAndSites) {
   auto target = harness::load_swarm_target(kScenarios + "/deployments/tp8_h200_peer.yaml", "import");
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
@@ -202,6 +268,13 @@ TEST(FuzzFile, ReproductionLineNamesFileAndSites) {
   EXPECT_NE(r.reproduction.find("tp8_h200_peer.yaml --seed 7 --seeds 1 --sites import --check-determinism"),
             std::string::npos)
       << r.reproduction;
+  // A host layout set on the target is named too (fuzz --host-layout).
+  harness::SwarmTarget laid_out = target.value();
+  laid_out.engine = "sglang";
+  laid_out.host_layout = "per_rank";
+  const std::vector<std::string> rerun = harness::swarm_rerun_args(7, false, laid_out);
+  const std::vector<std::string> tail(rerun.end() - 4, rerun.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"--engine", "sglang", "--host-layout", "per_rank"}));
   // The same seed and target draw the same case.
   EXPECT_EQ(harness::draw_swarm_case(7, target.value()).description, r.description);
 }

@@ -140,6 +140,7 @@ EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice)
       c.refusal = std::string(checked.status().message());
       c.planned_without = std::move(dropped);
       checked = std::move(again);
+      d = std::move(without);
     }
   }
   if (!checked.is_ok() && checked.status().code() == ErrorCode::kFailedPrecondition && d.config.host_layout.empty() &&
@@ -155,9 +156,11 @@ EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice)
       c.refusal = std::string(checked.status().message());
       c.planned_with = fmt::format("host_layout: {}", layout.name);
       checked = std::move(planned);
+      d = std::move(other);
       break;
     }
   }
+  c.planned_from = d;
   if (!checked.is_ok()) {
     c.status = checked.status();
     return c;
@@ -223,6 +226,24 @@ EngineColumn column_of(const Deployment& deployment, const EngineChoice& choice)
 
 // Wide enough for a placement name and a figure; verdicts wrap.
 constexpr size_t kComparisonCellWidth = 40;
+// A refusal below the table: its lines within 120 columns.
+constexpr size_t kRefusalWidth = 116;
+
+// Each engine that refused the deployment as asked, in its own words, and
+// how its column was planned instead; nothing where none refused.
+std::string format_comparison_refusals(std::span<const EngineColumn> columns) {
+  std::string out;
+  for (const EngineColumn& c : columns) {
+    if (c.refusal.empty()) continue;
+    const std::string instead = c.planned_with.empty()
+                                    ? fmt::format("without {}", fmt::join(c.planned_without, ", "))
+                                    : "with " + c.planned_with;
+    const std::string label = c.label.empty() ? engine_name(c.engine) : c.label;
+    out += fmt::format("{} refused the deployment as asked (its column is planned {}):\n", label, instead);
+    for (const std::string& line : wrap_text(c.refusal, kRefusalWidth)) out += "  " + line + "\n";
+  }
+  return out;
+}
 
 // The defaults the figures rest on, each once; one only some engines took
 // names them.
@@ -256,8 +277,13 @@ std::string format_comparison_defaults(std::span<const EngineColumn> columns) {
 
 std::string collectives_text(const EngineColumn& c) {
   if (c.collectives.empty()) return "none";
+  // A group named once after the run of collectives over it.
   std::string out;
-  for (const StepCollective& s : c.collectives) out += (out.empty() ? "" : "; ") + s.name + " (" + s.group + ")";
+  for (size_t i = 0; i < c.collectives.size(); ++i) {
+    const StepCollective& s = c.collectives[i];
+    out += (out.empty() ? "" : "; ") + s.name;
+    if (i + 1 == c.collectives.size() || c.collectives[i + 1].group != s.group) out += " (" + s.group + ")";
+  }
   return out;
 }
 
@@ -296,8 +322,9 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
     const std::string without = fmt::format("{}", fmt::join(c.planned_without, ", "));
     // How the figures below were planned where the engine refused the deployment as written.
     const std::string instead = c.planned_with.empty() ? "without " + without : "with " + c.planned_with;
+    // The refusal's own words go below the table, full width (format_comparison_refusals).
     v.push_back(c.refusal.empty() ? c.placement
-                                  : fmt::format("refused: {}; {}: {}", c.refusal, instead, c.placement));
+                                  : fmt::format("{}, {} (as asked: refused, below)", c.placement, instead));
     v.push_back(c.tp_split);
     v.push_back(c.cpu_offload ? "on" : "off");
     v.push_back(c.node_local_group_min == c.node_local_group_max
@@ -336,6 +363,7 @@ std::string format_engine_comparison(std::span<const EngineColumn> columns) {
   std::string out = format_text_table(rows, kComparisonCellWidth);
   out += "(bytes/token/step: what one token adds to the step's collectives over every table, ids as int64 and "
          "rows as bf16; HBM and KV per GPU at the busiest GPU; see `plan --engine NAME` for one engine's reasons)\n";
+  out += format_comparison_refusals(columns);
   out += format_comparison_defaults(columns);
   return out;
 }

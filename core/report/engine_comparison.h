@@ -61,6 +61,10 @@ struct EngineColumn {
   // across nodes): the refusal above, and the layout the figures were
   // planned with instead ("host_layout: per_rank"), the first it offers that runs.
   std::string planned_with;
+  // The deployment the figures above were planned from: as given with this
+  // engine set, less planned_without, with planned_with (what `fuzz
+  // --compare-engines` runs on the emulator).
+  Deployment planned_from;
 };
 
 // Plans `deployment` (flags and file as given, engine.profile ignored)

@@ -36,15 +36,33 @@ def test_a_lone_surrogate_names_the_argument():
     assert "hosts[0].name" in str(caught.value) and "surrogate" in str(caught.value)
 
 
-def test_unreadable_file_paths_raise_engramlab_errors(tmp_path):
-    fifo = tmp_path / "pipe.yaml"
-    os.mkfifo(fifo)
+# fuzz runs on the emulator: a build without it (the GPU machines') says so
+# first, whatever the file (test_fuzz_without_the_emulator_says_so).
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "pipe.yaml"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.skipif(not engramlab.has_emulator, reason="this build has no emulator (fuzz)")
+def test_unreadable_fuzz_files_raise_engramlab_errors(tmp_path, fifo):
     with pytest.raises(engramlab.InvalidArgumentError) as caught:
         engramlab.fuzz(1, file=str(fifo))
     assert "is a FIFO, not a regular file" in caught.value.message
     with pytest.raises(engramlab.InvalidArgumentError) as caught:
         engramlab.fuzz(1, file=str(tmp_path))
     assert "is a directory" in caught.value.message
+
+
+@pytest.mark.skipif(engramlab.has_emulator, reason="this build has the emulator (test_unreadable_fuzz_files_...)")
+def test_fuzz_without_the_emulator_says_so(fifo):
+    with pytest.raises(engramlab.FailedPreconditionError) as caught:
+        engramlab.fuzz(1, file=str(fifo))
+    assert "built without it (-DENGRAM_BUILD_EMULATOR=OFF)" in caught.value.message
+
+
+def test_an_unreadable_plan_file_raises_an_engramlab_error(tmp_path):
     with pytest.raises(engramlab.InvalidArgumentError) as caught:
         engramlab.plan(str(tmp_path / "missing.yaml"))
     assert caught.value.message.startswith("deployment: cannot read")
