@@ -22,6 +22,7 @@
 #include "apps/command_registry.h"
 #include "apps/engine_command_line.h"
 #include "core/base/check.h"
+#include "core/base/fixes_once.h"
 #include "apps/flag_numbers.h"
 #include "apps/flag_spellings.h"
 #include "apps/plan_sweep.h"
@@ -42,6 +43,7 @@
 #include "core/base/text_excerpt.h"
 #include "core/base/terminal_colour.h"
 #include "core/base/units.h"
+#include "harness/scenario.h"
 #include "harness/scenario_emit.h"
 
 namespace engram::app {
@@ -107,7 +109,19 @@ Result<Deployment> build_deployment(const PlanFlags& f) {
   Deployment d;
   const bool from_file = !f.file.empty();
   if (from_file) {
-    ENGRAM_ASSIGN_OR_RETURN(d, load_deployment_file(f.file));
+    Result<Deployment> loaded = load_deployment_file(f.file);
+    if (!loaded.is_ok() && loaded.status().code() == ErrorCode::kInvalidArgument) {
+      // A scenario file is a deployment with faults and expectations: its
+      // deployment plans (the rest is `scenario run`'s), instead of an
+      // unknown-field error for each of its scenario fields.
+      if (Result<harness::Scenario> scenario = harness::load_scenario_file(f.file); scenario.is_ok()) {
+        std::cerr << fmt::format("plan: {} is a scenario file: its deployment is planned here (its faults and "
+                                 "expectations are what `engramlab scenario run` checks)\n",
+                                 excerpt(f.file, 200));
+        loaded = std::move(scenario->deployment);
+      }
+    }
+    ENGRAM_ASSIGN_OR_RETURN(d, std::move(loaded));
   }
   if (!f.model.empty()) d.model = f.model;
 
@@ -422,7 +436,7 @@ int run_plan(PlanFlags& flags) {
   auto fail = [&](const Status& s) {
     const int code = s.code() == ErrorCode::kInvalidArgument ? 2 : 1;
     std::cout.flush();
-    std::fputs(fmt::format("engramlab plan: error: {}\n", s.to_string()).c_str(), stderr);
+    std::fputs(fmt::format("engramlab plan: error: {}\n", say_fixes_once_in(s.to_string())).c_str(), stderr);
     if (flags.json) std::cout << dump_json(error_document("plan", s)) << "\n";
     return code;
   };
@@ -508,7 +522,7 @@ int run_plan(PlanFlags& flags) {
   }
   if (!fits.is_ok()) {
     std::cout.flush();  // the report before the error, also where both go to one pipe
-    std::fputs(fmt::format("engramlab plan: error: {}\n", fits.to_string()).c_str(), stderr);
+    std::fputs(fmt::format("engramlab plan: error: {}\n", say_fixes_once_in(fits.to_string())).c_str(), stderr);
     return 1;
   }
   return 0;

@@ -105,6 +105,26 @@ TEST(MemoryVerdict, A200GLimitOnAKubernetesHostIs186GiBAndRefusesWithAFixThatHas
   EXPECT_LT(limit_margin(memory_margins(p.plan)).headroom_bytes, 0);
 }
 
+// The plan's warnings and reasons say a fix they share once (issue 48, item
+// 7), as doctor does: the first in full, numbered, the others point back.
+TEST(MemoryVerdict, AFixSeveralWarningsShareIsSaidOnceInThePlan) {
+  FitCheckedPlan p = planned(pod("200Gi"));
+  const std::string fix = "give the pod more memory with resources.limits.memory, or put fewer ranks on each host";
+  p.plan.warnings = {{"a.first", "host a is tight; " + fix}, {"b.second", "host b is tight; " + fix}};
+  p.plan.reasons.push_back("rank 0 on a: tight; " + fix);
+  const std::string text = format_plan_report(p.plan);
+  EXPECT_THAT(text, HasSubstr("  [a.first] host a is tight; [fix 1] " + fix + "\n"));
+  EXPECT_THAT(text, HasSubstr("  [b.second] host b is tight; (fix 1 above)\n"));
+  EXPECT_THAT(text, HasSubstr("  - rank 0 on a: tight; (fix 1 above)\n"));  // one numbering for both lists
+  EXPECT_EQ(text.find(fix), text.rfind(fix)) << "said once: " << text;
+  // The other side: a fix said by one line alone is left as it is.
+  p.plan.warnings.pop_back();
+  p.plan.reasons.pop_back();
+  const std::string alone = format_plan_report(p.plan);
+  EXPECT_THAT(alone, HasSubstr("  [a.first] host a is tight; " + fix + "\n"));
+  EXPECT_THAT(alone, Not(HasSubstr("[fix 1]")));
+}
+
 TEST(MemoryVerdict, A180GiLimitRefuses) {
   const FitCheckedPlan p = planned(pod("180Gi"));
   ASSERT_FALSE(p.fits.is_ok());

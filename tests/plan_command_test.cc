@@ -51,6 +51,30 @@ CommandRun run_plan(const std::string& args) {
 const std::string kDep4 = "--model deepseek-v4.1-flash --hosts 1 --gpus-per-host 4 --gpu-model GB200 --tp 1 --dp 4 "
                           "--cpu-offload";
 
+// A scenario file is a deployment with faults and expectations: plan plans
+// its deployment, saying so, as `fuzz --file` takes either kind; a file that
+// is neither still gets its unknown-field errors, the known fields said once.
+TEST(PlanCommand, AScenarioFilePlansItsDeploymentAndUnknownFieldsNameTheKnownOnesOnce) {
+  const std::string scenario = std::string(ENGRAM_SOURCE_DIR) + "/scenarios/fault_send.yaml";
+  const CommandRun r = run_plan("--file " + scenario);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("fault_send.yaml is a scenario file: its deployment is planned here"));
+  EXPECT_THAT(r.out, HasSubstr("placement:"));
+  EXPECT_THAT(r.err, Not(HasSubstr("unknown field")));
+
+  const std::string bad = ::testing::TempDir() + "plan_command_test.unknown." + std::to_string(getpid()) + ".yaml";
+  std::ofstream(bad) << "hosts: [{name: a, gpus: 2}]\nlayout: {tp: 1, dp: 2}\ndescription: x\nseed: 3\nfoo: 1\n";
+  const CommandRun unknown = run_plan("--file " + bad);
+  std::remove(bad.c_str());
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  EXPECT_THAT(unknown.err, AllOf(HasSubstr("description: unknown field 'description'; [fix 1] known fields here: "
+                                           "model, hosts, rank_hosts, layout, config, engine, timeouts\n"),
+                                 HasSubstr("seed: unknown field 'seed'; (fix 1 above)\n"),
+                                 HasSubstr("foo: unknown field 'foo'; (fix 1 above)\n")));
+  const std::string known = "known fields here: model";
+  EXPECT_EQ(unknown.err.find(known), unknown.err.rfind(known)) << "said once: " << unknown.err;
+}
+
 TEST(PlanCommand, Dep4WithBigShmSharesOneCopy) {
   CommandRun r = run_plan(kDep4 + " --shm-size 190GiB");
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -71,4 +71,18 @@ std::vector<std::string> say_fixes_once(const std::vector<std::string>& lines, s
   return out;
 }
 
+std::string say_fixes_once_in(const std::string& text, size_t min_chars) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  std::string out;
+  for (const std::string& line : say_fixes_once(lines, min_chars)) out += (out.empty() ? "" : "\n") + line;
+  return out;
+}
+
 }  // namespace engram

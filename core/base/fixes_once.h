@@ -14,5 +14,8 @@ namespace engram {
 // later one "(fix N above)", and a run of such references one "(fixes N-M
 // above)". Lines without a repeated clause are unchanged.
 std::vector<std::string> say_fixes_once(const std::vector<std::string>& lines, size_t min_chars = 60);
+// The same over the lines of one text (an error of several lines: each
+// unknown field of a file names the known ones).
+std::string say_fixes_once_in(const std::string& text, size_t min_chars = 60);
 
 }  // namespace engram

@@ -1,3 +1,4 @@
+#include "core/base/fixes_once.h"
 #include "core/report/plan_report.h"
 
 #include <fmt/format.h>
@@ -152,10 +153,17 @@ std::string format_plan_report(const PlanResult& plan) {
   out += "\nwarnings:";
   if (plan.warnings.empty()) out += " none";
   out += "\n";
-  for (const Warning& w : plan.warnings) out += fmt::format("  [{}] {}\n", w.key, w.text);
+  // A fix that several warnings and reasons end in is said once, numbered,
+  // where it first comes, and referenced after (one numbering for both lists).
+  std::vector<std::string> texts;
+  for (const Warning& w : plan.warnings) texts.push_back(w.text);
+  texts.insert(texts.end(), plan.reasons.begin(), plan.reasons.end());
+  texts = say_fixes_once(texts);
+  const size_t warnings = plan.warnings.size();
+  for (size_t i = 0; i < warnings; ++i) out += fmt::format("  [{}] {}\n", plan.warnings[i].key, texts[i]);
 
   out += "\nwhy:\n";
-  for (const std::string& r : plan.reasons) out += fmt::format("  - {}\n", r);
+  for (size_t i = warnings; i < texts.size(); ++i) out += fmt::format("  - {}\n", texts[i]);
 
   out += fmt::format("\nmemory per GPU (by rank group; KV cache left = GPU memory x {:.2f} - tables - buffer - "
                      "reserved {}):\n",
