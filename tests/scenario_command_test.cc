@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engramlab_command.h"
+#include "tests/file_text.h"
 #include "tests/temp_dir.h"
 
 namespace engram::testing {
@@ -24,12 +25,7 @@ namespace {
 
 const std::string kScenarios = std::string(ENGRAM_SOURCE_DIR) + "/scenarios";
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string read_all(const std::string& path) { return file_text(path); }
 
 struct TempDir : testing::TempDir {
   TempDir() : testing::TempDir("/tmp/scenario_draw_test") {}

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "engramlab_command.h"
+#include "tests/file_text.h"
 #include "tests/temp_dir.h"
 
 namespace engram::testing {
@@ -20,12 +21,7 @@ namespace {
 
 const std::string kScenarios = std::string(ENGRAM_SOURCE_DIR) + "/scenarios";
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string read_all(const std::string& path) { return file_text(path); }
 
 // python3's XML parser over `xml`: "cases N" and the first case's
 // classname, or the parser's error.
