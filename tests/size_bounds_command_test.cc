@@ -65,6 +65,28 @@ TEST(SizeBounds, AModelFileWhoseTablesPass64BitsExits2NamingTheField) {
   }
 }
 
+// A model inside the 1 EiB bound (about 119 PiB of tables) on one host of
+// 200 ranks, each holding its own copy (host_private): the host's sums
+// passed 64 bits and the plan stopped on a contract check (an abort, exit
+// 134). Now exit 2 naming the host, its ranks and the fix; 4 ranks of it
+// plan (the other side of the bound).
+TEST(SizeBounds, AHostWhoseRanksCopiesPass64BitsExits2NamingTheHost) {
+  Files files;
+  const std::string model = files.write(
+      "big.yaml", model_file("{layers: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16], orders: [2, 3], "
+                             "heads_per_order: 128, engram_vocab_size: 1000000000, dim: 16384, row_format: bf16}"));
+  const std::string flags = " --hosts 1 --cpu-offload --dp-shared-memory=false --gpu-model H200";
+  const auto many = run(kBin + " plan --model " + model + " --tp 1 --dp 200 --gpus-per-host 200" + flags);
+  EXPECT_EQ(many.exit_code, 2) << many.output;
+  EXPECT_THAT(many.output, AllOf(HasSubstr("hosts[0] 'node-0': 200 ranks, each able to hold a copy of model hostile's"),
+                                 HasSubstr("pass 4 EiB; put fewer ranks on a host"),
+                                 Not(HasSubstr("contract violated"))))
+      << many.output;
+  const auto few = run(kBin + " plan --model " + model + " --tp 1 --dp 4 --gpus-per-host 4" + flags);
+  EXPECT_THAT(few.output, HasSubstr("host_private")) << few.output;
+  EXPECT_THAT(few.output, Not(HasSubstr("pass 4 EiB"))) << few.output;
+}
+
 TEST(SizeBounds, AGpuFileWhoseHostMemoryTimesItsGpusPasses64BitsExits2) {
   Files files;
   const std::string gpu =

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "core/base/checked_math.h"
 #include "core/base/size_text.h"
 #include "core/base/text_list.h"
 #include "core/deployment/deployment_validate.h"
@@ -223,8 +224,32 @@ Status check_pid_namespaces(const Deployment& d, const std::vector<RankPlan>& ra
 
 // Each rank's memory from its placement's cost; a warning per host whose
 // GPUs the tables overfill.
-void plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& plan,
-                      const std::function<void(const Warning&)>& warn) {
+// A host's sums add what each of its ranks holds, and a rank may hold a
+// whole copy (host_private, or HBM rows shared by its GPU's ranks): where
+// the ranks of one host times the model's tables pass 4 EiB (2^62: room left
+// for buffers, staging and a reserve of up to 1 EiB, and for their signed
+// difference from a GPU's memory), the plan refuses it naming the host,
+// rather than stop on a sum that would wrap. No real model comes near: 188.8
+// GiB of tables would need 24 million ranks on a host.
+Status check_host_sums_fit(const ModelSpec& spec, const Deployment& d, const PlanResult& plan) {
+  constexpr uint64_t kHostSumBytesMax = uint64_t{1} << 62;
+  std::vector<uint64_t> ranks_on(d.hosts.size(), 0);
+  for (const RankPlan& rp : plan.ranks) ++ranks_on[static_cast<size_t>(rp.host)];
+  const uint64_t tables = spec.table_bytes_total();
+  for (size_t h = 0; h < d.hosts.size(); ++h) {
+    const std::optional<uint64_t> worst = product_if_fits(tables, ranks_on[h]);
+    if (worst && *worst <= kHostSumBytesMax) continue;
+    return invalid_argument(fmt::format(
+        "hosts[{}] '{}': {} ranks, each able to hold a copy of model {}'s {} of tables, would make the host's memory "
+        "sums pass 4 EiB; put fewer ranks on a host (its gpus, ranks_per_gpu) or give a model with smaller tables",
+        h, d.hosts[h].name, ranks_on[h], spec.name, format_size_short(tables)));
+  }
+  return Status::ok();
+}
+
+Status plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& plan,
+                        const std::function<void(const Warning&)>& warn) {
+  ENGRAM_RETURN_IF_ERROR(check_host_sums_fit(spec, d, plan));
   std::vector<RankMemoryInput> memory_in(plan.ranks.size());
   std::vector<int> slot_of_host(d.hosts.size(), 0);
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
@@ -242,6 +267,7 @@ void plan_rank_memory(const ModelSpec& spec, const Deployment& d, PlanResult& pl
   plan.hosts = std::move(memory.hosts);
   if (const std::optional<Warning> kv = kv_cache_exhausted_warning(plan.hosts, d.engine)) warn(*kv);
   if (const std::optional<Warning> kv = kv_capacity_warning(plan.ranks, spec, d.engine)) warn(*kv);
+  return Status::ok();
 }
 
 // Ranks that decided alike, with the reason once: "ranks 0-3: host_shared (...)".
@@ -334,7 +360,7 @@ Result<PlanResult> plan_deployment(const Deployment& input, WarningSink& sink) {
       warn(w);
 
   // 4. Memory, then 5. the summaries people read.
-  plan_rank_memory(spec, d, plan, warn);
+  ENGRAM_RETURN_IF_ERROR(plan_rank_memory(spec, d, plan, warn));
   summarize_groups(plan, decisions, handle_by_group);
   // Never silent: a GPU that ranks share is said, with each rank's share.
   for (const HostMemory& hm : plan.hosts) {
