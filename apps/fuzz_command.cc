@@ -18,10 +18,12 @@
 #include "apps/fuzz_compare_engines.h"
 #include "core/base/file_replace.h"
 #include "core/base/text_excerpt.h"
+#include "core/base/text_list.h"
 #include "core/base/json_output.h"
 #include "core/base/progress.h"
 #include "core/engines/engine_profile.h"
 #include "core/plan/deployment_plan.h"
+#include "core/report/engine_comparison.h"
 #include "core/base/rerun_command.h"
 #include "core/base/seed_list.h"
 #include "harness/run_json.h"
@@ -53,6 +55,7 @@ struct FuzzFlags {
   std::string engine;    // --engine: whose rules plan the file's deployment (over its engine.name)
   bool brief = false;    // --brief: the outcomes and the summary line alone
   std::string host_layout;  // --host-layout: the engine's host layout for the file's deployment
+  std::string without;      // --without: engine settings left out of the file's deployment
   bool compare_engines = false;  // --compare-engines: the file under each engine, two lines each (tools/run.sh)
 };
 
@@ -181,11 +184,25 @@ int run_fuzz(FuzzFlags& flags) {
         target = invalid_argument(fmt::format("--host-layout {}: {}", excerpt(flags.host_layout), layout.status().message()));
     }
   }
+  if (target.is_ok() && !flags.without.empty()) {
+    if (!target->deployment) {
+      target = invalid_argument(fmt::format("--without {}: leaves settings out of a deployment's file; give --file too",
+                                            excerpt(flags.without)));
+    } else {
+      for (const std::string& name : comma_list(flags.without)) {
+        if (Status dropped = drop_engine_setting(*target->deployment, name); !dropped.is_ok()) {
+          target = invalid_argument(fmt::format("--without: {}", dropped.message()));
+          break;
+        }
+        target->without.push_back(name);
+      }
+    }
+  }
   if (target.is_ok() && flags.compare_engines) {
     // Each engine runs its own plan: flags that pick one engine, or write one
     // run's files, have no single run to apply to.
     std::string clash;
-    for (const auto& [given, name] : {std::pair{!flags.engine.empty(), "--engine"}, {!flags.host_layout.empty(), "--host-layout"},
+    for (const auto& [given, name] : {std::pair{!flags.engine.empty(), "--engine"}, {!flags.host_layout.empty(), "--host-layout"}, {!flags.without.empty(), "--without"},
                                       {!flags.emit_seed_text.empty(), "--emit-scenario"}, {!flags.trace.empty(), "--trace"},
                                       {!flags.timeline.empty(), "--timeline"}, {!flags.junitxml.empty(), "--junitxml"},
                                       {flags.json, "--json"}, {flags.verbose, "--verbose"}})
@@ -318,6 +335,10 @@ CommandRegistration fuzz_registration("40-fuzz", [](CLI::App& app, int& exit_cod
   cmd->add_flag("--brief", flags->brief, "print the outcomes, failures and the summary line alone");
   cmd->add_option("--host-layout", flags->host_layout,
                   "the engine's host layout for the --file's deployment, by its own name (plan --host-layout's)");
+  cmd->add_option("--without", flags->without,
+                  "engine settings to leave out of the --file's deployment, comma-separated (peer_shards, thp_packing, "
+                  "embedding_across_dp, host_layout, dp_shared_memory), as plan --compare-engines plans an engine "
+                  "that lacks them");
   cmd->add_flag("--compare-engines", flags->compare_engines,
                 "run the --file's deployment under each engine's plan (another host layout where its default "
                 "cannot run there, as plan --compare-engines shows), two lines an engine");

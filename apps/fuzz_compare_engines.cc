@@ -19,10 +19,10 @@ constexpr size_t kOutcomeWidth = 106;
 
 // What one engine's row runs: the deployment as `plan --compare-engines`
 // planned its column (its other host layout where the default cannot run
-// here), or as given where the plan refuses it outright or only without a
-// setting this engine lacks (fuzz has no flag that drops one, so a rerun
-// line could not say it): the runtime then refuses it as plan does, and
-// the row shows that refusal.
+// here, or without the settings it lacks: `fuzz --host-layout` and
+// `--without` say so in a rerun line), or as given where the plan refuses
+// it outright: the runtime then refuses it as plan does, and the row shows
+// that refusal.
 struct EngineRun {
   harness::SwarmTarget target;
   std::string ran_as;  // "host_shared", "sglang_private, with host_layout: per_rank (...)"
@@ -39,12 +39,17 @@ EngineRun engine_run(const harness::SwarmTarget& given, const EngineProfile& eng
     run.target.host_layout = column.planned_from.config.host_layout;
     run.ran_as = fmt::format("{} with {} (its default refused here; plan --engine {} says why)", column.placement,
                              column.planned_with, engine.name);
+  } else if (!column.planned_without.empty()) {
+    run.target.deployment = column.planned_from;
+    run.target.without = column.planned_without;
+    run.ran_as = fmt::format("{} without {} (it lacks {}; as asked, refused)", column.placement,
+                             fmt::join(column.planned_without, ", "),
+                             column.planned_without.size() == 1 ? "it" : "them");
   } else {
     run.target.deployment->engine.profile = engine.id;
     run.target.deployment->engine.variant.clear();
-    run.ran_as = !column.status.is_ok()        ? fmt::format("refused by plan ({})", error_code_name(column.status.code()))
-                 : !column.refusal.empty() ? fmt::format("refused by plan (lacks {})", fmt::join(column.planned_without, ", "))
-                                           : column.placement;
+    run.ran_as = column.status.is_ok() ? column.placement
+                                       : fmt::format("refused by plan ({})", error_code_name(column.status.code()));
   }
   return run;
 }

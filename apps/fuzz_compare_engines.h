@@ -2,8 +2,10 @@
 // emulator under each engine's rules, faults drawn around it, two lines an
 // engine (what ran, how the seeds ended). Where an engine's default cannot
 // run there and `plan --compare-engines` plans it with another host layout
-// (SGLang's `shared` memfd across nodes), that layout is what runs, said on
-// its row. The main job (tools/run.sh) prints it under the plan comparison.
+// (SGLang's `shared` memfd across nodes), that layout is what runs, and
+// where it lacks a setting the file writes (vLLM: peer_shards), the
+// deployment without it runs; its row says which. The main job
+// (tools/run.sh) prints it under the plan comparison.
 #pragma once
 
 #include <cstdint>

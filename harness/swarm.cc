@@ -1,6 +1,7 @@
 #include "harness/swarm.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -511,6 +512,7 @@ std::vector<std::string> swarm_rerun_args(uint64_t seed, bool check_determinism,
   }
   if (!target.engine.empty()) rerun.insert(rerun.end(), {"--engine", target.engine});
   if (!target.host_layout.empty()) rerun.insert(rerun.end(), {"--host-layout", target.host_layout});
+  if (!target.without.empty()) rerun.insert(rerun.end(), {"--without", fmt::format("{}", fmt::join(target.without, ","))});
   if (check_determinism) rerun.push_back("--check-determinism");
   return rerun;
 }

@@ -45,6 +45,10 @@ struct SwarmTarget {
   // `fuzz --host-layout NAME`: set on the deployment's config, named in
   // reproduction lines; empty: the file's.
   std::string host_layout;
+  // `fuzz --without a,b`: engine settings left out of the deployment (as
+  // plan --compare-engines plans an engine that lacks them), named in
+  // reproduction lines.
+  std::vector<std::string> without;
 };
 
 // Deterministic in `seed` and the target alone.

@@ -231,6 +231,27 @@ TEST(FuzzCompareEngines, EachEngineRunsItsOwnPlanAndSaysWhatRan) {
   EXPECT_NE(as_given.text.find("error failed_precondition (decide placement)"), std::string::npos) << as_given.text;
 }
 
+// An engine that lacks a setting the file writes (vLLM has no peer_shards):
+// its row runs the deployment its comparison column was planned from,
+// without that setting, and says so; `fuzz --without` runs that row alone,
+// seed for seed (its rerun lines name --without: ReproductionLineNamesFileAndSites).
+TEST(FuzzCompareEngines, AnEngineThatLacksASettingRunsWithoutIt) {
+  const std::string file = kScenarios + "/deployments/tp8_h200_peer.yaml";
+  const CommandOutput out = run_engramlab("fuzz --file " + file + " --compare-engines --seeds 6");
+  ASSERT_EQ(out.exit_code, 0) << out.text;
+  const size_t row = out.text.find("\nvllm        ");
+  ASSERT_NE(row, std::string::npos) << out.text;
+  EXPECT_EQ(out.text.find("\nvllm        host_head_sharded without peer_shards (it lacks it; as asked, refused);"), row)
+      << out.text;
+  const CommandOutput alone =
+      run_engramlab("fuzz --file " + file + " --engine vllm --without peer_shards --seeds 6 --verbose");
+  ASSERT_EQ(alone.exit_code, 0) << alone.text;
+  EXPECT_EQ(alone.text.find("failed_precondition (decide placement)"), std::string::npos) << alone.text;
+  size_t ok = 0;
+  for (size_t at = alone.text.find(" ok "); at != std::string::npos; at = alone.text.find(" ok ", at + 1)) ++ok;
+  EXPECT_NE(out.text.find("6 seeds: " + std::to_string(ok) + " ok", row), std::string::npos) << alone.text << out.text;
+}
+
 // The other side: flags that name one run, or no deployment to compare, are
 // exit 2 naming the flag and the fix; --host-layout wants a file too, and a
 // layout the engine lacks is refused by plan's check, naming the layouts.
@@ -246,6 +267,14 @@ TEST(FuzzCompareEngines, FlagsThatNameOneRunOrNoFileExitTwo) {
   EXPECT_NE(one_engine.text.find("--engine, --json names one run: drop it, or run `fuzz --file F --engine NAME`"),
             std::string::npos)
       << one_engine.text;
+  const CommandOutput misspelt = run_engramlab("fuzz --file " + file + " --without peer_shard --seeds 1");
+  EXPECT_EQ(misspelt.exit_code, 2) << misspelt.text;
+  EXPECT_NE(misspelt.text.find("--without: 'peer_shard' is not a setting some engine lacks; those are peer_shards, "),
+            std::string::npos)
+      << misspelt.text;
+  EXPECT_NE(misspelt.text.find("did you mean 'peer_shards'?"), std::string::npos) << misspelt.text;
+  const CommandOutput without_file = run_engramlab("fuzz --without peer_shards --seeds 1");
+  EXPECT_EQ(without_file.exit_code, 2) << without_file.text;
   const CommandOutput layout_alone = run_engramlab("fuzz --host-layout per_rank --seeds 2");
   EXPECT_EQ(layout_alone.exit_code, 2) << layout_alone.text;
   EXPECT_NE(layout_alone.text.find("--host-layout per_rank: sets the host layout of a deployment's file; give --file"),
@@ -275,6 +304,10 @@ TEST(FuzzFile, ReproductionLineNamesFileAndSites) {
   const std::vector<std::string> rerun = harness::swarm_rerun_args(7, false, laid_out);
   const std::vector<std::string> tail(rerun.end() - 4, rerun.end());
   EXPECT_EQ(tail, (std::vector<std::string>{"--engine", "sglang", "--host-layout", "per_rank"}));
+  laid_out.without = {"peer_shards", "thp_packing"};
+  const std::vector<std::string> rerun_without = harness::swarm_rerun_args(7, false, laid_out);
+  EXPECT_EQ(rerun_without.back(), "peer_shards,thp_packing");
+  EXPECT_EQ(rerun_without[rerun_without.size() - 2], "--without");
   // The same seed and target draw the same case.
   EXPECT_EQ(harness::draw_swarm_case(7, target.value()).description, r.description);
 }

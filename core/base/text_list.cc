@@ -68,4 +68,19 @@ std::string half_open_range_text(int64_t begin, int64_t count) {
   return fmt::format("[{}, {})", begin, end);
 }
 
+std::vector<std::string> comma_list(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::string_view item = text.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    out.emplace_back(item);
+    if (comma == text.size()) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace engram

@@ -5,11 +5,16 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace engram {
 
 std::string join_limited(std::span<const std::string> items, size_t max_shown = 4);
+
+// "a, b,c" -> {"a", "b", "c"}: a flag's comma-separated names, each trimmed
+// of spaces; empty items kept (the caller refuses them by name).
+std::vector<std::string> comma_list(std::string_view text);
 
 // Natural order of names: digit runs compare as numbers ("n2" before "n10").
 bool natural_less(const std::string& a, const std::string& b);

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/base/did_you_mean.h"
 #include "core/base/size_text.h"
+#include "core/base/text_excerpt.h"
 #include "core/base/text_table.h"
 #include "core/base/units.h"
 #include "core/engines/engine_profile.h"
@@ -101,17 +103,33 @@ uint64_t total_bytes(const std::vector<StepCollective>& c) {
   return sum;
 }
 
-// The deployment without the engine-specific settings it carries (those
-// some engine lacks and refuses by name), and their names; nothing where it
-// carries none.
+// The engine-specific settings (those some engine lacks and refuses by
+// name), each with whether a config carries it and how it is left out.
+struct EngineSetting {
+  const char* name;
+  bool (*carried)(const EngramConfig&);
+  void (*drop)(EngramConfig&);
+};
+constexpr EngineSetting kEngineSettings[] = {
+    {"peer_shards", [](const EngramConfig& c) { return c.peer_shards; }, [](EngramConfig& c) { c.peer_shards = false; }},
+    {"thp_packing", [](const EngramConfig& c) { return c.thp_packing; }, [](EngramConfig& c) { c.thp_packing = false; }},
+    {"embedding_across_dp", [](const EngramConfig& c) { return c.embedding_across_dp; },
+     [](EngramConfig& c) { c.embedding_across_dp = false; }},
+    {"host_layout", [](const EngramConfig& c) { return !c.host_layout.empty(); },
+     [](EngramConfig& c) { c.host_layout.clear(); }},
+    {"dp_shared_memory", [](const EngramConfig& c) { return c.dp_shared_memory.has_value(); },
+     [](EngramConfig& c) { c.dp_shared_memory.reset(); }},
+};
+
+// The deployment without the engine-specific settings it carries, and their
+// names; nothing where it carries none.
 std::vector<std::string> drop_engine_settings(Deployment& d) {
   std::vector<std::string> dropped;
-  EngramConfig& c = d.config;
-  if (c.peer_shards) { c.peer_shards = false; dropped.push_back("peer_shards"); }
-  if (c.thp_packing) { c.thp_packing = false; dropped.push_back("thp_packing"); }
-  if (c.embedding_across_dp) { c.embedding_across_dp = false; dropped.push_back("embedding_across_dp"); }
-  if (!c.host_layout.empty()) { c.host_layout.clear(); dropped.push_back("host_layout"); }
-  if (c.dp_shared_memory.has_value()) { c.dp_shared_memory.reset(); dropped.push_back("dp_shared_memory"); }
+  for (const EngineSetting& s : kEngineSettings) {
+    if (!s.carried(d.config)) continue;
+    s.drop(d.config);
+    dropped.push_back(s.name);
+  }
   return dropped;
 }
 
@@ -288,6 +306,20 @@ std::string collectives_text(const EngineColumn& c) {
 }
 
 }  // namespace
+
+Status drop_engine_setting(Deployment& deployment, std::string_view name) {
+  std::vector<std::string> names;
+  for (const EngineSetting& s : kEngineSettings) {
+    if (name == s.name) {
+      s.drop(deployment.config);
+      return Status::ok();
+    }
+    names.push_back(s.name);
+  }
+  const std::string guess = did_you_mean(name, names);
+  return invalid_argument(fmt::format("'{}' is not a setting some engine lacks; those are {}{}", excerpt(name),
+                                      fmt::join(names, ", "), guess.empty() ? "" : "; " + guess));
+}
 
 std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineChoice> engines) {
   std::vector<EngineColumn> out;

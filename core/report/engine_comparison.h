@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/json_output.h"
@@ -73,6 +74,11 @@ struct EngineColumn {
 std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineId> engines);
 // The same over engines or their variants (`--engine vllm,vllm+sp-all-to-all`).
 std::vector<EngineColumn> compare_engines(const Deployment& deployment, std::span<const EngineChoice> engines);
+
+// Leaves out one of the settings an engine may lack (planned_without names
+// them: peer_shards, thp_packing, ...), as the comparison did for a column;
+// invalid_argument naming the value and those settings otherwise.
+Status drop_engine_setting(Deployment& deployment, std::string_view name);
 
 std::string format_engine_comparison(std::span<const EngineColumn> columns);
 // The --json document: json_document("plan") with "engines" (a column each,
