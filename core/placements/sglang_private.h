@@ -29,6 +29,13 @@ std::string doctor_verdict(const DoctorFacts& facts);
 Status lookup_from_whole_table(Collectives& group, Collectives& tp_group, const LookupRequest& request,
                                std::span<const std::byte> whole_table_bytes);
 }  // namespace sglang_private_ops
+// The group and how rows come back are SGLang's rules, kept with their
+// sources in core/engines/sglang_profile.cc: rule_key::kHostTpSplit
+// (per_rank: a row shard per rank, summed back; sgl-project/sglang
+// python/sglang/srt/layers/engram/host_table.py, stored reading, no commit)
+// and rule_key::kRowsBack (zero-fill and all-reduce, a reduce-scatter under
+// DP attention; sgl-project/sglang python/sglang/srt/layers/engram.py, PR
+// 39666, merged). Reports and the step model read them from these fields.
 inline constexpr PlacementOps kSglangPrivateOps{
     .id = Placement::kSglangPrivate, .name = "sglang_private", .group = PlacementGroup::kShardGroup,
     .rows_back_collective = "reduce-scatter rows (sum)", .collective_lookup = true, .sums_members_rows = true,
