@@ -341,7 +341,8 @@ CommandRegistration fuzz_registration("40-fuzz", [](CLI::App& app, int& exit_cod
                   "that lacks them");
   cmd->add_flag("--compare-engines", flags->compare_engines,
                 "run the --file's deployment under each engine's plan (another host layout where its default "
-                "cannot run there, as plan --compare-engines shows), two lines an engine");
+                "cannot run there, or without a setting it lacks, as plan --compare-engines shows), two lines an "
+                "engine");
   cmd->add_flag("--check-determinism", flags->check_determinism, "run each seed twice and compare trace hashes");
   cmd->add_flag("--verbose", flags->verbose, "print each seed's job and outcome first");
   cmd->add_flag("--json", flags->json, "print a machine-readable JSON document");

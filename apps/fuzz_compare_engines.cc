@@ -25,7 +25,7 @@ constexpr size_t kOutcomeWidth = 106;
 // that refusal.
 struct EngineRun {
   harness::SwarmTarget target;
-  std::string ran_as;  // "host_shared", "sglang_private, with host_layout: per_rank (...)"
+  std::string ran_as;  // "host_shared", "sglang_private with host_layout: per_rank (...)"
 };
 
 EngineRun engine_run(const harness::SwarmTarget& given, const EngineProfile& engine) {
@@ -34,20 +34,18 @@ EngineRun engine_run(const harness::SwarmTarget& given, const EngineProfile& eng
   EngineRun run;
   run.target = given;
   run.target.engine = engine.name;
+  // This engine set, and what the column changed (or the file as given).
+  run.target.deployment = column.planned_from;
   if (!column.planned_with.empty()) {
-    run.target.deployment = column.planned_from;
     run.target.host_layout = column.planned_from.config.host_layout;
     run.ran_as = fmt::format("{} with {} (its default refused here; plan --engine {} says why)", column.placement,
                              column.planned_with, engine.name);
   } else if (!column.planned_without.empty()) {
-    run.target.deployment = column.planned_from;
     run.target.without = column.planned_without;
     run.ran_as = fmt::format("{} without {} (it lacks {}; as asked, refused)", column.placement,
                              fmt::join(column.planned_without, ", "),
                              column.planned_without.size() == 1 ? "it" : "them");
   } else {
-    run.target.deployment->engine.profile = engine.id;
-    run.target.deployment->engine.variant.clear();
     run.ran_as = column.status.is_ok() ? column.placement
                                        : fmt::format("refused by plan ({})", error_code_name(column.status.code()));
   }
